@@ -1,0 +1,34 @@
+"""Shared fixtures: the block vectors in ``../shared/vectors`` (or ``$VMSTACK_VECTORS``)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+_DEFAULT_VECTORS = Path(__file__).resolve().parents[2] / "shared" / "vectors"
+
+
+def vectors_dir() -> Path:
+    """The vectors folder: ``$VMSTACK_VECTORS`` if set, else ``../shared/vectors``."""
+    return Path(os.environ.get("VMSTACK_VECTORS", _DEFAULT_VECTORS))
+
+
+def load_vectors(name: str) -> Any:
+    """Parsed JSON of vector file ``name``; skips the test with a reason if it is absent."""
+    path = vectors_dir() / name
+    if not path.is_file():
+        pytest.skip(f"block vectors not found at {path} (set VMSTACK_VECTORS to the folder)")
+    return json.loads(path.read_text())
+
+
+@pytest.fixture(scope="session")
+def vectors_path() -> Path:
+    """The vectors folder, or a skip with the reason where it is absent."""
+    path = vectors_dir()
+    if not path.is_dir():
+        pytest.skip(f"block vectors not found at {path} (set VMSTACK_VECTORS to the folder)")
+    return path

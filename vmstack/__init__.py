@@ -1,0 +1,42 @@
+"""vmstack: an Avalanche-style chain-VM stack with the batched protocol done right.
+
+A consensus engine talks to a VM through wrapper layers; the optional batched protocol
+(``get_ancestors``, ``batched_parse_block``) goes down as one call per layer, and the C-chain
+VM at the bottom answers from the raw header and body bytes in its store.
+"""
+
+from vmstack.batching import (
+    CONTAINER_LEN_OVERHEAD,
+    MAX_CONTAINERS_LEN,
+    batched_parse_block,
+    get_ancestors,
+    supports_batching,
+)
+from vmstack.clock import Clock, SimClock
+from vmstack.errors import (
+    BatchingNotImplemented,
+    BlockNotFound,
+    InvalidBlock,
+    StoreCorrupted,
+    VMStackError,
+)
+from vmstack.interfaces import BatchedChainVM, Block, ChainVM, Layer
+
+__all__ = [
+    "CONTAINER_LEN_OVERHEAD",
+    "MAX_CONTAINERS_LEN",
+    "BatchedChainVM",
+    "BatchingNotImplemented",
+    "Block",
+    "BlockNotFound",
+    "ChainVM",
+    "Clock",
+    "InvalidBlock",
+    "Layer",
+    "SimClock",
+    "StoreCorrupted",
+    "VMStackError",
+    "batched_parse_block",
+    "get_ancestors",
+    "supports_batching",
+]

@@ -1,0 +1,283 @@
+"""Engine-side helpers for the optional batched protocol, and the one budget every layer obeys.
+
+:func:`get_ancestors` and :func:`batched_parse_block` are what a consensus engine calls. They
+use the VM's batched method when it has one and fall back to one ``get_block`` /
+``parse_block`` per block only when the VM raises
+:class:`~vmstack.errors.BatchingNotImplemented`.
+
+The rules (DESIGN section 3), in the order the code applies them:
+
+1. Only ``BatchingNotImplemented`` triggers the fallback; every other error propagates.
+2. Fallback walk: ``BlockNotFound`` on the first block gives ``[]``; any other error on the
+   first block propagates. Mid-walk, ``BlockNotFound`` ends the walk quietly and any other
+   error ends it with a log line; the partial answer is returned.
+3. Order: the requested block, then its parent, and so on.
+4. Budgets: the first block is always included; each block costs ``len + 4`` bytes and a
+   further block is added only while the total stays ``<= max_blocks_size``; at most
+   ``max_blocks_num`` blocks; the time budget starts with the call and is checked before
+   each parent fetch, never before the first.
+5. Every layer obeys rule 4 for the WHOLE answer it returns: :class:`AncestorBudget` is the
+   one implementation of it, used by the fallback walk and by every layer that walks.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import TypeVar
+
+from vmstack.clock import Clock
+from vmstack.errors import BatchingNotImplemented, BlockNotFound, InvalidBlock
+from vmstack.interfaces import BatchedChainVM, Block, ChainVM
+
+__all__ = [
+    "BLOCK_ID_LEN",
+    "CONTAINER_LEN_OVERHEAD",
+    "DEFAULT_MAX_BLOCKS_NUM",
+    "DEFAULT_MAX_RETRIEVAL_TIME",
+    "MAX_CONTAINERS_LEN",
+    "MAX_PARSE_BATCH",
+    "AncestorBudget",
+    "batched_parse_block",
+    "check_block_id",
+    "check_parse_batch",
+    "get_ancestors",
+    "parse_each",
+    "supports_batching",
+    "walk_ancestors",
+]
+
+logger = logging.getLogger(__name__)
+
+#: Bytes of block payload in one Ancestors message: 4/5 of avalanchego's 2 MiB message cap.
+MAX_CONTAINERS_LEN = 1_677_721
+#: Bytes each block costs in an Ancestors message on top of its own length (its u32 prefix).
+CONTAINER_LEN_OVERHEAD = 4
+#: The engine's default block count per GetAncestors request.
+DEFAULT_MAX_BLOCKS_NUM = 2000
+#: The engine's default time budget per GetAncestors request, in seconds.
+DEFAULT_MAX_RETRIEVAL_TIME = 0.05
+#: Length of every block ID.
+BLOCK_ID_LEN = 32
+#: The most blocks one ``batched_parse_block`` call accepts. An Ancestors message carries at
+#: most ``MAX_CONTAINERS_LEN / CONTAINER_LEN_OVERHEAD`` (about 420,000) empty containers;
+#: a batch beyond that cannot have come from a peer and is refused with ``ValueError``.
+MAX_PARSE_BATCH = MAX_CONTAINERS_LEN // CONTAINER_LEN_OVERHEAD
+
+BlockT = TypeVar("BlockT", bound=Block)
+
+BlockFetch = Callable[[bytes], tuple[bytes, bytes]]
+"""Fetch one block for a walk: ``block_id -> (block bytes, parent id)``."""
+
+
+def check_block_id(block_id: object) -> bytes:
+    """Return ``block_id`` as bytes, or raise ``ValueError`` unless it is 32 bytes."""
+    if not isinstance(block_id, bytes | bytearray | memoryview):
+        raise ValueError(f"a block ID is {BLOCK_ID_LEN} bytes, got {type(block_id).__name__}")
+    block_id = bytes(block_id)
+    if len(block_id) != BLOCK_ID_LEN:
+        raise ValueError(f"a block ID is {BLOCK_ID_LEN} bytes, got {len(block_id)}")
+    return block_id
+
+
+def check_parse_batch(blocks: Iterable[bytes]) -> list[bytes]:
+    """Return ``blocks`` as a list, or raise ``ValueError`` if it exceeds ``MAX_PARSE_BATCH``."""
+    batch = list(blocks)
+    if len(batch) > MAX_PARSE_BATCH:
+        raise ValueError(
+            f"a batch holds at most {MAX_PARSE_BATCH} blocks (one Ancestors message), "
+            f"got {len(batch)}"
+        )
+    return batch
+
+
+class AncestorBudget:
+    """Rule 4 for one ancestors answer: count, size and time, for the whole answer.
+
+    Create it when the call starts (that starts the time budget). Offer blocks in order with
+    :meth:`admit`; the first is always taken. Call :meth:`may_fetch_parent` before fetching
+    each parent. A layer that answers partly itself and partly from the layer below hands
+    that layer :meth:`remaining` and feeds its answer back through :meth:`extend`, so the
+    combined answer obeys the rule even if the layer below includes a first block that the
+    remaining size cannot hold.
+    """
+
+    __slots__ = ("_clock", "_deadline", "blocks", "max_blocks_num", "max_blocks_size",
+                 "max_retrieval_time", "size", "started")
+
+    def __init__(
+        self,
+        max_blocks_num: int = DEFAULT_MAX_BLOCKS_NUM,
+        max_blocks_size: int = MAX_CONTAINERS_LEN,
+        max_retrieval_time: float = DEFAULT_MAX_RETRIEVAL_TIME,
+        *,
+        clock: Clock = time.monotonic,
+    ) -> None:
+        if isinstance(max_blocks_num, bool) or not isinstance(max_blocks_num, int):
+            raise ValueError(f"max_blocks_num must be an int, got {max_blocks_num!r}")
+        if max_blocks_num < 1:
+            raise ValueError(f"max_blocks_num must be at least 1, got {max_blocks_num}")
+        if isinstance(max_blocks_size, bool) or not isinstance(max_blocks_size, int):
+            raise ValueError(f"max_blocks_size must be an int, got {max_blocks_size!r}")
+        if max_blocks_size < 0:
+            raise ValueError(f"max_blocks_size must not be negative, got {max_blocks_size}")
+        if not isinstance(max_retrieval_time, int | float) or math.isnan(max_retrieval_time):
+            raise ValueError(f"max_retrieval_time must be a number, got {max_retrieval_time!r}")
+        if max_retrieval_time < 0:
+            raise ValueError(
+                f"max_retrieval_time must not be negative, got {max_retrieval_time}")
+        self.max_blocks_num = max_blocks_num
+        self.max_blocks_size = max_blocks_size
+        self.max_retrieval_time = float(max_retrieval_time)
+        self._clock = clock
+        self.started = clock()
+        self._deadline = self.started + self.max_retrieval_time
+        self.blocks: list[bytes] = []
+        self.size = 0
+
+    @property
+    def full(self) -> bool:
+        """True once ``max_blocks_num`` blocks are in the answer."""
+        return len(self.blocks) >= self.max_blocks_num
+
+    def fits(self, block_len: int) -> bool:
+        """Whether a block of ``block_len`` bytes may be added now (always, for the first)."""
+        if not self.blocks:
+            return True
+        if self.full:
+            return False
+        return self.size + block_len + CONTAINER_LEN_OVERHEAD <= self.max_blocks_size
+
+    def admit(self, block: bytes) -> bool:
+        """Add ``block`` if it fits and return True; return False (and add nothing) if not."""
+        if not self.fits(len(block)):
+            return False
+        self.blocks.append(block)
+        self.size += len(block) + CONTAINER_LEN_OVERHEAD
+        return True
+
+    def may_fetch_parent(self) -> bool:
+        """Whether the walk may fetch one more parent: room for a block and time left."""
+        return not self.full and self._clock() < self._deadline
+
+    def remaining(self) -> tuple[int, int, float]:
+        """``(max_blocks_num, max_blocks_size, max_retrieval_time)`` left for a layer below.
+
+        Call it only when :meth:`may_fetch_parent` is true and at least one block is in,
+        so every figure is a valid budget (count >= 1, size and time >= 0).
+        """
+        return (
+            self.max_blocks_num - len(self.blocks),
+            max(self.max_blocks_size - self.size, 0),
+            max(self._deadline - self._clock(), 0.0),
+        )
+
+    def extend(self, blocks: Iterable[bytes]) -> None:
+        """Admit ``blocks`` in order, stopping at the first that does not fit."""
+        for block in blocks:
+            if not self.admit(block):
+                return
+
+
+def walk_ancestors(fetch: BlockFetch, block_id: bytes, budget: AncestorBudget) -> list[bytes]:
+    """The serial ancestors walk (rules 2-4): ``fetch`` one block, then each parent.
+
+    ``fetch`` returns a block's bytes and its parent ID, raising ``BlockNotFound`` for a
+    block that is not served. Blocks go into ``budget``, whose blocks are returned. When the
+    budget already holds blocks (a layer above answered the newest part itself),
+    ``block_id`` is the parent of the last of them and is fetched as a mid-walk block.
+    """
+    next_id = block_id
+    if not budget.blocks:
+        try:
+            data, next_id = fetch(block_id)
+        except BlockNotFound:
+            return []
+        budget.admit(data)
+    while budget.may_fetch_parent():
+        try:
+            data, parent_id = fetch(next_id)
+        except BlockNotFound:
+            break
+        except Exception:
+            logger.warning("ancestors walk stopped at block %s after %d blocks",
+                           next_id.hex(), len(budget.blocks), exc_info=True)
+            break
+        if not budget.admit(data):
+            break
+        next_id = parent_id
+    return budget.blocks
+
+
+def supports_batching(vm: object) -> bool:
+    """Whether ``vm`` answers batched calls rather than refusing them.
+
+    A VM without the :class:`~vmstack.interfaces.BatchedChainVM` methods cannot batch; a VM
+    that has them batches unless it declares ``batching = False`` (a pass-through layer over
+    a VM that cannot batch).
+    """
+    return isinstance(vm, BatchedChainVM) and bool(getattr(vm, "batching", True))
+
+
+def _fetch_through(vm: ChainVM) -> BlockFetch:
+    def fetch(block_id: bytes) -> tuple[bytes, bytes]:
+        block = vm.get_block(block_id)
+        return bytes(block), block.parent_id
+
+    return fetch
+
+
+def get_ancestors(
+    vm: ChainVM,
+    block_id: bytes,
+    *,
+    max_blocks_num: int = DEFAULT_MAX_BLOCKS_NUM,
+    max_blocks_size: int = MAX_CONTAINERS_LEN,
+    max_retrieval_time: float = DEFAULT_MAX_RETRIEVAL_TIME,
+    clock: Clock = time.monotonic,
+) -> list[bytes]:
+    """Bytes of ``block_id`` and its ancestors, newest first, as a peer would be answered.
+
+    Uses ``vm.get_ancestors`` when the VM has it; on ``BatchingNotImplemented`` (and only
+    then) walks ``vm.get_block`` serially under the same budget. ``[]`` means the VM does
+    not have ``block_id``. Bad limits or a malformed ``block_id`` raise ``ValueError``.
+    """
+    block_id = check_block_id(block_id)
+    budget = AncestorBudget(max_blocks_num, max_blocks_size, max_retrieval_time, clock=clock)
+    if isinstance(vm, BatchedChainVM):
+        try:
+            return vm.get_ancestors(block_id, max_blocks_num, max_blocks_size,
+                                    max_retrieval_time)
+        except BatchingNotImplemented:
+            pass
+    return walk_ancestors(_fetch_through(vm), block_id, budget)
+
+
+def parse_each(parse: Callable[[bytes], BlockT], blocks: Sequence[bytes]) -> list[BlockT]:
+    """Parse ``blocks`` one by one; an ``InvalidBlock`` is re-raised naming its index."""
+    parsed: list[BlockT] = []
+    for index, data in enumerate(blocks):
+        try:
+            parsed.append(parse(data))
+        except InvalidBlock as error:
+            raise error.at_index(index) from error
+    return parsed
+
+
+def batched_parse_block(vm: ChainVM, blocks: Sequence[bytes]) -> list[Block]:
+    """Parse ``blocks`` in input order: all of them, or ``InvalidBlock`` naming the index.
+
+    Uses ``vm.batched_parse_block`` when the VM has it; on ``BatchingNotImplemented`` (and
+    only then) calls ``vm.parse_block`` per element. Empty input gives ``[]``.
+    """
+    batch = check_parse_batch(blocks)
+    if not batch:
+        return []
+    if isinstance(vm, BatchedChainVM):
+        try:
+            return vm.batched_parse_block(batch)
+        except BatchingNotImplemented:
+            pass
+    return parse_each(vm.parse_block, batch)

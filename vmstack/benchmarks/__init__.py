@@ -1,0 +1,79 @@
+"""Benchmark cases behind ``vmstack bench``: each compares a fast path with its baseline.
+
+A case module exposes ``run(quick: bool) -> list[Comparison]``. Times are medians of
+repeated runs of the same work in one process, so the ratios are what matter: absolute
+times drift from machine to machine, ratios hold. Nothing here asserts a time.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+
+import attrs
+
+__all__ = ["Comparison", "median_seconds"]
+
+
+def median_seconds(operation: Callable[[], object], *, repeat: int = 7, number: int = 1) -> float:
+    """Median wall time in seconds of one ``operation()``, over ``repeat`` rounds of
+    ``number`` calls each (one warm-up call first)."""
+    if repeat < 1 or number < 1:
+        raise ValueError("repeat and number must be at least 1")
+    operation()
+    rounds: list[float] = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        for _ in range(number):
+            operation()
+        rounds.append((time.perf_counter() - start) / number)
+    return statistics.median(rounds)
+
+
+@attrs.frozen
+class Comparison:
+    """One benchmark row: a fast path against its honest baseline, with the floor beside it.
+
+    ``speedup`` is baseline time / fast time; ``over_floor`` is fast time / floor time (how
+    far the fast path is from the cheapest conceivable way to produce the same bytes).
+    ``goal`` states the target in words, e.g. ``">= 100x baseline, <= 4x floor"``.
+    """
+
+    group: str
+    case: str
+    fast_seconds: float
+    baseline_seconds: float
+    floor_seconds: float | None = None
+    fast_label: str = "fast"
+    baseline_label: str = "baseline"
+    floor_label: str = "floor"
+    goal: str = ""
+    notes: dict[str, float | int | str] = attrs.field(factory=dict)
+
+    @property
+    def speedup(self) -> float:
+        return self.baseline_seconds / self.fast_seconds if self.fast_seconds > 0 else float("inf")
+
+    @property
+    def over_floor(self) -> float | None:
+        if self.floor_seconds is None or self.floor_seconds <= 0:
+            return None
+        return self.fast_seconds / self.floor_seconds
+
+    def as_dict(self) -> dict[str, object]:
+        """Every figure of the row, for JSON output."""
+        return {
+            "group": self.group,
+            "case": self.case,
+            "fast_label": self.fast_label,
+            "baseline_label": self.baseline_label,
+            "floor_label": self.floor_label,
+            "fast_seconds": self.fast_seconds,
+            "baseline_seconds": self.baseline_seconds,
+            "floor_seconds": self.floor_seconds,
+            "speedup": self.speedup,
+            "over_floor": self.over_floor,
+            "goal": self.goal,
+            "notes": dict(self.notes),
+        }

@@ -1,0 +1,65 @@
+"""The vmstack error tree.
+
+One shallow tree, so a caller can catch everything the stack raises on purpose with one
+``except VMStackError`` and still tell the cases apart::
+
+    VMStackError
+    ├── BlockNotFound            the block is unknown, rejected, or its key is missing
+    ├── InvalidBlock             bytes or a block that fail a rule (also a ValueError)
+    ├── BatchingNotImplemented   the optional batched protocol is not offered here
+    └── StoreCorrupted           a stored value fails its check (wrong hash, truncated RLP)
+
+Wrappers pass errors through unchanged: a layer never re-wraps an error of the layer
+below, so the engine sees the very object the bottom raised. A store's ``KeyError``
+becomes :class:`BlockNotFound` at the store boundary only.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BatchingNotImplemented",
+    "BlockNotFound",
+    "InvalidBlock",
+    "StoreCorrupted",
+    "VMStackError",
+]
+
+
+class VMStackError(Exception):
+    """Root of every error vmstack raises on purpose."""
+
+
+class BlockNotFound(VMStackError):
+    """The requested block is not served: unknown, rejected, or missing from the store."""
+
+
+class InvalidBlock(VMStackError, ValueError):
+    """Bytes or a block that break a rule.
+
+    ``reason`` says what was wrong; ``index`` names the element of a batch that failed
+    (``None`` outside a batch).
+    """
+
+    def __init__(self, reason: str, *, index: int | None = None) -> None:
+        self.reason = reason
+        self.index = index
+        message = reason if index is None else f"block {index} of the batch: {reason}"
+        super().__init__(message)
+
+    def at_index(self, index: int) -> InvalidBlock:
+        """Return the same failure attributed to element ``index`` of a batch."""
+        located = InvalidBlock(self.reason, index=index)
+        located.__cause__ = self
+        return located
+
+
+class BatchingNotImplemented(VMStackError):
+    """The VM (or a layer below it) does not offer the optional batched protocol.
+
+    The engine helpers in :mod:`vmstack.batching` catch exactly this error and fall back
+    to one ``get_block`` / ``parse_block`` per block. Layers never swallow or re-wrap it.
+    """
+
+
+class StoreCorrupted(VMStackError):
+    """A stored value failed its check; it is never returned as data."""

@@ -1,0 +1,105 @@
+"""The protocols every layer speaks: :class:`Block`, :class:`ChainVM`, :class:`BatchedChainVM`.
+
+They are small ``typing.Protocol`` classes, checked structurally: a VM does not inherit
+from them, it simply has the methods. :class:`BatchedChainVM` is the optional capability; a
+VM that has its methods but cannot serve them (a pass-through layer over a VM that cannot
+batch) raises :class:`~vmstack.errors.BatchingNotImplemented`, and the engine helpers in
+:mod:`vmstack.batching` fall back to one call per block.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+__all__ = ["BatchedChainVM", "Block", "ChainVM", "Layer"]
+
+
+@runtime_checkable
+class Block(Protocol):
+    """A block as the consensus engine sees it.
+
+    ``id`` is 32 bytes and identifies the block; ``bytes(block)`` is its wire encoding, and
+    parsing those bytes yields a block with the same ``id``. ``verify`` raises
+    :class:`~vmstack.errors.InvalidBlock` for a block that breaks a rule; ``accept`` and
+    ``reject`` record the engine's decision. A layer's block wraps the block of the layer
+    below so that all three reach the bottom.
+    """
+
+    @property
+    def id(self) -> bytes: ...
+
+    @property
+    def parent_id(self) -> bytes: ...
+
+    @property
+    def height(self) -> int: ...
+
+    @property
+    def timestamp(self) -> int: ...
+
+    def __bytes__(self) -> bytes: ...
+
+    def verify(self) -> None: ...
+
+    def accept(self) -> None: ...
+
+    def reject(self) -> None: ...
+
+
+@runtime_checkable
+class ChainVM(Protocol):
+    """The one-block-at-a-time VM interface every layer offers.
+
+    ``get_block`` serves processing (verified, undecided) and accepted blocks and raises
+    :class:`~vmstack.errors.BlockNotFound` for anything else; ``parse_block`` raises
+    :class:`~vmstack.errors.InvalidBlock` for bytes that are not a block.
+    """
+
+    def get_block(self, block_id: bytes) -> Block: ...
+
+    def parse_block(self, data: bytes) -> Block: ...
+
+    def build_block(self) -> Block: ...
+
+    def set_preference(self, block_id: bytes) -> None: ...
+
+    def last_accepted(self) -> bytes: ...
+
+    def get_block_id_at_height(self, height: int) -> bytes: ...
+
+
+@runtime_checkable
+class BatchedChainVM(Protocol):
+    """The optional batched protocol (DESIGN section 3).
+
+    ``get_ancestors`` returns the bytes of ``block_id`` and then its ancestors, newest first,
+    within the three budgets, for the WHOLE answer. ``batched_parse_block`` parses every
+    element or none: a bad element raises :class:`~vmstack.errors.InvalidBlock` naming its
+    index. Either may raise :class:`~vmstack.errors.BatchingNotImplemented`.
+    """
+
+    def get_ancestors(
+        self,
+        block_id: bytes,
+        max_blocks_num: int,
+        max_blocks_size: int,
+        max_retrieval_time: float,
+    ) -> list[bytes]: ...
+
+    def batched_parse_block(self, blocks: Sequence[bytes]) -> list[Block]: ...
+
+
+@runtime_checkable
+class Layer(Protocol):
+    """A VM that wraps another: ``inner`` is the VM directly below it.
+
+    :func:`vmstack.describe_stack` follows ``inner`` from the top of a stack to the bottom.
+    ``batching`` says whether the layer answers batched calls rather than refusing them.
+    """
+
+    @property
+    def inner(self) -> ChainVM: ...
+
+    @property
+    def batching(self) -> bool: ...
