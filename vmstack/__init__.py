@@ -23,16 +23,16 @@ from vmstack.errors import (
 from vmstack.interfaces import BatchedChainVM, Block, ChainVM, Layer
 
 __all__ = [
-    "CONTAINER_LEN_OVERHEAD",
-    "MAX_CONTAINERS_LEN",
     "BatchedChainVM",
     "BatchingNotImplemented",
     "Block",
     "BlockNotFound",
+    "CONTAINER_LEN_OVERHEAD",
     "ChainVM",
     "Clock",
     "InvalidBlock",
     "Layer",
+    "MAX_CONTAINERS_LEN",
     "SimClock",
     "StoreCorrupted",
     "VMStackError",
