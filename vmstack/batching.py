@@ -44,7 +44,10 @@ __all__ = [
     "check_block_id",
     "check_parse_batch",
     "get_ancestors",
+    "fetch_through",
     "parse_each",
+    "serial_get_ancestors",
+    "serial_parse_block",
     "supports_batching",
     "walk_ancestors",
 ]
@@ -221,7 +224,9 @@ def supports_batching(vm: object) -> bool:
     return isinstance(vm, BatchedChainVM) and bool(getattr(vm, "batching", True))
 
 
-def _fetch_through(vm: ChainVM) -> BlockFetch:
+def fetch_through(vm: ChainVM) -> BlockFetch:
+    """A walk's fetch over ``vm.get_block``: one call per block, as the fallback makes."""
+
     def fetch(block_id: bytes) -> tuple[bytes, bytes]:
         block = vm.get_block(block_id)
         return bytes(block), block.parent_id
@@ -252,7 +257,26 @@ def get_ancestors(
                                     max_retrieval_time)
         except BatchingNotImplemented:
             pass
-    return walk_ancestors(_fetch_through(vm), block_id, budget)
+    return walk_ancestors(fetch_through(vm), block_id, budget)
+
+
+def serial_get_ancestors(
+    vm: ChainVM,
+    block_id: bytes,
+    *,
+    max_blocks_num: int = DEFAULT_MAX_BLOCKS_NUM,
+    max_blocks_size: int = MAX_CONTAINERS_LEN,
+    max_retrieval_time: float = DEFAULT_MAX_RETRIEVAL_TIME,
+    clock: Clock = time.monotonic,
+) -> list[bytes]:
+    """The fallback answer of :func:`get_ancestors`, taken even when ``vm`` could batch.
+
+    This is what an engine facing a VM without the batched protocol gets: the honest serial
+    baseline that benchmarks and the simulation compare the batched path with.
+    """
+    block_id = check_block_id(block_id)
+    budget = AncestorBudget(max_blocks_num, max_blocks_size, max_retrieval_time, clock=clock)
+    return walk_ancestors(fetch_through(vm), block_id, budget)
 
 
 def parse_each(parse: Callable[[bytes], BlockT], blocks: Sequence[bytes]) -> list[BlockT]:
@@ -280,4 +304,9 @@ def batched_parse_block(vm: ChainVM, blocks: Sequence[bytes]) -> list[Block]:
             return vm.batched_parse_block(batch)
         except BatchingNotImplemented:
             pass
-    return parse_each(vm.parse_block, batch)
+    return serial_parse_block(vm, batch)
+
+
+def serial_parse_block(vm: ChainVM, blocks: Sequence[bytes]) -> list[Block]:
+    """The fallback of :func:`batched_parse_block`, taken even when ``vm`` could batch."""
+    return parse_each(vm.parse_block, check_parse_batch(blocks))
