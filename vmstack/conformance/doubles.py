@@ -181,9 +181,10 @@ class MemoryVM:
         magic, parent_id, height, timestamp = _HEAD.unpack_from(data)
         if magic != _MAGIC:
             raise InvalidBlock(f"bad magic {magic!r}")
-        if height == 0:
-            raise InvalidBlock("height 0 is the genesis block, which is never parsed")
-        return self._known(MemoryBlock(self, parent_id, height, timestamp, data[_HEAD.size:]))
+        block = self._known(MemoryBlock(self, parent_id, height, timestamp, data[_HEAD.size:]))
+        if height == 0 and block.id != self._by_height[0]:
+            raise InvalidBlock("a block at height 0 that is not this chain's genesis")
+        return block
 
     def _verify(self, block: MemoryBlock) -> None:
         self._record("block.verify", block.id)

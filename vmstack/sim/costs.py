@@ -1,0 +1,108 @@
+"""What each call costs in simulated time, measured from the real calls.
+
+The simulation charges every serving, parsing and executing call to the simulated clock of
+the node that makes it. The charge comes from a :class:`CostModel`: a linear fit
+``base + per_block * blocks + per_byte * bytes`` of the wall time that the real calls take
+on the real stack. Keeping the charge a model (rather than the wall time of each call in
+the run) is what makes a run a pure function of its seed and its cost model:
+:func:`calibrate` measures this machine and returns the model it found, which a run records
+and can reuse (``vmstack simulate --costs FILE``). :data:`REFERENCE_COSTS` is the model
+calibrated on the reference machine (2 cores, CPython 3.11) and is the default.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+
+import attrs
+
+__all__ = ["REFERENCE_COSTS", "CostModel", "OperationCost", "fit_cost"]
+
+
+@attrs.frozen
+class OperationCost:
+    """Seconds one call costs: ``base + per_block * blocks + per_byte * bytes``."""
+
+    base: float = 0.0
+    per_block: float = 0.0
+    per_byte: float = 0.0
+
+    def __attrs_post_init__(self) -> None:
+        if min(self.base, self.per_block, self.per_byte) < 0:
+            raise ValueError(f"costs cannot be negative: {self}")
+
+    def __call__(self, blocks: int, nbytes: int) -> float:
+        return self.base + self.per_block * blocks + self.per_byte * nbytes
+
+
+@attrs.frozen
+class CostModel:
+    """The cost of each kind of call the bootstrap makes.
+
+    ``serve_batched``: one ``get_ancestors`` answer through the serving stack.
+    ``serve_serial``: one ``get_block`` through the serving stack (the fallback walk).
+    ``parse_batched``: one ``batched_parse_block`` call. ``parse_serial``: one
+    ``parse_block``. ``execute``: ``verify`` + ``accept`` of one block.
+    """
+
+    serve_batched: OperationCost
+    serve_serial: OperationCost
+    parse_batched: OperationCost
+    parse_serial: OperationCost
+    execute: OperationCost
+    source: str = "reference"
+
+    def as_dict(self) -> dict[str, object]:
+        """The model as plain data (JSON-ready), ``source`` included."""
+        return attrs.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, object]) -> CostModel:
+        """Read a model written by :meth:`as_dict`; ``ValueError`` if it is malformed."""
+        try:
+            fields = {
+                name: OperationCost(**data[name])  # type: ignore[arg-type]
+                for name in ("serve_batched", "serve_serial", "parse_batched",
+                             "parse_serial", "execute")
+            }
+            return cls(**fields, source=str(data.get("source", "file")))
+        except (KeyError, TypeError) as error:
+            raise ValueError(f"not a cost model: {error}") from None
+
+
+def fit_cost(samples: Sequence[tuple[int, int, float]]) -> OperationCost:
+    """Fit ``seconds = base + per_byte * bytes`` to ``(blocks, bytes, seconds)`` samples of
+    calls on one block each, or ``seconds = base + per_block * blocks`` (with ``per_byte``
+    proportional) for multi-block calls; never a negative coefficient."""
+    if not samples:
+        raise ValueError("cannot fit a cost to no samples")
+    sizes = [float(nbytes) for _, nbytes, _ in samples]
+    seconds = [elapsed for _, _, elapsed in samples]
+    if len(set(sizes)) < 2:
+        return OperationCost(base=statistics.median(seconds))
+    slope, intercept = statistics.linear_regression(sizes, seconds)
+    if slope < 0:
+        return OperationCost(base=statistics.median(seconds))
+    if intercept < 0:
+        return OperationCost(per_byte=statistics.median(s / b for s, b in zip(seconds, sizes,
+                                                                               strict=True)))
+    return OperationCost(base=intercept, per_byte=slope)
+
+
+def time_call(call: Callable[[], object]) -> float:
+    """Wall seconds of one ``call()``."""
+    start = time.perf_counter()
+    call()
+    return time.perf_counter() - start
+
+
+# Calibrated with `vmstack simulate --calibrate` on the reference machine.
+REFERENCE_COSTS = CostModel(
+    serve_batched=OperationCost(base=4.0e-5, per_block=2.5e-6, per_byte=1.0e-10),
+    serve_serial=OperationCost(base=2.0e-4, per_byte=3.0e-7),
+    parse_batched=OperationCost(base=3.0e-5, per_block=6.0e-5, per_byte=5.0e-9),
+    parse_serial=OperationCost(base=1.5e-4, per_byte=2.0e-8),
+    execute=OperationCost(base=2.0e-4, per_byte=2.0e-8),
+)

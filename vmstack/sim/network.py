@@ -1,0 +1,78 @@
+"""The simulated network: per-link latency drawn once, jitter, bandwidth, and drops.
+
+Every random draw comes from the one seeded ``random.Random`` handed in, in a fixed order,
+so the same seed gives the same network.
+"""
+
+from __future__ import annotations
+
+import random
+
+import attrs
+
+__all__ = ["Link", "Network", "NetworkConfig"]
+
+
+@attrs.frozen
+class NetworkConfig:
+    """How the simulated network behaves.
+
+    ``latency`` is the mean one-way latency of a link and ``latency_spread`` the +/- range a
+    link's own latency is drawn from (once per link); ``jitter`` is added per message, uniform
+    in ``[0, jitter]``; ``bandwidth`` is bytes per second on every link; a message is lost
+    with ``drop_probability``; a request not answered within ``timeout`` seconds is retried
+    with the next peer.
+    """
+
+    latency: float = 0.040
+    latency_spread: float = 0.030
+    jitter: float = 0.005
+    bandwidth: float = 12_500_000.0
+    drop_probability: float = 0.01
+    timeout: float = 2.0
+
+    def __attrs_post_init__(self) -> None:
+        if not (0 <= self.latency_spread <= self.latency):
+            raise ValueError("latency_spread must be between 0 and latency")
+        if self.jitter < 0 or self.bandwidth <= 0 or self.timeout <= 0:
+            raise ValueError("jitter must be >= 0, bandwidth and timeout > 0")
+        if not 0 <= self.drop_probability < 1:
+            raise ValueError("drop_probability must be in [0, 1)")
+
+
+@attrs.frozen
+class Link:
+    """One link from the bootstrapping node to a peer, with its own latency."""
+
+    peer: int
+    latency: float
+
+
+class Network:
+    """Links to ``peers`` peers and the time each message takes (``None`` when dropped)."""
+
+    def __init__(self, config: NetworkConfig, rng: random.Random, peers: int) -> None:
+        if peers < 1:
+            raise ValueError(f"a bootstrap needs at least one peer, got {peers}")
+        self.config = config
+        self.rng = rng
+        self.links = [
+            Link(peer, config.latency + rng.uniform(-config.latency_spread,
+                                                    config.latency_spread))
+            for peer in range(peers)
+        ]
+        self.messages = 0
+        self.dropped = 0
+        self.bytes_sent = 0
+
+    def transfer(self, peer: int, size: int) -> float | None:
+        """Seconds a message of ``size`` bytes takes to reach the other end, or ``None``
+        if the network drops it."""
+        self.messages += 1
+        dropped = self.rng.random() < self.config.drop_probability
+        jitter = self.rng.uniform(0.0, self.config.jitter)
+        if dropped:
+            self.dropped += 1
+            return None
+        self.bytes_sent += size
+        return self.links[peer].latency + jitter + size / self.config.bandwidth
