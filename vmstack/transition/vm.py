@@ -1,0 +1,190 @@
+"""``TransitionVM``: hands the chain from a ``pre`` VM to a ``post`` VM at a transition time.
+
+The rules are the pure functions of :mod:`vmstack.transition.rules`; this module only
+connects them to the two VMs. Both VMs keep their blocks in one store, so ``post`` serves
+the blocks ``pre`` accepted. Whether the transition is accepted is derived from the last
+accepted block (rule 2), so it is persisted with that block and survives a restart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from vmstack.batching import supports_batching
+from vmstack.errors import BatchingNotImplemented, InvalidBlock
+from vmstack.interfaces import BatchedChainVM, Block, ChainVM
+from vmstack.transition.rules import builds_on_transition, transition_accepted
+
+__all__ = ["TransitionBlock", "TransitionVM"]
+
+
+class TransitionBlock:
+    """A block returned by :class:`TransitionVM`, wrapping the block of ``pre`` or ``post``.
+
+    A block that ``pre`` parsed before the transition was accepted and that is verified
+    after it is parsed again by ``post`` first, so from the transition on ``post`` verifies
+    and accepts every block (rule 3).
+    """
+
+    __slots__ = ("_inner", "_source", "_vm")
+
+    def __init__(self, vm: TransitionVM, inner: Block, source: ChainVM) -> None:
+        self._vm = vm
+        self._inner = inner
+        self._source = source
+
+    @property
+    def inner(self) -> Block:
+        """The wrapped block of the VM below."""
+        return self._inner
+
+    @property
+    def id(self) -> bytes:
+        return self._inner.id
+
+    @property
+    def parent_id(self) -> bytes:
+        return self._inner.parent_id
+
+    @property
+    def height(self) -> int:
+        return self._inner.height
+
+    @property
+    def timestamp(self) -> int:
+        return self._inner.timestamp
+
+    def __bytes__(self) -> bytes:
+        return bytes(self._inner)
+
+    def verify(self) -> None:
+        self._vm._verify(self)
+
+    def accept(self) -> None:
+        self._vm._accept(self)
+
+    def reject(self) -> None:
+        self._inner.reject()
+
+    def __repr__(self) -> str:
+        return f"TransitionBlock({self._inner!r})"
+
+
+class TransitionVM:
+    """Switches from ``pre`` (before the transition) to ``post`` (from it on).
+
+    ``transition_time`` is in unix seconds. ``pre`` typically cannot batch (as coreth), so
+    before the transition both batched methods raise ``BatchingNotImplemented`` and the
+    engine falls back; after it, ``post`` answers them. Every block returned is a
+    :class:`TransitionBlock`, batched results included.
+    """
+
+    def __init__(self, pre: ChainVM, post: ChainVM, *, transition_time: float) -> None:
+        self._pre = pre
+        self._post = post
+        self.transition_time = transition_time
+        self._transitioned = self._derive_transitioned()
+        self._after_transition: set[bytes] = set()
+
+    # --- the layer ---------------------------------------------------------------------
+
+    @property
+    def pre(self) -> ChainVM:
+        """The VM in charge before the transition block is accepted."""
+        return self._pre
+
+    @property
+    def post(self) -> ChainVM:
+        """The VM in charge from the transition block on."""
+        return self._post
+
+    @property
+    def inner(self) -> ChainVM:
+        """The VM in charge now."""
+        return self._post if self._transitioned else self._pre
+
+    @property
+    def batching(self) -> bool:
+        """Whether the VM in charge now answers batched calls."""
+        return supports_batching(self.inner)
+
+    @property
+    def transitioned(self) -> bool:
+        """Whether this node has accepted the transition block (rule 2)."""
+        return self._transitioned
+
+    def _derive_transitioned(self) -> bool:
+        vm = self._post
+        last = vm.get_block(vm.last_accepted())
+        return transition_accepted(last.timestamp, self.transition_time)
+
+    def _wrap(self, block: Block) -> TransitionBlock:
+        if not self._transitioned and builds_on_transition(block.timestamp,
+                                                           self.transition_time):
+            self._after_transition.add(block.id)
+        return TransitionBlock(self, block, self.inner)
+
+    # --- ChainVM -----------------------------------------------------------------------
+
+    def get_block(self, block_id: bytes) -> TransitionBlock:
+        return self._wrap(self.inner.get_block(block_id))
+
+    def parse_block(self, data: bytes) -> TransitionBlock:
+        block = self.inner.parse_block(data)
+        self._refuse_early(block)
+        return self._wrap(block)
+
+    def build_block(self) -> TransitionBlock:
+        return self._wrap(self.inner.build_block())
+
+    def set_preference(self, block_id: bytes) -> None:
+        self.inner.set_preference(block_id)
+
+    def last_accepted(self) -> bytes:
+        return self.inner.last_accepted()
+
+    def get_block_id_at_height(self, height: int) -> bytes:
+        return self.inner.get_block_id_at_height(height)
+
+    # --- BatchedChainVM ----------------------------------------------------------------
+
+    def get_ancestors(self, block_id: bytes, max_blocks_num: int, max_blocks_size: int,
+                      max_retrieval_time: float) -> list[bytes]:
+        return self._batched_inner().get_ancestors(block_id, max_blocks_num,
+                                                   max_blocks_size, max_retrieval_time)
+
+    def batched_parse_block(self, blocks: Sequence[bytes]) -> list[Block]:
+        return [self._wrap(block) for block in self._batched_inner().batched_parse_block(blocks)]
+
+    def _batched_inner(self) -> BatchedChainVM:
+        vm = self.inner
+        if not isinstance(vm, BatchedChainVM) or not supports_batching(vm):
+            raise BatchingNotImplemented(
+                f"{type(vm).__name__} is in charge {'after' if self._transitioned else 'before'}"
+                " the transition and offers no batched protocol")
+        return vm
+
+    # --- the rules at work -------------------------------------------------------------
+
+    def _refuse_early(self, block: Block) -> None:
+        """Rule 4 where the parent is known here: a child of the transition block (or of a
+        descendant) waits until the transition block is accepted."""
+        if not self._transitioned and block.parent_id in self._after_transition:
+            raise InvalidBlock(
+                f"block {block.id.hex()} builds on the transition block, which this node has "
+                "not accepted yet")
+
+    def _verify(self, block: TransitionBlock) -> None:
+        if not self._transitioned:
+            self._refuse_early(block._inner)
+        elif block._source is not self._post:
+            block._inner = self._post.parse_block(bytes(block._inner))
+            block._source = self._post
+        block._inner.verify()
+
+    def _accept(self, block: TransitionBlock) -> None:
+        block._inner.accept()
+        if not self._transitioned and transition_accepted(block.timestamp,
+                                                          self.transition_time):
+            self._transitioned = True
+            self._after_transition.clear()
