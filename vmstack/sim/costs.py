@@ -72,23 +72,30 @@ class CostModel:
             raise ValueError(f"not a cost model: {error}") from None
 
 
-def fit_cost(samples: Sequence[tuple[int, int, float]]) -> OperationCost:
-    """Fit ``seconds = base + per_byte * bytes`` to ``(blocks, bytes, seconds)`` samples of
-    calls on one block each, or ``seconds = base + per_block * blocks`` (with ``per_byte``
-    proportional) for multi-block calls; never a negative coefficient."""
+def fit_cost(samples: Sequence[tuple[int, int, float]], *, by: str = "bytes") -> OperationCost:
+    """Fit ``seconds = base + slope * x`` to ``(blocks, bytes, seconds)`` samples, where ``x``
+    is the sample's bytes (``by="bytes"``) or blocks (``by="blocks"``); no coefficient comes
+    out negative (a fit that would go negative falls back to a proportional or flat cost)."""
+    if by not in ("bytes", "blocks"):
+        raise ValueError(f"fit by 'bytes' or 'blocks', not {by!r}")
     if not samples:
         raise ValueError("cannot fit a cost to no samples")
-    sizes = [float(nbytes) for _, nbytes, _ in samples]
+    xs = [float(nbytes if by == "bytes" else blocks) for blocks, nbytes, _ in samples]
     seconds = [elapsed for _, _, elapsed in samples]
-    if len(set(sizes)) < 2:
-        return OperationCost(base=statistics.median(seconds))
-    slope, intercept = statistics.linear_regression(sizes, seconds)
-    if slope < 0:
-        return OperationCost(base=statistics.median(seconds))
+
+    def cost(base: float, slope: float) -> OperationCost:
+        return (OperationCost(base=base, per_byte=slope) if by == "bytes"
+                else OperationCost(base=base, per_block=slope))
+
+    if len(set(xs)) < 2:
+        return cost(statistics.median(seconds), 0.0)
+    slope, intercept = statistics.linear_regression(xs, seconds)
+    if slope <= 0:
+        return cost(statistics.median(seconds), 0.0)
     if intercept < 0:
-        return OperationCost(per_byte=statistics.median(s / b for s, b in zip(seconds, sizes,
-                                                                               strict=True)))
-    return OperationCost(base=intercept, per_byte=slope)
+        return cost(0.0, statistics.median(s / x for s, x in zip(seconds, xs, strict=True)
+                                           if x > 0))
+    return cost(intercept, slope)
 
 
 def time_call(call: Callable[[], object]) -> float:
