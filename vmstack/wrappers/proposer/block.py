@@ -58,6 +58,7 @@ __all__ = [
     "decode_block",
     "format_id",
     "parse_block",
+    "peek_block",
 ]
 
 #: The only codec version avalanchego registers for proposervm blocks.
@@ -338,26 +339,24 @@ class OptionBlock:
         return block
 
 
-def _blob(data: bytes, offset: int, what: str) -> tuple[bytes, int]:
-    """Read a u32-length-prefixed byte string at ``offset``: ``(value, next offset)``."""
+def _span(data: bytes, offset: int, what: str) -> int:
+    """Skip a u32-length-prefixed byte string at ``offset``; return where it ends."""
     start = offset + 4
     if start > len(data):
         raise InvalidBlock(f"insufficient length: the length of the {what} runs past the end")
-    stop = start + _U32.unpack_from(data, offset)[0]
+    stop: int = start + _U32.unpack_from(data, offset)[0]
     if stop > len(data):
         raise InvalidBlock(f"insufficient length: the {what} ({stop - start} bytes) runs past "
                            "the end")
-    return data[start:stop], stop
+    return stop
 
 
-def decode_block(data: bytes) -> PostForkBlock | OptionBlock:
-    """Decode a post-fork block or option strictly, without checking its signature.
+_Frame = tuple[int, int, int, int]
+"""Where an encoded block's fields lie: type ID, certificate end, inner end, unsigned length."""
 
-    This is avalanchego's ``ParseWithoutVerification``: it fails (``InvalidBlock``) on a
-    buffer too short for a version, an unknown codec version, an unknown type ID, a field
-    running past the end, trailing bytes, or a certificate avalanchego cannot parse.
-    """
-    data = bytes(data)
+
+def _frame(data: bytes) -> _Frame:
+    """Check the framing of ``data`` as the codec reads it, field by field, in order."""
     size = len(data)
     if size < 2:
         raise InvalidBlock("too short for a codec version")
@@ -370,36 +369,65 @@ def decode_block(data: bytes) -> PostForkBlock | OptionBlock:
     if type_id == TYPE_OPTION:
         if size < _OPTION_HEAD.size:
             raise InvalidBlock("insufficient length: the parent ID runs past the end")
-        parent_id = data[_PREFIX.size:_OPTION_HEAD.size]
-        inner, offset = _blob(data, _OPTION_HEAD.size, "inner block")
-        _no_trailing(size, offset)
-        return OptionBlock._decoded(data, parent_id, inner)
+        end = _span(data, _OPTION_HEAD.size, "inner block")
+        _no_trailing(size, end)
+        return type_id, _OPTION_HEAD.size, end, end
     if type_id not in (TYPE_POST_FORK, TYPE_GRANITE):
         raise InvalidBlock(f"unknown type ID {type_id}")
     offset = _PREFIX.size + _FIXED.size
     if offset > size:
         raise InvalidBlock("insufficient length: the parent ID, timestamp and P-chain height "
                            "run past the end")
-    parent_id, timestamp, pchain_height = _FIXED.unpack_from(data, _PREFIX.size)
-    certificate, offset = _blob(data, offset, "certificate")
-    inner, offset = _blob(data, offset, "inner block")
-    epoch = None
+    certificate_end = _span(data, offset, "certificate")
+    inner_end = _span(data, certificate_end, "inner block")
+    unsigned_len = inner_end
     if type_id == TYPE_GRANITE:
-        if offset + _EPOCH.size > size:
+        unsigned_len += _EPOCH.size
+        if unsigned_len > size:
             raise InvalidBlock("insufficient length: the epoch runs past the end")
-        epoch = Epoch(*_EPOCH.unpack_from(data, offset))
-        offset += _EPOCH.size
-    unsigned_len = offset
-    signature, offset = _blob(data, offset, "signature")
-    _no_trailing(size, offset)
-    return PostForkBlock._decoded(data, unsigned_len, parent_id, timestamp, pchain_height,
-                                  certificate, inner, signature, epoch)
+    _no_trailing(size, _span(data, unsigned_len, "signature"))
+    return type_id, certificate_end, inner_end, unsigned_len
 
 
 def _no_trailing(size: int, offset: int) -> None:
     extra = size - offset
     if extra:
         raise InvalidBlock(f"trailing bytes: {extra} after the block")
+
+
+def decode_block(data: bytes) -> PostForkBlock | OptionBlock:
+    """Decode a post-fork block or option strictly, without checking its signature.
+
+    This is avalanchego's ``ParseWithoutVerification``: it fails (``InvalidBlock``) on a
+    buffer too short for a version, an unknown codec version, an unknown type ID, a field
+    running past the end, trailing bytes, or a certificate avalanchego cannot parse.
+    """
+    data = bytes(data)
+    type_id, certificate_end, inner_end, unsigned_len = _frame(data)
+    if type_id == TYPE_OPTION:
+        return OptionBlock._decoded(data, data[_PREFIX.size:_OPTION_HEAD.size],
+                                    data[_OPTION_HEAD.size + 4:inner_end])
+    parent_id, timestamp, pchain_height = _FIXED.unpack_from(data, _PREFIX.size)
+    certificate_start = _PREFIX.size + _FIXED.size + 4
+    epoch = None
+    if type_id == TYPE_GRANITE:
+        epoch = Epoch(*_EPOCH.unpack_from(data, inner_end))
+    return PostForkBlock._decoded(
+        data, unsigned_len, parent_id, timestamp, pchain_height,
+        data[certificate_start:certificate_end], data[certificate_end + 4:inner_end],
+        data[unsigned_len + 4:], epoch)
+
+
+def peek_block(data: bytes) -> tuple[bytes, bytes]:
+    """``(id, parent id)`` of an encoded block: its framing checked, its certificate unread.
+
+    For reading back bytes that were fully checked before they were stored (the ancestors
+    walk): no certificate parse, no object built, one sha256. Bad framing raises
+    ``InvalidBlock`` as :func:`decode_block` does.
+    """
+    unsigned_len = _frame(data)[3]
+    parent_id = bytes(data[_PREFIX.size:_PREFIX.size + _ID_LEN])
+    return hashlib.sha256(data[:unsigned_len]).digest(), parent_id
 
 
 def parse_block(data: bytes, chain_id: bytes) -> PostForkBlock | OptionBlock:
