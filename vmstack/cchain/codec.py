@@ -1,0 +1,426 @@
+"""The block codec, shared by two flavours: Ethereum and the Avalanche C-chain.
+
+A flavour is a header type plus ONE declaration of its body fields, in order:
+
+- :data:`ETHEREUM`: ``[transactions, uncles, withdrawals?]`` (withdrawals from Shanghai on);
+- :data:`AVALANCHE`: ``[transactions, uncles, version, ext_data]`` (coreth's layout).
+
+That declaration drives the body codec and the block codec alike: a body is
+``[*body fields]`` and a block is ``[header, *the same body fields]``, so the identity
+``block_bytes(encode_header(h), encode_body(b)) == encode_block(Block(h, b))`` holds by
+construction and cannot be broken by a flavour that spells its block differently from its
+body.
+
+Bytes go through the ``rlp`` package with raw lists (no ``rlp.Serializable``); decoding is
+strict and every failure is :class:`~vmstack.errors.InvalidBlock` with a message naming what
+was wrong. A decoded block's hash is keccak256 of its header bytes as they stand.
+
+Receipts: :func:`encode_receipts` / :func:`decode_receipts` read and write the storage form
+geth keeps under the ``r`` key, and :func:`derive_receipts` restores what a node derives
+from the block (type, bloom, transaction hash, gas used, contract address, log positions).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import attrs
+
+from vmstack.cchain.crypto import keccak256
+from vmstack.cchain.rlpbytes import Buffer, header_slice
+from vmstack.cchain.tries import receipts_root, transactions_root, withdrawals_root
+from vmstack.cchain.types import (
+    UINT32,
+    AccessListTx,
+    AnyHeader,
+    AvalancheHeader,
+    BlobTx,
+    Block,
+    Body,
+    Header,
+    LegacyTx,
+    Receipt,
+    RLPItem,
+    Transaction,
+    Withdrawal,
+    _rlp_encode,
+    decode_rlp,
+    logs_bloom,
+    transaction_from_item,
+)
+from vmstack.errors import InvalidBlock
+
+__all__ = [
+    "AVALANCHE",
+    "ETHEREUM",
+    "BodyField",
+    "Flavour",
+    "decode_receipts",
+    "derive_receipts",
+    "encode_receipts",
+    "ext_data_hash",
+    "uncles_hash",
+]
+
+
+def ext_data_hash(ext_data: bytes) -> bytes:
+    """coreth's ``CalcExtDataHash``: keccak256 of the RLP string of ``ext_data``.
+
+    Empty extData gives ``EMPTY_EXT_DATA_HASH`` = keccak256(0x80). (Headers before Apricot
+    Phase 1 carry the zero hash instead; that is a rule of the chain, not of this hash.)
+    """
+    return keccak256(_rlp_encode(bytes(ext_data)))
+
+
+def uncles_hash(uncles: Sequence[AnyHeader]) -> bytes:
+    """The header's ``uncle_hash``: keccak256 of the RLP list of the uncle headers."""
+    return keccak256(_rlp_encode([u.to_items() for u in uncles]))
+
+
+@attrs.frozen
+class BodyField:
+    """One field of a flavour's body, in body order.
+
+    ``encode`` turns the :class:`Body` attribute ``name`` into a raw RLP item; ``decode``
+    turns a raw item back (raising ``InvalidBlock``). An ``optional`` field may be absent at
+    the end of the list (its attribute is then ``None``).
+    """
+
+    name: str
+    encode: Callable[[Any], RLPItem]
+    decode: Callable[[Flavour, RLPItem], Any]
+    optional: bool = False
+
+
+def _encode_txs(txs: Sequence[Transaction]) -> RLPItem:
+    return [tx.block_item() for tx in txs]
+
+
+def _decode_txs(flavour: Flavour, item: RLPItem) -> tuple[Transaction, ...]:
+    if type(item) is not list:
+        raise InvalidBlock("body: the transactions field must be an RLP list")
+    return tuple(transaction_from_item(tx, f"transaction {i}") for i, tx in enumerate(item))
+
+
+def _encode_uncles(uncles: Sequence[AnyHeader]) -> RLPItem:
+    return [u.to_items() for u in uncles]
+
+
+def _decode_uncles(flavour: Flavour, item: RLPItem) -> tuple[AnyHeader, ...]:
+    if type(item) is not list:
+        raise InvalidBlock("body: the uncles field must be an RLP list")
+    header_type = flavour.header_type
+    return tuple(header_type.from_items(u, f"uncle {i}") for i, u in enumerate(item))
+
+
+def _encode_withdrawals(withdrawals: Sequence[Withdrawal]) -> RLPItem:
+    return [w.to_items() for w in withdrawals]
+
+
+def _decode_withdrawals(flavour: Flavour, item: RLPItem) -> tuple[Withdrawal, ...]:
+    if type(item) is not list:
+        raise InvalidBlock("body: the withdrawals field must be an RLP list")
+    return tuple(Withdrawal.from_items(w, f"withdrawal {i}") for i, w in enumerate(item))
+
+
+def _encode_version(version: int) -> RLPItem:
+    return UINT32.encode(version, "body version")
+
+
+def _decode_version(flavour: Flavour, item: RLPItem) -> int:
+    return UINT32.decode(item, "body version")  # type: ignore[no-any-return]
+
+
+def _encode_ext_data(ext_data: bytes) -> RLPItem:
+    if not isinstance(ext_data, (bytes, bytearray)):
+        raise ValueError("body ext_data must be bytes")
+    return bytes(ext_data)
+
+
+def _decode_ext_data(flavour: Flavour, item: RLPItem) -> bytes:
+    if type(item) is not bytes:
+        raise InvalidBlock("body: the ext_data field must be an RLP string, found a list")
+    return item
+
+
+TRANSACTIONS = BodyField("transactions", _encode_txs, _decode_txs)
+UNCLES = BodyField("uncles", _encode_uncles, _decode_uncles)
+WITHDRAWALS = BodyField("withdrawals", _encode_withdrawals, _decode_withdrawals, optional=True)
+VERSION = BodyField("version", _encode_version, _decode_version)
+EXT_DATA = BodyField("ext_data", _encode_ext_data, _decode_ext_data)
+
+_BODY_ATTRIBUTES = tuple(a.name for a in attrs.fields(Body))
+
+
+def _check_declaration(instance: Flavour, attribute: Any, fields: tuple[BodyField, ...]) -> None:
+    names = [f.name for f in fields]
+    unknown = [n for n in names if n not in _BODY_ATTRIBUTES]
+    if unknown or len(set(names)) != len(names):
+        raise ValueError(f"body fields must be distinct Body attributes, got {names}")
+    seen_optional = False
+    for f in fields:
+        if seen_optional and not f.optional:
+            raise ValueError("optional body fields must come last")
+        seen_optional = seen_optional or f.optional
+
+
+@attrs.frozen
+class Flavour:
+    """A block format: its header type and its body fields, declared once.
+
+    Every method is strict on input bytes (``InvalidBlock``) and checks the records it
+    encodes (``ValueError`` for a header of the other flavour, a body field the flavour does
+    not have, or a value that cannot be encoded).
+    """
+
+    name: str
+    header_type: type[Header] | type[AvalancheHeader]
+    body_fields: tuple[BodyField, ...] = attrs.field(validator=_check_declaration)
+    _required: int = attrs.field(init=False, repr=False, eq=False)
+    _undeclared: tuple[str, ...] = attrs.field(init=False, repr=False, eq=False)
+
+    def __attrs_post_init__(self) -> None:
+        declared = {f.name for f in self.body_fields}
+        object.__setattr__(self, "_required", sum(1 for f in self.body_fields if not f.optional))
+        object.__setattr__(
+            self, "_undeclared", tuple(n for n in _BODY_ATTRIBUTES if n not in declared)
+        )
+
+    # -- building records ---------------------------------------------------------------
+
+    def body(
+        self,
+        transactions: Sequence[Transaction] = (),
+        uncles: Sequence[AnyHeader] = (),
+        *,
+        withdrawals: Sequence[Withdrawal] | None = None,
+        version: int = 0,
+        ext_data: bytes = b"",
+    ) -> Body:
+        """A :class:`Body` of this flavour: the arguments it does not declare are dropped.
+
+        Ethereum keeps ``withdrawals`` (``None`` means a pre-Shanghai body); Avalanche keeps
+        ``version`` and ``ext_data``.
+        """
+        values: dict[str, Any] = {
+            "transactions": tuple(transactions),
+            "uncles": tuple(uncles),
+            "withdrawals": None if withdrawals is None else tuple(withdrawals),
+            "version": version,
+            "ext_data": bytes(ext_data),
+        }
+        for name in self._undeclared:
+            values[name] = None
+        return Body(**values)
+
+    def seal(
+        self,
+        header: AnyHeader,
+        body: Body,
+        receipts: Sequence[Receipt] | None = None,
+    ) -> Block:
+        """A block whose header commits to ``body``, as geth's ``NewBlock`` does.
+
+        Sets ``tx_root`` and ``uncle_hash``, ``withdrawals_hash`` when the body has
+        withdrawals, ``ext_data_hash`` for Avalanche, and ``receipt_root`` and ``bloom``
+        when ``receipts`` (consensus receipts, in transaction order) are given.
+        """
+        self._check_header(header)
+        self._body_items(body)
+        changes: dict[str, Any] = {
+            "tx_root": transactions_root(body.transactions),
+            "uncle_hash": uncles_hash(body.uncles),
+        }
+        if body.withdrawals is not None:
+            changes["withdrawals_hash"] = withdrawals_root(body.withdrawals)
+        if isinstance(header, AvalancheHeader) and body.ext_data is not None:
+            changes["ext_data_hash"] = ext_data_hash(body.ext_data)
+        if receipts is not None:
+            changes["receipt_root"] = receipts_root(receipts)
+            bloom = bytearray(256)
+            for receipt in receipts:
+                rb = receipt.bloom if receipt.bloom is not None else logs_bloom(receipt.logs)
+                for i, byte in enumerate(rb):
+                    bloom[i] |= byte
+            changes["bloom"] = bytes(bloom)
+        return Block(attrs.evolve(header, **changes), body)
+
+    # -- the one body declaration, both directions ---------------------------------------
+
+    def _check_header(self, header: AnyHeader) -> None:
+        if type(header) is not self.header_type:
+            raise ValueError(
+                f"a {self.name} block needs a {self.header_type.__name__}, "
+                f"got {type(header).__name__}"
+            )
+
+    def _body_items(self, body: Body) -> list[RLPItem]:
+        for name in self._undeclared:
+            if getattr(body, name) is not None:
+                raise ValueError(f"a {self.name} body has no {name} field; it must be None")
+        items: list[RLPItem] = []
+        absent: str | None = None
+        for f in self.body_fields:
+            value = getattr(body, f.name)
+            if value is None:
+                if not f.optional:
+                    raise ValueError(f"a {self.name} body needs its {f.name} field")
+                absent = f.name
+                continue
+            if absent is not None:
+                raise ValueError(f"body field {f.name} is present but {absent} is not")
+            if f.name == "uncles":
+                for uncle in value:
+                    self._check_header(uncle)
+            items.append(f.encode(value))
+        return items
+
+    def _body_from_items(self, items: list[RLPItem], first: int, what: str) -> Body:
+        count = len(items) - first
+        total = len(self.body_fields)
+        if not self._required <= count <= total:
+            expected = str(total) if self._required == total else f"{self._required} to {total}"
+            raise InvalidBlock(f"{what} has {count} body fields, expected {expected}")
+        values: dict[str, Any] = {}
+        for f, item in zip(self.body_fields, items[first:], strict=False):
+            values[f.name] = f.decode(self, item)
+        return Body(**values)
+
+    # -- bytes ----------------------------------------------------------------------------
+
+    def encode_header(self, header: AnyHeader) -> bytes:
+        """The header's RLP."""
+        self._check_header(header)
+        return _rlp_encode(header.to_items())
+
+    def decode_header(self, data: Buffer) -> AnyHeader:
+        """A header from its RLP (strict)."""
+        return self.header_type.from_items(decode_rlp(data, "header"))
+
+    def encode_body(self, block_or_body: Block | Body) -> bytes:
+        """The body RLP (what geth's rawdb stores under the ``b`` key)."""
+        if isinstance(block_or_body, Block):
+            self._check_header(block_or_body.header)
+            body = block_or_body.body
+        else:
+            body = block_or_body
+        return _rlp_encode(self._body_items(body))
+
+    def decode_body(self, data: Buffer) -> Body:
+        """A body from its RLP (strict)."""
+        items = decode_rlp(data, "body")
+        if type(items) is not list:
+            raise InvalidBlock("body: expected an RLP list, found a string")
+        return self._body_from_items(items, 0, "body")
+
+    def encode_block(self, block: Block) -> bytes:
+        """The block RLP: ``[header, *body fields]``."""
+        self._check_header(block.header)
+        return _rlp_encode([block.header.to_items(), *self._body_items(block.body)])
+
+    def decode_block(self, data: Buffer) -> Block:
+        """A block from its RLP (strict); its hash is keccak256 of the header bytes."""
+        raw = data if type(data) is bytes else bytes(data)
+        items = decode_rlp(raw, "block")
+        if type(items) is not list:
+            raise InvalidBlock("block: expected an RLP list, found a string")
+        if not items:
+            raise InvalidBlock("block: empty list, expected a header and a body")
+        header = self.header_type.from_items(items[0])
+        body = self._body_from_items(items, 1, "block")
+        return Block(header, body, hash=keccak256(header_slice(raw)))
+
+
+ETHEREUM = Flavour("ethereum", Header, (TRANSACTIONS, UNCLES, WITHDRAWALS))
+"""Ethereum blocks: 15-21 header fields, body ``[transactions, uncles, withdrawals?]``."""
+
+AVALANCHE = Flavour("avalanche", AvalancheHeader, (TRANSACTIONS, UNCLES, VERSION, EXT_DATA))
+"""Avalanche C-chain (coreth) blocks: 16-24 header fields, body
+``[transactions, uncles, version, ext_data]``."""
+
+
+# --- receipts ---------------------------------------------------------------------------
+
+
+def encode_receipts(receipts: Sequence[Receipt]) -> bytes:
+    """The storage form of a block's receipts (geth rawdb ``r`` key): a list of
+    ``[post_state_or_status, cumulative_gas_used, logs]``."""
+    return _rlp_encode([r.storage_items() for r in receipts])
+
+
+def decode_receipts(data: Buffer) -> tuple[Receipt, ...]:
+    """Receipts from their storage form (strict). Type, bloom and the other derived fields
+    are not stored; :func:`derive_receipts` restores them from the block."""
+    items = decode_rlp(data, "receipts")
+    if type(items) is not list:
+        raise InvalidBlock("receipts: expected an RLP list, found a string")
+    return tuple(Receipt.from_storage_items(r, f"receipt {i}") for i, r in enumerate(items))
+
+
+def _effective_gas_price(tx: Transaction, base_fee: int | None) -> int:
+    if isinstance(tx, (LegacyTx, AccessListTx)):
+        return tx.gas_price
+    if base_fee is None:
+        return tx.max_fee_per_gas
+    return min(tx.max_fee_per_gas, base_fee + tx.max_priority_fee_per_gas)
+
+
+_BLOB_GAS_PER_BLOB = 1 << 17
+
+
+def derive_receipts(
+    receipts: Sequence[Receipt], block: Block, senders: Sequence[bytes]
+) -> tuple[Receipt, ...]:
+    """The receipts of ``block`` with their derived fields filled in, as geth's
+    ``Receipts.DeriveFields`` does.
+
+    ``senders`` are the transactions' senders (recovered from their signatures), needed for
+    the address of a created contract. Sets ``tx_type``, ``bloom``, ``tx_hash``,
+    ``transaction_index``, ``block_hash``, ``block_number``, ``gas_used`` (the difference of
+    cumulative gas), ``effective_gas_price``, ``blob_gas_used``, ``contract_address`` and
+    ``first_log_index``. Counts that disagree with the block raise ``InvalidBlock``.
+    """
+    txs = block.transactions
+    if len(receipts) != len(txs) or len(senders) != len(txs):
+        raise InvalidBlock(
+            f"block {block.number} has {len(txs)} transactions but {len(receipts)} receipts "
+            f"and {len(senders)} senders"
+        )
+    base_fee = block.header.base_fee
+    derived: list[Receipt] = []
+    previous_gas = 0
+    log_index = 0
+    for i, (receipt, tx, sender) in enumerate(zip(receipts, txs, senders, strict=True)):
+        gas_used = receipt.cumulative_gas_used - previous_gas
+        if gas_used < 0:
+            raise InvalidBlock(f"receipt {i}: cumulative gas used decreases")
+        previous_gas = receipt.cumulative_gas_used
+        contract = None
+        if tx.to is None:
+            contract = keccak256(_rlp_encode([sender, _uint_bytes(tx.nonce)]))[12:]
+        blob_gas = None
+        if isinstance(tx, BlobTx):
+            blob_gas = len(tx.blob_versioned_hashes) * _BLOB_GAS_PER_BLOB
+        derived.append(
+            attrs.evolve(
+                receipt,
+                tx_type=tx.TYPE,
+                bloom=logs_bloom(receipt.logs),
+                tx_hash=tx.hash,
+                transaction_index=i,
+                block_hash=block.hash,
+                block_number=block.number,
+                gas_used=gas_used,
+                effective_gas_price=_effective_gas_price(tx, base_fee),
+                blob_gas_used=blob_gas,
+                contract_address=contract,
+                first_log_index=log_index,
+            )
+        )
+        log_index += len(receipt.logs)
+    return tuple(derived)
+
+
+def _uint_bytes(value: int) -> bytes:
+    return value.to_bytes((value.bit_length() + 7) // 8, "big")

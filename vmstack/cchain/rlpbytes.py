@@ -1,0 +1,300 @@
+"""Byte-level RLP helpers that no library offers: work on encodings without decoding them.
+
+A store keeps a block as two values, its header RLP and its body RLP (geth's rawdb layout).
+The block's RLP is ``[header, *body items]``, so it is one new list prefix followed by the
+header bytes and the body's payload: :func:`block_bytes` builds it with a single copy, with
+no decoding. :func:`header_parent_hash` reads the parent hash (the header's first field) in
+place, and :func:`header_slice` finds the header inside a block's bytes, so a block's hash is
+``keccak256(header_slice(block))`` with no re-encoding.
+
+Every function accepts ``bytes``, ``bytearray`` or a ``memoryview`` (e.g. a zero-copy LMDB
+buffer) and is strict: a non-canonical length prefix, a length past the end of the buffer
+(even a declared length of 2**60: nothing is allocated for it), or trailing bytes raise
+:class:`~vmstack.errors.InvalidBlock` with a message that says what was wrong.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+
+from vmstack.cchain.crypto import keccak256
+from vmstack.errors import InvalidBlock
+
+__all__ = [
+    "Buffer",
+    "block_bytes",
+    "block_hash",
+    "check_rlp",
+    "header_parent_hash",
+    "header_slice",
+    "iter_list_items",
+    "list_items",
+    "list_prefix",
+    "read_prefix",
+    "split_block",
+]
+
+Buffer = bytes | bytearray | memoryview
+"""A contiguous byte buffer: what the helpers here read."""
+
+_BYTE_U16 = struct.Struct(">BH")
+_BYTE_U16_BYTE = struct.Struct(">BHB")
+_SHORT_LIST_PREFIXES = tuple(bytes((0xC0 + n,)) for n in range(56))
+
+
+def list_prefix(payload_length: int) -> bytes:
+    """The canonical RLP prefix of a list whose payload is ``payload_length`` bytes."""
+    if payload_length < 56:
+        if payload_length < 0:
+            raise ValueError("a payload length cannot be negative")
+        return _SHORT_LIST_PREFIXES[payload_length]
+    if payload_length < 0x100:
+        return bytes((0xF8, payload_length))
+    if payload_length < 0x10000:
+        return bytes((0xF9, payload_length >> 8, payload_length & 0xFF))
+    width = (payload_length.bit_length() + 7) // 8
+    if width > 8:
+        raise ValueError("an RLP payload cannot exceed 2**64 - 1 bytes")
+    return bytes((0xF7 + width,)) + payload_length.to_bytes(width, "big")
+
+
+def read_prefix(data: Buffer, offset: int = 0, end: int | None = None) -> tuple[bool, int, int]:
+    """Read the item prefix at ``offset``; returns ``(is_list, payload_offset, payload_length)``.
+
+    The item must lie within ``data[offset:end]`` (``end`` defaults to the buffer's end). A
+    single byte below 0x80 is its own payload: ``(False, offset, 1)``. Raises
+    ``InvalidBlock`` for a missing prefix, a non-canonical prefix (a long form for a short
+    length, leading zero bytes in a length, a one-byte string that should have been the
+    byte itself) or a payload that runs past ``end``.
+    """
+    if end is None:
+        end = len(data)
+    if offset >= end:
+        raise InvalidBlock(f"RLP item expected at offset {offset}, found the end of the input")
+    b0 = data[offset]
+    if b0 < 0x80:
+        return False, offset, 1
+    if b0 < 0xB8:
+        length = b0 - 0x80
+        start = offset + 1
+        if start + length > end:
+            raise InvalidBlock(f"RLP string at offset {offset} runs past the end of its input")
+        if length == 1 and data[start] < 0x80:
+            raise InvalidBlock(
+                f"non-canonical RLP at offset {offset}: single byte below 0x80 encoded as string"
+            )
+        return False, start, length
+    if b0 < 0xC0:
+        is_list = False
+        width = b0 - 0xB7
+    elif b0 < 0xF8:
+        length = b0 - 0xC0
+        start = offset + 1
+        if start + length > end:
+            raise InvalidBlock(f"RLP list at offset {offset} runs past the end of its input")
+        return True, start, length
+    else:
+        is_list = True
+        width = b0 - 0xF7
+    start = offset + 1 + width
+    if start > end:
+        raise InvalidBlock(f"RLP length at offset {offset} is truncated")
+    if data[offset + 1] == 0:
+        raise InvalidBlock(f"non-canonical RLP at offset {offset}: length has leading zero bytes")
+    length = int.from_bytes(data[offset + 1 : start], "big")
+    if length < 56:
+        raise InvalidBlock(
+            f"non-canonical RLP at offset {offset}: long length form used for {length} bytes"
+        )
+    if start + length > end:
+        kind = "list" if is_list else "string"
+        raise InvalidBlock(
+            f"RLP {kind} at offset {offset} declares {length} bytes, "
+            f"only {end - start} remain in its input"
+        )
+    return is_list, start, length
+
+
+def _whole_list(data: Buffer, what: str) -> int:
+    """Check ``data`` is exactly one canonical RLP list; return its payload offset."""
+    n = len(data)
+    if n == 0:
+        raise InvalidBlock(f"{what}: empty input, expected an RLP list")
+    b0 = data[0]
+    if b0 < 0xC0:
+        raise InvalidBlock(f"{what}: expected an RLP list, found a string")
+    if b0 < 0xF8:
+        if b0 - 0xBF != n:
+            raise _length_mismatch(what, b0 - 0xC0, n - 1)
+        return 1
+    start = b0 - 0xF6
+    if n < start:
+        raise InvalidBlock(f"{what}: RLP list length is truncated")
+    if data[1] == 0:
+        raise InvalidBlock(f"{what}: non-canonical RLP, list length has leading zero bytes")
+    length = int.from_bytes(data[1:start], "big")
+    if length < 56:
+        raise InvalidBlock(f"{what}: non-canonical RLP, long length form for {length} bytes")
+    if length != n - start:
+        raise _length_mismatch(what, length, n - start)
+    return start
+
+
+def _length_mismatch(what: str, declared: int, available: int) -> InvalidBlock:
+    if declared > available:
+        return InvalidBlock(
+            f"{what}: truncated, the RLP list declares {declared} bytes, {available} present"
+        )
+    return InvalidBlock(
+        f"{what}: {available - declared} trailing bytes after the RLP list of {declared} bytes"
+    )
+
+
+def block_bytes(header_rlp: Buffer, body_rlp: Buffer) -> bytes:
+    """The block RLP ``[header, *body items]`` from a header RLP and a body RLP.
+
+    One new list prefix over ``header_rlp ++ payload(body_rlp)``, produced with exactly one
+    copy of the data. Both inputs must each be exactly one canonical RLP list (no trailing
+    bytes, no truncation); only their outer framing is checked, not their items, which keeps
+    this the cheap step of the ancestors walk (use :func:`check_rlp` for a full check).
+    """
+    # The common case (a header of 256 bytes to 64 KiB, which every real header is) is
+    # checked inline with two struct reads: this is the hot step of the ancestors walk.
+    # Anything else goes through _whole_list, which also words the error.
+    header_len = len(header_rlp)
+    body_len = len(body_rlp)
+    try:
+        h0, h_declared = _BYTE_U16.unpack_from(header_rlp)
+        b0, b_declared = _BYTE_U16.unpack_from(body_rlp)
+    except struct.error:
+        h0 = 0
+    if h0 == 0xF9 and h_declared == header_len - 3 and h_declared > 0xFF:
+        if b0 == 0xF9:
+            ok = b_declared == body_len - 3 and b_declared > 0xFF
+            body_start = 3
+        elif b0 < 0xF8:
+            ok = b0 >= 0xC0 and b0 - 0xBF == body_len
+            body_start = 1
+        elif b0 == 0xF8:
+            ok = b_declared >> 8 == body_len - 2 and body_len > 57
+            body_start = 2
+        else:
+            ok = False
+        if ok:
+            payload = header_len + body_len - body_start
+            if payload < 0x10000:
+                prefix = _BYTE_U16.pack(0xF9, payload)
+            else:
+                prefix = list_prefix(payload)
+            return b"".join((prefix, header_rlp, memoryview(body_rlp)[body_start:]))
+    _whole_list(header_rlp, "header")
+    body_start = _whole_list(body_rlp, "body")
+    payload = header_len + body_len - body_start
+    return b"".join((list_prefix(payload), header_rlp, memoryview(body_rlp)[body_start:]))
+
+
+def header_parent_hash(header_rlp: Buffer) -> bytes:
+    """The parent hash (the first field, 32 bytes) of a header RLP, read without decoding."""
+    n = len(header_rlp)
+    if n > 0xFF:
+        h0, declared, f0 = _BYTE_U16_BYTE.unpack_from(header_rlp)
+        if h0 == 0xF9 and declared == n - 3 and declared > 0xFF and f0 == 0xA0:
+            return bytes(header_rlp[4:36])
+    start = _whole_list(header_rlp, "header")
+    if n < start + 33 or header_rlp[start] != 0xA0:
+        raise InvalidBlock("header: the first field (parent hash) is not a 32-byte string")
+    return bytes(header_rlp[start + 1 : start + 33])
+
+
+def _header_bounds(block_rlp: Buffer) -> tuple[int, int]:
+    start = _whole_list(block_rlp, "block")
+    is_list, payload, length = read_prefix(block_rlp, start)
+    if not is_list:
+        raise InvalidBlock("block: the first item (header) is not an RLP list")
+    return start, payload + length
+
+
+def header_slice(block_rlp: Buffer) -> memoryview:
+    """The header's RLP inside a block's RLP, as a view (no copy).
+
+    ``keccak256(header_slice(block))`` is the block hash: the hash of the header bytes as they
+    stand, with no re-encoding.
+    """
+    start, end = _header_bounds(block_rlp)
+    return memoryview(block_rlp)[start:end]
+
+
+def block_hash(block_rlp: Buffer) -> bytes:
+    """The block hash: keccak256 of the header RLP inside ``block_rlp``."""
+    return keccak256(header_slice(block_rlp))
+
+
+def split_block(block_rlp: Buffer) -> tuple[bytes, bytes]:
+    """Split a block RLP into ``(header RLP, body RLP)``; the inverse of :func:`block_bytes`.
+
+    The body is a new list over the block's remaining items. The framing of those items is
+    checked (each must be a complete RLP item), their contents are not.
+    """
+    start, header_end = _header_bounds(block_rlp)
+    offset = header_end
+    end = len(block_rlp)
+    while offset < end:
+        _, payload, length = read_prefix(block_rlp, offset, end)
+        offset = payload + length
+    view = memoryview(block_rlp)
+    rest = view[header_end:]
+    return bytes(view[start:header_end]), b"".join((list_prefix(len(rest)), rest))
+
+
+def list_items(data: Buffer) -> list[memoryview]:
+    """The first-level items of the single RLP list ``data``, each a view of its full encoding.
+
+    Checks the framing only: the outer list spans the whole buffer, and each item's prefix is
+    canonical and ends within the list. Raises ``InvalidBlock`` otherwise.
+    """
+    return list(iter_list_items(data))
+
+
+def iter_list_items(data: Buffer) -> Iterator[memoryview]:
+    """Yield the first-level items of the single RLP list ``data`` (see :func:`list_items`).
+
+    The outer framing is checked before the first item is yielded; a malformed item raises
+    ``InvalidBlock`` when the iteration reaches it.
+    """
+    offset = _whole_list(data, "RLP list")
+    end = len(data)
+    view = memoryview(data)
+    while offset < end:
+        _, payload, length = read_prefix(data, offset, end)
+        item_end = payload + length
+        yield view[offset:item_end]
+        offset = item_end
+
+
+def check_rlp(data: Buffer) -> None:
+    """Check that ``data`` is exactly one canonical RLP item, nested items included.
+
+    Builds nothing: it walks the prefixes only, so a lazy parser can reject malformed bytes
+    before deciding what to decode. Raises ``InvalidBlock`` naming the offending offset.
+    """
+    end = len(data)
+    is_list, payload, length = read_prefix(data, 0, end)
+    if payload + length != end:
+        raise InvalidBlock(f"{end - payload - length} trailing bytes after the RLP item")
+    stack: list[int] = []
+    offset = payload
+    scope_end = payload + length if is_list else offset
+    while True:
+        if offset < scope_end:
+            is_list, payload, length = read_prefix(data, offset, scope_end)
+            if is_list:
+                stack.append(scope_end)
+                scope_end = payload + length
+                offset = payload
+            else:
+                offset = payload + length
+        elif stack:
+            scope_end = stack.pop()
+        else:
+            return
