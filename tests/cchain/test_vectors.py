@@ -9,8 +9,8 @@ import pytest
 from tests.conftest import load_vectors
 from vmstack.cchain import (
     AVALANCHE,
-    ETHEREUM,
     EMPTY_ROOT,
+    ETHEREUM,
     Flavour,
     block_bytes,
     block_hash,

@@ -183,10 +183,7 @@ def block_bytes(header_rlp: Buffer, body_rlp: Buffer) -> bytes:
             ok = False
         if ok:
             payload = header_len + body_len - body_start
-            if payload < 0x10000:
-                prefix = _BYTE_U16.pack(0xF9, payload)
-            else:
-                prefix = list_prefix(payload)
+            prefix = _BYTE_U16.pack(0xF9, payload) if payload < 0x10000 else list_prefix(payload)
             return b"".join((prefix, header_rlp, memoryview(body_rlp)[body_start:]))
     _whole_list(header_rlp, "header")
     body_start = _whole_list(body_rlp, "body")
