@@ -21,6 +21,7 @@ from vmstack.errors import (
     VMStackError,
 )
 from vmstack.interfaces import BatchedChainVM, Block, ChainVM, Layer
+from vmstack.stack import describe_stack
 
 __all__ = [
     "BatchedChainVM",
@@ -37,6 +38,7 @@ __all__ = [
     "StoreCorrupted",
     "VMStackError",
     "batched_parse_block",
+    "describe_stack",
     "get_ancestors",
     "supports_batching",
 ]

@@ -1,0 +1,142 @@
+"""The layer order of a stack, and how to read a stack back.
+
+:func:`wrap_layers` is the one place that knows how the pass-through layers sit over a VM:
+``MeteredVM`` directly over it, ``TracedVM`` outermost (DESIGN section 2), so a span covers
+the metered call and the histogram does not time the span. A full stack is the same step
+twice::
+
+    CChainVM  ->  wrap_layers(name="C")  ->  ProposerVM  ->  wrap_layers(name="proposervm")
+
+:func:`describe_stack` walks ``inner`` from the top of a stack down and says, for every
+layer, what it is and whether it answers batched calls.
+
+This module imports the wrapper layers only when :func:`wrap_layers` runs: ``vmstack`` is
+imported by its pytest plugin in every test run, and reading a stack needs neither
+OpenTelemetry nor prometheus-client.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, overload
+
+import attrs
+
+from vmstack.batching import supports_batching
+from vmstack.interfaces import ChainVM
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Tracer
+    from prometheus_client import CollectorRegistry
+
+__all__ = ["LayerInfo", "StackDescription", "describe_stack", "wrap_layers"]
+
+
+@attrs.frozen
+class LayerInfo:
+    """One layer of a stack: its type's name, its name if it has one, and whether it
+    batches (answers ``get_ancestors`` / ``batched_parse_block`` rather than refusing)."""
+
+    kind: str
+    name: str | None
+    batching: bool
+
+    @property
+    def label(self) -> str:
+        """``"TracedVM(proposervm)"`` for a named layer, ``"CChainVM"`` for an unnamed one."""
+        return self.kind if self.name is None else f"{self.kind}({self.name})"
+
+    @property
+    def capability(self) -> str:
+        """``"batched"`` or ``"serial"``."""
+        return "batched" if self.batching else "serial"
+
+    def __str__(self) -> str:
+        return f"{self.label}  {self.capability}"
+
+
+@attrs.frozen
+class StackDescription(Sequence[LayerInfo]):
+    """The layers of a stack, top (what the engine calls) to bottom (the VM that owns the
+    chain). ``str()`` gives one aligned line per layer."""
+
+    layers: tuple[LayerInfo, ...]
+
+    @overload
+    def __getitem__(self, index: int) -> LayerInfo: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[LayerInfo]: ...
+
+    def __getitem__(self, index: int | slice) -> LayerInfo | Sequence[LayerInfo]:
+        return self.layers[index]
+
+    def __len__(self) -> int:
+        return len(self.layers)
+
+    def __iter__(self) -> Iterator[LayerInfo]:
+        return iter(self.layers)
+
+    @property
+    def top(self) -> LayerInfo:
+        """The layer the engine calls."""
+        return self.layers[0]
+
+    @property
+    def bottom(self) -> LayerInfo:
+        """The VM at the bottom of the stack."""
+        return self.layers[-1]
+
+    def as_dicts(self) -> list[dict[str, object]]:
+        """The layers as plain dicts (``kind``, ``name``, ``batching``), for JSON output."""
+        return [{"kind": layer.kind, "name": layer.name, "batching": layer.batching}
+                for layer in self.layers]
+
+    def __str__(self) -> str:
+        width = max(len(layer.label) for layer in self.layers)
+        return "\n".join(f"{layer.label:<{width}}  {layer.capability}"
+                         for layer in self.layers)
+
+
+def describe_stack(vm: ChainVM) -> StackDescription:
+    """The layers of the stack whose top is ``vm``, top to bottom.
+
+    Follows each layer's ``inner`` until a VM without one (the bottom). A layer's name is
+    its ``name`` attribute when that is a string; its capability is what
+    :func:`vmstack.batching.supports_batching` says. A stack whose ``inner`` links loop
+    raises ``ValueError``.
+    """
+    layers: list[LayerInfo] = []
+    seen: set[int] = set()
+    current: object = vm
+    while current is not None:
+        if id(current) in seen:
+            raise ValueError(
+                f"the stack loops: {type(current).__name__} is its own inner VM, "
+                f"after {len(layers)} layers")
+        seen.add(id(current))
+        name = getattr(current, "name", None)
+        layers.append(LayerInfo(kind=type(current).__name__,
+                                name=name if isinstance(name, str) else None,
+                                batching=supports_batching(current)))
+        current = getattr(current, "inner", None)
+    return StackDescription(tuple(layers))
+
+
+def wrap_layers(inner: ChainVM, *, name: str, tracer: Tracer | None = None,
+                registry: CollectorRegistry | None = None) -> ChainVM:
+    """Put the pass-through layers named ``name`` over ``inner``: ``MeteredVM`` (namespace
+    ``name``) when a ``registry`` is given, then ``TracedVM`` (span prefix ``name``) when a
+    ``tracer`` is given. With neither, ``inner`` itself is returned.
+
+    The result forwards batched calls exactly when ``inner`` batches.
+    """
+    from vmstack.wrappers.metered import MeteredVM
+    from vmstack.wrappers.traced import TracedVM
+
+    vm = inner
+    if registry is not None:
+        vm = MeteredVM(vm, registry=registry, namespace=name)
+    if tracer is not None:
+        vm = TracedVM(vm, tracer=tracer, name=name)
+    return vm
