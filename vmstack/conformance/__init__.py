@@ -1,4 +1,13 @@
-"""The conformance kit: test doubles and the reusable layer tests (DESIGN section 8)."""
+"""The conformance kit: test doubles and the reusable layer tests (DESIGN section 8).
+
+The doubles (:class:`MemoryVM`, :class:`BatchedMemoryVM`, :func:`memory_vm`) are plain code
+and import nothing from the test tools. :class:`LayerConformance` (with :class:`KitStack`
+and :class:`KitFault`) lives in :mod:`vmstack.conformance.kit`, which needs pytest and
+Hypothesis; it is imported on first use, so importing this package does not pull the test
+tools into a program that only wants the doubles.
+"""
+
+from typing import TYPE_CHECKING
 
 from vmstack.conformance.doubles import (
     GENESIS_PARENT,
@@ -9,4 +18,27 @@ from vmstack.conformance.doubles import (
     memory_vm,
 )
 
-__all__ = ["GENESIS_PARENT", "BatchedMemoryVM", "Call", "MemoryBlock", "MemoryVM", "memory_vm"]
+if TYPE_CHECKING:
+    from vmstack.conformance.kit import KitFault, KitStack, LayerConformance
+
+__all__ = [
+    "GENESIS_PARENT",
+    "BatchedMemoryVM",
+    "Call",
+    "KitFault",
+    "KitStack",
+    "LayerConformance",
+    "MemoryBlock",
+    "MemoryVM",
+    "memory_vm",
+]
+
+_KIT_NAMES = frozenset({"KitFault", "KitStack", "LayerConformance"})
+
+
+def __getattr__(name: str) -> object:
+    if name in _KIT_NAMES:
+        from vmstack.conformance import kit
+
+        return getattr(kit, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
