@@ -1,0 +1,36 @@
+"""Key-value stores: the :class:`KeyValueStore` contract, :class:`MemoryStore` for tests and
+:class:`LMDBStore`, the embedded default (zero-copy snapshot reads, atomic batches, a map that
+grows, safe to reopen after a crash). :class:`PrefixedStore` nests one keyspace in another."""
+
+from vmstack.store.base import (
+    MAX_KEY_LEN,
+    BufferedWriteBatch,
+    BytesLike,
+    KeyReader,
+    KeyValueStore,
+    KeyWriter,
+    PrefixedStore,
+    ReadSnapshot,
+    StoreClosed,
+    StoreError,
+    WriteBatch,
+)
+from vmstack.store.lmdb_store import DEFAULT_MAP_SIZE, LMDBStore
+from vmstack.store.memory import MemoryStore
+
+__all__ = [
+    "DEFAULT_MAP_SIZE",
+    "MAX_KEY_LEN",
+    "BufferedWriteBatch",
+    "BytesLike",
+    "KeyReader",
+    "KeyValueStore",
+    "KeyWriter",
+    "LMDBStore",
+    "MemoryStore",
+    "PrefixedStore",
+    "ReadSnapshot",
+    "StoreClosed",
+    "StoreError",
+    "WriteBatch",
+]
