@@ -122,7 +122,9 @@ class CanonicalHashCache:
 
     def lookup(self, number: int) -> bytes | None:
         """The cached canonical hash at ``number``, or ``None``; counts a hit or a miss."""
-        with self._lock:
+        lock = self._lock
+        lock.acquire()
+        try:
             found = self._entries.get(number)
             if found is None:
                 self._misses += 1
@@ -130,6 +132,8 @@ class CanonicalHashCache:
             self._entries.move_to_end(number)
             self._hits += 1
             return found
+        finally:
+            lock.release()
 
     def forget_above(self, height: int) -> int:
         """Drop every entry above ``height`` and lower the settled height to at most
