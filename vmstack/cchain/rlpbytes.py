@@ -39,6 +39,9 @@ Buffer = bytes | bytearray | memoryview
 """A contiguous byte buffer: what the helpers here read."""
 
 _BYTE_U16 = struct.Struct(">BH")
+_unpack_byte_u16 = _BYTE_U16.unpack_from
+_pack_byte_u16 = _BYTE_U16.pack
+_join = b"".join
 _BYTE_U16_BYTE = struct.Struct(">BHB")
 _SHORT_LIST_PREFIXES = tuple(bytes((0xC0 + n,)) for n in range(56))
 
@@ -159,36 +162,40 @@ def block_bytes(header_rlp: Buffer, body_rlp: Buffer) -> bytes:
     bytes, no truncation); only their outer framing is checked, not their items, which keeps
     this the cheap step of the ancestors walk (use :func:`check_rlp` for a full check).
     """
-    # The common case (a header of 256 bytes to 64 KiB, which every real header is) is
-    # checked inline with two struct reads: this is the hot step of the ancestors walk.
-    # Anything else goes through _whole_list, which also words the error.
+    # The common case, a header of 256 bytes to 64 KiB (a two-byte length, as every real
+    # header has) and a block under 64 KiB, is checked with two struct reads and as few
+    # steps as CPython allows: this is the hot step of the ancestors walk. Anything else,
+    # including every error, goes through the general path, which also words the message.
     header_len = len(header_rlp)
     body_len = len(body_rlp)
     try:
-        h0, h_declared = _BYTE_U16.unpack_from(header_rlp)
-        b0, b_declared = _BYTE_U16.unpack_from(body_rlp)
+        h0, h_declared = _unpack_byte_u16(header_rlp)
+        b0, b_declared = _unpack_byte_u16(body_rlp)
     except struct.error:
-        h0 = 0
+        return _block_bytes_checked(header_rlp, body_rlp)
     if h0 == 0xF9 and h_declared == header_len - 3 and h_declared > 0xFF:
-        if b0 == 0xF9:
-            ok = b_declared == body_len - 3 and b_declared > 0xFF
+        if b0 == 0xF9 and b_declared == body_len - 3 and b_declared > 0xFF:
             body_start = 3
-        elif b0 < 0xF8:
-            ok = b0 >= 0xC0 and b0 - 0xBF == body_len
+        elif 0xC0 <= b0 < 0xF8 and b0 - 0xBF == body_len:
             body_start = 1
-        elif b0 == 0xF8:
-            ok = b_declared >> 8 == body_len - 2 and body_len > 57
+        elif b0 == 0xF8 and b_declared >> 8 == body_len - 2 and body_len > 57:
             body_start = 2
         else:
-            ok = False
-        if ok:
-            payload = header_len + body_len - body_start
-            prefix = _BYTE_U16.pack(0xF9, payload) if payload < 0x10000 else list_prefix(payload)
-            return b"".join((prefix, header_rlp, memoryview(body_rlp)[body_start:]))
+            return _block_bytes_checked(header_rlp, body_rlp)
+        payload = header_len + body_len - body_start
+        if payload < 0x10000:
+            if type(body_rlp) is not memoryview:
+                body_rlp = memoryview(body_rlp)
+            return _join((_pack_byte_u16(0xF9, payload), header_rlp, body_rlp[body_start:]))
+    return _block_bytes_checked(header_rlp, body_rlp)
+
+
+def _block_bytes_checked(header_rlp: Buffer, body_rlp: Buffer) -> bytes:
+    """:func:`block_bytes` for any framing: every prefix width, and every error message."""
     _whole_list(header_rlp, "header")
     body_start = _whole_list(body_rlp, "body")
-    payload = header_len + body_len - body_start
-    return b"".join((list_prefix(payload), header_rlp, memoryview(body_rlp)[body_start:]))
+    payload = len(header_rlp) + len(body_rlp) - body_start
+    return _join((list_prefix(payload), header_rlp, memoryview(body_rlp)[body_start:]))
 
 
 def header_parent_hash(header_rlp: Buffer) -> bytes:

@@ -20,6 +20,7 @@ absent integer reads back as 0).
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Self, TypeAlias, TypeVar
 
@@ -27,6 +28,7 @@ import attrs
 import rlp
 
 from vmstack.cchain.crypto import keccak256, recover_address, sign_hash
+from vmstack.cchain.rlpbytes import check_rlp
 from vmstack.errors import InvalidBlock
 
 __all__ = [
@@ -162,14 +164,6 @@ _decode_hash = _fixed_decoder(32)
 _encode_hash = _fixed_encoder(32)
 
 
-def _hashes_decoder(item: RLPItem, what: str) -> tuple[bytes, ...]:
-    return tuple(_decode_hash(h, f"{what}[{i}]") for i, h in enumerate(_items(item, what)))
-
-
-def _hashes_encoder(value: Any, what: str) -> RLPItem:
-    return [_encode_hash(h, f"{what}[{i}]") for i, h in enumerate(value)]
-
-
 @attrs.frozen
 class Kind:
     """How one field is written in RLP: its decoder, its encoder, and a name for messages."""
@@ -189,28 +183,21 @@ UINT64 = Kind("uint64", _uint_decoder(64), _uint_encoder(64))
 UINT256 = Kind("uint256", _uint_decoder(256), _uint_encoder(256))
 BYTES = Kind("bytes", _string, _bytes_encoder)
 TO = Kind("to", _to_decoder, _to_encoder)
-HASHES = Kind("hash list", _hashes_decoder, _hashes_encoder)
 
 
 def _field(kind: Kind, default: Any, *, optional: bool = False) -> Any:
     return attrs.field(default=default, metadata={"rlp": kind, "optional": optional})
 
 
-_Spec = tuple[tuple[str, Decoder, Encoder, bool], ...]
-
-
-def _spec_of(cls: type) -> _Spec:
-    return tuple(
-        (a.name, a.metadata["rlp"].decode, a.metadata["rlp"].encode, a.metadata["optional"])
-        for a in attrs.fields(cls)
-    )
+_Spec = tuple[tuple[str, Decoder, Encoder, bool, str], ...]
+"""Per field: name, decoder, encoder, optional, and its label for messages."""
 
 
 def _record_kind(cls: Any) -> Kind:
-    """A :class:`Kind` for a nested record (or a list of them) declared with ``_field``."""
+    """A :class:`Kind` for a nested record declared with ``_field``."""
 
     def decode(item: RLPItem, what: str) -> Any:
-        return cls.from_items(item, what)
+        return cls.from_items(item)
 
     def encode(value: Any, what: str) -> RLPItem:
         if not isinstance(value, cls):
@@ -221,57 +208,83 @@ def _record_kind(cls: Any) -> Kind:
 
 
 def _list_kind(inner: Kind) -> Kind:
+    """A :class:`Kind` for an RLP list of ``inner`` values, read into a tuple."""
+
     def decode(item: RLPItem, what: str) -> tuple[Any, ...]:
-        return tuple(inner.decode(x, f"{what}[{i}]") for i, x in enumerate(_items(item, what)))
+        values: list[Any] = []
+        try:
+            for element in _items(item, what):
+                values.append(inner.decode(element, what))
+        except InvalidBlock as exc:
+            raise InvalidBlock(f"{what}[{len(values)}]: {exc.reason}") from None
+        return tuple(values)
 
     def encode(value: Any, what: str) -> RLPItem:
-        return [inner.encode(x, f"{what}[{i}]") for i, x in enumerate(value)]
+        return [inner.encode(element, what) for element in value]
 
     return Kind(f"list of {inner.name}", decode, encode)
 
 
+HASHES = _list_kind(HASH)
+
+
 class _Record:
-    """Shared RLP plumbing of the records: fields come from the attrs declaration."""
+    """Shared RLP plumbing of the records: fields come from the attrs declaration.
+
+    Field labels for messages are built once per class (not per call), and an error in a
+    nested record is re-raised with the caller's context in front.
+    """
 
     __slots__ = ()
     _SPEC: ClassVar[_Spec]
     _REQUIRED: ClassVar[int]
     _LABEL: ClassVar[str]
+    _VALUES: ClassVar[operator.attrgetter[tuple[Any, ...]]]
 
     def to_items(self) -> list[RLPItem]:
         """The record as a raw RLP list (trailing absent optional fields left out)."""
         spec = self._SPEC
-        values = [getattr(self, name) for name, _, _, _ in spec]
+        values = self._VALUES(self)
         last = len(values)
         while last > self._REQUIRED and values[last - 1] is None:
             last -= 1
         items: list[RLPItem] = []
-        for (name, _, encode, optional), value in zip(spec[:last], values, strict=False):
+        for (_, _, encode, optional, label), value in zip(spec[:last], values, strict=False):
             if value is None and optional:
                 items.append(b"")
             else:
-                items.append(encode(value, f"{self._LABEL} field {name}"))
+                items.append(encode(value, label))
         return items
 
     @classmethod
     def from_items(cls, item: RLPItem, what: str | None = None) -> Self:
-        """The record from a raw RLP list; ``InvalidBlock`` for a wrong shape, count or width."""
-        label = what or cls._LABEL
-        if type(item) is not list:
-            raise InvalidBlock(f"{label} must be an RLP list, found a string")
+        """The record from a raw RLP list; ``InvalidBlock`` for a wrong shape, count or width.
+
+        ``what`` (e.g. ``"transaction 3"``) is put in front of any error message.
+        """
         spec = cls._SPEC
-        count = len(item)
-        if not cls._REQUIRED <= count <= len(spec):
-            expected = (
-                str(len(spec)) if len(spec) == cls._REQUIRED else f"{cls._REQUIRED} to {len(spec)}"
+        if type(item) is not list or not cls._REQUIRED <= len(item) <= len(spec):
+            raise cls._shape_error(item, what)
+        try:
+            return cls(
+                *[
+                    decode(value, label)
+                    for (_, decode, _, _, label), value in zip(spec, item, strict=False)
+                ]
             )
-            raise InvalidBlock(f"{label} has {count} fields, expected {expected}")
-        return cls(
-            *[
-                decode(value, f"{label} field {name}")
-                for (name, decode, _, _), value in zip(spec, item, strict=False)
-            ]
-        )
+        except InvalidBlock as exc:
+            if what is None:
+                raise
+            raise InvalidBlock(f"{what}: {exc.reason}") from None
+
+    @classmethod
+    def _shape_error(cls, item: RLPItem, what: str | None) -> InvalidBlock:
+        label = cls._LABEL if what is None else f"{what}: {cls._LABEL}"
+        if type(item) is not list:
+            return InvalidBlock(f"{label} must be an RLP list, found a string")
+        total = len(cls._SPEC)
+        expected = str(total) if total == cls._REQUIRED else f"{cls._REQUIRED} to {total}"
+        return InvalidBlock(f"{label} has {len(item)} fields, expected {expected}")
 
     def encode(self) -> bytes:
         """The record's RLP bytes."""
@@ -284,11 +297,23 @@ class _Record:
 
 
 def _seal(cls: Any, label: str) -> None:
-    spec = _spec_of(cls)
+    """Derive a record class's RLP spec from its attrs fields (done once, at import)."""
+    fields = attrs.fields(cls)
+    spec: _Spec = tuple(
+        (
+            a.name,
+            a.metadata["rlp"].decode,
+            a.metadata["rlp"].encode,
+            a.metadata["optional"],
+            f"{label} field {a.name}",
+        )
+        for a in fields
+    )
     cls._SPEC = spec
-    cls._REQUIRED = sum(1 for _, _, _, optional in spec if not optional)
+    cls._REQUIRED = sum(1 for field in spec if not field[3])
     cls._LABEL = label
-    if any(optional for _, _, _, optional in spec[: cls._REQUIRED]):
+    cls._VALUES = operator.attrgetter(*(a.name for a in fields))
+    if any(field[3] for field in spec[: cls._REQUIRED]):
         raise TypeError(f"{cls.__name__}: optional fields must come last")
 
 
@@ -302,6 +327,12 @@ def decode_rlp(data: bytes | bytearray | memoryview, what: str) -> RLPItem:
     try:
         return rlp.decode(raw, strict=True)  # type: ignore[no-any-return]
     except rlp.exceptions.RLPException as exc:
+        # Only on failure: the framing walk names the offset and the rule that was broken,
+        # which the rlp package's messages do not always do.
+        try:
+            check_rlp(raw)
+        except InvalidBlock as framing:
+            raise InvalidBlock(f"{what}: malformed RLP: {framing.reason}") from None
         raise InvalidBlock(f"{what}: malformed RLP ({exc})") from None
 
 
@@ -687,10 +718,7 @@ def _typed_from_bytes(data: bytes, what: str) -> Transaction:
     cls = _TYPED.get(data[0])
     if cls is None:
         raise InvalidBlock(f"{what}: transaction type {data[0]:#04x} is not supported")
-    try:
-        items = rlp.decode(data[1:], strict=True)
-    except rlp.exceptions.RLPException as exc:
-        raise InvalidBlock(f"{what}: malformed RLP in the typed payload ({exc})") from None
+    items = decode_rlp(data[1:], f"{what}: typed payload")
     return cls.from_items(items, what)  # type: ignore[no-any-return]
 
 
