@@ -1,6 +1,7 @@
 """The proposer layer ("snowman++"): avalanchego-compatible post-fork blocks over an inner VM.
 
-:mod:`~vmstack.wrappers.proposer.block` is the byte format,
+:class:`ProposerVM` is the layer (:mod:`~vmstack.wrappers.proposer.vm`),
+:mod:`~vmstack.wrappers.proposer.block` the byte format and
 :mod:`~vmstack.wrappers.proposer.staking` the certificates, NodeIDs, keys and signatures.
 """
 
@@ -24,9 +25,12 @@ from vmstack.wrappers.proposer.staking import (
     StakingKey,
     format_node_id,
 )
+from vmstack.wrappers.proposer.vm import MAX_CLOCK_SKEW, STORE_PREFIX, ProposerBlock, ProposerVM
 
 __all__ = [
     "CODEC_VERSION",
+    "MAX_CLOCK_SKEW",
+    "STORE_PREFIX",
     "Certificate",
     "Epoch",
     "Header",
@@ -34,6 +38,8 @@ __all__ = [
     "InvalidSignature",
     "OptionBlock",
     "PostForkBlock",
+    "ProposerBlock",
+    "ProposerVM",
     "StakingKey",
     "build_option",
     "build_signed",

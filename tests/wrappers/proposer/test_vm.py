@@ -1,0 +1,446 @@
+"""ProposerVM: the fork rules, its own store, parsing, and the layer conformance kit."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+import pytest
+from Crypto.PublicKey import ECC
+
+from vmstack.batching import serial_get_ancestors
+from vmstack.clock import SimClock
+from vmstack.conformance import LayerConformance, MemoryVM, memory_vm
+from vmstack.errors import BlockNotFound, InvalidBlock, StoreCorrupted
+from vmstack.interfaces import ChainVM
+from vmstack.store import MemoryStore
+from vmstack.wrappers.proposer.block import (
+    PostForkBlock,
+    build_option,
+    build_signed,
+    build_unsigned,
+    decode_block,
+)
+from vmstack.wrappers.proposer.staking import StakingKey
+from vmstack.wrappers.proposer.vm import MAX_CLOCK_SKEW, STORE_PREFIX, ProposerBlock, ProposerVM
+
+from . import CHAIN_ID, grow, make_vm, node_key
+
+FORK = 10.0
+
+# --- the conformance kit ----------------------------------------------------------------
+
+
+class TestConformanceBeforeTheFork(LayerConformance):
+    """With the fork never reached the layer is a pure pass-through of pre-fork blocks."""
+
+    pass_through = True
+    refuses_without_batching = False
+
+    def wrap(self, inner: ChainVM) -> ChainVM:
+        assert isinstance(inner, MemoryVM)
+        return ProposerVM(inner, fork_time=math.inf, chain_id=CHAIN_ID,
+                          staking_key=node_key(), clock=inner.clock)
+
+
+#: Kit tests that inject faults into the inner VM by block ID, or expect an error of the
+#: inner VM's batched call to come up whole: with the fork at genesis every served block is
+#: an envelope the inner VM never sees, and the layer answers the post-fork part itself.
+_NOT_APPLICABLE_AFTER_FORK = {
+    "test_error_on_first_block_propagates": "faults are injected by block ID into the inner "
+    "VM, which never sees the IDs of post-fork blocks",
+    "test_mid_walk_failure_gives_partial_answer": "faults are injected by block ID into the "
+    "inner VM, which never sees the IDs of post-fork blocks",
+    "test_block_decisions_reach_the_inner_block": "the kit expects the inner block to have "
+    "the layer block's ID, and a post-fork block's ID is its envelope's "
+    "(test_decisions_reach_the_inner_block_after_the_fork checks the same here)",
+}
+
+
+class TestConformanceForkAtGenesis(LayerConformance):
+    """With the fork at genesis every block the kit grows is a signed post-fork block."""
+
+    pass_through = False
+    refuses_without_batching = False
+    max_examples: ClassVar[int] = 8
+
+    def wrap(self, inner: ChainVM) -> ChainVM:
+        assert isinstance(inner, MemoryVM)
+        return ProposerVM(inner, fork_time=0, chain_id=CHAIN_ID, staking_key=node_key(),
+                          clock=inner.clock)
+
+    def extend_chain(self, layer: ChainVM, inner: MemoryVM, count: int) -> list[bytes]:
+        ids: list[bytes] = []
+        for _ in range(count):
+            block = layer.build_block()
+            block.verify()
+            block.accept()
+            layer.set_preference(block.id)
+            ids.append(block.id)
+        return ids
+
+    @pytest.fixture(autouse=True)
+    def _skip_where_not_applicable(self, request: pytest.FixtureRequest) -> None:
+        name = request.node.originalname
+        if name in _NOT_APPLICABLE_AFTER_FORK:
+            pytest.skip(_NOT_APPLICABLE_AFTER_FORK[name])
+        params = getattr(request.node, "callspec", None)
+        if (name == "test_batched_errors_pass_through_unchanged" and params is not None
+                and params.params.get("method") == "get_ancestors"):
+            pytest.skip("the layer answers the post-fork part itself; an error of the "
+                        "pre-fork part below ends the answer there, as rule 2 ends a walk "
+                        "(test_batched.py checks this)")
+
+
+# --- the fork rules ---------------------------------------------------------------------
+
+
+def test_before_the_fork_blocks_are_the_inner_blocks() -> None:
+    """Pre-fork blocks have the inner block's ID and bytes and no envelope."""
+    vm, inner, clock = make_vm(fork_time=math.inf)
+    for block in grow(vm, clock, 3):
+        assert not block.post_fork and block.envelope is None
+        below = inner.get_block(block.id)
+        assert bytes(block) == bytes(below) and block.inner is below
+        assert block.proposer is None and block.pchain_height == 0
+
+
+def test_fork_activates_after_the_first_block_at_the_fork_time() -> None:
+    """Children of blocks before the fork time are pre-fork; the first post-fork block is
+    unsigned and the ones after it are signed by the node."""
+    vm, _, clock = make_vm(fork_time=FORK)
+    blocks = grow(vm, clock, 8)
+    kinds = [block.post_fork for block in blocks]
+    assert kinds == [False] * 5 + [True] * 3
+    last_pre_fork, first_post_fork = blocks[4], blocks[5]
+    assert last_pre_fork.timestamp >= FORK > blocks[3].timestamp
+    assert first_post_fork.proposer is None
+    assert first_post_fork.inner.parent_id == last_pre_fork.id
+    assert all(block.proposer == node_key().node_id for block in blocks[6:])
+    for block in blocks[5:]:
+        assert isinstance(block.envelope, PostForkBlock)
+        assert decode_block(bytes(block)) == block.envelope
+
+
+def test_without_a_key_post_fork_blocks_are_unsigned() -> None:
+    """A node without a staking key builds unsigned post-fork blocks."""
+    vm, _, clock = make_vm(fork_time=0, signed=False)
+    blocks = grow(vm, clock, 3)
+    assert all(block.post_fork and block.proposer is None for block in blocks)
+    assert vm.node_id is None
+
+
+def test_fork_at_genesis_makes_every_block_post_fork() -> None:
+    """With the fork at or before genesis the first block is already post-fork."""
+    vm, _, clock = make_vm(fork_time=0)
+    blocks = grow(vm, clock, 3)
+    assert [block.post_fork for block in blocks] == [True, True, True]
+    assert blocks[0].proposer is None and blocks[1].proposer == node_key().node_id
+
+
+def test_post_fork_parent_never_has_a_pre_fork_child() -> None:
+    """An inner block offered as a pre-fork child of a post-fork block fails to verify."""
+    vm, inner, clock = make_vm(fork_time=FORK)
+    blocks = grow(vm, clock, 7)
+    clock.advance(2)
+    raw = inner.build_block()
+    with pytest.raises(InvalidBlock, match="never has a pre-fork child"):
+        vm.parse_block(bytes(raw)).verify()
+    assert blocks[-1].post_fork
+
+
+def test_pre_fork_block_after_the_fork_fails() -> None:
+    """A pre-fork child of the last pre-fork block fails: its children are post-fork."""
+    vm, inner, clock = make_vm(fork_time=FORK)
+    blocks = grow(vm, clock, 5)
+    assert blocks[-1].timestamp >= FORK and not blocks[-1].post_fork
+    clock.advance(2)
+    pre_fork = vm.parse_block(bytes(inner.build_block()))
+    with pytest.raises(InvalidBlock, match="pre-fork block after the fork"):
+        pre_fork.verify()
+
+
+def _envelope(vm: ProposerVM, inner: MemoryVM, parent: ProposerBlock, **fields: Any,
+              ) -> bytes:
+    """Envelope bytes over a fresh inner block on ``parent``'s inner block."""
+    inner.set_preference(parent.inner.id)
+    inner_block = inner.build_block()
+    values: dict[str, Any] = {"timestamp": parent.timestamp, "pchain_height": 0}
+    signer = fields.pop("key", node_key())
+    values.update(fields)
+    if signer is None:
+        return bytes(build_unsigned(parent.id, values["timestamp"], values["pchain_height"],
+                                    bytes(inner_block)))
+    return bytes(build_signed(parent.id, values["timestamp"], values["pchain_height"],
+                              bytes(inner_block), key=signer, chain_id=CHAIN_ID))
+
+
+def test_post_fork_block_before_the_fork_fails() -> None:
+    """An envelope over a pre-fork parent from before the fork time fails to verify."""
+    vm, inner, clock = make_vm(fork_time=FORK)
+    blocks = grow(vm, clock, 2)
+    data = _envelope(vm, inner, blocks[-1], key=None)
+    with pytest.raises(InvalidBlock, match="post-fork block before the fork"):
+        vm.parse_block(data).verify()
+
+
+def test_first_post_fork_block_must_be_unsigned() -> None:
+    """A signed child of the last pre-fork block fails to verify."""
+    vm, inner, clock = make_vm(fork_time=FORK)
+    blocks = grow(vm, clock, 5)
+    with pytest.raises(InvalidBlock, match="first post-fork block is unsigned"):
+        vm.parse_block(_envelope(vm, inner, blocks[-1])).verify()
+
+
+@pytest.mark.parametrize("fields, reason", [
+    ({"timestamp": -1}, "before its parent's"),
+    ({"timestamp": 10**6}, "too far in the future"),
+    ({"pchain_height": 5}, "ahead of the P-chain"),
+])
+def test_envelope_fields_are_checked_against_parent_and_clock(fields: dict[str, int],
+                                                              reason: str) -> None:
+    """Timestamps before the parent or beyond the skew, and future P-chain heights, fail."""
+    vm, inner, clock = make_vm(fork_time=0)
+    parent = grow(vm, clock, 2)[-1]
+    if fields.get("timestamp") == -1:
+        fields = {"timestamp": parent.timestamp - 1}
+    with pytest.raises(InvalidBlock, match=reason):
+        vm.parse_block(_envelope(vm, inner, parent, **fields)).verify()
+
+
+def test_skew_allows_blocks_slightly_ahead() -> None:
+    """A timestamp within the allowed skew of the local clock verifies."""
+    vm, inner, clock = make_vm(fork_time=0)
+    parent = grow(vm, clock, 2)[-1]
+    block = vm.parse_block(_envelope(vm, inner, parent,
+                                     timestamp=int(clock()) + MAX_CLOCK_SKEW))
+    block.verify()
+
+
+def test_inner_parent_must_match_the_envelope_parent() -> None:
+    """An envelope whose inner block builds on another block fails to verify."""
+    vm, inner, clock = make_vm(fork_time=0)
+    blocks = grow(vm, clock, 3)
+    inner.set_preference(blocks[0].inner.id)
+    stray = inner.build_block()
+    data = bytes(build_signed(blocks[-1].id, blocks[-1].timestamp, 0, bytes(stray),
+                              key=node_key(), chain_id=CHAIN_ID))
+    with pytest.raises(InvalidBlock, match="inner block's parent"):
+        vm.parse_block(data).verify()
+
+
+def test_unknown_parent_fails() -> None:
+    """An envelope whose parent is unknown fails to verify."""
+    vm, inner, clock = make_vm(fork_time=0)
+    grow(vm, clock, 1)
+    data = bytes(build_signed(bytes(32), int(clock()), 0, bytes(inner.build_block()),
+                              key=node_key(), chain_id=CHAIN_ID))
+    with pytest.raises(InvalidBlock, match="is not known"):
+        vm.parse_block(data).verify()
+
+
+def test_pchain_height_follows_the_callable() -> None:
+    """Built blocks name the current P-chain height and never go below their parent's."""
+    height = [3]
+    clock = SimClock()
+    inner = memory_vm(clock=clock)
+    vm = ProposerVM(inner, fork_time=0, chain_id=CHAIN_ID, clock=clock,
+                    staking_key=node_key(), pchain_height=lambda: height[0])
+    first, second = grow(vm, clock, 2)
+    assert (first.pchain_height, second.pchain_height) == (3, 3)
+    height[0] = 1
+    third = vm.build_block()
+    assert third.pchain_height == 3
+    with pytest.raises(InvalidBlock, match="ahead of the P-chain"):
+        third.verify()
+
+
+# --- serving blocks ---------------------------------------------------------------------
+
+
+def test_served_blocks_and_heights_across_the_fork() -> None:
+    """get_block, last_accepted and get_block_id_at_height give envelopes after the fork."""
+    vm, inner, clock = make_vm(fork_time=FORK)
+    blocks = grow(vm, clock, 8)
+    assert vm.last_accepted() == blocks[-1].id
+    for block in blocks:
+        assert vm.get_block_id_at_height(block.height) == block.id
+        served = vm.get_block(block.id)
+        assert (served.id, bytes(served), served.parent_id) == (
+            block.id, bytes(block), block.parent_id)
+    with pytest.raises(BlockNotFound, match="inner block of a post-fork block"):
+        vm.get_block(blocks[-1].inner.id)
+    with pytest.raises(BlockNotFound):
+        vm.get_block(bytes(32))
+    with pytest.raises(BlockNotFound):
+        vm.set_preference(blocks[-1].inner.id)
+    assert inner.last_accepted() == blocks[-1].inner.id
+
+
+def test_processing_blocks_are_served_and_rejected_ones_are_not() -> None:
+    """A verified post-fork block is served; after reject it is not."""
+    vm, _, clock = make_vm(fork_time=0)
+    grow(vm, clock, 2)
+    clock.advance(2)
+    block = vm.build_block()
+    with pytest.raises(BlockNotFound):
+        vm.get_block(block.id)
+    block.verify()
+    assert vm.get_block(block.id) is block
+    assert vm.parse_block(bytes(block)) is block
+    block.reject()
+    with pytest.raises(BlockNotFound):
+        vm.get_block(block.id)
+
+
+def test_decisions_reach_the_inner_block_after_the_fork() -> None:
+    """verify, accept and reject of post-fork blocks reach their inner blocks, once each."""
+    vm, inner, clock = make_vm(fork_time=0)
+    grow(vm, clock, 2)
+    clock.advance(2)
+    built = vm.build_block()
+    inner.calls.clear()
+    built.verify()
+    built.accept()
+    other = vm.build_block()
+    other.verify()
+    other.reject()
+    decisions = [call for call in inner.calls if call.method.startswith("block.")]
+    assert [(call.method, call.args) for call in decisions] == [
+        ("block.verify", (built.inner.id,)), ("block.accept", (built.inner.id,)),
+        ("block.verify", (other.inner.id,)), ("block.reject", (other.inner.id,))]
+    assert vm.last_accepted() == built.id
+
+
+def test_accept_requires_verify() -> None:
+    """Accepting a post-fork block that was never verified raises InvalidBlock."""
+    vm, _, clock = make_vm(fork_time=0)
+    grow(vm, clock, 1)
+    clock.advance(2)
+    with pytest.raises(InvalidBlock, match="not processing"):
+        vm.build_block().accept()
+
+
+def test_accepted_blocks_survive_a_restart_over_the_same_store() -> None:
+    """A new layer over the same store and inner VM serves the accepted post-fork blocks."""
+    store = MemoryStore()
+    vm, inner, clock = make_vm(fork_time=FORK, store=store)
+    blocks = grow(vm, clock, 8)
+    again = ProposerVM(inner, fork_time=FORK, chain_id=CHAIN_ID, store=store, clock=clock)
+    assert again.last_accepted() == blocks[-1].id
+    assert [bytes(again.get_block(block.id)) for block in blocks] == [
+        bytes(block) for block in blocks]
+    assert all(key.startswith(STORE_PREFIX) for key, _ in store.iterate())
+
+
+def test_corrupted_record_raises_store_corrupted() -> None:
+    """A stored envelope that no longer hashes to its ID is never served as data."""
+    store = MemoryStore()
+    vm, _, clock = make_vm(fork_time=0, store=store)
+    blocks = grow(vm, clock, 3)
+    key = STORE_PREFIX + b"b" + blocks[1].id
+    record = store.get(key)
+    flipped = bytearray(record)
+    flipped[32 + 50] ^= 1
+    for corrupted in (bytes(flipped), record[:40]):
+        store.put(key, corrupted)
+        with pytest.raises(StoreCorrupted):
+            vm.get_block(blocks[1].id)
+        with pytest.raises(StoreCorrupted):
+            vm.get_ancestors(blocks[1].id, 10, 10**6, 1.0)
+        assert vm.get_ancestors(blocks[2].id, 10, 10**6, 1.0) == [bytes(blocks[2])]
+
+
+# --- parsing ----------------------------------------------------------------------------
+
+
+def test_parse_block_tries_post_fork_then_pre_fork() -> None:
+    """Envelope bytes parse to post-fork blocks, inner bytes to pre-fork blocks."""
+    vm, _, clock = make_vm(fork_time=FORK)
+    blocks = grow(vm, clock, 8)
+    fresh, _, _ = make_vm(fork_time=FORK)
+    for block in blocks:
+        parsed = fresh.parse_block(bytes(block))
+        assert (parsed.id, parsed.post_fork, parsed.height) == (
+            block.id, block.post_fork, block.height)
+        assert isinstance(parsed, ProposerBlock)
+
+
+def test_tampered_signature_fails_parse() -> None:
+    """A signed block with a changed signature fails with the signature as the reason."""
+    vm, _, clock = make_vm(fork_time=0)
+    block = grow(vm, clock, 3)[-1]
+    data = bytearray(bytes(block))
+    data[-5] ^= 0x40
+    with pytest.raises(InvalidBlock, match="signature verification failed"):
+        vm.parse_block(bytes(data))
+
+
+def test_block_signed_for_another_chain_fails_parse() -> None:
+    """A block signed for another chain ID fails the signature check here."""
+    vm, inner, clock = make_vm(fork_time=0)
+    parent = grow(vm, clock, 2)[-1]
+    inner.set_preference(parent.inner.id)
+    data = bytes(build_signed(parent.id, parent.timestamp, 0, bytes(inner.build_block()),
+                              key=node_key(), chain_id=bytes(32)))
+    with pytest.raises(InvalidBlock, match="signature verification failed"):
+        vm.parse_block(data)
+
+
+def test_option_blocks_are_refused() -> None:
+    """Options need an oracle inner VM, which this stack has not, so they are refused."""
+    vm, _, clock = make_vm(fork_time=0)
+    parent = grow(vm, clock, 1)[-1]
+    with pytest.raises(InvalidBlock, match="option"):
+        vm.parse_block(bytes(build_option(parent.id, bytes(parent.inner))))
+
+
+def test_inner_errors_pass_through_parse_unchanged() -> None:
+    """An error of the inner VM's parse_block comes up as the very same object."""
+    vm, inner, clock = make_vm(fork_time=0)
+    block = grow(vm, clock, 1)[-1]
+    fault = RuntimeError("inner parse failed")
+    inner.fail_next("parse_block", fault)
+    with pytest.raises(RuntimeError) as raised:
+        vm.parse_block(bytes(block))
+    assert raised.value is fault
+
+
+# --- configuration ----------------------------------------------------------------------
+
+
+def test_identity_from_a_raw_key_and_certificate() -> None:
+    """A raw P-256 key gets a self-signed certificate; a given certificate must match."""
+    private = ECC.generate(curve="P-256")
+    vm = ProposerVM(MemoryVM(), fork_time=0, chain_id=CHAIN_ID, staking_key=private)
+    assert vm.node_id == StakingKey(private).node_id
+    with pytest.raises(ValueError):
+        ProposerVM(MemoryVM(), fork_time=0, chain_id=CHAIN_ID, staking_key=private,
+                   certificate=node_key().certificate)
+
+
+@pytest.mark.parametrize("arguments", [
+    {"fork_time": math.nan},
+    {"fork_time": "soon"},
+    {"chain_id": b"short"},
+    {"pchain_height": -1},
+    {"pchain_height": "high"},
+    {"staking_key": node_key(), "certificate": node_key().certificate},
+    {"certificate": node_key().certificate},
+    {"staking_key": "not a key"},
+])
+def test_bad_arguments_raise_value_error(arguments: dict[str, Any]) -> None:
+    """Bad configuration raises ValueError at construction."""
+    config: dict[str, Any] = {"fork_time": 0, "chain_id": CHAIN_ID}
+    config.update(arguments)
+    with pytest.raises(ValueError):
+        ProposerVM(MemoryVM(), **config)
+
+
+def test_serial_and_batched_answers_agree_on_a_simple_chain() -> None:
+    """The layer's answer equals the serial walk through it, across the fork."""
+    vm, _, clock = make_vm(fork_time=FORK)
+    tip = grow(vm, clock, 10)[-1]
+    assert vm.get_ancestors(tip.id, 100, 10**6, 1.0) == serial_get_ancestors(
+        vm, tip.id, max_blocks_num=100, max_blocks_size=10**6, max_retrieval_time=1.0,
+        clock=clock)

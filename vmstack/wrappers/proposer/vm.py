@@ -1,0 +1,628 @@
+"""ProposerVM: avalanchego's proposervm ("snowman++") as a layer over any ``ChainVM``.
+
+Before the fork every block is the inner VM's block itself (a *pre-fork* block: same ID,
+same bytes). From the fork on, every inner block travels inside a *post-fork* envelope
+(:class:`~vmstack.wrappers.proposer.block.PostForkBlock`) that names its proposer and is
+signed with that proposer's staking key. The fork rules are avalanchego's:
+
+- a block whose parent's timestamp is before ``fork_time`` is pre-fork; a block whose
+  parent's timestamp is at or after it is post-fork;
+- the first post-fork block (the child of the last pre-fork block) is unsigned;
+- a post-fork parent never has a pre-fork child.
+
+The layer keeps its accepted post-fork blocks in its own keyspace of the store (a
+:class:`~vmstack.store.PrefixedStore` view under :data:`STORE_PREFIX`), with an index from
+inner block ID to envelope ID; verified, undecided post-fork blocks are kept in memory.
+Pre-fork blocks live only in the inner VM, whose accepted chain stays the authority on
+heights and on the last accepted block (the index maps its answers to envelopes).
+
+The batched protocol is answered in full whatever the layers below can do:
+
+- ``get_ancestors`` walks the layer's own blocks (processing, then accepted) from the
+  requested one down to the fork, then hands the remaining count, size and time to the inner
+  VM for the pre-fork part in one call. When the inner VM cannot batch
+  (``BatchingNotImplemented``) the layer walks it serially itself, so the answer is complete
+  and identical to the fallback walk over the whole stack (avalanchego drops the pre-fork
+  part when a tracing layer sits below). One :class:`~vmstack.batching.AncestorBudget`
+  spans both parts, so the budget rule holds for the WHOLE answer, at the fork boundary too.
+- ``batched_parse_block`` decodes and verifies every envelope, then hands ALL inner bytes
+  (the inner blocks of the envelopes and the pre-fork elements) down in one call.
+
+Errors raised by the inner VM pass through unchanged (the very object).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import attrs
+
+from vmstack import batching
+from vmstack.batching import (
+    BLOCK_ID_LEN,
+    AncestorBudget,
+    check_block_id,
+    check_parse_batch,
+    fetch_through,
+    supports_batching,
+    walk_ancestors,
+)
+from vmstack.clock import Clock
+from vmstack.errors import BatchingNotImplemented, BlockNotFound, InvalidBlock, StoreCorrupted
+from vmstack.interfaces import BatchedChainVM, Block, ChainVM
+from vmstack.store import KeyValueStore, MemoryStore, PrefixedStore, ReadSnapshot
+from vmstack.wrappers.proposer.block import (
+    OptionBlock,
+    PostForkBlock,
+    build_signed,
+    build_unsigned,
+    decode_block,
+    peek_block,
+)
+from vmstack.wrappers.proposer.staking import Certificate, StakingKey
+
+__all__ = ["MAX_CLOCK_SKEW", "STORE_PREFIX", "ProposerBlock", "ProposerVM"]
+
+logger = logging.getLogger(__name__)
+
+#: The keyspace of the layer's records in the store it shares with the VMs below.
+STORE_PREFIX = b"proposervm/"
+#: How far (seconds) a post-fork block's timestamp may run ahead of the local clock
+#: (avalanchego's ``maxSkew``).
+MAX_CLOCK_SKEW = 10
+
+_BLOCK = b"b"  # b + id -> inner id (32) + envelope bytes
+_INNER = b"i"  # i + inner id -> id
+_UINT64_MAX = 2**64 - 1
+
+
+@attrs.frozen
+class _Facts:
+    """What building on or verifying against a parent needs to know of it."""
+
+    post_fork: bool
+    timestamp: int
+    pchain_height: int
+    inner_id: bytes
+
+
+class _NotOwn(BlockNotFound):
+    """The ancestors walk reached a block that is not one of the layer's post-fork blocks."""
+
+
+class ProposerBlock:
+    """A block of :class:`ProposerVM`: a post-fork envelope over an inner block, or a
+    pre-fork block (the inner block itself, same ID and bytes).
+
+    ``verify``, ``accept`` and ``reject`` apply the fork rules and reach the inner block.
+    """
+
+    __slots__ = ("_envelope", "_inner", "_vm")
+
+    def __init__(self, vm: ProposerVM, inner: Block, envelope: PostForkBlock | None) -> None:
+        self._vm = vm
+        self._inner = inner
+        self._envelope = envelope
+
+    @property
+    def inner(self) -> Block:
+        """The block of the layer below."""
+        return self._inner
+
+    @property
+    def envelope(self) -> PostForkBlock | None:
+        """The post-fork envelope, or ``None`` for a pre-fork block."""
+        return self._envelope
+
+    @property
+    def post_fork(self) -> bool:
+        """Whether this is a post-fork block."""
+        return self._envelope is not None
+
+    @property
+    def id(self) -> bytes:
+        return self._inner.id if self._envelope is None else self._envelope.id
+
+    @property
+    def parent_id(self) -> bytes:
+        return self._inner.parent_id if self._envelope is None else self._envelope.parent_id
+
+    @property
+    def height(self) -> int:
+        return self._inner.height
+
+    @property
+    def timestamp(self) -> int:
+        """The envelope's timestamp after the fork, the inner block's before it."""
+        return self._inner.timestamp if self._envelope is None else self._envelope.timestamp
+
+    @property
+    def pchain_height(self) -> int:
+        """The P-chain height the envelope names (0 for a pre-fork block)."""
+        return 0 if self._envelope is None else self._envelope.pchain_height
+
+    @property
+    def proposer(self) -> bytes | None:
+        """The proposer's NodeID, or ``None`` (pre-fork, or an unsigned post-fork block)."""
+        return None if self._envelope is None else self._envelope.proposer
+
+    def __bytes__(self) -> bytes:
+        return bytes(self._inner) if self._envelope is None else bytes(self._envelope)
+
+    def verify(self) -> None:
+        """Check the fork rules and the envelope against the parent, then verify the inner
+        block; ``InvalidBlock`` names the broken rule, inner errors pass through."""
+        self._vm._verify(self)
+
+    def accept(self) -> None:
+        """Accept the inner block, then record a post-fork block as accepted."""
+        self._vm._accept(self)
+
+    def reject(self) -> None:
+        """Reject the inner block and forget a processing post-fork block."""
+        self._vm._reject(self)
+
+    def __repr__(self) -> str:
+        kind = "post-fork" if self.post_fork else "pre-fork"
+        return f"ProposerBlock({kind}, height={self.height}, id={self.id.hex()[:12]}…)"
+
+
+class ProposerVM:
+    """The proposer layer over ``inner``.
+
+    ``fork_time`` (seconds, on ``clock``) activates post-fork blocks; ``math.inf`` never
+    does, which makes the layer a pure pass-through of pre-fork blocks. ``chain_id`` (32
+    bytes) is signed into every header. ``store`` is the ``KeyValueStore`` the stack shares
+    (the layer uses a prefixed view of it; a fresh ``MemoryStore`` if ``None``).
+    ``staking_key`` is the node's identity: a :class:`StakingKey`, or a pycryptodome
+    ``RsaKey`` / P-256 ``EccKey`` with its ``certificate`` (DER or :class:`Certificate`; a
+    self-signed one if omitted). Without a key the node builds unsigned post-fork blocks, as
+    anyone may once the proposer windows have passed (this layer models no windows).
+    ``pchain_height`` is the current P-chain height, an int or a zero-argument callable;
+    built blocks name it and verified ones may not exceed it. ``clock`` gives block
+    timestamps and the ancestors time budget.
+    """
+
+    __slots__ = ("_chain_id", "_clock", "_fork_time", "_inner", "_pchain_height",
+                 "_preferred", "_processing", "_processing_inner", "_signer", "_store")
+
+    def __init__(
+        self,
+        inner: ChainVM,
+        *,
+        fork_time: float,
+        chain_id: bytes,
+        store: KeyValueStore | None = None,
+        staking_key: StakingKey | Any = None,
+        certificate: Certificate | bytes | None = None,
+        clock: Clock = time.time,
+        pchain_height: Callable[[], int] | int = 0,
+    ) -> None:
+        if isinstance(fork_time, bool) or not isinstance(fork_time, int | float) or (
+                math.isnan(fork_time)):
+            raise ValueError(f"fork_time must be a number of seconds, got {fork_time!r}")
+        if not isinstance(chain_id, bytes) or len(chain_id) != BLOCK_ID_LEN:
+            raise ValueError(f"chain_id must be {BLOCK_ID_LEN} bytes, got {chain_id!r}")
+        if isinstance(pchain_height, int) and not isinstance(pchain_height, bool):
+            if not 0 <= pchain_height <= _UINT64_MAX:
+                raise ValueError(f"pchain_height must be a u64, got {pchain_height}")
+            fixed_height = pchain_height
+            self._pchain_height: Callable[[], int] = lambda: fixed_height
+        elif callable(pchain_height):
+            self._pchain_height = pchain_height
+        else:
+            raise ValueError(f"pchain_height is an int or a callable, got {pchain_height!r}")
+        if isinstance(staking_key, StakingKey):
+            if certificate is not None:
+                raise ValueError("a StakingKey carries its certificate: pass no certificate")
+            self._signer: StakingKey | None = staking_key
+        elif staking_key is None:
+            if certificate is not None:
+                raise ValueError("a certificate without its staking key cannot sign")
+            self._signer = None
+        else:
+            self._signer = StakingKey(staking_key, certificate)
+        self._inner = inner
+        self._fork_time = fork_time
+        self._chain_id = chain_id
+        self._clock = clock
+        self._store = PrefixedStore(MemoryStore() if store is None else store, STORE_PREFIX)
+        self._processing: dict[bytes, ProposerBlock] = {}
+        self._processing_inner: dict[bytes, bytes] = {}
+        self._preferred: bytes | None = None
+
+    # --- configuration -------------------------------------------------------------------
+
+    @property
+    def inner(self) -> ChainVM:
+        """The VM below this layer."""
+        return self._inner
+
+    @property
+    def batching(self) -> bool:
+        """Always True: the layer answers batched calls itself, walking the inner VM
+        serially when that VM cannot batch."""
+        return True
+
+    @property
+    def fork_time(self) -> float:
+        """The time from which children of a block are post-fork blocks."""
+        return self._fork_time
+
+    @property
+    def chain_id(self) -> bytes:
+        """The chain ID signed into every header."""
+        return self._chain_id
+
+    @property
+    def node_id(self) -> bytes | None:
+        """This node's NodeID, or ``None`` when it builds unsigned blocks."""
+        return None if self._signer is None else self._signer.node_id
+
+    # --- ChainVM -------------------------------------------------------------------------
+
+    def get_block(self, block_id: bytes) -> ProposerBlock:
+        """A processing or accepted block; ``BlockNotFound`` for anything else, including
+        the inner block of a post-fork block (only its envelope is served)."""
+        if not _is_id(block_id):
+            return ProposerBlock(self, self._inner.get_block(block_id), None)
+        block_id = bytes(block_id)
+        processing = self._processing.get(block_id)
+        if processing is not None:
+            return processing
+        try:
+            record = self._store.get(_BLOCK + block_id)
+        except KeyError:
+            pass
+        else:
+            inner_id, envelope = self._decode_record(block_id, record)
+            return ProposerBlock(self, self._inner.get_block(inner_id), envelope)
+        if self._envelope_of_inner(block_id) is not None:
+            raise BlockNotFound(f"block {block_id.hex()} is the inner block of a post-fork "
+                                "block; only the post-fork block is served")
+        return ProposerBlock(self, self._inner.get_block(block_id), None)
+
+    def parse_block(self, data: bytes) -> ProposerBlock:
+        """Parse ``data`` as a post-fork block (signature checked), else as pre-fork bytes.
+
+        As avalanchego does, bytes that fail as a post-fork block are tried as an inner
+        block; if they looked like an envelope (codec version 0) and the inner VM refuses
+        them too, the envelope's failure is raised, as it says more.
+        """
+        data = bytes(data)
+        envelope, failure = self._try_envelope(data)
+        if envelope is not None:
+            existing = self._processing.get(envelope.id)
+            if existing is not None:
+                return existing
+            return ProposerBlock(self, self._inner.parse_block(envelope.inner), envelope)
+        try:
+            inner_block = self._inner.parse_block(data)
+        except InvalidBlock as error:
+            if failure is None:
+                raise
+            raise failure from error
+        return ProposerBlock(self, inner_block, None)
+
+    def build_block(self) -> ProposerBlock:
+        """Build on the preferred block: a pre-fork block while its timestamp is before the
+        fork, else a post-fork block (unsigned when its parent is pre-fork or the node has
+        no key)."""
+        parent_id = self._preferred_id()
+        parent = self._facts(parent_id)
+        inner_block = self._inner.build_block()
+        if not parent.post_fork and parent.timestamp < self._fork_time:
+            return ProposerBlock(self, inner_block, None)
+        timestamp = max(int(self._clock()), parent.timestamp)
+        pchain_height = max(self._pchain_height(), parent.pchain_height)
+        if not parent.post_fork or self._signer is None:
+            envelope = build_unsigned(parent_id, timestamp, pchain_height, bytes(inner_block))
+        else:
+            envelope = build_signed(parent_id, timestamp, pchain_height, bytes(inner_block),
+                                    key=self._signer, chain_id=self._chain_id)
+        return ProposerBlock(self, inner_block, envelope)
+
+    def set_preference(self, block_id: bytes) -> None:
+        """Prefer ``block_id`` (served, else ``BlockNotFound``) and its inner block below."""
+        facts = self._own_facts(block_id) if _is_id(block_id) else None
+        if facts is not None:
+            self._inner.set_preference(facts.inner_id)
+        else:
+            if _is_id(block_id) and self._envelope_of_inner(bytes(block_id)) is not None:
+                raise BlockNotFound(f"block {bytes(block_id).hex()} is the inner block of a "
+                                    "post-fork block")
+            self._inner.set_preference(block_id)
+        self._preferred = bytes(block_id)
+
+    def last_accepted(self) -> bytes:
+        """The inner VM's last accepted block, as its envelope once it is post-fork."""
+        inner_id = self._inner.last_accepted()
+        return self._accepted_envelope_of_inner(inner_id) or inner_id
+
+    def get_block_id_at_height(self, height: int) -> bytes:
+        """The inner VM's accepted block at ``height``, as its envelope after the fork."""
+        inner_id = self._inner.get_block_id_at_height(height)
+        return self._accepted_envelope_of_inner(inner_id) or inner_id
+
+    # --- BatchedChainVM ------------------------------------------------------------------
+
+    def get_ancestors(self, block_id: bytes, max_blocks_num: int, max_blocks_size: int,
+                      max_retrieval_time: float) -> list[bytes]:
+        """``block_id`` and its ancestors, newest first, under one budget for the whole
+        answer: the layer's own blocks, then the pre-fork part from the inner VM (one
+        batched call, or a serial walk of it when it cannot batch)."""
+        block_id = check_block_id(block_id)
+        budget = AncestorBudget(max_blocks_num, max_blocks_size, max_retrieval_time,
+                                clock=self._clock)
+        with self._store.snapshot() as snapshot:
+            handoff = self._walk_own(snapshot, block_id, budget)
+        if handoff is None:
+            return budget.blocks
+        if not budget.blocks and self._envelope_of_inner(handoff) is not None:
+            return []
+        inner = self._inner
+        if isinstance(inner, BatchedChainVM) and supports_batching(inner):
+            num, size, seconds = budget.remaining()
+            try:
+                answer = inner.get_ancestors(handoff, num, size, seconds)
+            except BatchingNotImplemented:
+                pass
+            except Exception:
+                if not budget.blocks:
+                    raise
+                logger.warning("pre-fork ancestors of %s could not be read below the fork; "
+                               "answering with %d post-fork blocks", block_id.hex(),
+                               len(budget.blocks), exc_info=True)
+                return budget.blocks
+            else:
+                budget.extend(answer)
+                return budget.blocks
+        return walk_ancestors(fetch_through(inner), handoff, budget)
+
+    def batched_parse_block(self, blocks: Sequence[bytes]) -> list[ProposerBlock]:
+        """Parse ``blocks`` in input order: envelopes decoded and verified here, all inner
+        bytes parsed below in one call; ``InvalidBlock`` names the failing index.
+
+        Each element is classified as :meth:`parse_block` classifies it (post-fork if it
+        is a valid envelope, else pre-fork bytes), so the answer equals the per-block
+        fallback. Already verified blocks are returned as the same objects.
+        """
+        batch = check_parse_batch(blocks)
+        if not batch:
+            return []
+        envelopes: list[PostForkBlock | None] = []
+        failures: dict[int, InvalidBlock] = {}
+        inner_bytes: list[bytes] = []
+        for index, element in enumerate(batch):
+            data = bytes(element)
+            envelope, failure = self._try_envelope(data)
+            envelopes.append(envelope)
+            if failure is not None:
+                failures[index] = failure
+            inner_bytes.append(data if envelope is None else envelope.inner)
+        try:
+            inner_blocks = batching.batched_parse_block(self._inner, inner_bytes)
+        except InvalidBlock as error:
+            failure = None if error.index is None else failures.get(error.index)
+            if failure is None or error.index is None:
+                raise
+            raise failure.at_index(error.index) from error
+        parsed: list[ProposerBlock] = []
+        for envelope, inner_block in zip(envelopes, inner_blocks, strict=True):
+            existing = None if envelope is None else self._processing.get(envelope.id)
+            parsed.append(existing if existing is not None
+                          else ProposerBlock(self, inner_block, envelope))
+        return parsed
+
+    # --- the model behind them -----------------------------------------------------------
+
+    def _preferred_id(self) -> bytes:
+        return self.last_accepted() if self._preferred is None else self._preferred
+
+    def _try_envelope(self, data: bytes) -> tuple[PostForkBlock | None, InvalidBlock | None]:
+        """``(envelope, None)`` for a valid post-fork block; ``(None, failure)`` for bytes
+        that look like an envelope but fail; ``(None, None)`` for anything else."""
+        try:
+            decoded = decode_block(data)
+        except InvalidBlock as error:
+            return None, (error if data[:2] == b"\0\0" else None)
+        if isinstance(decoded, OptionBlock):
+            return None, InvalidBlock("option blocks follow oracle blocks, which no inner VM "
+                                      "of this stack builds")
+        try:
+            decoded.verify(self._chain_id)
+        except InvalidBlock as error:
+            return None, error
+        return decoded, None
+
+    def _decode_record(self, block_id: bytes, record: bytes) -> tuple[bytes, PostForkBlock]:
+        """The inner ID and envelope of an accepted block's record, checked against its ID."""
+        try:
+            envelope = decode_block(record[BLOCK_ID_LEN:])
+        except InvalidBlock as error:
+            raise StoreCorrupted(f"stored post-fork block {block_id.hex()}: "
+                                 f"{error.reason}") from None
+        if not isinstance(envelope, PostForkBlock) or envelope.id != block_id:
+            raise StoreCorrupted(f"stored post-fork block {block_id.hex()} does not hash to "
+                                 "its ID")
+        return bytes(record[:BLOCK_ID_LEN]), envelope
+
+    def _walk_own(self, snapshot: ReadSnapshot, block_id: bytes,
+                  budget: AncestorBudget) -> bytes | None:
+        """Walk the layer's own blocks into ``budget``; return the ID of the first block
+        that is not one of them (where the inner VM takes over), or ``None`` if the walk
+        stopped for another reason (budget, or a block not served)."""
+        reached: list[bytes] = []
+
+        def fetch(wanted: bytes) -> tuple[bytes, bytes]:
+            block = self._processing.get(wanted)
+            if block is not None:
+                return bytes(block), block.parent_id
+            try:
+                record = snapshot.get(_BLOCK + wanted)
+            except KeyError:
+                reached.append(wanted)
+                raise _NotOwn(wanted.hex()) from None
+            data = bytes(record[BLOCK_ID_LEN:])
+            try:
+                found_id, parent_id = peek_block(data)
+            except InvalidBlock as error:
+                raise StoreCorrupted(f"stored post-fork block {wanted.hex()}: "
+                                     f"{error.reason}") from None
+            if found_id != wanted:
+                raise StoreCorrupted(f"stored post-fork block {wanted.hex()} does not hash "
+                                     "to its ID")
+            return data, parent_id
+
+        walk_ancestors(fetch, block_id, budget)
+        return reached[0] if reached else None
+
+    def _envelope_of_inner(self, inner_id: bytes) -> bytes | None:
+        """The post-fork block (processing or accepted) whose inner block is ``inner_id``."""
+        found = self._processing_inner.get(inner_id)
+        if found is not None:
+            return found
+        try:
+            return bytes(self._store.get(_INNER + inner_id))
+        except KeyError:
+            return None
+
+    def _accepted_envelope_of_inner(self, inner_id: bytes) -> bytes | None:
+        if not _is_id(inner_id):
+            return None
+        try:
+            return bytes(self._store.get(_INNER + bytes(inner_id)))
+        except KeyError:
+            return None
+
+    def _is_accepted(self, block_id: bytes) -> bool:
+        return self._store.has(_BLOCK + block_id)
+
+    def _own_facts(self, block_id: bytes) -> _Facts | None:
+        """What the layer knows of its own post-fork block ``block_id``, without asking the
+        inner VM; ``None`` if it is not one of them."""
+        block_id = bytes(block_id)
+        processing = self._processing.get(block_id)
+        if processing is not None and processing.envelope is not None:
+            return _Facts(True, processing.envelope.timestamp,
+                          processing.envelope.pchain_height, processing.inner.id)
+        try:
+            record = self._store.get(_BLOCK + block_id)
+        except KeyError:
+            return None
+        inner_id, envelope = self._decode_record(block_id, record)
+        return _Facts(True, envelope.timestamp, envelope.pchain_height, inner_id)
+
+    def _facts(self, block_id: bytes) -> _Facts:
+        """What building and verifying need to know of a served block (``BlockNotFound``
+        otherwise); only a pre-fork block is looked up below."""
+        facts = self._own_facts(block_id)
+        if facts is not None:
+            return facts
+        if self._envelope_of_inner(block_id) is not None:
+            raise BlockNotFound(f"block {block_id.hex()} is the inner block of a post-fork "
+                                "block")
+        inner_block = self._inner.get_block(block_id)
+        return _Facts(False, inner_block.timestamp, 0, inner_block.id)
+
+    def _parent_facts(self, child: ProposerBlock) -> _Facts:
+        try:
+            return self._facts(child.parent_id)
+        except BlockNotFound:
+            raise InvalidBlock(f"block {child.id.hex()}: parent {child.parent_id.hex()} is "
+                               "not known") from None
+
+    def _verify(self, block: ProposerBlock) -> None:
+        envelope = block.envelope
+        if envelope is None:
+            self._verify_pre_fork(block)
+            return
+        if block.id in self._processing or self._is_accepted(block.id):
+            return
+        parent = self._parent_facts(block)
+        if not parent.post_fork:
+            if parent.timestamp < self._fork_time:
+                raise InvalidBlock(f"block {block.id.hex()}: post-fork block before the fork "
+                                   f"(parent timestamp {parent.timestamp} < fork time "
+                                   f"{self._fork_time})")
+            if envelope.certificate or envelope.signature:
+                raise InvalidBlock(f"block {block.id.hex()}: the first post-fork block is "
+                                   "unsigned")
+        elif envelope.pchain_height < parent.pchain_height:
+            raise InvalidBlock(f"block {block.id.hex()}: P-chain height "
+                               f"{envelope.pchain_height} is below its parent's "
+                               f"{parent.pchain_height}")
+        if block.inner.parent_id != parent.inner_id:
+            raise InvalidBlock(f"block {block.id.hex()}: its inner block's parent "
+                               f"{block.inner.parent_id.hex()} is not the inner block of its "
+                               f"parent ({parent.inner_id.hex()})")
+        if envelope.timestamp < parent.timestamp:
+            raise InvalidBlock(f"block {block.id.hex()}: timestamp {envelope.timestamp} is "
+                               f"before its parent's {parent.timestamp}")
+        if envelope.timestamp > self._clock() + MAX_CLOCK_SKEW:
+            raise InvalidBlock(f"block {block.id.hex()}: timestamp {envelope.timestamp} is "
+                               "too far in the future")
+        current = self._pchain_height()
+        if envelope.pchain_height > current:
+            raise InvalidBlock(f"block {block.id.hex()}: P-chain height "
+                               f"{envelope.pchain_height} is ahead of the P-chain ({current})")
+        block.inner.verify()
+        self._processing[block.id] = block
+        self._processing_inner[block.inner.id] = block.id
+
+    def _verify_pre_fork(self, block: ProposerBlock) -> None:
+        """A pre-fork block needs a pre-fork parent from before the fork time.
+
+        A parent is fetched only when the block itself is at or after the fork time: a
+        block before it has a parent before it too, as chain VMs never let time run
+        backwards from parent to child (the inner VM's verify checks that).
+        """
+        parent_id = block.parent_id
+        if (parent_id in self._processing or self._is_accepted(parent_id)
+                or self._envelope_of_inner(parent_id) is not None):
+            raise InvalidBlock(f"block {block.id.hex()}: a post-fork block never has a "
+                               "pre-fork child")
+        if block.timestamp >= self._fork_time:
+            parent = self._parent_facts(block)
+            if parent.timestamp >= self._fork_time:
+                raise InvalidBlock(f"block {block.id.hex()}: pre-fork block after the fork "
+                                   f"(parent timestamp {parent.timestamp} >= fork time "
+                                   f"{self._fork_time})")
+        block.inner.verify()
+
+    def _accept(self, block: ProposerBlock) -> None:
+        envelope = block.envelope
+        if envelope is None:
+            block.inner.accept()
+            self._follow_preference(block)
+            return
+        if block.id not in self._processing:
+            if self._is_accepted(block.id):
+                return
+            raise InvalidBlock(f"block {block.id.hex()} is not processing: verify it first")
+        block.inner.accept()
+        inner_id = block.inner.id
+        with self._store.write_batch() as batch:
+            batch.put(_BLOCK + block.id, inner_id + bytes(envelope))
+            batch.put(_INNER + inner_id, block.id)
+        del self._processing[block.id]
+        self._processing_inner.pop(inner_id, None)
+        self._follow_preference(block)
+
+    def _follow_preference(self, accepted: ProposerBlock) -> None:
+        """Move the preference onto a block accepted on top of the preferred one."""
+        if self._preferred == accepted.parent_id:
+            self._preferred = accepted.id
+
+    def _reject(self, block: ProposerBlock) -> None:
+        block.inner.reject()
+        if block.envelope is not None and self._processing.pop(block.id, None) is not None:
+            self._processing_inner.pop(block.inner.id, None)
+
+
+def _is_id(value: object) -> bool:
+    return isinstance(value, bytes | bytearray | memoryview) and len(value) == BLOCK_ID_LEN
