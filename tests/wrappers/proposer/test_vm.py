@@ -419,6 +419,24 @@ def test_identity_from_a_raw_key_and_certificate() -> None:
                    certificate=node_key().certificate)
 
 
+def test_blocks_of_an_rsa_proposer_verify_on_another_node() -> None:
+    """Blocks signed with an RSA staking key parse, verify and accept on a node with another
+    key: the certificate in each block is what the signature is checked against."""
+    rsa_key = StakingKey.generate(algorithm="RSA", seed=b"rsa proposer")
+    clock = SimClock()
+    proposer = ProposerVM(memory_vm(clock=clock), fork_time=0, chain_id=CHAIN_ID,
+                          clock=clock, staking_key=rsa_key)
+    blocks = grow(proposer, clock, 3)
+    assert [block.proposer for block in blocks[1:]] == [rsa_key.node_id] * 2
+    other, _, other_clock = make_vm(fork_time=0)
+    other_clock.advance(clock())
+    for block in other.batched_parse_block([bytes(block) for block in blocks]):
+        block.verify()
+        block.accept()
+    assert other.last_accepted() == blocks[-1].id
+    assert other.node_id == node_key().node_id != rsa_key.node_id
+
+
 @pytest.mark.parametrize("arguments", [
     {"fork_time": math.nan},
     {"fork_time": "soon"},
