@@ -605,3 +605,7 @@ def test_stitching_stored_parts_equals_encoding_the_block() -> None:
         assert flavour.encode_body(block.body) == flavour.encode_body(block)
         assert flavour.decode_block(data) == block
         assert flavour.decode_block(memoryview(bytearray(data))) == block
+        header_rlp = memoryview(bytearray(flavour.encode_header(block.header)))
+        body_rlp = memoryview(bytearray(flavour.encode_body(block)))
+        assert flavour.block_from_parts(header_rlp, body_rlp) == block
+        assert flavour.block_from_parts(header_rlp, body_rlp, block.hash).hash == block.hash

@@ -314,6 +314,18 @@ class Flavour:
             raise InvalidBlock("body: expected an RLP list, found a string")
         return self._body_from_items(items, 0, "body")
 
+    def block_from_parts(
+        self, header_rlp: Buffer, body_rlp: Buffer, block_hash: bytes | None = None
+    ) -> Block:
+        """A block from a stored header RLP and body RLP (rawdb's ``h`` and ``b`` values).
+
+        ``block_hash`` is the hash the caller already knows (from the store key); without it
+        the hash is keccak256 of ``header_rlp`` as it stands.
+        """
+        header = self.decode_header(header_rlp)
+        body = self.decode_body(body_rlp)
+        return Block(header, body, hash=keccak256(header_rlp) if block_hash is None else block_hash)
+
     def encode_block(self, block: Block) -> bytes:
         """The block RLP: ``[header, *body fields]``."""
         self._check_header(block.header)

@@ -55,6 +55,7 @@ __all__ = [
     "SetCodeTx",
     "Transaction",
     "Withdrawal",
+    "decode_rlp",
     "decode_transaction",
     "logs_bloom",
     "recover_sender",
