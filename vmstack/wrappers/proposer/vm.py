@@ -176,9 +176,11 @@ class ProposerVM:
 
     ``fork_time`` (seconds, on ``clock``) activates post-fork blocks; ``math.inf`` never
     does, which makes the layer a pure pass-through of pre-fork blocks. ``chain_id`` (32
-    bytes) is signed into every header. ``store`` is the ``KeyValueStore`` the stack shares
+    bytes, or an int taken as a 32-byte big-endian number) is signed into every header.
+    ``store`` is the ``KeyValueStore`` the stack shares
     (the layer uses a prefixed view of it; a fresh ``MemoryStore`` if ``None``).
-    ``staking_key`` is the node's identity: a :class:`StakingKey`, or a pycryptodome
+    ``staking_key`` (also accepted as ``signer``) is the node's identity: a
+    :class:`StakingKey`, or a pycryptodome
     ``RsaKey`` / P-256 ``EccKey`` with its ``certificate`` (DER or :class:`Certificate`; a
     self-signed one if omitted). Without a key the node builds unsigned post-fork blocks, as
     anyone may once the proposer windows have passed (this layer models no windows).
@@ -195,13 +197,22 @@ class ProposerVM:
         inner: ChainVM,
         *,
         fork_time: float,
-        chain_id: bytes,
+        chain_id: bytes | int,
         store: KeyValueStore | None = None,
         staking_key: StakingKey | Any = None,
         certificate: Certificate | bytes | None = None,
         clock: Clock = time.time,
         pchain_height: Callable[[], int] | int = 0,
+        signer: StakingKey | Any = None,
     ) -> None:
+        if signer is not None:
+            if staking_key is not None:
+                raise ValueError("signer and staking_key name the same key: pass one")
+            staking_key = signer
+        if isinstance(chain_id, int) and not isinstance(chain_id, bool):
+            if not 0 <= chain_id < 1 << (8 * BLOCK_ID_LEN):
+                raise ValueError(f"an int chain_id must fit in {BLOCK_ID_LEN} bytes")
+            chain_id = chain_id.to_bytes(BLOCK_ID_LEN, "big")
         if isinstance(fork_time, bool) or not isinstance(fork_time, int | float) or (
                 math.isnan(fork_time)):
             raise ValueError(f"fork_time must be a number of seconds, got {fork_time!r}")
