@@ -48,7 +48,8 @@ class SpanRecorder:
     """An OpenTelemetry SDK tracer with its finished spans kept in memory.
 
     Each recorder has its own ``TracerProvider``; the global provider is never set, so
-    recorders of different tests never see each other's spans.
+    recorders of different tests never see each other's spans. The provider is not
+    registered for shutdown at exit (tests make many): call :meth:`shutdown`, or drop it.
     """
 
     def __init__(self) -> None:
@@ -58,7 +59,7 @@ class SpanRecorder:
             InMemorySpanExporter,
         )
 
-        self.provider = TracerProvider()
+        self.provider = TracerProvider(shutdown_on_exit=False)
         self.exporter = InMemorySpanExporter()
         self.provider.add_span_processor(SimpleSpanProcessor(self.exporter))
         self.tracer: Tracer = self.provider.get_tracer("vmstack.conformance")
