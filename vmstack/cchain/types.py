@@ -327,6 +327,10 @@ def decode_rlp(data: bytes | bytearray | memoryview, what: str) -> RLPItem:
     raw = data if type(data) is bytes else bytes(data)
     try:
         return rlp.decode(raw, strict=True)  # type: ignore[no-any-return]
+    except RecursionError:
+        # The rlp package decodes nested lists recursively; bytes from a peer can nest
+        # them thousands deep, which is valid RLP but never a block, receipt or transaction.
+        raise InvalidBlock(f"{what}: RLP lists nested too deeply to decode") from None
     except rlp.exceptions.RLPException as exc:
         # Only on failure: the framing walk names the offset and the rule that was broken,
         # which the rlp package's messages do not always do.
