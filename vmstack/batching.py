@@ -22,10 +22,11 @@ The rules (DESIGN section 3), in the order the code applies them:
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence, Sized
 from typing import TypeVar
 
 from vmstack.clock import Clock
@@ -86,14 +87,23 @@ def check_block_id(block_id: object) -> bytes:
 
 
 def check_parse_batch(blocks: Iterable[bytes]) -> list[bytes]:
-    """Return ``blocks`` as a list, or raise ``ValueError`` if it exceeds ``MAX_PARSE_BATCH``."""
-    batch = list(blocks)
+    """Return ``blocks`` as a list, or raise ``ValueError`` if it exceeds ``MAX_PARSE_BATCH``.
+
+    A sized batch is judged by its length before any element is read, and any other
+    iterable is read at most one element past the maximum, so an oversized (or endless)
+    batch costs nothing to refuse.
+    """
+    if isinstance(blocks, Sized) and len(blocks) > MAX_PARSE_BATCH:
+        raise _oversized_batch(str(len(blocks)))
+    batch = list(itertools.islice(blocks, MAX_PARSE_BATCH + 1))
     if len(batch) > MAX_PARSE_BATCH:
-        raise ValueError(
-            f"a batch holds at most {MAX_PARSE_BATCH} blocks (one Ancestors message), "
-            f"got {len(batch)}"
-        )
+        raise _oversized_batch("more")
     return batch
+
+
+def _oversized_batch(got: str) -> ValueError:
+    return ValueError(
+        f"a batch holds at most {MAX_PARSE_BATCH} blocks (one Ancestors message), got {got}")
 
 
 class AncestorBudget:
