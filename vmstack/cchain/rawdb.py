@@ -8,6 +8,17 @@ Keys (``num`` is the block number as 8 big-endian bytes, ``hash`` the 32-byte bl
     LastHeader         head header hash      LastFast         head fast-sync block hash
     LastFinalized      last settled block hash
 
+and two keys of vmstack's own, outside geth's layout (geth never reads them)::
+
+    vmstack-sum + num + hash   integrity entry: crc32 of the block RLP (4 B, big-endian),
+                               then crc32 of the receipts RLP once they are written (4 B)
+    vmstack-sum-from           the first block number that has an integrity entry (8 B)
+
+The integrity entry lets a reader reject a damaged header or body (:class:`StoreCorrupted`)
+with one ``zlib.crc32`` over the block bytes it is about to serve, far cheaper than hashing
+the header. Blocks written by other software (a coreth database) have none; ``vmstack-sum-from``
+tells a reader from which height on an entry must exist, so a missing one is corruption too.
+
 Every key may carry a prefix: coreth nests its chain database in the VM's database with
 avalanchego's ``prefixdb.NewNested("ethdb", ...)``, which puts ``sha256(b"ethdb")``
 (:data:`CORETH_KEY_PREFIX`) in front of each geth key, so ``Schema(CORETH_KEY_PREFIX)`` reads
@@ -29,6 +40,8 @@ from __future__ import annotations
 
 import enum
 import hashlib
+import struct
+import zlib
 from typing import Final
 
 import attrs
@@ -38,6 +51,8 @@ from vmstack.store.base import MAX_KEY_LEN, BytesLike, KeyReader, KeyWriter
 
 __all__ = [
     "BLOCK_BODY_PREFIX",
+    "INTEGRITY_PREFIX",
+    "INTEGRITY_START_KEY",
     "BLOCK_RECEIPTS_PREFIX",
     "CORETH_KEY_PREFIX",
     "HASH_LENGTH",
@@ -49,24 +64,33 @@ __all__ = [
     "HEAD_FINALIZED_BLOCK_KEY",
     "HEAD_HEADER_KEY",
     "NUMBER_LENGTH",
+    "Integrity",
     "KeyKind",
     "ParsedKey",
     "Schema",
+    "checksum",
     "decode_block_hash",
     "decode_block_number",
+    "decode_integrity",
     "delete_block",
     "encode_block_number",
+    "encode_integrity",
     "read_body_rlp",
     "read_canonical_hash",
     "read_head_header_hash",
     "read_header_number",
     "read_header_rlp",
+    "read_integrity",
+    "read_integrity_start",
     "read_last_accepted_hash",
     "read_last_settled_hash",
     "read_receipts_rlp",
     "write_block",
     "write_canonical_hash",
+    "write_head_fast_block_hash",
     "write_head_header_hash",
+    "write_integrity",
+    "write_integrity_start",
     "write_last_accepted_hash",
     "write_last_settled_hash",
     "write_receipts",
@@ -87,8 +111,10 @@ HEAD_HEADER_KEY: Final = b"LastHeader"
 HEAD_BLOCK_KEY: Final = b"LastBlock"
 HEAD_FAST_BLOCK_KEY: Final = b"LastFast"
 HEAD_FINALIZED_BLOCK_KEY: Final = b"LastFinalized"
+INTEGRITY_PREFIX: Final = b"vmstack-sum"
+INTEGRITY_START_KEY: Final = b"vmstack-sum-from"
 
-_MAX_PREFIX_LEN: Final = MAX_KEY_LEN - (1 + NUMBER_LENGTH + HASH_LENGTH)
+_MAX_PREFIX_LEN: Final = MAX_KEY_LEN - (len(INTEGRITY_PREFIX) + NUMBER_LENGTH + HASH_LENGTH)
 
 
 def encode_block_number(number: int) -> bytes:
@@ -135,6 +161,8 @@ class KeyKind(enum.Enum):
     HEAD_BLOCK = "last accepted"
     HEAD_FAST_BLOCK = "head fast block"
     HEAD_FINALIZED_BLOCK = "last settled"
+    INTEGRITY = "integrity"
+    INTEGRITY_START = "integrity start"
 
 
 @attrs.frozen(slots=True)
@@ -151,6 +179,7 @@ _HEAD_KINDS: Final = {
     HEAD_BLOCK_KEY: KeyKind.HEAD_BLOCK,
     HEAD_FAST_BLOCK_KEY: KeyKind.HEAD_FAST_BLOCK,
     HEAD_FINALIZED_BLOCK_KEY: KeyKind.HEAD_FINALIZED_BLOCK,
+    INTEGRITY_START_KEY: KeyKind.INTEGRITY_START,
 }
 _HASHED_KINDS: Final = {
     HEADER_PREFIX: KeyKind.HEADER,
@@ -178,12 +207,14 @@ class Schema:
     _body: bytes = attrs.field(init=False, repr=False, eq=False)
     _receipts: bytes = attrs.field(init=False, repr=False, eq=False)
     _number: bytes = attrs.field(init=False, repr=False, eq=False)
+    _integrity: bytes = attrs.field(init=False, repr=False, eq=False)
 
     def __attrs_post_init__(self) -> None:
         object.__setattr__(self, "_header", self.prefix + HEADER_PREFIX)
         object.__setattr__(self, "_body", self.prefix + BLOCK_BODY_PREFIX)
         object.__setattr__(self, "_receipts", self.prefix + BLOCK_RECEIPTS_PREFIX)
         object.__setattr__(self, "_number", self.prefix + HEADER_NUMBER_PREFIX)
+        object.__setattr__(self, "_integrity", self.prefix + INTEGRITY_PREFIX)
 
     def header_key(self, number: int, block_hash: bytes) -> bytes:
         """``h + num + hash``: the header RLP of block ``block_hash`` at ``number``."""
@@ -204,6 +235,24 @@ class Schema:
     def header_number_key(self, block_hash: bytes) -> bytes:
         """``H + hash``: the number of block ``block_hash``."""
         return self._number + _check_hash(block_hash)
+
+    def integrity_key(self, number: int, block_hash: bytes) -> bytes:
+        """``vmstack-sum + num + hash``: the integrity entry (see :func:`encode_integrity`)."""
+        return self._integrity + encode_block_number(number) + _check_hash(block_hash)
+
+    def integrity_start_key(self) -> bytes:
+        """``vmstack-sum-from``: the first block number written with an integrity entry."""
+        return self.prefix + INTEGRITY_START_KEY
+
+    def serving_keys(self, number: int, block_hash: bytes) -> tuple[bytes, bytes, bytes, bytes]:
+        """``(header key, body key, integrity key, canonical hash key)`` of a block, built
+        without checking the arguments: for a hot path whose ``number`` (``0 .. 2**64 - 1``)
+        and 32-byte ``block_hash`` are already known good (read from the store or from a
+        parent link). Equal to the checked builders' keys."""
+        num = number.to_bytes(NUMBER_LENGTH, "big")
+        header = self._header + num
+        return (header + block_hash, self._body + num + block_hash,
+                self._integrity + num + block_hash, header + HEADER_HASH_SUFFIX)
 
     def header_prefix(self, number: int) -> bytes:
         """``h + num``: the prefix shared by the headers and the canonical hash at ``number``."""
@@ -242,7 +291,48 @@ class Schema:
             return ParsedKey(KeyKind.CANONICAL_HASH, int.from_bytes(rest[1:-1], "big"))
         if len(rest) == 1 + HASH_LENGTH and tag == HEADER_NUMBER_PREFIX:
             return ParsedKey(KeyKind.HEADER_NUMBER, block_hash=rest[1:])
+        tag_len = len(INTEGRITY_PREFIX)
+        if (len(rest) == tag_len + NUMBER_LENGTH + HASH_LENGTH
+                and rest[:tag_len] == INTEGRITY_PREFIX):
+            number = int.from_bytes(rest[tag_len:tag_len + NUMBER_LENGTH], "big")
+            return ParsedKey(KeyKind.INTEGRITY, number, rest[tag_len + NUMBER_LENGTH:])
         return None
+
+
+_CRC = struct.Struct(">I")
+_CRC_PAIR = struct.Struct(">II")
+
+
+def checksum(data: bytes | bytearray | memoryview) -> int:
+    """The integrity checksum of stored bytes: ``zlib.crc32`` (a 32-bit unsigned int)."""
+    return zlib.crc32(data)
+
+
+@attrs.frozen(slots=True)
+class Integrity:
+    """A decoded integrity entry: the checksum of the block RLP and, once the block's
+    receipts are written, of the receipts RLP."""
+
+    block: int
+    receipts: int | None = None
+
+
+def encode_integrity(block_checksum: int, receipts_checksum: int | None = None) -> bytes:
+    """An integrity entry: 4 big-endian bytes of the block RLP's checksum, then 4 of the
+    receipts RLP's checksum when the receipts are written."""
+    if receipts_checksum is None:
+        return _CRC.pack(block_checksum)
+    return _CRC_PAIR.pack(block_checksum, receipts_checksum)
+
+
+def decode_integrity(data: bytes | memoryview) -> Integrity:
+    """An integrity entry read back; :class:`StoreCorrupted` unless it is 4 or 8 bytes."""
+    if len(data) == 4:
+        return Integrity(_CRC.unpack(data)[0])
+    if len(data) == 8:
+        block, receipts = _CRC_PAIR.unpack(data)
+        return Integrity(block, receipts)
+    raise StoreCorrupted(f"a stored integrity entry is {len(data)} bytes, not 4 or 8")
 
 
 def _read(reader: KeyReader, key: bytes) -> bytes | memoryview | None:
@@ -304,6 +394,20 @@ def read_last_settled_hash(reader: KeyReader, schema: Schema) -> bytes | None:
     return _read_hash(reader, schema.last_settled_key())
 
 
+def read_integrity(
+    reader: KeyReader, schema: Schema, number: int, block_hash: bytes
+) -> Integrity | None:
+    """The integrity entry of a block, or ``None``; a bad length is corruption."""
+    value = _read(reader, schema.integrity_key(number, block_hash))
+    return None if value is None else decode_integrity(value)
+
+
+def read_integrity_start(reader: KeyReader, schema: Schema) -> int | None:
+    """The first block number written with an integrity entry, or ``None`` (no block was)."""
+    value = _read(reader, schema.integrity_start_key())
+    return None if value is None else decode_block_number(value)
+
+
 def write_block(
     writer: KeyWriter,
     schema: Schema,
@@ -333,11 +437,13 @@ def write_receipts(
 
 
 def delete_block(writer: KeyWriter, schema: Schema, number: int, block_hash: bytes) -> None:
-    """Delete a block's header, body, receipts and number entry (not its canonical entry)."""
+    """Delete a block's header, body, receipts, number and integrity entries (not its
+    canonical entry)."""
     writer.delete(schema.header_key(number, block_hash))
     writer.delete(schema.body_key(number, block_hash))
     writer.delete(schema.receipts_key(number, block_hash))
     writer.delete(schema.header_number_key(block_hash))
+    writer.delete(schema.integrity_key(number, block_hash))
 
 
 def write_canonical_hash(writer: KeyWriter, schema: Schema, number: int, block_hash: bytes) -> None:
@@ -358,3 +464,26 @@ def write_head_header_hash(writer: KeyWriter, schema: Schema, block_hash: bytes)
 def write_last_settled_hash(writer: KeyWriter, schema: Schema, block_hash: bytes) -> None:
     """Point ``LastFinalized`` at ``block_hash``."""
     writer.put(schema.last_settled_key(), _check_hash(block_hash))
+
+
+def write_head_fast_block_hash(writer: KeyWriter, schema: Schema, block_hash: bytes) -> None:
+    """Point ``LastFast`` at ``block_hash`` (coreth moves it with ``LastBlock``)."""
+    writer.put(schema.head_fast_block_key(), _check_hash(block_hash))
+
+
+def write_integrity(
+    writer: KeyWriter,
+    schema: Schema,
+    number: int,
+    block_hash: bytes,
+    block_checksum: int,
+    receipts_checksum: int | None = None,
+) -> None:
+    """Write a block's integrity entry (see :func:`encode_integrity`)."""
+    writer.put(schema.integrity_key(number, block_hash),
+               encode_integrity(block_checksum, receipts_checksum))
+
+
+def write_integrity_start(writer: KeyWriter, schema: Schema, number: int) -> None:
+    """Record ``number`` as the first block number written with an integrity entry."""
+    writer.put(schema.integrity_start_key(), encode_block_number(number))
