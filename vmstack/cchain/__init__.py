@@ -1,5 +1,7 @@
-"""The C-chain VM's building blocks: block types, the two-flavour codec, byte-level RLP
-helpers, hashing and signatures, and the tries a header commits to.
+"""The C-chain VM and its building blocks: :class:`CChainVM` (blocks in a key-value store, a
+batched fast path and an honest slow path), :func:`generate_chain`, block types, the
+two-flavour codec, byte-level RLP helpers, hashing and signatures, and the tries a header
+commits to.
 
 Two flavours share one codec: :data:`ETHEREUM` and :data:`AVALANCHE` (coreth's C-chain
 format). :func:`block_bytes` stitches a stored header RLP and body RLP into the block RLP
@@ -8,6 +10,7 @@ without decoding; :func:`header_parent_hash` reads a parent hash in place.
 
 from __future__ import annotations
 
+from vmstack.cchain.cache import CanonicalHashCache
 from vmstack.cchain.codec import (
     AVALANCHE,
     ETHEREUM,
@@ -25,6 +28,8 @@ from vmstack.cchain.crypto import (
     recover_address,
     sign_hash,
 )
+from vmstack.cchain.generate import TransactionPool, generate_chain, transaction_pool
+from vmstack.cchain.genesis import genesis_block
 from vmstack.cchain.rlpbytes import (
     block_bytes,
     block_hash,
@@ -74,6 +79,13 @@ from vmstack.cchain.types import (
     sign_transaction,
     transaction_from_item,
 )
+from vmstack.cchain.vm import (
+    DEFAULT_CHAIN_ID,
+    BlockStatus,
+    CChainBlock,
+    CChainVM,
+    execute_transactions,
+)
 
 __all__ = [
     "AVALANCHE",
@@ -84,8 +96,13 @@ __all__ = [
     "AvalancheHeader",
     "BlobTx",
     "Block",
+    "BlockStatus",
     "Body",
     "BodyField",
+    "CChainBlock",
+    "CChainVM",
+    "CanonicalHashCache",
+    "DEFAULT_CHAIN_ID",
     "DynamicFeeTx",
     "EMPTY_BLOOM",
     "EMPTY_EXT_DATA_HASH",
@@ -100,6 +117,7 @@ __all__ = [
     "Receipt",
     "SetCodeTx",
     "Transaction",
+    "TransactionPool",
     "Withdrawal",
     "ZERO_ADDRESS",
     "ZERO_HASH",
@@ -113,7 +131,10 @@ __all__ = [
     "decode_transaction",
     "derive_receipts",
     "encode_receipts",
+    "execute_transactions",
     "ext_data_hash",
+    "generate_chain",
+    "genesis_block",
     "header_parent_hash",
     "header_slice",
     "iter_list_items",
@@ -129,6 +150,7 @@ __all__ = [
     "sign_transaction",
     "split_block",
     "transaction_from_item",
+    "transaction_pool",
     "transactions_root",
     "uncles_hash",
     "withdrawals_root",

@@ -1,0 +1,236 @@
+"""``generate_chain``: a realistic synthetic chain built through a VM or a whole stack.
+
+Blocks are built with ``build_block`` on the VM handed in (the top of a stack, so every
+layer wraps and, for the proposer, signs its blocks), then verified, preferred and accepted
+through it, as an engine would. Their transactions come from a :class:`TransactionPool` of
+pre-signed transactions (signing is the expensive part of making a chain: a pool keeps
+10,000 blocks of 10 transactions well under a minute), handed to the mempool of the VM at
+the bottom of the stack, found by following ``inner`` from the top (re-found for every
+block, since a transition layer's ``inner`` changes at the transition).
+
+The pool mixes what a C-chain carries: legacy (EIP-155), EIP-2930 and EIP-1559
+transactions from a few senders with increasing nonces, plain transfers, token-style calls,
+larger calls and contract creations, some with access lists. Avalanche blocks carry extData
+(atomic transactions, as opaque bytes) now and then; Ethereum blocks carry withdrawals now
+and then. The pool is used in order and starts over when used up, so after
+``size / txs_per_block`` blocks transactions repeat (the VM does not track account nonces).
+
+Everything is deterministic for a seed: the same seed, VM configuration and clock start give
+the same block IDs.
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+from collections.abc import Callable, Iterable, Sequence
+from typing import Protocol, runtime_checkable
+
+import attrs
+
+from vmstack.cchain.codec import Flavour
+from vmstack.cchain.crypto import SECP256K1_N, keccak256
+from vmstack.cchain.types import (
+    AccessListTx,
+    AccessTuple,
+    AvalancheHeader,
+    DynamicFeeTx,
+    LegacyTx,
+    Transaction,
+    Withdrawal,
+    sign_transaction,
+)
+from vmstack.clock import SimClock
+from vmstack.interfaces import ChainVM
+
+__all__ = [
+    "DEFAULT_POOL_SIZE",
+    "Mempool",
+    "TransactionPool",
+    "find_mempool",
+    "generate_chain",
+    "transaction_pool",
+]
+
+#: Pre-signed transactions in a default pool.
+DEFAULT_POOL_SIZE = 1024
+
+_SENDERS = 16
+_GWEI = 10**9
+_EXT_DATA_EVERY = 5
+_WITHDRAWALS_EVERY = 4
+
+
+@runtime_checkable
+class Mempool(Protocol):
+    """What the generator needs of the VM at the bottom of a stack."""
+
+    @property
+    def chain_id(self) -> int: ...
+
+    @property
+    def flavour(self) -> Flavour: ...
+
+    def add_transactions(self, transactions: Iterable[Transaction]) -> None: ...
+
+
+@attrs.frozen
+class TransactionPool:
+    """Signed transactions for one chain id, used in order (see the module docstring)."""
+
+    chain_id: int
+    transactions: tuple[Transaction, ...]
+
+    def take(self, start: int, count: int) -> list[Transaction]:
+        """``count`` transactions from position ``start``, wrapping around the pool."""
+        pool = self.transactions
+        if not pool:
+            raise ValueError("the transaction pool is empty")
+        return [pool[(start + i) % len(pool)] for i in range(count)]
+
+
+def _sender_key(seed: int, index: int) -> int:
+    return int.from_bytes(keccak256(b"vmstack sender %d %d" % (seed, index)), "big") % (
+        SECP256K1_N - 1) + 1
+
+
+def _address(rng: random.Random) -> bytes:
+    return rng.randbytes(20)
+
+
+def _payload(rng: random.Random) -> tuple[bytes | None, bytes, int]:
+    """``(to, data, gas limit)`` of one transaction: a transfer, a token-style call, a
+    larger call or a contract creation."""
+    kind = rng.random()
+    if kind < 0.45:
+        return _address(rng), b"", 21_000
+    if kind < 0.80:
+        data = bytes.fromhex("a9059cbb") + bytes(12) + _address(rng) + rng.randbytes(32)
+        return _address(rng), data, 80_000
+    if kind < 0.95:
+        return _address(rng), rng.randbytes(4) + rng.randbytes(rng.randrange(64, 600)), 200_000
+    return None, rng.randbytes(rng.randrange(200, 1200)), 600_000
+
+
+def _access_list(rng: random.Random, to: bytes | None) -> tuple[AccessTuple, ...]:
+    if rng.random() < 0.5:
+        return ()
+    address = to if to is not None else _address(rng)
+    return (AccessTuple(address=address,
+                        storage_keys=tuple(rng.randbytes(32) for _ in range(rng.randrange(3)))),)
+
+
+@functools.lru_cache(maxsize=8)
+def transaction_pool(*, seed: int, chain_id: int, size: int = DEFAULT_POOL_SIZE
+                     ) -> TransactionPool:
+    """A pool of ``size`` transactions signed for ``chain_id``, deterministic for ``seed``
+    (about 30% legacy, 20% EIP-2930, 50% EIP-1559). Cached: a pool is signed once per
+    process."""
+    if size < 1:
+        raise ValueError(f"a pool holds at least one transaction, got {size}")
+    rng = random.Random(seed)
+    keys = [_sender_key(seed, i) for i in range(_SENDERS)]
+    nonces = [0] * _SENDERS
+    transactions: list[Transaction] = []
+    for _ in range(size):
+        sender = rng.randrange(_SENDERS)
+        nonce = nonces[sender]
+        nonces[sender] += 1
+        to, data, gas = _payload(rng)
+        value = rng.randrange(10**18) if not data or rng.random() < 0.1 else 0
+        kind = rng.random()
+        tx: Transaction
+        if kind < 0.3:
+            tx = LegacyTx(nonce=nonce, gas_price=rng.randrange(25, 100) * _GWEI, gas=gas, to=to,
+                          value=value, data=data)
+        elif kind < 0.5:
+            tx = AccessListTx(chain_id=chain_id, nonce=nonce,
+                              gas_price=rng.randrange(25, 100) * _GWEI, gas=gas + 10_000,
+                              to=to, value=value, data=data,
+                              access_list=_access_list(rng, to))
+        else:
+            tip = rng.randrange(0, 3) * _GWEI
+            tx = DynamicFeeTx(chain_id=chain_id, nonce=nonce, max_priority_fee_per_gas=tip,
+                              max_fee_per_gas=rng.randrange(30, 150) * _GWEI + tip,
+                              gas=gas + 10_000, to=to, value=value, data=data,
+                              access_list=_access_list(rng, to))
+        transactions.append(sign_transaction(tx, keys[sender], chain_id))
+    return TransactionPool(chain_id, tuple(transactions))
+
+
+def find_mempool(vm: object) -> Mempool:
+    """The first object with ``add_transactions``, following ``inner`` from ``vm`` down;
+    ``ValueError`` if no layer has one."""
+    current: object = vm
+    seen: set[int] = set()
+    while current is not None and id(current) not in seen:
+        if isinstance(current, Mempool):
+            return current
+        seen.add(id(current))
+        current = getattr(current, "inner", None)
+    raise ValueError(f"no layer of {type(vm).__name__} has a mempool (add_transactions)")
+
+
+def generate_chain(
+    vm: ChainVM,
+    *,
+    blocks: int,
+    txs_per_block: int,
+    seed: int,
+    clock: SimClock | None = None,
+    block_interval: float = 2.0,
+    progress: Callable[[int], None] | None = None,
+) -> list[bytes]:
+    """Build, verify, prefer and accept ``blocks`` blocks on ``vm`` (a ``CChainVM`` or the
+    top of a stack), each with ``txs_per_block`` transactions handed to the bottom VM's
+    mempool (a block holds fewer if the gas limit is reached; the rest wait for the next).
+    ``clock`` (a :class:`~vmstack.clock.SimClock`, the one the stack runs on) is advanced by
+    ``block_interval`` before each block; ``progress(n)`` is called after the ``n``-th block.
+    Returns the new blocks' IDs, oldest first. Deterministic for a seed (given a
+    ``SimClock``; on a wall clock the timestamps, and so the IDs, vary).
+    """
+    for name, number in (("blocks", blocks), ("txs_per_block", txs_per_block)):
+        if isinstance(number, bool) or not isinstance(number, int) or number < 0:
+            raise ValueError(f"{name} must be a non-negative int, got {number!r}")
+    if not block_interval >= 0:
+        raise ValueError(f"block_interval must be non-negative, got {block_interval!r}")
+    rng = random.Random(seed)
+    ids: list[bytes] = []
+    position = 0
+    for index in range(blocks):
+        if clock is not None:
+            clock.advance(block_interval)
+        mempool = find_mempool(vm)
+        if txs_per_block:
+            pool = transaction_pool(seed=seed, chain_id=mempool.chain_id)
+            mempool.add_transactions(pool.take(position, txs_per_block))
+            position += txs_per_block
+        _add_extras(mempool, rng)
+        block = vm.build_block()
+        block.verify()
+        vm.set_preference(block.id)
+        block.accept()
+        ids.append(block.id)
+        if progress is not None:
+            progress(index + 1)
+    return ids
+
+
+def _add_extras(mempool: Mempool, rng: random.Random) -> None:
+    """Now and then, extData (Avalanche) or withdrawals (Ethereum) for the next block."""
+    if mempool.flavour.header_type is AvalancheHeader:
+        add_ext_data = getattr(mempool, "add_ext_data", None)
+        if add_ext_data is not None and rng.randrange(_EXT_DATA_EVERY) == 0:
+            add_ext_data(rng.randbytes(rng.randrange(300, 700)))
+        return
+    add_withdrawals = getattr(mempool, "add_withdrawals", None)
+    if add_withdrawals is not None and rng.randrange(_WITHDRAWALS_EVERY) == 0:
+        add_withdrawals(_withdrawals(rng))
+
+
+def _withdrawals(rng: random.Random) -> Sequence[Withdrawal]:
+    start = rng.randrange(10**6)
+    return [Withdrawal(index=start + i, validator_index=rng.randrange(10**6),
+                       address=rng.randbytes(20), amount=rng.randrange(1, 32 * _GWEI))
+            for i in range(rng.randrange(1, 17))]
+

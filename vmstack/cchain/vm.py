@@ -1,0 +1,1188 @@
+"""``CChainVM``: the bottom of the stack, a C-chain VM whose blocks live in a key-value store.
+
+Storage. Every accepted block is kept the way go-ethereum's rawdb keeps it (header RLP, body
+RLP, number and canonical entries, head pointers, and receipts once settled; see
+:mod:`vmstack.cchain.rawdb`), so a coreth database can be opened as it is. ALL persistent
+state is in the store: two ``CChainVM`` objects over one store (a transition layer's pre and
+post VMs) see each other's accepted blocks, because the last accepted block is read through
+the store on each use, never kept in memory where it could go stale. Processing blocks
+(verified, undecided) are the one thing an instance keeps to itself, in memory.
+
+Two ways to serve a block:
+
+- The slow path, :meth:`CChainVM.get_block`, is what a faithful VM does: find the number,
+  check the block is canonical, read header and body, decode them, check the header hashes
+  to its key, restore the execution artifacts of a settled block (read and decode its
+  receipts, derive their derived fields, recover every sender with secp256k1 public-key
+  recovery) and re-encode the block to produce its bytes. Nothing is skipped and nothing is
+  slowed down on purpose: it is the honest serial baseline.
+- The fast path, :meth:`CChainVM.get_ancestors`, reads within ONE store snapshot, per block:
+  the header and body RLP (zero-copy views on LMDB), the block bytes stitched by
+  :func:`~vmstack.cchain.block_bytes`, the parent hash read in place from the header bytes,
+  and the canonical check, through the :class:`~vmstack.cchain.cache.CanonicalHashCache` for
+  settled heights (immutable) and from the store for the others (a reorg can still change
+  those, so they are never cached). The number of each parent is its child's minus one.
+  The budget is :class:`~vmstack.batching.AncestorBudget` walked by
+  :func:`~vmstack.batching.walk_ancestors`.
+
+Corruption is never served as data, on either path: a stored value that fails its check
+raises :class:`~vmstack.errors.StoreCorrupted` (a key that is simply missing raises
+:class:`~vmstack.errors.BlockNotFound`). Each accept writes an integrity entry per block (a
+crc32 of the block RLP, and of the receipts RLP once settled); both paths check the block
+checksum, the slow path also the header hash and the receipts checksum. A canonical entry
+that names a block the store does not have is corruption, not a reorg. Blocks written by
+other software (a coreth database) have no integrity entry: they are served with the
+structural checks only (framing of header and body, the canonical check, and on the slow
+path the header hash and a strict decode).
+
+Settling. A block is settled once its receipts are written. With ``settle_lag=0`` that
+happens when it is accepted; with ``settle_lag=k`` a block's receipts are written when the
+block ``k`` heights above it is accepted (asynchronous execution), in that block's accept
+batch, and the last-settled pointer (geth's ``LastFinalized``) moves with them. A store
+without that pointer (coreth's) counts every accepted block as settled, as coreth executes
+each block when it accepts it.
+
+Execution model. The VM does not run EVM code: :func:`execute_transactions` derives each
+transaction's receipt deterministically from the transaction alone (intrinsic gas plus a
+modelled execution cost, a failed status when the gas limit does not cover it, one log per
+successful contract call), which gives receipts of realistic shape and cost to restore.
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+import time
+from collections import OrderedDict, deque
+from collections.abc import Iterable, Sequence
+from typing import Final
+
+import attrs
+
+from vmstack.batching import (
+    AncestorBudget,
+    check_block_id,
+    check_parse_batch,
+    parse_each,
+    walk_ancestors,
+)
+from vmstack.cchain import rawdb
+from vmstack.cchain.cache import CanonicalHashCache
+from vmstack.cchain.codec import (
+    AVALANCHE,
+    Flavour,
+    decode_receipts,
+    derive_receipts,
+    encode_receipts,
+    ext_data_hash,
+    uncles_hash,
+)
+from vmstack.cchain.crypto import keccak256
+from vmstack.cchain.genesis import GAS_LIMIT, genesis_block, new_header, state_root
+from vmstack.cchain.rlpbytes import (
+    block_bytes,
+    header_parent_hash,
+    header_slice,
+    list_prefix,
+    read_prefix,
+)
+from vmstack.cchain.tries import derive_root, receipts_root, withdrawals_root
+from vmstack.cchain.types import (
+    ZERO_HASH,
+    AccessListTx,
+    AnyHeader,
+    AvalancheHeader,
+    BlobTx,
+    Block,
+    Body,
+    DynamicFeeTx,
+    LegacyTx,
+    Log,
+    Receipt,
+    SetCodeTx,
+    Transaction,
+    Withdrawal,
+    logs_bloom,
+)
+from vmstack.clock import Clock
+from vmstack.errors import BlockNotFound, InvalidBlock, StoreCorrupted
+from vmstack.store.base import KeyReader, KeyValueStore, KeyWriter, ReadSnapshot
+
+__all__ = [
+    "DEFAULT_CHAIN_ID",
+    "MAX_FUTURE_SECONDS",
+    "BlockStatus",
+    "CChainBlock",
+    "CChainVM",
+    "check_header_rules",
+    "execute_transactions",
+    "intrinsic_gas",
+]
+
+#: The Avalanche C-chain's chain id on mainnet.
+DEFAULT_CHAIN_ID: Final = 43114
+#: How far (seconds) a block's timestamp may run ahead of the VM's clock (coreth's
+#: ``maxFutureBlockTime``).
+MAX_FUTURE_SECONDS: Final = 10
+
+_LIST_FIELDS = frozenset({"transactions", "uncles", "withdrawals"})
+_TRANSACTION_TYPES = (LegacyTx, AccessListTx, DynamicFeeTx, BlobTx, SetCodeTx)
+_MEMO_SIZE = 4096
+_MAX_NUMBER = 2**64 - 1
+
+
+class BlockStatus(enum.Enum):
+    """Where a block stands: parsed or built but not verified, verified and undecided
+    (processing), accepted, or rejected."""
+
+    UNVERIFIED = "unverified"
+    PROCESSING = "processing"
+    ACCEPTED = "accepted"
+    REJECTED = "rejected"
+
+
+# --- the execution model ----------------------------------------------------------------
+
+
+def intrinsic_gas(tx: Transaction) -> int:
+    """The gas a transaction pays before execution (Istanbul / Berlin rules): 21,000, plus
+    32,000 for a contract creation, 4 per zero and 16 per non-zero data byte, and 2,400 per
+    access-list address and 1,900 per storage key."""
+    data = tx.data
+    zeros = data.count(0)
+    gas = 21_000 + 4 * zeros + 16 * (len(data) - zeros)
+    if tx.to is None:
+        gas += 32_000
+    for entry in getattr(tx, "access_list", ()):
+        gas += 2_400 + 1_900 * len(entry.storage_keys)
+    return gas
+
+
+def _execution_gas(tx: Transaction) -> int:
+    """The modelled cost of running a transaction's code: code deposit for a creation, a
+    call overhead plus a per-byte cost for a contract call, nothing for a plain transfer."""
+    if tx.to is None:
+        return 200 * len(tx.data)
+    if tx.data:
+        return 5_000 + 64 * len(tx.data)
+    return 0
+
+
+def execute_transactions(transactions: Sequence[Transaction]) -> tuple[Receipt, ...]:
+    """The receipts of ``transactions`` under the execution model (a pure function).
+
+    A transaction whose gas limit covers its intrinsic and modelled execution gas succeeds
+    (status 1) and uses exactly that; one that does not fails (status 0) and uses its whole
+    gas limit. A successful call with at least 4 bytes of data emits one log from the called
+    contract: its topic is the 4-byte selector (left-padded to 32 bytes), its data the rest of
+    the call data. Cumulative gas
+    runs over the block, and ``tx_type`` is set so the receipts root can be computed.
+    """
+    receipts: list[Receipt] = []
+    cumulative = 0
+    for tx in transactions:
+        needed = intrinsic_gas(tx) + _execution_gas(tx)
+        logs: tuple[Log, ...] = ()
+        if needed <= tx.gas:
+            status, used = 1, needed
+            if tx.to is not None and len(tx.data) >= 4:
+                topic = bytes(28) + tx.data[:4]
+                logs = (Log(address=tx.to, topics=(topic,), data=tx.data[4:]),)
+        else:
+            status, used = 0, tx.gas
+        cumulative += used
+        receipts.append(Receipt(status=status, cumulative_gas_used=cumulative, logs=logs,
+                                tx_type=tx.TYPE, bloom=logs_bloom(logs)))
+    return tuple(receipts)
+
+
+# --- rules ------------------------------------------------------------------------------
+
+
+def check_header_rules(
+    header: AnyHeader, *, parent_number: int, parent_time: int, now: float
+) -> None:
+    """The header rules a child must meet against its parent (``InvalidBlock`` naming the
+    rule): height is the parent's plus one; timestamp is at or after the parent's and at
+    most :data:`MAX_FUTURE_SECONDS` ahead of ``now``; gas used is within the gas limit."""
+    if header.number != parent_number + 1:
+        raise InvalidBlock(f"block height {header.number} is not its parent's "
+                           f"{parent_number} plus one")
+    if header.time < parent_time:
+        raise InvalidBlock(f"block timestamp {header.time} is before its parent's "
+                           f"{parent_time}")
+    if header.time > now + MAX_FUTURE_SECONDS:
+        raise InvalidBlock(f"block timestamp {header.time} is more than "
+                           f"{MAX_FUTURE_SECONDS} s ahead of the clock ({now:.0f})")
+    if header.gas_used > header.gas_limit:
+        raise InvalidBlock(f"block gas used {header.gas_used} exceeds its gas limit "
+                           f"{header.gas_limit}")
+
+
+# --- blocks -----------------------------------------------------------------------------
+
+
+@attrs.frozen(slots=True)
+class _Span:
+    """Where one first-level item of a block's RLP lies: ``raw[start:end]`` is its whole
+    encoding, ``raw[payload:end]`` its payload."""
+
+    start: int
+    payload: int
+    end: int
+    is_list: bool
+
+
+def _outer_start(raw: bytes) -> int:
+    """Offset of the first item in an RLP list whose framing is already checked."""
+    first = raw[0]
+    return 1 if first < 0xF8 else 1 + first - 0xF7
+
+
+def _frame_body(flavour: Flavour, raw: bytes, header_end: int) -> tuple[_Span, ...]:
+    """Check the framing of a block's body fields (after the header) against ``flavour``:
+    their count, which are lists and which strings, and the string fields' values (version
+    and extData are cheap to decode). Transactions, uncles and withdrawals are left for a
+    lazy decode. Returns where each field lies."""
+    fields = flavour.body_fields
+    spans: list[_Span] = []
+    offset, end = header_end, len(raw)
+    while offset < end:
+        if len(spans) == len(fields):
+            raise InvalidBlock(f"block has more than {len(fields)} body fields")
+        field = fields[len(spans)]
+        is_list, payload, length = read_prefix(raw, offset, end)
+        if is_list != (field.name in _LIST_FIELDS):
+            kind = "list" if field.name in _LIST_FIELDS else "string"
+            raise InvalidBlock(f"block body field {field.name} must be an RLP {kind}")
+        if not is_list:
+            field.decode(flavour, raw[payload:payload + length])
+        spans.append(_Span(offset, payload, payload + length, is_list))
+        offset = payload + length
+    required = sum(1 for field in fields if not field.optional)
+    if len(spans) < required:
+        raise InvalidBlock(f"block has {len(spans)} body fields, expected at least {required}")
+    return tuple(spans)
+
+
+def _item_encodings(raw: bytes, span: _Span) -> list[bytes]:
+    """The encodings of the items of the list at ``span``, as a trie stores them: a list
+    item (a legacy transaction, a withdrawal) as it stands, a string item (a typed
+    transaction) as its payload."""
+    encodings: list[bytes] = []
+    offset = span.payload
+    while offset < span.end:
+        is_list, payload, length = read_prefix(raw, offset, span.end)
+        encodings.append(raw[offset:payload + length] if is_list
+                         else raw[payload:payload + length])
+        offset = payload + length
+    return encodings
+
+
+class CChainBlock:
+    """A block of :class:`CChainVM`: its bytes, its decoded header, and its body decoded on
+    demand.
+
+    ``verify``, ``accept`` and ``reject`` are decided by the VM. A block served by
+    :meth:`CChainVM.get_block` from the store also carries its restored execution
+    artifacts: ``senders`` always, ``receipts`` (with derived fields) once settled.
+    """
+
+    __slots__ = ("_body", "_built", "_header", "_header_end", "_id", "_raw", "_receipts",
+                 "_senders", "_spans", "_status", "_vm")
+
+    def __init__(
+        self,
+        vm: CChainVM,
+        block_id: bytes,
+        raw: bytes,
+        header: AnyHeader,
+        *,
+        header_end: int,
+        spans: tuple[_Span, ...] | None = None,
+        body: Body | None = None,
+        status: BlockStatus = BlockStatus.UNVERIFIED,
+        receipts: tuple[Receipt, ...] | None = None,
+        senders: tuple[bytes, ...] | None = None,
+        built: bool = False,
+    ) -> None:
+        self._vm = vm
+        self._id = block_id
+        self._raw = raw
+        self._header = header
+        self._header_end = header_end
+        self._spans = spans
+        self._body = body
+        self._status = status
+        self._receipts = receipts
+        self._senders = senders
+        self._built = built
+
+    @property
+    def id(self) -> bytes:
+        """The block hash: keccak256 of the header RLP."""
+        return self._id
+
+    @property
+    def parent_id(self) -> bytes:
+        return self._header.parent_hash
+
+    @property
+    def height(self) -> int:
+        return self._header.number
+
+    @property
+    def timestamp(self) -> int:
+        return self._header.time
+
+    def __bytes__(self) -> bytes:
+        return self._raw
+
+    @property
+    def status(self) -> BlockStatus:
+        return self._status
+
+    @property
+    def header(self) -> AnyHeader:
+        return self._header
+
+    @property
+    def body(self) -> Body:
+        """The decoded body (strict; decoded on first use, ``InvalidBlock`` if malformed)."""
+        if self._body is None:
+            self._body = self._vm.flavour.decode_body(self.body_rlp())
+        return self._body
+
+    @property
+    def transactions(self) -> tuple[Transaction, ...]:
+        return self.body.transactions
+
+    @property
+    def block(self) -> Block:
+        """The block as a codec record."""
+        return Block(self._header, self.body, hash=self._id)
+
+    @property
+    def receipts(self) -> tuple[Receipt, ...] | None:
+        """Receipts with derived fields, for a settled block read by ``get_block``; the
+        modelled receipts of a block built here; ``None`` otherwise."""
+        return self._receipts
+
+    @property
+    def senders(self) -> tuple[bytes, ...] | None:
+        """The recovered senders, for a block read from the store by ``get_block``."""
+        return self._senders
+
+    def header_rlp(self) -> bytes:
+        """The header RLP, as rawdb stores it."""
+        return self._raw[_outer_start(self._raw):self._header_end]
+
+    def body_rlp(self) -> bytes:
+        """The body RLP, as rawdb stores it: a list of the block's items after the header."""
+        rest = self._raw[self._header_end:]
+        return list_prefix(len(rest)) + rest
+
+    def _body_spans(self) -> tuple[_Span, ...]:
+        if self._spans is None:
+            self._spans = _frame_body(self._vm.flavour, self._raw, self._header_end)
+        return self._spans
+
+    def verify(self) -> None:
+        self._vm._verify(self)
+
+    def accept(self) -> None:
+        self._vm._accept(self)
+
+    def reject(self) -> None:
+        self._vm._reject(self)
+
+    def __repr__(self) -> str:
+        return (f"CChainBlock(height={self.height}, id={self._id.hex()[:16]}…, "
+                f"{self._status.value})")
+
+
+def _commit(flavour: Flavour, header: AnyHeader, body: Body, receipts: Sequence[Receipt],
+            tx_encodings: Sequence[bytes]) -> AnyHeader:
+    """``header`` committing to ``body`` and ``receipts``: what the flavour's ``seal`` sets
+    (transactions, receipts and withdrawals roots, uncle hash, bloom, ExtDataHash), from the
+    transactions' known encodings and with the blooms combined as integers, since building
+    blocks is the generator's hot loop."""
+    changes: dict[str, object] = {
+        "tx_root": derive_root(tx_encodings),
+        "receipt_root": receipts_root(receipts),
+        "uncle_hash": uncles_hash(body.uncles),
+    }
+    bloom = 0
+    for receipt in receipts:
+        if receipt.logs:
+            bloom |= int.from_bytes(receipt.bloom or logs_bloom(receipt.logs), "big")
+    changes["bloom"] = bloom.to_bytes(256, "big")
+    if body.withdrawals is not None:
+        changes["withdrawals_hash"] = withdrawals_root(body.withdrawals)
+    if isinstance(header, AvalancheHeader) and body.ext_data is not None:
+        changes["ext_data_hash"] = ext_data_hash(body.ext_data)
+    return attrs.evolve(header, **changes)  # type: ignore[arg-type]
+
+
+# --- the VM -----------------------------------------------------------------------------
+
+
+class CChainVM:
+    """The C-chain VM over ``store``: ``ChainVM`` and the batched protocol (``batching`` is
+    true; it is the bottom of a stack and has no ``inner``).
+
+    ``flavour`` is the block format (:data:`~vmstack.cchain.AVALANCHE` or ``ETHEREUM``);
+    ``key_prefix`` goes in front of every key (``rawdb.CORETH_KEY_PREFIX`` for a coreth
+    database); ``clock`` gives block timestamps, the future-timestamp bound and the
+    ancestors time budget; ``chain_id`` is the transactions' chain; ``cache_size`` bounds the
+    canonical hash cache; ``settle_lag`` is how many accepted blocks a block's receipts wait
+    for. A store without a last accepted block gets a genesis block, deterministic from
+    ``flavour``, ``chain_id`` and ``genesis_timestamp``, or ``genesis`` (a genesis block's RLP)
+    when given; a store that has a chain keeps it (``genesis``, if given, must be its block
+    0, else ``ValueError``).
+    """
+
+    batching = True
+
+    def __init__(
+        self,
+        store: KeyValueStore,
+        *,
+        flavour: Flavour = AVALANCHE,
+        key_prefix: bytes = b"",
+        clock: Clock = time.time,
+        chain_id: int = DEFAULT_CHAIN_ID,
+        cache_size: int = 10_000,
+        settle_lag: int = 0,
+        genesis_timestamp: int = 0,
+        genesis: bytes | None = None,
+    ) -> None:
+        if not isinstance(flavour, Flavour):
+            raise ValueError(f"flavour must be a Flavour, got {flavour!r}")
+        if isinstance(chain_id, bool) or not isinstance(chain_id, int) or chain_id < 1:
+            raise ValueError(f"chain_id must be a positive int, got {chain_id!r}")
+        if isinstance(settle_lag, bool) or not isinstance(settle_lag, int) or settle_lag < 0:
+            raise ValueError(f"settle_lag must be a non-negative int, got {settle_lag!r}")
+        self._store = store
+        self._flavour = flavour
+        self._avalanche = flavour.header_type is AvalancheHeader
+        self._schema = rawdb.Schema(key_prefix)
+        self._clock = clock
+        self._chain_id = chain_id
+        self._settle_lag = settle_lag
+        self._cache = CanonicalHashCache(cache_size)
+        self._cache_lock = threading.Lock()
+        self._lock = threading.RLock()
+        self._processing: dict[bytes, CChainBlock] = {}
+        self._preferred: bytes | None = None
+        self._mempool: deque[Transaction] = deque()
+        self._ext_data: deque[bytes] = deque()
+        self._withdrawals: deque[tuple[Withdrawal, ...]] = deque()
+        self._encodings: OrderedDict[Transaction, bytes] = OrderedDict()
+        self._headers: OrderedDict[bytes, AnyHeader] = OrderedDict()
+        self._memo_lock = threading.Lock()
+        self._open(genesis, genesis_timestamp)
+
+    # --- opening ---------------------------------------------------------------------------
+
+    def _open(self, genesis: bytes | None, genesis_timestamp: int) -> None:
+        with self._store.snapshot() as snap:
+            last = rawdb.read_last_accepted_hash(snap, self._schema)
+            existing = None if last is None else rawdb.read_canonical_hash(snap, self._schema, 0)
+        if last is None:
+            self._write_genesis(self._genesis_bytes(genesis, genesis_timestamp))
+        elif genesis is not None and existing != self.parse_block(genesis).id:
+            raise ValueError("the store holds a chain with another genesis block")
+        with self._store.snapshot() as snap:
+            self._settle_cache(self._settled_number(snap))
+
+    def _genesis_bytes(self, genesis: bytes | None, timestamp: int) -> bytes:
+        if genesis is not None:
+            return genesis
+        block = genesis_block(self._flavour, chain_id=self._chain_id, timestamp=timestamp)
+        return self._flavour.encode_block(block)
+
+    def _write_genesis(self, data: bytes) -> None:
+        block = self.parse_block(data)
+        if block.height != 0:
+            raise ValueError(f"a genesis block has number 0, not {block.height}")
+        receipts_rlp = encode_receipts(execute_transactions(block.transactions))
+        block_id = block.id
+        with self._store.write_batch() as batch:
+            self._write_accepted(batch, block)
+            rawdb.write_receipts(batch, self._schema, 0, block_id, receipts_rlp)
+            rawdb.write_integrity(batch, self._schema, 0, block_id, rawdb.checksum(data),
+                                  rawdb.checksum(receipts_rlp))
+            rawdb.write_integrity_start(batch, self._schema, 0)
+            rawdb.write_last_settled_hash(batch, self._schema, block_id)
+
+    # --- properties ------------------------------------------------------------------------
+
+    @property
+    def flavour(self) -> Flavour:
+        return self._flavour
+
+    @property
+    def chain_id(self) -> int:
+        return self._chain_id
+
+    @property
+    def schema(self) -> rawdb.Schema:
+        """The schema that builds every key of this VM's store."""
+        return self._schema
+
+    @property
+    def store(self) -> KeyValueStore:
+        return self._store
+
+    @property
+    def cache(self) -> CanonicalHashCache:
+        """The canonical hash cache (settled heights only); its hit and miss counts."""
+        return self._cache
+
+    @property
+    def settle_lag(self) -> int:
+        return self._settle_lag
+
+    @property
+    def clock(self) -> Clock:
+        return self._clock
+
+    def processing(self) -> tuple[CChainBlock, ...]:
+        """The blocks this instance has verified and not yet seen decided."""
+        return tuple(self._processing.values())
+
+    # --- reading the store -----------------------------------------------------------------
+
+    def _last_accepted(self, reader: KeyReader) -> bytes:
+        found = rawdb.read_last_accepted_hash(reader, self._schema)
+        if found is None:
+            raise StoreCorrupted("the store has no last accepted block pointer")
+        return found
+
+    def _number_of(self, reader: KeyReader, block_hash: bytes) -> int:
+        number = rawdb.read_header_number(reader, self._schema, block_hash)
+        if number is None:
+            raise StoreCorrupted(f"a head pointer names block {block_hash.hex()}, which has "
+                                 "no number entry")
+        return number
+
+    def _settled_number(self, reader: KeyReader) -> int:
+        """The height of the last settled block; without a last-settled pointer (a coreth
+        database), the last accepted block's."""
+        settled = rawdb.read_last_settled_hash(reader, self._schema)
+        if settled is None:
+            return self._number_of(reader, self._last_accepted(reader))
+        return self._number_of(reader, settled)
+
+    def _settle_cache(self, number: int) -> None:
+        with self._cache_lock:
+            if number > self._cache.settled_height:
+                self._cache.settle(number)
+
+    def _stored_header(self, reader: KeyReader, number: int, block_hash: bytes
+                       ) -> AnyHeader:
+        """The decoded header of a stored block, checked against its hash."""
+        known = self._headers.get(block_hash)
+        if known is not None and known.number == number:
+            return known
+        data = rawdb.read_header_rlp(reader, self._schema, number, block_hash)
+        if data is None:
+            raise StoreCorrupted(f"block {block_hash.hex()} at {number} has no header")
+        if keccak256(data) != block_hash:
+            raise StoreCorrupted(f"the stored header of block {block_hash.hex()} at {number} "
+                                 "does not hash to its key")
+        try:
+            return self._flavour.decode_header(data)
+        except InvalidBlock as error:
+            raise StoreCorrupted(f"the stored header of block {block_hash.hex()} is "
+                                 f"malformed: {error.reason}") from None
+
+    def _not_canonical(self, reader: KeyReader, number: int, block_id: bytes,
+                       canonical: bytes | memoryview | None) -> Exception:
+        """The error for a block that the canonical entry at its height does not name: a
+        block the store has is merely not canonical; a block it lacks means the entry is
+        damaged."""
+        if canonical is None:
+            return BlockNotFound(f"block {block_id.hex()} at {number} is not accepted")
+        if len(canonical) != rawdb.HASH_LENGTH:
+            return StoreCorrupted(f"the canonical entry at {number} is {len(canonical)} "
+                                  "bytes, not 32")
+        other = bytes(canonical)
+        if reader.has(self._schema.header_key(number, other)):
+            return BlockNotFound(f"block {block_id.hex()} is not the accepted block at "
+                                 f"{number}")
+        return StoreCorrupted(f"the canonical entry at {number} names {other.hex()}, a block "
+                              "the store does not have")
+
+    def _accepted_number(self, reader: KeyReader, block_id: bytes) -> int | None:
+        """The height of ``block_id`` if it is an accepted block, else ``None``."""
+        number = rawdb.read_header_number(reader, self._schema, block_id)
+        if number is None:
+            return None
+        canonical = rawdb.read_canonical_hash(reader, self._schema, number)
+        return number if canonical == block_id else None
+
+    # --- ChainVM: reading ------------------------------------------------------------------
+
+    def last_accepted(self) -> bytes:
+        """The last accepted block's ID, read from the store (another VM over the same store
+        may have moved it)."""
+        return self._last_accepted(self._store)
+
+    def last_settled(self) -> bytes:
+        """The last settled block's ID (receipts written): the last accepted one's in a store
+        without a last-settled pointer."""
+        found = rawdb.read_last_settled_hash(self._store, self._schema)
+        return self.last_accepted() if found is None else found
+
+    def get_block_id_at_height(self, height: int) -> bytes:
+        """The ID of the accepted block at ``height``; ``BlockNotFound`` above the last
+        accepted height. Settled heights go through the canonical hash cache."""
+        if isinstance(height, bool) or not isinstance(height, int) or height < 0:
+            raise ValueError(f"a height is a non-negative int, got {height!r}")
+        if height > _MAX_NUMBER:
+            raise BlockNotFound(f"no block at height {height}")
+        cache = self._cache
+        if height <= cache.settled_height:
+            cached = cache.lookup(height)
+            if cached is not None:
+                return cached
+        found = rawdb.read_canonical_hash(self._store, self._schema, height)
+        if found is None:
+            raise BlockNotFound(f"no accepted block at height {height}")
+        self._remember(height, found)
+        return found
+
+    def _remember(self, number: int, block_hash: bytes | memoryview) -> None:
+        try:
+            self._cache.remember(number, block_hash)
+        except ValueError as error:
+            raise StoreCorrupted(f"the canonical entry at settled height {number} changed: "
+                                 f"{error}") from None
+
+    def get_block(self, block_id: bytes) -> CChainBlock:
+        """A processing block from memory, or an accepted one restored from the store the
+        way a faithful VM restores it (see the module docstring). ``BlockNotFound`` for
+        anything else; ``StoreCorrupted`` for stored data that fails a check."""
+        block_id = check_block_id(block_id)
+        known = self._processing.get(block_id)
+        if known is not None:
+            return known
+        schema = self._schema
+        with self._store.snapshot() as snap:
+            number = rawdb.read_header_number(snap, schema, block_id)
+            if number is None:
+                raise BlockNotFound(f"block {block_id.hex()} is not known")
+            canonical = rawdb.read_canonical_hash(snap, schema, number)
+            if canonical != block_id:
+                raise self._not_canonical(snap, number, block_id, canonical)
+            header_rlp = rawdb.read_header_rlp(snap, schema, number, block_id)
+            body_rlp = rawdb.read_body_rlp(snap, schema, number, block_id)
+            if header_rlp is None or body_rlp is None:
+                raise BlockNotFound(f"block {block_id.hex()} at {number} is missing its "
+                                    f"{'header' if header_rlp is None else 'body'}")
+            header_rlp, body_rlp = bytes(header_rlp), bytes(body_rlp)
+            receipts_rlp: bytes | None = None
+            if number <= self._settled_number(snap):
+                stored = rawdb.read_receipts_rlp(snap, schema, number, block_id)
+                if stored is None:
+                    raise BlockNotFound(f"settled block {block_id.hex()} at {number} is "
+                                        "missing its receipts")
+                receipts_rlp = bytes(stored)
+            integrity = self._integrity(snap, number, block_id)
+        return self._restore(block_id, number, header_rlp, body_rlp, receipts_rlp, integrity)
+
+    def _integrity(self, reader: KeyReader, number: int, block_id: bytes
+                   ) -> rawdb.Integrity | None:
+        """The block's integrity entry; ``None`` for a block from before this VM wrote
+        them; ``StoreCorrupted`` if one should exist and does not."""
+        start = rawdb.read_integrity_start(reader, self._schema)
+        if start is None or number < start:
+            return None
+        found = rawdb.read_integrity(reader, self._schema, number, block_id)
+        if found is None:
+            raise StoreCorrupted(f"block {block_id.hex()} at {number} has no integrity entry")
+        return found
+
+    def _restore(self, block_id: bytes, number: int, header_rlp: bytes, body_rlp: bytes,
+                 receipts_rlp: bytes | None, integrity: rawdb.Integrity | None
+                 ) -> CChainBlock:
+        """Decode, check and restore a stored block: the slow path's work."""
+        where = f"block {block_id.hex()} at {number}"
+        if keccak256(header_rlp) != block_id:
+            raise StoreCorrupted(f"the stored header of {where} does not hash to its key")
+        try:
+            stitched = block_bytes(header_rlp, body_rlp)
+        except InvalidBlock as error:
+            raise StoreCorrupted(f"the stored {where} is malformed: {error.reason}") from None
+        if integrity is not None:
+            if rawdb.checksum(stitched) != integrity.block:
+                raise StoreCorrupted(f"the stored {where} fails its checksum")
+            if receipts_rlp is not None and (integrity.receipts is None or
+                                             rawdb.checksum(receipts_rlp) != integrity.receipts):
+                raise StoreCorrupted(f"the stored receipts of {where} fail their checksum")
+        try:
+            block = self._flavour.block_from_parts(header_rlp, body_rlp, block_id)
+            if block.number != number:
+                raise InvalidBlock(f"its header says number {block.number}")
+            senders = tuple(tx.sender() for tx in block.transactions)
+            receipts = None
+            if receipts_rlp is not None:
+                receipts = derive_receipts(decode_receipts(receipts_rlp), block, senders)
+        except InvalidBlock as error:
+            raise StoreCorrupted(f"the stored {where} is malformed: {error.reason}") from None
+        raw = self._flavour.encode_block(block)
+        return CChainBlock(self, block_id, raw, block.header, header_end=_outer_start(raw)
+                           + len(header_rlp), body=block.body, status=BlockStatus.ACCEPTED,
+                           receipts=receipts, senders=senders)
+
+    # --- BatchedChainVM: the fast path -----------------------------------------------------
+
+    def get_ancestors(
+        self,
+        block_id: bytes,
+        max_blocks_num: int,
+        max_blocks_size: int,
+        max_retrieval_time: float,
+    ) -> list[bytes]:
+        """The bytes of ``block_id`` and its ancestors, newest first, within the budget
+        (DESIGN section 3), from one store snapshot; ``[]`` if the block is not served."""
+        block_id = check_block_id(block_id)
+        budget = AncestorBudget(max_blocks_num, max_blocks_size, max_retrieval_time,
+                                clock=self._clock)
+        with self._store.snapshot() as snap:
+            walk = _AncestorWalk(self, snap)
+            return walk_ancestors(walk.fetch, block_id, budget)
+
+    def batched_parse_block(self, blocks: Sequence[bytes]) -> list[CChainBlock]:
+        """Every element parsed as :meth:`parse_block` parses it, in input order; an invalid
+        element raises ``InvalidBlock`` naming its index and nothing is kept."""
+        return parse_each(self.parse_block, check_parse_batch(blocks))
+
+    # --- ChainVM: parsing, building, deciding ----------------------------------------------
+
+    def parse_block(self, data: bytes) -> CChainBlock:
+        """The block in ``data``, checked as cheaply as correctness allows: the header slice
+        is hashed (the ID) and decoded strictly, the body fields' framing is checked, and
+        the transactions are decoded only when needed (by ``verify``). Bytes of a processing
+        block give that very block; other bytes with its ID are refused. Nothing is stored.
+        """
+        if not isinstance(data, bytes | bytearray | memoryview):
+            raise InvalidBlock(f"block bytes must be bytes, not {type(data).__name__}")
+        raw = bytes(data)
+        header = header_slice(raw)
+        block_id = keccak256(header)
+        known = self._processing.get(block_id)
+        if known is not None:
+            if known._raw == raw:
+                return known
+            raise InvalidBlock(f"block {block_id.hex()}: bytes differ from the processing "
+                               "block with this ID")
+        decoded = self._flavour.decode_header(header)
+        header_end = _outer_start(raw) + len(header)
+        spans = _frame_body(self._flavour, raw, header_end)
+        return CChainBlock(self, block_id, raw, decoded, header_end=header_end, spans=spans)
+
+    def add_transactions(self, transactions: Iterable[Transaction]) -> None:
+        """Queue signed transactions for :meth:`build_block` (in order). ``ValueError`` for
+        a transaction of another chain or whose gas limit exceeds a block's."""
+        queued: list[Transaction] = []
+        for tx in transactions:
+            if not isinstance(tx, _TRANSACTION_TYPES):
+                raise ValueError(f"not a transaction: {tx!r}")
+            own = tx.chain_id
+            if own is not None and own != self._chain_id:
+                raise ValueError(f"transaction for chain {own}, this VM is chain "
+                                 f"{self._chain_id}")
+            if tx.gas > GAS_LIMIT:
+                raise ValueError(f"transaction gas {tx.gas} exceeds the block gas limit "
+                                 f"{GAS_LIMIT}")
+            queued.append(tx)
+        with self._lock:
+            self._mempool.extend(queued)
+
+    def add_ext_data(self, ext_data: bytes) -> None:
+        """Queue extData (Avalanche atomic transactions) for a built block; each built block
+        takes at most one. ``ValueError`` on an Ethereum VM."""
+        if not self._avalanche:
+            raise ValueError("extData is an Avalanche body field")
+        if not isinstance(ext_data, bytes | bytearray):
+            raise ValueError("extData must be bytes")
+        with self._lock:
+            self._ext_data.append(bytes(ext_data))
+
+    def add_withdrawals(self, withdrawals: Iterable[Withdrawal]) -> None:
+        """Queue a list of withdrawals for a built block (Ethereum); each built block takes
+        at most one list. ``ValueError`` on an Avalanche VM."""
+        if self._avalanche:
+            raise ValueError("withdrawals are an Ethereum body field")
+        items = tuple(withdrawals)
+        if not all(isinstance(w, Withdrawal) for w in items):
+            raise ValueError("withdrawals must be Withdrawal records")
+        with self._lock:
+            self._withdrawals.append(items)
+
+    def pending_transactions(self) -> int:
+        """How many transactions wait in the mempool."""
+        return len(self._mempool)
+
+    def set_preference(self, block_id: bytes) -> None:
+        """Build the next block on ``block_id`` (processing or accepted);
+        ``BlockNotFound`` otherwise."""
+        block_id = check_block_id(block_id)
+        with self._lock:
+            if block_id not in self._processing:
+                with self._store.snapshot() as snap:
+                    if self._accepted_number(snap, block_id) is None:
+                        raise BlockNotFound(f"block {block_id.hex()} is neither processing "
+                                            "nor accepted")
+            self._preferred = block_id
+
+    def build_block(self) -> CChainBlock:
+        """A new block on the preferred block (the last accepted one unless a processing
+        block is preferred), from the mempool in order while the gas limit holds, with the
+        next queued extData (Avalanche) or withdrawals (Ethereum). Its timestamp is the
+        clock's, but never before its parent's. The block is not verified."""
+        with self._lock:
+            parent_id, parent = self._build_parent()
+            timestamp = max(int(self._clock()), parent.time)
+            txs: list[Transaction] = []
+            gas = 0
+            while self._mempool and gas + self._mempool[0].gas <= GAS_LIMIT:
+                tx = self._mempool.popleft()
+                txs.append(tx)
+                gas += tx.gas
+            ext_data = self._ext_data.popleft() if self._ext_data else b""
+            withdrawals = self._withdrawals.popleft() if self._withdrawals else ()
+        receipts = execute_transactions(txs)
+        gas_used = receipts[-1].cumulative_gas_used if receipts else 0
+        flavour = self._flavour
+        body = flavour.body(txs, ext_data=ext_data, withdrawals=withdrawals)
+        header = _commit(flavour, new_header(flavour, parent, parent_hash=parent_id,
+                                             timestamp=timestamp, gas_used=gas_used,
+                                             ext_data=ext_data), body, receipts,
+                         [self._encoding(tx) for tx in txs])
+        header = attrs.evolve(header, state_root=state_root(parent.state_root, header.tx_root,
+                                                            header.receipt_root))
+        header_rlp = flavour.encode_header(header)
+        raw = block_bytes(header_rlp, flavour.encode_body(body))
+        block_id = keccak256(header_rlp)
+        self._remember_header(block_id, header)
+        return CChainBlock(self, block_id, raw, header,
+                           header_end=_outer_start(raw) + len(header_rlp), body=body,
+                           receipts=receipts, built=True)
+
+    def _encoding(self, tx: Transaction) -> bytes:
+        """A transaction's canonical encoding, remembered for the transactions seen lately
+        (as a node's transaction pool keeps each transaction's bytes)."""
+        memo = self._encodings
+        found = memo.get(tx)
+        if found is None:
+            found = memo[tx] = tx.encode()
+            if len(memo) > _MEMO_SIZE:
+                memo.popitem(last=False)
+        return found
+
+    def _remember_header(self, block_id: bytes, header: AnyHeader) -> None:
+        """Remember a header by its hash (an immutable fact), so building and verifying the
+        next block need not read and decode its parent's."""
+        with self._memo_lock:
+            memo = self._headers
+            memo[block_id] = header
+            if len(memo) > _MEMO_SIZE:
+                memo.popitem(last=False)
+
+    def _build_parent(self) -> tuple[bytes, AnyHeader]:
+        preferred = self._preferred
+        if preferred is not None:
+            block = self._processing.get(preferred)
+            if block is not None:
+                return preferred, block.header
+        with self._store.snapshot() as snap:
+            last = self._last_accepted(snap)
+            return last, self._stored_header(snap, self._number_of(snap, last), last)
+
+    def _verify(self, block: CChainBlock) -> None:
+        with self._lock:
+            if block._status in (BlockStatus.PROCESSING, BlockStatus.ACCEPTED):
+                return
+            if block._status is BlockStatus.REJECTED:
+                raise InvalidBlock(f"block {block.id.hex()} was rejected")
+            with self._store.snapshot() as snap:
+                if self._is_accepted_copy(snap, block):
+                    block._status = BlockStatus.ACCEPTED
+                    return
+                parent = self._processing.get(block.parent_id)
+                if parent is not None:
+                    parent_number, parent_time = parent.height, parent.timestamp
+                else:
+                    last = self._last_accepted(snap)
+                    if block.parent_id != last:
+                        raise InvalidBlock(f"block {block.id.hex()}: parent "
+                                           f"{block.parent_id.hex()} is neither processing "
+                                           "nor the last accepted block")
+                    parent_header = self._stored_header(snap, self._number_of(snap, last), last)
+                    parent_number, parent_time = parent_header.number, parent_header.time
+            check_header_rules(block.header, parent_number=parent_number,
+                               parent_time=parent_time, now=self._clock())
+            self._check_body(block)
+            block._status = BlockStatus.PROCESSING
+            self._processing[block.id] = block
+            self._remember_header(block.id, block.header)
+
+    def _is_accepted_copy(self, snap: ReadSnapshot, block: CChainBlock) -> bool:
+        """Whether ``block`` is an accepted block (same ID, same bytes); ``InvalidBlock`` for
+        other bytes under an accepted block's ID."""
+        number = self._accepted_number(snap, block.id)
+        if number is None:
+            return False
+        header = rawdb.read_header_rlp(snap, self._schema, number, block.id)
+        body = rawdb.read_body_rlp(snap, self._schema, number, block.id)
+        if header is not None and body is not None and block_bytes(header, body) == block._raw:
+            return True
+        raise InvalidBlock(f"block {block.id.hex()}: bytes differ from the accepted block "
+                           "with this ID")
+
+    def _check_body(self, block: CChainBlock) -> None:
+        """The body rules: it decodes strictly, and the header commits to it (transactions
+        root, uncle hash, withdrawals root; Avalanche: ExtDataHash, no uncles, version 0).
+        The commitments are computed over the bytes received, not over a re-encoding."""
+        body = block.body
+        header = block.header
+        raw = block._raw
+        spans = dict(zip((f.name for f in self._flavour.body_fields), block._body_spans(),
+                         strict=False))
+        where = f"block {block.id.hex()}"
+        if derive_root(_item_encodings(raw, spans["transactions"])) != header.tx_root:
+            raise InvalidBlock(f"{where}: transactions root does not match the header")
+        uncles = spans["uncles"]
+        if keccak256(raw[uncles.start:uncles.end]) != header.uncle_hash:
+            raise InvalidBlock(f"{where}: uncle hash does not match the header")
+        if isinstance(header, AvalancheHeader):
+            if body.uncles:
+                raise InvalidBlock(f"{where}: C-chain blocks have no uncles")
+            if body.version != 0:
+                raise InvalidBlock(f"{where}: body version {body.version} is not 0")
+            ext = spans["ext_data"]
+            committed = header.ext_data_hash
+            # Before Apricot Phase 1 a header carried the zero hash over empty extData.
+            pre_ap1 = committed == ZERO_HASH and not body.ext_data
+            if keccak256(raw[ext.start:ext.end]) != committed and not pre_ap1:
+                raise InvalidBlock(f"{where}: ExtDataHash does not match the extData")
+            return
+        withdrawals = spans.get("withdrawals")
+        if (header.withdrawals_hash is None) != (withdrawals is None):
+            raise InvalidBlock(f"{where}: header and body disagree on having withdrawals")
+        if withdrawals is not None and (derive_root(_item_encodings(raw, withdrawals))
+                                        != header.withdrawals_hash):
+            raise InvalidBlock(f"{where}: withdrawals root does not match the header")
+
+    def _accept(self, block: CChainBlock) -> None:
+        with self._lock:
+            if block._status is BlockStatus.ACCEPTED:
+                return
+            if block._status is not BlockStatus.PROCESSING:
+                raise InvalidBlock(f"block {block.id.hex()} is {block._status.value}: only a "
+                                   "verified block can be accepted")
+            number = block.height
+            with self._store.snapshot() as snap:
+                if block.parent_id != self._last_accepted(snap):
+                    raise InvalidBlock(f"block {block.id.hex()}: its parent is not the last "
+                                       "accepted block")
+                settled_before = self._settled_number(snap)
+                integrity_start = rawdb.read_integrity_start(snap, self._schema)
+                # Heights that become settled with this block: those that lag behind it
+                # (and, after a restart with a shorter lag, any left unsettled before).
+                stop = number if self._settle_lag == 0 else number - self._settle_lag + 1
+                settling = [self._settlement(snap, height, integrity_start)
+                            for height in range(settled_before + 1, stop)]
+            receipts_rlp = None
+            if self._settle_lag == 0:
+                receipts = block._receipts
+                if receipts is None:
+                    receipts = execute_transactions(block.transactions)
+                receipts_rlp = encode_receipts(receipts)
+            schema = self._schema
+            with self._store.write_batch() as batch:
+                self._write_accepted(batch, block)
+                rawdb.write_integrity(
+                    batch, schema, number, block.id, rawdb.checksum(block._raw),
+                    None if receipts_rlp is None else rawdb.checksum(receipts_rlp))
+                if receipts_rlp is not None:
+                    rawdb.write_receipts(batch, schema, number, block.id, receipts_rlp)
+                if integrity_start is None:
+                    rawdb.write_integrity_start(batch, schema, number)
+                for settled in settling:
+                    settled.write(batch, schema)
+                if receipts_rlp is not None:
+                    rawdb.write_last_settled_hash(batch, schema, block.id)
+                elif settling:
+                    rawdb.write_last_settled_hash(batch, schema, settling[-1].block_hash)
+            block._status = BlockStatus.ACCEPTED
+            self._processing.pop(block.id, None)
+            if receipts_rlp is not None:
+                self._settle_cache(number)
+            elif settling:
+                self._settle_cache(settling[-1].number)
+
+    def _write_accepted(self, batch: KeyWriter, block: CChainBlock) -> None:
+        """Header, body, number and canonical entries and the head pointers of an accepted
+        block (the caller adds receipts and integrity entries to the same batch)."""
+        schema, number, block_id = self._schema, block.height, block.id
+        rawdb.write_block(batch, schema, number, block_id, block.header_rlp(), block.body_rlp())
+        rawdb.write_canonical_hash(batch, schema, number, block_id)
+        rawdb.write_last_accepted_hash(batch, schema, block_id)
+        rawdb.write_head_header_hash(batch, schema, block_id)
+        rawdb.write_head_fast_block_hash(batch, schema, block_id)
+
+    def _settlement(self, snap: ReadSnapshot, number: int, integrity_start: int | None
+                    ) -> _Settlement:
+        """The receipts of the accepted block at ``number``, from its stored body."""
+        schema = self._schema
+        block_hash = rawdb.read_canonical_hash(snap, schema, number)
+        if block_hash is None:
+            raise StoreCorrupted(f"accepted height {number} has no canonical entry")
+        header_rlp = rawdb.read_header_rlp(snap, schema, number, block_hash)
+        body_rlp = rawdb.read_body_rlp(snap, schema, number, block_hash)
+        if header_rlp is None or body_rlp is None:
+            raise StoreCorrupted(f"accepted block {block_hash.hex()} at {number} is missing")
+        block_checksum: int | None = None
+        if integrity_start is not None and number >= integrity_start:
+            integrity = rawdb.read_integrity(snap, schema, number, block_hash)
+            try:
+                stitched = block_bytes(header_rlp, body_rlp)
+            except InvalidBlock as error:
+                raise StoreCorrupted(f"accepted block {block_hash.hex()} is malformed: "
+                                     f"{error.reason}") from None
+            if integrity is None or rawdb.checksum(stitched) != integrity.block:
+                raise StoreCorrupted(f"accepted block {block_hash.hex()} at {number} fails "
+                                     "its checksum")
+            block_checksum = integrity.block
+        elif rawdb.read_receipts_rlp(snap, schema, number, block_hash) is not None:
+            return _Settlement(number, block_hash, None, None)
+        try:
+            transactions = self._flavour.decode_body(body_rlp).transactions
+        except InvalidBlock as error:
+            raise StoreCorrupted(f"accepted block {block_hash.hex()} has a malformed body: "
+                                 f"{error.reason}") from None
+        return _Settlement(number, block_hash, encode_receipts(
+            execute_transactions(transactions)), block_checksum)
+
+    def _reject(self, block: CChainBlock) -> None:
+        with self._lock:
+            if block._status is BlockStatus.ACCEPTED:
+                raise InvalidBlock(f"block {block.id.hex()} is accepted and cannot be "
+                                   "rejected")
+            if block._status is BlockStatus.REJECTED:
+                return
+            block._status = BlockStatus.REJECTED
+            self._processing.pop(block.id, None)
+            if self._preferred == block.id:
+                self._preferred = None
+            if block._built:
+                self._mempool.extendleft(reversed(block.transactions))
+                body = block.body
+                if body.ext_data:
+                    self._ext_data.appendleft(body.ext_data)
+                if body.withdrawals:
+                    self._withdrawals.appendleft(body.withdrawals)
+
+    def __repr__(self) -> str:
+        return (f"CChainVM({self._flavour.name}, chain {self._chain_id}, "
+                f"{len(self._processing)} processing, settle_lag={self._settle_lag})")
+
+
+@attrs.frozen(slots=True)
+class _Settlement:
+    """Receipts to write for a block that becomes settled, and its integrity entry's block
+    checksum (``None`` for a block from before this VM wrote integrity entries)."""
+
+    number: int
+    block_hash: bytes
+    receipts_rlp: bytes | None
+    block_checksum: int | None
+
+    def write(self, batch: KeyWriter, schema: rawdb.Schema) -> None:
+        if self.receipts_rlp is None:
+            return
+        rawdb.write_receipts(batch, schema, self.number, self.block_hash, self.receipts_rlp)
+        if self.block_checksum is not None:
+            rawdb.write_integrity(batch, schema, self.number, self.block_hash,
+                                  self.block_checksum, rawdb.checksum(self.receipts_rlp))
+
+
+class _AncestorWalk:
+    """The fast path's per-block fetch for :func:`~vmstack.batching.walk_ancestors`, over
+    one snapshot. It remembers the height of the block it fetched last, so a parent's
+    height is its child's minus one and needs no lookup."""
+
+    __slots__ = ("_cache", "_check_from", "_next_number", "_processing", "_schema",
+                 "_settled", "_snap", "_vm")
+
+    def __init__(self, vm: CChainVM, snap: ReadSnapshot) -> None:
+        self._vm = vm
+        self._snap = snap
+        self._schema = vm._schema
+        self._processing = vm._processing
+        self._cache = vm._cache
+        self._next_number: int | None = None
+        settled = vm._settled_number(snap)
+        vm._settle_cache(settled)
+        self._settled = settled
+        start = rawdb.read_integrity_start(snap, vm._schema)
+        self._check_from = _MAX_NUMBER + 1 if start is None else start
+
+    def fetch(self, block_id: bytes) -> tuple[bytes, bytes]:
+        known = self._processing.get(block_id)
+        if known is not None:
+            self._next_number = known.height - 1
+            return known._raw, known.parent_id
+        snap = self._snap
+        number = self._next_number
+        if number is None:
+            number = rawdb.read_header_number(snap, self._schema, block_id)
+            if number is None:
+                raise BlockNotFound(f"block {block_id.hex()} is not known")
+        elif number < 0:
+            raise BlockNotFound("the walk is past the genesis block")
+        header_key, body_key, integrity_key, canonical_key = self._schema.serving_keys(
+            number, block_id)
+        get = snap.get
+        try:
+            header = get(header_key)
+            body = get(body_key)
+        except KeyError:
+            raise BlockNotFound(f"block {block_id.hex()} at {number} is missing") from None
+        try:
+            data = block_bytes(header, body)
+            parent_id = header_parent_hash(header)
+        except InvalidBlock as error:
+            raise StoreCorrupted(f"the stored block {block_id.hex()} at {number} is "
+                                 f"malformed: {error.reason}") from None
+        if number >= self._check_from:
+            self._check_integrity(data, integrity_key, block_id, number)
+        canonical: bytes | memoryview | None = None
+        if number <= self._settled:
+            canonical = self._cache.lookup(number)
+        if canonical is None:
+            try:
+                canonical = get(canonical_key)
+            except KeyError:
+                canonical = None
+            if canonical is not None and number <= self._settled and canonical == block_id:
+                self._vm._remember(number, canonical)
+        if canonical != block_id:
+            raise self._vm._not_canonical(snap, number, block_id, canonical)
+        self._next_number = number - 1
+        return data, parent_id
+
+    def _check_integrity(self, data: bytes, key: bytes, block_id: bytes, number: int) -> None:
+        try:
+            entry = self._snap.get(key)
+        except KeyError:
+            raise StoreCorrupted(f"block {block_id.hex()} at {number} has no integrity "
+                                 "entry") from None
+        if rawdb.decode_integrity(entry).block != rawdb.checksum(data):
+            raise StoreCorrupted(f"the stored block {block_id.hex()} at {number} fails its "
+                                 "checksum")
