@@ -465,7 +465,7 @@ def test_the_cache_is_never_filled_for_an_unsettled_height() -> None:
     assert 7 not in vm.cache
     assert vm.get_ancestors(sibling.id, 100, 10**7, 1.0)[0] == bytes(sibling)
     answer = vm.get_ancestors(tip, 100, 10**7, 1.0)
-    assert answer == serial_get_ancestors(vm, tip, max_blocks_num=100)
+    assert answer == serial_get_ancestors(vm, tip, max_blocks_num=100, max_retrieval_time=60.0)
     assert len(answer) == 1
     with pytest.raises(BlockNotFound):
         vm.get_block(ids[6])

@@ -82,7 +82,8 @@ def test_fast_path_equals_the_fallback_walk(chain: tuple[CChainVM, list[bytes]])
                                         max_retrieval_time=60.0)
             assert fast == slow, (count, size)
             assert fast == full[:len(fast)]
-            assert get_ancestors(vm, start, max_blocks_num=count, max_blocks_size=size) == fast
+            assert get_ancestors(vm, start, max_blocks_num=count, max_blocks_size=size,
+                                 max_retrieval_time=60.0) == fast
 
 
 def test_time_budget_is_the_same_on_both_paths(chain: tuple[CChainVM, list[bytes]]) -> None:
@@ -107,7 +108,8 @@ def test_processing_blocks_are_served_from_memory_on_both_paths(
     second.verify()
     answer = vm.get_ancestors(second.id, 5, MAX_CONTAINERS_LEN, 60.0)
     assert answer[:2] == [bytes(second), bytes(first)]
-    assert answer == serial_get_ancestors(vm, second.id, max_blocks_num=5)
+    assert answer == serial_get_ancestors(vm, second.id, max_blocks_num=5,
+                                          max_retrieval_time=60.0)
     assert vm.get_block(first.id) is first
     assert answer[2] == bytes(vm.get_block(ids[-1]))
 

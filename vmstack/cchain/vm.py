@@ -33,7 +33,10 @@ checksum, the slow path also the header hash and the receipts checksum. A canoni
 that names a block the store does not have is corruption, not a reorg. Blocks written by
 other software (a coreth database) have no integrity entry: they are served with the
 structural checks only (framing of header and body, the canonical check, and on the slow
-path the header hash and a strict decode).
+path the header hash and a strict decode). Each path checks what it reads: the fast path
+reads neither receipts nor (for a parent, whose number is its child's minus one) number
+entries, so damage to those shows on the slow path only, while the fast path goes on
+serving the right bytes. On an undamaged store both paths give the same answers.
 
 Settling. A block is settled once its receipts are written. With ``settle_lag=0`` that
 happens when it is accepted; with ``settle_lag=k`` a block's receipts are written when the
@@ -1149,6 +1152,18 @@ class _AncestorWalk:
         header_key, body_key, integrity_key, canonical_key = self._schema.serving_keys(
             number, block_id)
         get = snap.get
+        canonical: bytes | memoryview | None = None
+        if number <= self._settled:
+            canonical = self._cache.lookup(number)
+        if canonical is None:
+            try:
+                canonical = get(canonical_key)
+            except KeyError:
+                canonical = None
+            if canonical is not None and number <= self._settled and canonical == block_id:
+                self._vm._remember(number, canonical)
+        if canonical != block_id:
+            raise self._vm._not_canonical(snap, number, block_id, canonical)
         try:
             header = get(header_key)
             body = get(body_key)
@@ -1162,18 +1177,6 @@ class _AncestorWalk:
                                  f"malformed: {error.reason}") from None
         if number >= self._check_from:
             self._check_integrity(data, integrity_key, block_id, number)
-        canonical: bytes | memoryview | None = None
-        if number <= self._settled:
-            canonical = self._cache.lookup(number)
-        if canonical is None:
-            try:
-                canonical = get(canonical_key)
-            except KeyError:
-                canonical = None
-            if canonical is not None and number <= self._settled and canonical == block_id:
-                self._vm._remember(number, canonical)
-        if canonical != block_id:
-            raise self._vm._not_canonical(snap, number, block_id, canonical)
         self._next_number = number - 1
         return data, parent_id
 
