@@ -29,7 +29,16 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Tracer
     from prometheus_client import CollectorRegistry
 
-__all__ = ["LayerInfo", "StackDescription", "describe_stack", "wrap_layers"]
+    from vmstack.cchain.codec import Flavour
+    from vmstack.clock import Clock
+    from vmstack.store import KeyValueStore
+    from vmstack.wrappers.proposer import StakingKey
+
+#: The C-chain's EVM chain ID on mainnet, the default of :func:`build_stack`.
+DEFAULT_CHAIN_ID = 43114
+
+__all__ = ["DEFAULT_CHAIN_ID", "LayerInfo", "StackDescription", "build_stack", "describe_stack",
+           "wrap_layers"]
 
 
 @attrs.frozen
@@ -139,4 +148,55 @@ def wrap_layers(inner: ChainVM, *, name: str, tracer: Tracer | None = None,
         vm = MeteredVM(vm, registry=registry, namespace=name)
     if tracer is not None:
         vm = TracedVM(vm, tracer=tracer, name=name)
+    return vm
+
+
+def build_stack(
+    store: KeyValueStore,
+    *,
+    flavour: Flavour | None = None,
+    chain_id: int = DEFAULT_CHAIN_ID,
+    fork_time: float | None = None,
+    transition_time: float | None = None,
+    tracer: Tracer | None = None,
+    registry: CollectorRegistry | None = None,
+    clock: Clock | None = None,
+    staking_key: StakingKey | None = None,
+    key_prefix: bytes = b"",
+    settle_lag: int = 0,
+    cache_size: int = 10_000,
+) -> ChainVM:
+    """The full C-chain stack over one ``store``, top layer returned (DESIGN section 2).
+
+    From the bottom up: ``CChainVM`` (``flavour`` defaults to ``AVALANCHE``); with a
+    ``transition_time``, a ``TransitionVM`` that hands the chain from a serial-only pre VM
+    (``SerialChainVM`` over a second ``CChainVM`` on the same store, as coreth) to the
+    batched one; the pass-through layers named ``"C"``; with a ``fork_time``, a
+    ``ProposerVM`` (its blocks signed with ``staking_key``, unsigned without one; its
+    records in its own keyspace of ``store``); and the pass-through layers named
+    ``"proposervm"``. Traced layers appear when a ``tracer`` is given, metered ones when a
+    ``registry`` is given; ``None`` leaves a layer out. ``clock`` (default ``time.time``)
+    drives every layer. This is the one function that knows the layer order.
+    """
+    import time
+
+    from vmstack.cchain import AVALANCHE, CChainVM
+    from vmstack.transition import SerialChainVM, TransitionVM
+    from vmstack.wrappers.proposer import ProposerVM
+
+    clock = time.time if clock is None else clock
+    flavour = AVALANCHE if flavour is None else flavour
+
+    def chain_vm() -> CChainVM:
+        return CChainVM(store, flavour=flavour, key_prefix=key_prefix, clock=clock,
+                        chain_id=chain_id, settle_lag=settle_lag, cache_size=cache_size)
+
+    vm: ChainVM = chain_vm()
+    if transition_time is not None:
+        vm = TransitionVM(SerialChainVM(chain_vm()), vm, transition_time=transition_time)
+    vm = wrap_layers(vm, name="C", tracer=tracer, registry=registry)
+    if fork_time is not None:
+        vm = ProposerVM(vm, fork_time=fork_time, chain_id=chain_id, store=store,
+                        staking_key=staking_key, clock=clock)
+        vm = wrap_layers(vm, name="proposervm", tracer=tracer, registry=registry)
     return vm

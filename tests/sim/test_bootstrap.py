@@ -38,7 +38,10 @@ def test_bootstrap_fetches_and_accepts_the_whole_chain(batched: bool) -> None:
                           max_blocks_num=40).run(serving.last_accepted())
     assert node.last_accepted() == serving.last_accepted()
     assert result.blocks == 90
-    assert result.timeline[-1][1] == 90
+    assert result.timeline[0] == (0.0, 0)
+    assert result.timeline[-1] == (result.total_seconds, 90)
+    times = [point[0] for point in result.timeline]
+    assert times == sorted(times)
 
 
 @MODES

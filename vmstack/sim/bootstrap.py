@@ -154,7 +154,7 @@ class Bootstrapper:
         started_wall = time.perf_counter()
         started = self.clock()
         self._have = self.node.last_accepted()
-        self._timeline.append((0.0, 0))
+        self._timeline.append((started, 0))
         if tip == self._have:
             self._fetch_done_at = self._done_at = started
         else:

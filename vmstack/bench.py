@@ -1,0 +1,73 @@
+"""``vmstack bench``: the benchmarks side by side in one run, ratios first.
+
+Each case module under :mod:`vmstack.benchmarks` compares a fast path with its honest
+baseline and the floor (the cheapest conceivable way to the same bytes); this module runs
+them all and renders one table. Nothing here asserts a time.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from vmstack.benchmarks import Comparison
+
+__all__ = ["CASE_MODULES", "print_comparisons", "run_benchmarks", "write_json"]
+
+#: The case modules, in the order their rows appear.
+CASE_MODULES = (
+    "vmstack.benchmarks.codec",
+    "vmstack.benchmarks.ancestors",
+    "vmstack.benchmarks.parse",
+    "vmstack.benchmarks.cache",
+    "vmstack.benchmarks.layers",
+)
+
+
+def run_benchmarks(*, quick: bool, modules: Sequence[str] = CASE_MODULES,
+                   on_module: Callable[[str], None] | None = None) -> list[Comparison]:
+    """Run every case module's ``run(quick)`` and return all rows."""
+    rows: list[Comparison] = []
+    for name in modules:
+        if on_module is not None:
+            on_module(name)
+        module = importlib.import_module(name)
+        rows.extend(module.run(quick))
+    return rows
+
+
+def _ratio(value: float | None) -> str:
+    return "" if value is None else f"{value:,.1f}x"
+
+
+def _micros(seconds: float | None) -> str:
+    return "" if seconds is None else f"{seconds * 1e6:,.2f}"
+
+
+def print_comparisons(rows: Sequence[Comparison], console: Console) -> None:
+    """One table: ratios first, then the times (µs) they come from, and the goal."""
+    table = Table(title="vmstack bench (medians; ratios hold, absolute times drift)",
+                  title_justify="left")
+    for column in ("benchmark", "case", "speedup", "over floor", "fast µs", "baseline µs",
+                   "floor µs", "goal"):
+        table.add_column(column, justify="left" if column in ("benchmark", "case", "goal")
+                         else "right")
+    for row in rows:
+        table.add_row(row.group, row.case, _ratio(row.speedup), _ratio(row.over_floor),
+                      f"{_micros(row.fast_seconds)} ({row.fast_label})",
+                      f"{_micros(row.baseline_seconds)} ({row.baseline_label})",
+                      "" if row.floor_seconds is None
+                      else f"{_micros(row.floor_seconds)} ({row.floor_label})",
+                      row.goal)
+    console.print(table)
+
+
+def write_json(rows: Sequence[Comparison], path: Path, *, quick: bool) -> None:
+    """All rows as JSON: ``{"quick": ..., "rows": [...]}``."""
+    path.write_text(json.dumps({"quick": quick, "rows": [row.as_dict() for row in rows]},
+                               indent=2) + "\n")

@@ -1,0 +1,128 @@
+"""The ``vmstack`` command line: ``vmstack simulate`` and ``vmstack bench``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from vmstack.errors import VMStackError
+
+__all__ = ["main"]
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _non_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
+    return value
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="vmstack", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    simulate = commands.add_parser(
+        "simulate", help="build a chain, then bootstrap a second node from it",
+        description="Build a chain on the full stack over an embedded LMDB store, then "
+                    "bootstrap a second node from it through get_ancestors / "
+                    "batched_parse_block over a simulated network, batched and serial.")
+    simulate.add_argument("--blocks", type=_positive, default=600)
+    simulate.add_argument("--txs-per-block", type=_non_negative, default=10)
+    simulate.add_argument("--peers", type=_positive, default=3)
+    simulate.add_argument("--seed", type=int, default=1)
+    simulate.add_argument("--data-dir", type=Path,
+                          help="keep the serving store here and reuse it on the next run")
+    simulate.add_argument("--serial", action="store_true",
+                          help="run only the serial (fallback) bootstrap")
+    simulate.add_argument("--json", type=Path, help="write every figure here")
+    simulate.add_argument("--plot", type=Path, help="write a PNG of blocks over time here")
+    costs = simulate.add_mutually_exclusive_group()
+    costs.add_argument("--calibrate", action="store_true",
+                       help="measure this machine's call costs first and use them")
+    costs.add_argument("--costs", type=Path, help="use the cost model in this JSON file")
+
+    bench = commands.add_parser("bench", help="the benchmarks side by side, as ratios")
+    bench.add_argument("--quick", action="store_true", help="fewer rounds (under 30 s)")
+    bench.add_argument("--json", type=Path, help="write every row here")
+    return parser
+
+
+def _progress(console: Console) -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), console=console, transient=False)
+
+
+def _simulate(args: argparse.Namespace, console: Console) -> int:
+    from vmstack.sim.costs import REFERENCE_COSTS, CostModel
+    from vmstack.sim.report import print_report, write_json, write_plot
+    from vmstack.sim.run import MODES, SimulationConfig, calibrate, simulate
+
+    config = SimulationConfig(blocks=args.blocks, txs_per_block=args.txs_per_block,
+                              peers=args.peers, seed=args.seed,
+                              modes=("serial",) if args.serial else MODES)
+    costs = REFERENCE_COSTS
+    if args.costs is not None:
+        costs = CostModel.from_dict(json.loads(args.costs.read_text()))
+    with _progress(console) as progress:
+        if args.calibrate:
+            with console.status("measuring this machine's call costs"):
+                costs = calibrate(config)
+        build = progress.add_task("building chain", total=config.blocks)
+        fetch = {mode: progress.add_task(f"bootstrap ({mode})", total=config.blocks)
+                 for mode in config.modes}
+        report = simulate(
+            config, data_dir=args.data_dir, costs=costs,
+            on_build=lambda n: progress.update(build, completed=n),
+            on_fetch=lambda mode, n: progress.update(fetch[mode], completed=n))
+        progress.update(build, completed=config.blocks)
+    print_report(report, console)
+    if args.json is not None:
+        write_json(report, args.json)
+        console.print(f"wrote {args.json}")
+    if args.plot is not None:
+        write_plot(report, args.plot)
+        console.print(f"wrote {args.plot}")
+    return 0
+
+
+def _bench(args: argparse.Namespace, console: Console) -> int:
+    from vmstack.bench import print_comparisons, run_benchmarks, write_json
+
+    with console.status("benchmarking") as status:
+        rows = run_benchmarks(quick=args.quick,
+                              on_module=lambda name: status.update(f"benchmarking {name}"))
+    print_comparisons(rows, console)
+    if args.json is not None:
+        write_json(rows, args.json, quick=args.quick)
+        console.print(f"wrote {args.json}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status (2 for bad usage or input)."""
+    args = _parser().parse_args(argv)
+    console = Console()
+    try:
+        if args.command == "simulate":
+            return _simulate(args, console)
+        return _bench(args, console)
+    except (VMStackError, ValueError, OSError) as error:
+        console.print(f"[red]vmstack {args.command}: {error}[/red]")
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

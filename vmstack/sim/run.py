@@ -1,0 +1,309 @@
+"""The main job: build a chain on a serving node, then bootstrap a second node from it.
+
+:func:`simulate` builds a chain with :func:`~vmstack.cchain.generate_chain` on the full stack
+(the transition a third of the way up, the proposer fork two thirds up) over an embedded LMDB
+store, serves it from ``peers`` stacks over that store, and bootstraps a fresh node with its
+own stack and store through the simulated network, once with the batched protocol and once
+with the serial fallback. Every layer of every stack runs on the one simulated clock.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from functools import partial
+from pathlib import Path
+
+import attrs
+from opentelemetry import trace
+from prometheus_client import CollectorRegistry
+
+from vmstack.batching import (
+    DEFAULT_MAX_BLOCKS_NUM,
+    batched_parse_block,
+    get_ancestors,
+    serial_parse_block,
+)
+from vmstack.cchain import generate_chain
+from vmstack.clock import SimClock
+from vmstack.interfaces import Block, ChainVM
+from vmstack.sim.bootstrap import Bootstrapper, BootstrapResult
+from vmstack.sim.costs import REFERENCE_COSTS, CostModel, fit_cost, time_call
+from vmstack.sim.network import Network, NetworkConfig
+from vmstack.stack import build_stack
+from vmstack.store import KeyValueStore, LMDBStore
+
+__all__ = [
+    "MODES",
+    "SimulationConfig",
+    "SimulationReport",
+    "calibrate",
+    "layer_figures",
+    "simulate",
+]
+
+MODES = ("batched", "serial")
+_CHAIN_FILE = "chain.json"
+
+
+@attrs.frozen
+class SimulationConfig:
+    """What to simulate. ``start_time`` is the genesis-era unix time the chain starts at."""
+
+    blocks: int = 600
+    txs_per_block: int = 10
+    peers: int = 3
+    seed: int = 1
+    modes: tuple[str, ...] = MODES
+    network: NetworkConfig = attrs.field(factory=NetworkConfig)
+    block_interval: float = 2.0
+    start_time: float = 1_700_000_000.0
+    chain_id: int = 43114
+    max_blocks_num: int = DEFAULT_MAX_BLOCKS_NUM
+
+    def __attrs_post_init__(self) -> None:
+        if self.blocks < 1 or self.txs_per_block < 0 or self.peers < 1:
+            raise ValueError("blocks and peers must be at least 1, txs_per_block at least 0")
+        unknown = set(self.modes) - set(MODES)
+        if unknown or not self.modes:
+            raise ValueError(f"modes are {MODES}, got {self.modes}")
+
+    @property
+    def transition_time(self) -> float:
+        """The transition a third of the way up the chain."""
+        return self.start_time + self.block_interval * (self.blocks // 3)
+
+    @property
+    def fork_time(self) -> float:
+        """The proposer fork two thirds of the way up the chain."""
+        return self.start_time + self.block_interval * (2 * self.blocks // 3)
+
+    def chain_identity(self) -> dict[str, object]:
+        """What fixes the chain's bytes: a stored chain is reused only if this matches."""
+        return {"blocks": self.blocks, "txs_per_block": self.txs_per_block, "seed": self.seed,
+                "block_interval": self.block_interval, "start_time": self.start_time,
+                "chain_id": self.chain_id}
+
+    def as_dict(self) -> dict[str, object]:
+        return attrs.asdict(self)
+
+
+@attrs.frozen
+class SimulationReport:
+    """Every figure of a run: configuration, cost model, chain, and one result per mode."""
+
+    config: SimulationConfig
+    costs: CostModel
+    chain_reused: bool
+    build_wall_seconds: float
+    results: dict[str, BootstrapResult]
+    layers: dict[str, dict[str, dict[str, float]]]
+
+    def speedup(self) -> float | None:
+        """Serial over batched simulated bootstrap time, when both ran."""
+        if set(MODES) <= self.results.keys():
+            return self.results["serial"].total_seconds / self.results["batched"].total_seconds
+        return None
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "seed": self.config.seed,
+            "config": self.config.as_dict(),
+            "costs": self.costs.as_dict(),
+            "chain": {"reused": self.chain_reused,
+                      "build_wall_seconds": self.build_wall_seconds},
+            "simulated": {mode: result.simulated() for mode, result in self.results.items()},
+            "measured": {mode: result.measured() for mode, result in self.results.items()},
+            "layers": self.layers,
+            "speedup": self.speedup(),
+        }
+
+
+def layer_figures(registry: CollectorRegistry) -> dict[str, dict[str, float]]:
+    """Calls and seconds per ``{namespace}_{method}`` histogram in ``registry``."""
+    figures: dict[str, dict[str, float]] = {}
+    for family in registry.collect():
+        if not family.name.endswith("_duration_seconds"):
+            continue
+        name = family.name.removesuffix("_duration_seconds")
+        entry = figures.setdefault(name, {"calls": 0.0, "seconds": 0.0})
+        for sample in family.samples:
+            if sample.name.endswith("_count"):
+                entry["calls"] += sample.value
+            elif sample.name.endswith("_sum"):
+                entry["seconds"] += sample.value
+    return {name: entry for name, entry in sorted(figures.items()) if entry["calls"]}
+
+
+def _merge(into: dict[str, dict[str, float]], figures: dict[str, dict[str, float]]) -> None:
+    for name, entry in figures.items():
+        total = into.setdefault(name, {"calls": 0.0, "seconds": 0.0})
+        total["calls"] += entry["calls"]
+        total["seconds"] += entry["seconds"]
+
+
+@contextmanager
+def _working_dir(data_dir: Path | None) -> Iterator[Path]:
+    if data_dir is not None:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        yield data_dir
+        return
+    with tempfile.TemporaryDirectory(prefix="vmstack-sim-") as temporary:
+        yield Path(temporary)
+
+
+class _Stacks:
+    """Builds the full stack the simulation runs, the same way for every node."""
+
+    def __init__(self, config: SimulationConfig, clock: SimClock) -> None:
+        self.config = config
+        self.clock = clock
+        self.tracer = trace.get_tracer("vmstack.sim")
+
+    def build(self, store: KeyValueStore, registry: CollectorRegistry | None = None) -> ChainVM:
+        return build_stack(store, chain_id=self.config.chain_id,
+                           fork_time=self.config.fork_time,
+                           transition_time=self.config.transition_time,
+                           tracer=self.tracer, registry=registry, clock=self.clock)
+
+
+def _prepare_chain(config: SimulationConfig, stacks: _Stacks, store: KeyValueStore,
+                   directory: Path, on_block: Callable[[int], None] | None) -> bool:
+    """Build the chain unless ``directory`` holds this very chain; True if it was reused."""
+    identity_file = directory / _CHAIN_FILE
+    identity = config.chain_identity()
+    if identity_file.exists():
+        stored = json.loads(identity_file.read_text())
+        if stored != identity:
+            raise ValueError(f"{directory} holds a different chain ({stored}); use another "
+                             "--data-dir or the same configuration")
+        vm = stacks.build(store)
+        tip = vm.get_block(vm.last_accepted())
+        stacks.clock.advance(max(tip.timestamp - stacks.clock(), 0.0))
+        return True
+    vm = stacks.build(store)
+    generate_chain(vm, blocks=config.blocks, txs_per_block=config.txs_per_block,
+                   seed=config.seed, clock=stacks.clock, block_interval=config.block_interval,
+                   progress=on_block)
+    identity_file.write_text(json.dumps(identity))
+    return False
+
+
+def _progress_of(mode: str, on_fetch: Callable[[str, int], None] | None
+                 ) -> Callable[[int], None] | None:
+    if on_fetch is None:
+        return None
+    return lambda fetched: on_fetch(mode, fetched)
+
+
+def simulate(
+    config: SimulationConfig,
+    *,
+    data_dir: Path | None = None,
+    costs: CostModel = REFERENCE_COSTS,
+    on_build: Callable[[int], None] | None = None,
+    on_fetch: Callable[[str, int], None] | None = None,
+) -> SimulationReport:
+    """Run the simulation of ``config`` and return every figure.
+
+    Without ``data_dir`` the stores live in a temporary directory removed afterwards; with
+    it, the serving store persists and a later run with the same chain configuration reuses
+    it. ``on_build(n)`` and ``on_fetch(mode, n)`` report progress.
+    """
+    with _working_dir(data_dir) as directory:
+        clock = SimClock(config.start_time)
+        stacks = _Stacks(config, clock)
+        results: dict[str, BootstrapResult] = {}
+        layers: dict[str, dict[str, dict[str, float]]] = {}
+        with LMDBStore(directory / "serving") as serving_store:
+            build_started = time.perf_counter()
+            reused = _prepare_chain(config, stacks, serving_store, directory, on_build)
+            build_wall = time.perf_counter() - build_started
+            for mode in config.modes:
+                registries = [CollectorRegistry() for _ in range(config.peers)]
+                peers = [stacks.build(serving_store, registry) for registry in registries]
+                tip = peers[0].last_accepted()
+                node_dir = directory / f"node-{mode}"
+                shutil.rmtree(node_dir, ignore_errors=True)
+                with LMDBStore(node_dir) as node_store:
+                    node = stacks.build(node_store)
+                    network = Network(config.network, random.Random(config.seed), config.peers)
+                    bootstrapper = Bootstrapper(
+                        node=node, peers=peers, network=network, costs=costs, clock=clock,
+                        batched=mode == "batched", max_blocks_num=config.max_blocks_num,
+                        progress=_progress_of(mode, on_fetch))
+                    results[mode] = bootstrapper.run(tip)
+                    if node.last_accepted() != tip:
+                        raise RuntimeError(f"the {mode} bootstrap did not reach the tip")
+                shutil.rmtree(node_dir, ignore_errors=True)
+                merged: dict[str, dict[str, float]] = {}
+                for registry in registries:
+                    _merge(merged, layer_figures(registry))
+                layers[mode] = merged
+        return SimulationReport(config=config, costs=costs, chain_reused=reused,
+                                build_wall_seconds=build_wall, results=results, layers=layers)
+
+
+def _parse_into(vm: ChainVM, data: bytes, parsed: list[Block]) -> None:
+    parsed.append(vm.parse_block(data))
+
+
+def _execute(block: Block) -> None:
+    block.verify()
+    block.accept()
+
+
+def calibrate(config: SimulationConfig, *, blocks: int = 120) -> CostModel:
+    """Measure what each call costs on this machine, on a chain like the one ``config``
+    builds (``blocks`` blocks of it), and fit a :class:`CostModel` to the measurements.
+
+    Each block is parsed once per fresh node, newest first, as a bootstrap parses it (a
+    node refuses a second look at a block past an unaccepted transition)."""
+    sample = attrs.evolve(config, blocks=min(blocks, config.blocks))
+    with tempfile.TemporaryDirectory(prefix="vmstack-calibrate-") as temporary:
+        directory = Path(temporary)
+        stacks = _Stacks(sample, SimClock(sample.start_time))
+        with LMDBStore(directory / "serving") as serving_store, \
+                LMDBStore(directory / "serial") as serial_store, \
+                LMDBStore(directory / "batched") as batched_store:
+            _prepare_chain(sample, stacks, serving_store, directory, None)
+            peer = stacks.build(serving_store)
+            ids = [peer.get_block_id_at_height(h) for h in range(sample.blocks, 0, -1)]
+            data = [bytes(peer.get_block(block_id)) for block_id in ids]
+            serve_serial = [(1, len(raw), time_call(partial(peer.get_block, block_id)))
+                            for block_id, raw in zip(ids, data, strict=True)]
+            serve_batched = []
+            for count in sorted({1, 8, 32, len(ids)}):
+                ancestors = partial(get_ancestors, peer, ids[0], max_blocks_num=count,
+                                    max_retrieval_time=60.0)
+                serve_batched.append((count, sum(map(len, ancestors())), time_call(ancestors)))
+            serial_node = stacks.build(serial_store)
+            parsed: list[Block] = []
+            parse_serial = []
+            for raw in data:
+                elapsed = time_call(partial(_parse_into, serial_node, raw, parsed))
+                parse_serial.append((1, len(raw), elapsed))
+            batched_node = stacks.build(batched_store)
+            parse_batched = []
+            start = 0
+            for count in (1, 8, 32, len(data)):
+                batch = data[start:start + count]
+                if batch:
+                    parse_batched.append((len(batch), sum(map(len, batch)), time_call(
+                        partial(batched_parse_block, batched_node, batch))))
+                start += count
+            execute = [(1, len(bytes(block)), time_call(partial(_execute, block)))
+                       for block in reversed(parsed)]
+    return CostModel(
+        serve_batched=fit_cost(serve_batched, by="blocks"),
+        serve_serial=fit_cost(serve_serial),
+        parse_batched=fit_cost(parse_batched, by="blocks"),
+        parse_serial=fit_cost(parse_serial),
+        execute=fit_cost(execute),
+        source="calibrated on this machine",
+    )
