@@ -27,7 +27,6 @@ from vmstack.batching import (
     DEFAULT_MAX_BLOCKS_NUM,
     batched_parse_block,
     get_ancestors,
-    serial_parse_block,
 )
 from vmstack.cchain import generate_chain
 from vmstack.clock import SimClock
