@@ -1,0 +1,93 @@
+"""Tests for the main job: `vmstack simulate` over the full stack, and `vmstack bench`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from vmstack.sim.costs import REFERENCE_COSTS, CostModel
+from vmstack.sim.run import SimulationConfig, simulate
+
+SMALL = SimulationConfig(blocks=45, txs_per_block=2, peers=2, seed=11)
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "vmstack.cli", *args], capture_output=True,
+                          text=True, timeout=600, check=False)
+
+
+def test_simulate_cli_end_to_end(tmp_path: Path) -> None:
+    """`vmstack simulate --blocks 200` bootstraps both ways and writes every figure."""
+    out = tmp_path / "sim.json"
+    plot = tmp_path / "sim.png"
+    result = run_cli("simulate", "--blocks", "200", "--json", str(out), "--plot", str(plot))
+    assert result.returncode == 0, result.stderr + result.stdout
+    report = json.loads(out.read_text())
+    assert report["seed"] == 1 and report["config"]["blocks"] == 200
+    for mode in ("batched", "serial"):
+        assert report["simulated"][mode]["blocks"] == 200
+        assert report["simulated"][mode]["total_seconds"] > 0
+        assert report["measured"][mode]["wall_seconds"] > 0
+    assert report["speedup"] > 1
+    assert report["layers"]["batched"]["proposervm_get_ancestors"]["calls"] >= 1
+    assert "proposervm_get_ancestors" not in report["layers"]["serial"]
+    assert report["layers"]["serial"]["proposervm_get_block"]["calls"] >= 200
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "batched bootstrap is" in result.stdout
+
+
+def test_same_seed_gives_identical_simulated_figures(tmp_path: Path) -> None:
+    """Two runs with the same seed and cost model agree on every simulated figure."""
+    first = simulate(SMALL).as_dict()
+    second = simulate(SMALL).as_dict()
+    assert first["simulated"] == second["simulated"]
+    assert first["layers"].keys() == second["layers"].keys()
+    other = simulate(SimulationConfig(blocks=45, txs_per_block=2, peers=2, seed=12))
+    assert other.as_dict()["simulated"] != first["simulated"]
+
+
+def test_data_dir_keeps_the_chain_for_the_next_run(tmp_path: Path) -> None:
+    """With a data directory the serving chain is built once and reused, same answers."""
+    first = simulate(SMALL, data_dir=tmp_path, costs=REFERENCE_COSTS)
+    second = simulate(SMALL, data_dir=tmp_path, costs=REFERENCE_COSTS)
+    assert not first.chain_reused and second.chain_reused
+    assert first.as_dict()["simulated"] == second.as_dict()["simulated"]
+    with pytest.raises(ValueError, match="different chain"):
+        simulate(SimulationConfig(blocks=46, txs_per_block=2, peers=2, seed=11),
+                 data_dir=tmp_path)
+
+
+def test_serial_flag_runs_the_serial_bootstrap_alone(tmp_path: Path) -> None:
+    """`--serial` runs only the fallback bootstrap; a bad cost file is a clear error."""
+    out = tmp_path / "sim.json"
+    result = run_cli("simulate", "--blocks", "20", "--txs-per-block", "1", "--serial",
+                     "--json", str(out))
+    assert result.returncode == 0, result.stderr
+    assert list(json.loads(out.read_text())["simulated"]) == ["serial"]
+    costs = tmp_path / "costs.json"
+    costs.write_text('{"serve_batched": {}}')
+    bad = run_cli("simulate", "--blocks", "5", "--costs", str(costs))
+    assert bad.returncode == 2 and "not a cost model" in bad.stdout
+
+
+def test_cost_model_round_trips_through_json() -> None:
+    """A cost model written as JSON reads back equal."""
+    assert CostModel.from_dict(json.loads(json.dumps(REFERENCE_COSTS.as_dict()))) \
+        == REFERENCE_COSTS
+
+
+def test_bench_quick_writes_every_row(tmp_path: Path) -> None:
+    """`vmstack bench --quick --json` runs every benchmark and reports ratios and floors."""
+    out = tmp_path / "bench.json"
+    result = run_cli("bench", "--quick", "--json", str(out))
+    assert result.returncode == 0, result.stderr + result.stdout
+    rows = json.loads(out.read_text())["rows"]
+    groups = {row["group"] for row in rows}
+    assert {"block bytes", "GetAncestors", "BatchedParseBlock"} <= groups
+    for row in rows:
+        assert row["fast_seconds"] > 0 and row["baseline_seconds"] > 0
+        assert row["speedup"] == pytest.approx(row["baseline_seconds"] / row["fast_seconds"])
