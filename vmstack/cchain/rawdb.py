@@ -75,6 +75,7 @@ __all__ = [
     "delete_block",
     "encode_block_number",
     "encode_integrity",
+    "integrity_block_checksum",
     "read_body_rlp",
     "read_canonical_hash",
     "read_head_header_hash",
@@ -303,9 +304,9 @@ _CRC = struct.Struct(">I")
 _CRC_PAIR = struct.Struct(">II")
 
 
-def checksum(data: bytes | bytearray | memoryview) -> int:
-    """The integrity checksum of stored bytes: ``zlib.crc32`` (a 32-bit unsigned int)."""
-    return zlib.crc32(data)
+#: The integrity checksum of stored bytes: ``zlib.crc32`` (a 32-bit unsigned int), bound
+#: directly so the serving path pays no extra call.
+checksum: Final = zlib.crc32
 
 
 @attrs.frozen(slots=True)
@@ -333,6 +334,15 @@ def decode_integrity(data: bytes | memoryview) -> Integrity:
         block, receipts = _CRC_PAIR.unpack(data)
         return Integrity(block, receipts)
     raise StoreCorrupted(f"a stored integrity entry is {len(data)} bytes, not 4 or 8")
+
+
+def integrity_block_checksum(data: bytes | memoryview) -> int:
+    """Just the block checksum of an integrity entry (what a reader serving block bytes
+    needs), without building a record; :class:`StoreCorrupted` unless it is 4 or 8 bytes."""
+    if len(data) != 4 and len(data) != 8:
+        raise StoreCorrupted(f"a stored integrity entry is {len(data)} bytes, not 4 or 8")
+    checksum: int = _CRC.unpack_from(data)[0]
+    return checksum
 
 
 def _read(reader: KeyReader, key: bytes) -> bytes | memoryview | None:

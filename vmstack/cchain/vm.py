@@ -131,6 +131,7 @@ MAX_FUTURE_SECONDS: Final = 10
 _LIST_FIELDS = frozenset({"transactions", "uncles", "withdrawals"})
 _TRANSACTION_TYPES = (LegacyTx, AccessListTx, DynamicFeeTx, BlobTx, SetCodeTx)
 _MEMO_SIZE = 4096
+_checksum = rawdb.checksum
 _MAX_NUMBER = 2**64 - 1
 
 
@@ -1153,15 +1154,16 @@ class _AncestorWalk:
             number, block_id)
         get = snap.get
         canonical: bytes | memoryview | None = None
-        if number <= self._settled:
+        settled = number <= self._settled
+        if settled:
             canonical = self._cache.lookup(number)
         if canonical is None:
             try:
                 canonical = get(canonical_key)
             except KeyError:
                 canonical = None
-            if canonical is not None and number <= self._settled and canonical == block_id:
-                self._vm._remember(number, canonical)
+            if settled and canonical == block_id:
+                self._vm._remember(number, block_id)
         if canonical != block_id:
             raise self._vm._not_canonical(snap, number, block_id, canonical)
         try:
@@ -1176,16 +1178,13 @@ class _AncestorWalk:
             raise StoreCorrupted(f"the stored block {block_id.hex()} at {number} is "
                                  f"malformed: {error.reason}") from None
         if number >= self._check_from:
-            self._check_integrity(data, integrity_key, block_id, number)
+            try:
+                entry = get(integrity_key)
+            except KeyError:
+                raise StoreCorrupted(f"block {block_id.hex()} at {number} has no integrity "
+                                     "entry") from None
+            if rawdb.integrity_block_checksum(entry) != _checksum(data):
+                raise StoreCorrupted(f"the stored block {block_id.hex()} at {number} fails "
+                                     "its checksum")
         self._next_number = number - 1
         return data, parent_id
-
-    def _check_integrity(self, data: bytes, key: bytes, block_id: bytes, number: int) -> None:
-        try:
-            entry = self._snap.get(key)
-        except KeyError:
-            raise StoreCorrupted(f"block {block_id.hex()} at {number} has no integrity "
-                                 "entry") from None
-        if rawdb.decode_integrity(entry).block != rawdb.checksum(data):
-            raise StoreCorrupted(f"the stored block {block_id.hex()} at {number} fails its "
-                                 "checksum")

@@ -1,0 +1,233 @@
+"""Benchmark case: GetAncestors on an LMDB store, batched fast path against the serial walk.
+
+A chain of 2000 blocks of 10 signed transactions (300 in quick mode) is generated on an
+:class:`~vmstack.store.LMDBStore`, then the newest block and all its ancestors are asked for:
+
+- fast: the batched ``get_ancestors`` (one call; per block two zero-copy reads, the stitch,
+  the parent hash read in place, the canonical check and the integrity checksum);
+- baseline: the fallback walk, one ``get_block`` per block, each restoring the block the
+  honest way (decode, receipts, sender recovery, re-encode). It is timed on the newest
+  ``SERIAL_BLOCKS`` blocks and scaled to the whole request (the row says so in its notes);
+- floor: two LMDB gets and a join per block, written directly against the ``lmdb`` package
+  in one read transaction with ``buffers=True``, on a separate LMDB environment holding the
+  same header and body values: the least any implementation can do to produce the bytes.
+
+The VM under test is a parameter (``make_vm``, building it from a store and a clock), so
+the same case runs through a whole stack; the chain is built through it. Notes give the cost
+of the integrity check (the fast path timed again with checks off: the store's
+integrity-start marker removed for the run, then restored) and of a cold canonical hash
+cache.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import lmdb
+
+from vmstack.batching import get_ancestors, serial_get_ancestors
+from vmstack.benchmarks import Comparison, median_seconds
+from vmstack.cchain import rawdb
+from vmstack.cchain.generate import generate_chain
+from vmstack.cchain.vm import CChainVM
+from vmstack.clock import Clock, SimClock
+from vmstack.interfaces import ChainVM
+from vmstack.store import KeyValueStore, LMDBStore
+
+__all__ = ["BLOCKS", "QUICK_BLOCKS", "SERIAL_BLOCKS", "TXS_PER_BLOCK", "VMFactory", "run"]
+
+#: Blocks in the chain and in the request.
+BLOCKS = 2000
+#: Blocks in quick mode.
+QUICK_BLOCKS = 300
+#: Blocks the serial walk is timed on (a full serial walk of 2000 blocks takes many seconds).
+SERIAL_BLOCKS = 150
+#: Signed transactions per block.
+TXS_PER_BLOCK = 10
+
+VMFactory = Callable[[KeyValueStore, Clock], ChainVM]
+"""Builds the VM under test over a store, on a clock."""
+
+GROUP = "get_ancestors"
+GOAL = ">= 50x serial walk, <= 2x raw floor"
+_START = 1_700_000_000.0
+_NO_LIMIT = 1 << 40
+_TIME_BUDGET = 600.0
+
+
+def bare_vm(store: KeyValueStore, clock: Clock) -> ChainVM:
+    """The default VM under test: a bare :class:`~vmstack.cchain.CChainVM`."""
+    return CChainVM(store, clock=clock)
+
+
+def _bottom(vm: object) -> CChainVM | None:
+    current: object = vm
+    for _ in range(64):
+        if isinstance(current, CChainVM):
+            return current
+        current = getattr(current, "inner", None)
+        if current is None:
+            return None
+    return None
+
+
+def _floor_env(path: Path, vm: CChainVM, tip: bytes, count: int
+               ) -> tuple[lmdb.Environment, list[tuple[bytes, bytes]]]:
+    """A separate LMDB environment holding the chain's header and body values under their
+    rawdb keys, and the keys of the ``count`` blocks from ``tip`` down, newest first."""
+    schema = vm.schema
+    keys: list[tuple[bytes, bytes]] = []
+    env = lmdb.open(str(path), map_size=1 << 30, sync=False, metasync=False)
+    with vm.store.snapshot() as snap, env.begin(write=True) as txn:
+        number = rawdb.read_header_number(snap, schema, tip)
+        block_hash = tip
+        while number is not None and number >= 0 and len(keys) < count:
+            header_key, body_key = (schema.header_key(number, block_hash),
+                                    schema.body_key(number, block_hash))
+            header = snap.get(header_key)
+            txn.put(header_key, bytes(header))
+            txn.put(body_key, bytes(snap.get(body_key)))
+            keys.append((header_key, body_key))
+            block_hash = bytes(header[4:36])
+            number -= 1
+    return env, keys
+
+
+def _raw_floor(env: lmdb.Environment, keys: list[tuple[bytes, bytes]]) -> Callable[[], int]:
+    def operation() -> int:
+        total = 0
+        with env.begin(buffers=True) as txn:
+            get = txn.get
+            join = b"".join
+            for header_key, body_key in keys:
+                total += len(join((get(header_key, b""), get(body_key, b""))))
+        return total
+    return operation
+
+
+def _paired(first: Callable[[], object], second: Callable[[], object], rounds: int
+            ) -> tuple[float, float]:
+    """Median seconds of one call of ``first`` and of ``second``, timed back to back in
+    alternating order each round, so that drift in the machine's speed hits both alike."""
+    first()
+    second()
+    times: tuple[list[float], list[float]] = ([], [])
+    for index in range(rounds):
+        order = ((0, first), (1, second)) if index % 2 == 0 else ((1, second), (0, first))
+        for slot, operation in order:
+            start = time.perf_counter()
+            operation()
+            times[slot].append(time.perf_counter() - start)
+    return statistics.median(times[0]), statistics.median(times[1])
+
+
+def _cold(vm: CChainVM, operation: Callable[[], object], repeat: int) -> float:
+    times: list[float] = []
+    for _ in range(repeat):
+        vm.cache.clear()
+        start = time.perf_counter()
+        operation()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def run(quick: bool, *, make_vm: VMFactory = bare_vm) -> list[Comparison]:
+    """One row: the whole request on the fast path, the serial walk scaled to it, and the
+    raw floor. ``make_vm`` builds the VM under test (default: a bare ``CChainVM``)."""
+    blocks = QUICK_BLOCKS if quick else BLOCKS
+    serial_blocks = 40 if quick else SERIAL_BLOCKS
+    repeat = 5 if quick else 9
+    with tempfile.TemporaryDirectory(prefix="vmstack-bench-") as directory:
+        folder = Path(directory)
+        with LMDBStore(folder / "chain", sync=False) as store:
+            clock = SimClock(_START)
+            vm = make_vm(store, clock)
+            built = time.perf_counter()
+            ids = generate_chain(vm, blocks=blocks, txs_per_block=TXS_PER_BLOCK, seed=1,
+                                 clock=clock)
+            build_seconds = time.perf_counter() - built
+            tip = ids[-1]
+
+            def fast() -> list[bytes]:
+                return get_ancestors(vm, tip, max_blocks_num=blocks, max_blocks_size=_NO_LIMIT,
+                                     max_retrieval_time=_TIME_BUDGET)
+
+            def serial() -> list[bytes]:
+                return serial_get_ancestors(vm, tip, max_blocks_num=serial_blocks,
+                                            max_blocks_size=_NO_LIMIT,
+                                            max_retrieval_time=_TIME_BUDGET)
+
+            answer = fast()
+            if len(answer) != blocks or serial() != answer[:serial_blocks]:
+                raise ValueError("the fast path and the serial walk answer differently")
+            serial_seconds = median_seconds(serial, repeat=3 if quick else 5) * (
+                blocks / serial_blocks)
+            notes: dict[str, float | int | str] = {
+                "blocks": blocks,
+                "txs_per_block": TXS_PER_BLOCK,
+                "answer_bytes": sum(map(len, answer)),
+                "serial_walk_timed_on_blocks": serial_blocks,
+                "chain_build_seconds": round(build_seconds, 2),
+            }
+            bottom = _bottom(vm)
+            floor_seconds = None
+            if bottom is None:
+                fast_seconds = median_seconds(fast, repeat=repeat)
+            else:
+                env, keys = _floor_env(folder / "floor", bottom, bottom.last_accepted(),
+                                       blocks)
+                try:
+                    fast_seconds, floor_seconds = _paired(fast, _raw_floor(env, keys),
+                                                          rounds=2 * repeat + 1)
+                    floor_seconds *= blocks / len(keys)
+                finally:
+                    env.close()
+                notes.update(_integrity_and_cache_notes(bottom, fast, fast_seconds, blocks,
+                                                        repeat))
+    return [Comparison(
+        group=GROUP,
+        case=f"{blocks} blocks x {TXS_PER_BLOCK} txs, LMDB",
+        fast_seconds=fast_seconds,
+        baseline_seconds=serial_seconds,
+        floor_seconds=floor_seconds,
+        fast_label="batched get_ancestors",
+        baseline_label="serial get_block walk",
+        floor_label="2 lmdb gets + join",
+        goal=GOAL,
+        notes=notes,
+    )]
+
+
+def _integrity_and_cache_notes(vm: CChainVM, fast: Callable[[], object], fast_seconds: float,
+                               blocks: int, repeat: int) -> dict[str, float | int | str]:
+    """The fast path's cost per block with and without integrity checks, and with a cold
+    canonical hash cache."""
+    store, key = vm.store, vm.schema.integrity_start_key()
+    marker = store.get(key)
+    checked_times: list[float] = []
+    unchecked_times: list[float] = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fast()
+        checked_times.append(time.perf_counter() - start)
+        store.delete(key)
+        try:
+            start = time.perf_counter()
+            fast()
+            unchecked_times.append(time.perf_counter() - start)
+        finally:
+            store.put(key, marker)
+    checked = statistics.median(checked_times)
+    unchecked = statistics.median(unchecked_times)
+    cold = _cold(vm, fast, 3)
+    return {
+        "fast_us_per_block": round(fast_seconds / blocks * 1e6, 3),
+        "fast_with_integrity_us_per_block": round(checked / blocks * 1e6, 3),
+        "fast_without_integrity_us_per_block": round(unchecked / blocks * 1e6, 3),
+        "integrity_check_us_per_block": round((checked - unchecked) / blocks * 1e6, 3),
+        "fast_cold_cache_us_per_block": round(cold / blocks * 1e6, 3),
+    }
