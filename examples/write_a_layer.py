@@ -5,7 +5,8 @@ kind a simulator adds to see what the engine asks for. It follows the shape of e
 layer:
 
 - ``inner`` first, everything else keyword-only;
-- the batched capability of ``inner`` detected once (``batched_inner``) and exposed as
+- whether ``inner`` has the batched methods detected once (``batched_inner``), its live
+  capability exposed as
   ``batching``; both batched methods always present, forwarding ONE call when the VM below
   batches and raising ``BatchingNotImplemented`` (``refusal``) when it does not;
 - every block it returns wrapped in its own ``CountingBlock``, so ``verify/accept/reject``
@@ -31,7 +32,7 @@ import pytest
 from vmstack import ChainVM, describe_stack, get_ancestors
 from vmstack.conformance import LayerConformance, memory_vm
 from vmstack.interfaces import Block
-from vmstack.wrappers.base import WrappedBlock, batched_inner, refusal
+from vmstack.wrappers.base import WrappedBlock, batched_inner, forwards_batching, refusal
 
 
 class CountingBlock(WrappedBlock):
@@ -71,7 +72,7 @@ class CountingVM:
 
     @property
     def batching(self) -> bool:
-        return self._batched is not None
+        return forwards_batching(self._batched)
 
     def get_block(self, block_id: bytes) -> CountingBlock:
         self.counts["get_block"] += 1
@@ -99,18 +100,20 @@ class CountingVM:
 
     def get_ancestors(self, block_id: bytes, max_blocks_num: int, max_blocks_size: int,
                       max_retrieval_time: float) -> list[bytes]:
-        if self._batched is None:
+        batched = self._batched
+        if batched is None or not forwards_batching(batched):
             raise refusal(f"CountingVM({self.name})", self._inner)
         self.counts["get_ancestors"] += 1
-        return self._batched.get_ancestors(block_id, max_blocks_num, max_blocks_size,
-                                           max_retrieval_time)
+        return batched.get_ancestors(block_id, max_blocks_num, max_blocks_size,
+                                     max_retrieval_time)
 
     def batched_parse_block(self, blocks: Sequence[bytes]) -> list[CountingBlock]:
-        if self._batched is None:
+        batched = self._batched
+        if batched is None or not forwards_batching(batched):
             raise refusal(f"CountingVM({self.name})", self._inner)
         self.counts["batched_parse_block"] += 1
         return [CountingBlock(block, self.counts)
-                for block in self._batched.batched_parse_block(blocks)]
+                for block in batched.batched_parse_block(blocks)]
 
 
 class TestCountingVM(LayerConformance):

@@ -138,3 +138,25 @@ def test_every_returned_block_is_wrapped_and_reaches_the_inner_block() -> None:
     assert vm.calls_to("block.accept")[-1].args == (built.id,)
     batch = transition.batched_parse_block([bytes(built)])
     assert isinstance(batch[0], TransitionBlock)
+
+
+def test_layers_over_the_transition_follow_its_capability_as_it_changes() -> None:
+    """A pass-through layer over the transition refuses before it and forwards after it."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from prometheus_client import CollectorRegistry
+
+    from vmstack import supports_batching
+    from vmstack.wrappers import MeteredVM, TracedVM
+
+    vm, transition = node(10, clock=SimClock(22.0))
+    metered = MeteredVM(transition, registry=CollectorRegistry(), namespace="C")
+    layer = TracedVM(metered, tracer=TracerProvider().get_tracer("test"), name="C")
+    assert not supports_batching(layer)
+    with pytest.raises(BatchingNotImplemented):
+        layer.get_ancestors(vm.last_accepted(), 5, 10_000, 1.0)
+    block = layer.build_block()
+    block.verify()
+    block.accept()
+    assert supports_batching(layer) and supports_batching(metered)
+    assert len(layer.get_ancestors(block.id, 5, 10_000, 1.0)) == 5
+    assert len(vm.calls_to("get_ancestors")) == 1

@@ -4,13 +4,16 @@ A pass-through layer (tracing, metering, a user's logging layer) has the same sh
 everywhere (DESIGN sections 5 and 11):
 
 - it takes ``inner`` first and everything else keyword-only;
-- it detects the batched capability of ``inner`` ONCE, at construction, with
-  :func:`batched_inner`, and exposes it as ``batching`` (which
-  :func:`vmstack.batching.supports_batching` reads);
-- it always has both batched methods: when the VM below cannot batch they raise
+- it detects ONCE, at construction, with :func:`batched_inner`, whether ``inner`` has the
+  batched methods at all;
+- it always has both batched methods. Each call asks :func:`forwards_batching` whether the
+  VM below batches now (a VM's capability can change while it runs: a transition layer
+  cannot batch before its transition and can after it). If not, the call raises
   :class:`~vmstack.errors.BatchingNotImplemented` at once (made by :func:`refusal`), without
-  calling anything below, so the engine helper falls back to one call per block through the
-  whole stack; otherwise each batched call is forwarded as exactly one call;
+  calling anything below and without a span or a metric, so the engine helper falls back to
+  one call per block through the whole stack; otherwise it is forwarded as exactly one call;
+- its ``batching`` property (which :func:`vmstack.batching.supports_batching` reads) is
+  the same live answer.
 - every block it returns wraps the inner block (a :class:`WrappedBlock`), so that
   ``verify/accept/reject`` pass through the layer on their way down.
 
@@ -25,18 +28,23 @@ from vmstack.batching import supports_batching
 from vmstack.errors import BatchingNotImplemented
 from vmstack.interfaces import BatchedChainVM, Block, ChainVM
 
-__all__ = ["WrappedBlock", "batched_inner", "refusal"]
+__all__ = ["WrappedBlock", "batched_inner", "forwards_batching", "refusal"]
 
 
 def batched_inner(inner: ChainVM) -> BatchedChainVM | None:
-    """``inner`` as a batched VM if it batches (per ``supports_batching``), else ``None``.
+    """``inner`` as a batched VM if it has the batched methods, else ``None``.
 
-    Called once when a layer is built: the answer fixes whether the layer forwards batched
-    calls or refuses them.
+    Called once when a layer is built: a layer over a VM without them refuses batched calls
+    itself; a layer over a VM with them forwards every batched call, and the VM below
+    answers or refuses.
     """
-    if isinstance(inner, BatchedChainVM) and supports_batching(inner):
-        return inner
-    return None
+    return inner if isinstance(inner, BatchedChainVM) else None
+
+
+def forwards_batching(batched: BatchedChainVM | None) -> bool:
+    """A layer's ``batching``: whether the VM below (as :func:`batched_inner` found it)
+    answers batched calls now."""
+    return batched is not None and supports_batching(batched)
 
 
 def refusal(layer: str, inner: ChainVM) -> BatchingNotImplemented:

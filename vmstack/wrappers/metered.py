@@ -25,7 +25,7 @@ from prometheus_client import CollectorRegistry, Histogram
 
 from vmstack.errors import BatchingNotImplemented
 from vmstack.interfaces import Block, ChainVM
-from vmstack.wrappers.base import WrappedBlock, batched_inner, refusal
+from vmstack.wrappers.base import WrappedBlock, batched_inner, forwards_batching, refusal
 
 __all__ = [
     "DURATION_BUCKETS",
@@ -194,7 +194,7 @@ class MeteredVM:
     @property
     def batching(self) -> bool:
         """Whether batched calls are forwarded (the VM below batches) rather than refused."""
-        return self._batched is not None
+        return forwards_batching(self._batched)
 
     @property
     def name(self) -> str:
@@ -284,7 +284,7 @@ class MeteredVM:
                       max_retrieval_time: float) -> list[bytes]:
         batched = self._batched
         timing = self._meters.get_ancestors
-        if batched is None or timing is None:
+        if batched is None or timing is None or not forwards_batching(batched):
             raise refusal(f"MeteredVM({self._meters.namespace})", self._inner)
         started = perf_counter()
         try:
@@ -299,7 +299,7 @@ class MeteredVM:
     def batched_parse_block(self, blocks: Sequence[bytes]) -> list[MeteredBlock]:
         batched = self._batched
         timing = self._meters.batched_parse_block
-        if batched is None or timing is None:
+        if batched is None or timing is None or not forwards_batching(batched):
             raise refusal(f"MeteredVM({self._meters.namespace})", self._inner)
         started = perf_counter()
         try:

@@ -34,7 +34,7 @@ from opentelemetry.util.types import AttributeValue
 
 from vmstack.errors import BatchingNotImplemented
 from vmstack.interfaces import Block, ChainVM
-from vmstack.wrappers.base import WrappedBlock, batched_inner, refusal
+from vmstack.wrappers.base import WrappedBlock, batched_inner, forwards_batching, refusal
 
 __all__ = ["TracedBlock", "TracedVM"]
 
@@ -155,7 +155,7 @@ class TracedVM:
     @property
     def batching(self) -> bool:
         """Whether batched calls are forwarded (the VM below batches) rather than refused."""
-        return self._batched is not None
+        return forwards_batching(self._batched)
 
     @property
     def name(self) -> str:
@@ -216,7 +216,7 @@ class TracedVM:
     def get_ancestors(self, block_id: bytes, max_blocks_num: int, max_blocks_size: int,
                       max_retrieval_time: float) -> list[bytes]:
         batched = self._batched
-        if batched is None:
+        if batched is None or not forwards_batching(batched):
             raise refusal(f"TracedVM({self._spans.name})", self._inner)
         spans = self._spans
         with spans.scope(spans.get_ancestors, {
@@ -232,7 +232,7 @@ class TracedVM:
 
     def batched_parse_block(self, blocks: Sequence[bytes]) -> list[TracedBlock]:
         batched = self._batched
-        if batched is None:
+        if batched is None or not forwards_batching(batched):
             raise refusal(f"TracedVM({self._spans.name})", self._inner)
         spans = self._spans
         with spans.scope(spans.batched_parse_block, {"num_blocks": len(blocks)}):
