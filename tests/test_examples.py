@@ -23,3 +23,24 @@ def test_write_a_layer_passes_its_conformance_tests() -> None:
     assert "calls seen: {'get_ancestors': 1}" in result.stdout
     assert " passed" in result.stdout
     assert "failed" not in result.stdout
+
+
+def test_embed_in_simulator_runs_and_the_peer_catches_up() -> None:
+    """The simulator example builds, serves and replays a chain through the full stack."""
+    result = _run("embed_in_simulator.py")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "built and accepted 24 blocks" in result.stdout
+    assert "served 25 blocks" in result.stdout
+    assert "peer caught up" in result.stdout
+    assert "TransitionVM           batched" in result.stdout
+
+
+def test_inspect_store_lists_blocks_heads_and_sizes() -> None:
+    """The store example lists heads and every block of its demo chain, newest first."""
+    result = _run("inspect_store.py")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "last accepted: #12" in result.stdout
+    assert "last settled:  #12" in result.stdout
+    rows = [line.split()[0] for line in result.stdout.splitlines()
+            if line.strip() and line.split()[0].isdigit()]
+    assert rows == [str(height) for height in range(12, -1, -1)]
