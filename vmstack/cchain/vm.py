@@ -33,10 +33,23 @@ checksum, the slow path also the header hash and the receipts checksum. A canoni
 that names a block the store does not have is corruption, not a reorg. Blocks written by
 other software (a coreth database) have no integrity entry: they are served with the
 structural checks only (framing of header and body, the canonical check, and on the slow
-path the header hash and a strict decode). Each path checks what it reads: the fast path
+path the header hash and a strict decode); the ``vmstack-sum-from`` marker, written with
+the first block this VM accepts, says from which height on an entry must exist. Each path
+checks what it reads: the fast path
 reads neither receipts nor (for a parent, whose number is its child's minus one) number
 entries, so damage to those shows on the slow path only, while the fast path goes on
 serving the right bytes. On an undamaged store both paths give the same answers.
+
+Parsing and verifying. ``parse_block`` is strict but lazy: it hashes the header slice (the
+ID), decodes the header, and checks the framing of the body fields; transactions are decoded
+when ``verify`` needs them. ``batched_parse_block`` is ``parse_block`` per element (there is
+no cheaper correct parse) with the batch rules of DESIGN section 3. ``verify`` checks the
+parent (processing here, or the last accepted block), the height, the timestamp (not before
+the parent's, at most :data:`MAX_FUTURE_SECONDS` ahead of the clock), the gas used, and
+that the header commits to the body as received: transactions, uncles and withdrawals roots,
+and on Avalanche the ExtDataHash (the zero hash over empty extData before Apricot Phase 1),
+no uncles and body version 0. Bytes that carry a known block's ID but other contents are
+refused. ``accept`` is one atomic write batch.
 
 Settling. A block is settled once its receipts are written. With ``settle_lag=0`` that
 happens when it is accepted; with ``settle_lag=k`` a block's receipts are written when the
@@ -401,11 +414,11 @@ class CChainBlock:
         self._vm._reject(self)
 
     def __repr__(self) -> str:
-        return (f"CChainBlock(height={self.height}, id={self._id.hex()[:16]}…, "
+        return (f"CChainBlock(height={self.height}, id={self._id.hex()[:16]}..., "
                 f"{self._status.value})")
 
 
-def _commit(flavour: Flavour, header: AnyHeader, body: Body, receipts: Sequence[Receipt],
+def _commit(header: AnyHeader, body: Body, receipts: Sequence[Receipt],
             tx_encodings: Sequence[bytes]) -> AnyHeader:
     """``header`` committing to ``body`` and ``receipts``: what the flavour's ``seal`` sets
     (transactions, receipts and withdrawals roots, uncle hash, bloom, ExtDataHash), from the
@@ -863,10 +876,9 @@ class CChainVM:
         gas_used = receipts[-1].cumulative_gas_used if receipts else 0
         flavour = self._flavour
         body = flavour.body(txs, ext_data=ext_data, withdrawals=withdrawals)
-        header = _commit(flavour, new_header(flavour, parent, parent_hash=parent_id,
-                                             timestamp=timestamp, gas_used=gas_used,
-                                             ext_data=ext_data), body, receipts,
-                         [self._encoding(tx) for tx in txs])
+        header = _commit(new_header(flavour, parent, parent_hash=parent_id,
+                                    timestamp=timestamp, gas_used=gas_used, ext_data=ext_data),
+                         body, receipts, [self._encoding(tx) for tx in txs])
         header = attrs.evolve(header, state_root=state_root(parent.state_root, header.tx_root,
                                                             header.receipt_root))
         header_rlp = flavour.encode_header(header)
