@@ -165,15 +165,19 @@ class AncestorBudget:
 
     def admit(self, block: bytes) -> bool:
         """Add ``block`` if it fits and return True; return False (and add nothing) if not."""
-        if not self.fits(len(block)):
+        # The same rule as fits(), written out: this runs once per block of every answer.
+        blocks = self.blocks
+        cost = len(block) + CONTAINER_LEN_OVERHEAD
+        if blocks and (len(blocks) >= self.max_blocks_num
+                       or self.size + cost > self.max_blocks_size):
             return False
-        self.blocks.append(block)
-        self.size += len(block) + CONTAINER_LEN_OVERHEAD
+        blocks.append(block)
+        self.size += cost
         return True
 
     def may_fetch_parent(self) -> bool:
         """Whether the walk may fetch one more parent: room for a block and time left."""
-        return not self.full and self._clock() < self._deadline
+        return len(self.blocks) < self.max_blocks_num and self._clock() < self._deadline
 
     def remaining(self) -> tuple[int, int, float]:
         """``(max_blocks_num, max_blocks_size, max_retrieval_time)`` left for a layer below.
