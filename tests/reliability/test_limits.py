@@ -411,3 +411,74 @@ def test_doubles_record_no_work_for_refused_calls() -> None:
     batched_parse_block(vm, [bytes(vm.get_block(vm.last_accepted()))])
     assert [c.method for c in vm.calls][:2] == ["last_accepted", "get_ancestors"]
     assert "batched_parse_block" in [c.method for c in vm.calls]
+
+
+# --- the real stack -------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def real_stack() -> tuple[ChainVM, list[bytes]]:
+    """The full stack from build_stack over a chain past the transition and the fork, and
+    the chain's bytes from the head, newest first."""
+    from tests.reliability.stacks import START, chain_of, full_stack, grow
+    from vmstack import SimClock
+    from vmstack.store import MemoryStore
+
+    clock = SimClock(START)
+    vm = full_stack(MemoryStore(), clock)
+    ids = grow(vm, clock, 13)
+    return vm, chain_of(vm, ids[-1])
+
+
+@pytest.mark.parametrize("limits", [
+    {"max_blocks_num": 0}, {"max_blocks_num": -5}, {"max_blocks_size": -1},
+    {"max_retrieval_time": math.nan}, {"max_retrieval_time": -1.0},
+], ids=["zero count", "negative count", "negative size", "NaN time", "negative time"])
+def test_bad_limits_through_the_full_stack(real_stack: tuple[ChainVM, list[bytes]],
+                                           limits: dict[str, Any]) -> None:
+    """Bad limits are ValueError from the engine helpers and from the top layer itself."""
+    vm, _ = real_stack
+    head = vm.last_accepted()
+    with pytest.raises(ValueError):
+        get_ancestors(vm, head, **limits)
+    with pytest.raises(ValueError):
+        serial_get_ancestors(vm, head, **limits)
+    arguments = {"max_blocks_num": 10, "max_blocks_size": 10_000, "max_retrieval_time": 1.0}
+    arguments.update(limits)
+    with pytest.raises(ValueError):
+        vm.get_ancestors(head, **arguments)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("block_id", [b"\x01" * 31, b"\x01" * 33, "a" * 32, None, 12],
+                         ids=["31 bytes", "33 bytes", "str", "None", "int"])
+def test_malformed_ids_through_the_full_stack(real_stack: tuple[ChainVM, list[bytes]],
+                                              block_id: Any) -> None:
+    """Malformed IDs are ValueError from the helpers, the top layer's get_ancestors and the
+    bottom VM's get_block, never an error from inside a layer."""
+    vm, _ = real_stack
+    with pytest.raises(ValueError):
+        get_ancestors(vm, block_id)
+    with pytest.raises(ValueError):
+        vm.get_ancestors(block_id, 10, 10_000, 1.0)  # type: ignore[attr-defined]
+    bottom: Any = vm
+    while getattr(bottom, "inner", None) is not None:
+        bottom = bottom.inner
+    with pytest.raises(ValueError):
+        bottom.get_block(block_id)
+
+
+def test_huge_and_tiny_limits_through_the_full_stack(
+        real_stack: tuple[ChainVM, list[bytes]]) -> None:
+    """Huge limits give the whole chain once; one block, zero bytes or zero seconds give the
+    head alone; unknown IDs give []; batched and serial agree throughout."""
+    vm, chain = real_stack
+    head = vm.last_accepted()
+    huge = {"max_blocks_num": 2**62, "max_blocks_size": 2**62, "max_retrieval_time": math.inf}
+    assert get_ancestors(vm, head, **huge) == serial_get_ancestors(vm, head, **huge) == chain
+    for tiny in ({"max_blocks_num": 1}, {"max_blocks_size": 0}, {"max_retrieval_time": 0.0}):
+        assert get_ancestors(vm, head, **tiny) == serial_get_ancestors(vm, head, **tiny) \
+            == chain[:1]
+    for size in (len(chain[0]) + 4, len(chain[0]) + len(chain[1]) + 8):
+        expected = oracle(chain, 10**6, size)
+        assert get_ancestors(vm, head, max_blocks_size=size) == expected
+    assert get_ancestors(vm, bytes(32)) == serial_get_ancestors(vm, bytes(32)) == []
