@@ -24,6 +24,7 @@ CASE_MODULES = (
     "vmstack.benchmarks.codec",
     "vmstack.benchmarks.ancestors",
     "vmstack.benchmarks.parse",
+    "vmstack.benchmarks.full_stack",
     "vmstack.benchmarks.cache",
     "vmstack.benchmarks.layers",
 )
@@ -50,20 +51,21 @@ def _micros(seconds: float | None) -> str:
 
 
 def print_comparisons(rows: Sequence[Comparison], console: Console) -> None:
-    """One table: ratios first, then the times (µs) they come from, and the goal."""
-    table = Table(title="vmstack bench (medians; ratios hold, absolute times drift)",
+    """One table: ratios first, then the times (µs) they come from, and the goal. What each
+    time measures (``fast_label`` and the others) is in the JSON output."""
+    table = Table(title="vmstack bench: medians in one run (ratios hold, times drift)",
                   title_justify="left")
-    for column in ("benchmark", "case", "speedup", "over floor", "fast µs", "baseline µs",
-                   "floor µs", "goal"):
-        table.add_column(column, justify="left" if column in ("benchmark", "case", "goal")
-                         else "right")
+    table.add_column("benchmark")
+    table.add_column("speedup", justify="right")
+    table.add_column("vs floor", justify="right")
+    table.add_column("fast µs", justify="right")
+    table.add_column("baseline µs", justify="right")
+    table.add_column("floor µs", justify="right")
+    table.add_column("goal")
     for row in rows:
-        table.add_row(row.group, row.case, _ratio(row.speedup), _ratio(row.over_floor),
-                      f"{_micros(row.fast_seconds)} ({row.fast_label})",
-                      f"{_micros(row.baseline_seconds)} ({row.baseline_label})",
-                      "" if row.floor_seconds is None
-                      else f"{_micros(row.floor_seconds)} ({row.floor_label})",
-                      row.goal)
+        table.add_row(f"{row.group}: {row.case}", _ratio(row.speedup), _ratio(row.over_floor),
+                      _micros(row.fast_seconds), _micros(row.baseline_seconds),
+                      _micros(row.floor_seconds), row.goal)
     console.print(table)
 
 

@@ -114,7 +114,8 @@ def _bench(args: argparse.Namespace, console: Console) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (2 for bad usage or input)."""
     args = _parser().parse_args(argv)
-    console = Console()
+    # Tables stay readable when the output goes to a file or a pipe.
+    console = Console(width=None if sys.stdout.isatty() else 140)
     try:
         if args.command == "simulate":
             return _simulate(args, console)

@@ -52,7 +52,7 @@ TXS_PER_BLOCK = 10
 VMFactory = Callable[[KeyValueStore, Clock], ChainVM]
 """Builds the VM under test over a store, on a clock."""
 
-GROUP = "get_ancestors"
+GROUP = "GetAncestors"
 GOAL = ">= 50x serial walk, <= 2x raw floor"
 _START = 1_700_000_000.0
 _NO_LIMIT = 1 << 40

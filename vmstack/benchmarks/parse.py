@@ -47,7 +47,7 @@ BATCH_SIZES = (4, 10, 100)
 #: Signed transactions per block.
 TXS_PER_BLOCK = 10
 
-GROUP = "batched_parse_block"
+GROUP = "BatchedParseBlock"
 GOAL = ">= 1x serial (bare VM); gains grow with the layers above"
 _START = 1_700_000_000.0
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from vmstack.batching import supports_batching
+from vmstack.batching import has_batched_methods, supports_batching
 from vmstack.errors import BatchingNotImplemented, InvalidBlock
 from vmstack.interfaces import BatchedChainVM, Block, ChainVM
 from vmstack.transition.rules import builds_on_transition, transition_accepted
@@ -158,7 +158,7 @@ class TransitionVM:
 
     def _batched_inner(self) -> BatchedChainVM:
         vm = self.inner
-        if not isinstance(vm, BatchedChainVM) or not supports_batching(vm):
+        if not has_batched_methods(vm) or not supports_batching(vm):
             raise BatchingNotImplemented(
                 f"{type(vm).__name__} is in charge {'after' if self._transitioned else 'before'}"
                 " the transition and offers no batched protocol")

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import abc
 
-from vmstack.batching import supports_batching
+from vmstack.batching import has_batched_methods, supports_batching
 from vmstack.errors import BatchingNotImplemented
 from vmstack.interfaces import BatchedChainVM, Block, ChainVM
 
@@ -38,7 +38,7 @@ def batched_inner(inner: ChainVM) -> BatchedChainVM | None:
     itself; a layer over a VM with them forwards every batched call, and the VM below
     answers or refuses.
     """
-    return inner if isinstance(inner, BatchedChainVM) else None
+    return inner if has_batched_methods(inner) else None
 
 
 def forwards_batching(batched: BatchedChainVM | None) -> bool:

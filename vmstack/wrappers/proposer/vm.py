@@ -48,12 +48,13 @@ from vmstack.batching import (
     check_block_id,
     check_parse_batch,
     fetch_through,
+    has_batched_methods,
     supports_batching,
     walk_ancestors,
 )
 from vmstack.clock import Clock
 from vmstack.errors import BatchingNotImplemented, BlockNotFound, InvalidBlock, StoreCorrupted
-from vmstack.interfaces import BatchedChainVM, Block, ChainVM
+from vmstack.interfaces import Block, ChainVM
 from vmstack.store import KeyValueStore, MemoryStore, PrefixedStore, ReadSnapshot
 from vmstack.wrappers.proposer.block import (
     OptionBlock,
@@ -376,7 +377,7 @@ class ProposerVM:
         if not budget.blocks and self._envelope_of_inner(handoff) is not None:
             return []
         inner = self._inner
-        if isinstance(inner, BatchedChainVM) and supports_batching(inner):
+        if has_batched_methods(inner) and supports_batching(inner):
             num, size, seconds = budget.remaining()
             try:
                 answer = inner.get_ancestors(handoff, num, size, seconds)
