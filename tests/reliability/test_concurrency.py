@@ -161,11 +161,9 @@ REQUESTS = {"batched": batched_request, "serial": serial_request, "parse": parse
 ])
 def test_readers_see_consistent_prefixes_while_a_writer_accepts(tmp_path: Path, backend: str,
                                                                 name: str) -> None:
-    """Readers of every kind run alongside a writer accepting blocks across the transition
-    (and the fork): every answer is a linked chain prefix from the head they asked for,
-    batches of accepted blocks parse back to the same blocks, and no reader sees any error.
-    Without the proposer, a reader of last_accepted joins them (see the proposer test below
-    for why it is left out of the full stack here)."""
+    """Readers of every kind (and, without the proposer, of last_accepted) run alongside a
+    writer accepting blocks across the transition and the fork, and every answer is a linked
+    chain prefix, every batch parses back to the same blocks and no reader sees an error."""
     store: KeyValueStore = (LMDBStore(tmp_path / "db", map_size=256 * 1024)
                             if backend == "lmdb" else MemoryStore())
     clock = SimClock(START)
