@@ -21,7 +21,7 @@ from vmstack.errors import (
     VMStackError,
 )
 from vmstack.interfaces import BatchedChainVM, Block, ChainVM, Layer
-from vmstack.stack import describe_stack
+from vmstack.stack import build_stack, describe_stack
 
 __all__ = [
     "BatchedChainVM",
@@ -38,6 +38,7 @@ __all__ = [
     "StoreCorrupted",
     "VMStackError",
     "batched_parse_block",
+    "build_stack",
     "describe_stack",
     "get_ancestors",
     "supports_batching",

@@ -19,14 +19,14 @@ from vmstack.store.lmdb_store import DEFAULT_MAP_SIZE, LMDBStore
 from vmstack.store.memory import MemoryStore
 
 __all__ = [
-    "DEFAULT_MAP_SIZE",
-    "MAX_KEY_LEN",
     "BufferedWriteBatch",
     "BytesLike",
+    "DEFAULT_MAP_SIZE",
     "KeyReader",
     "KeyValueStore",
     "KeyWriter",
     "LMDBStore",
+    "MAX_KEY_LEN",
     "MemoryStore",
     "PrefixedStore",
     "ReadSnapshot",
