@@ -24,16 +24,18 @@ over-long key); operational failures raise :class:`StoreError`, a closed store
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from types import TracebackType
-from typing import Protocol, TypeAlias, runtime_checkable
+from typing import Protocol, Self, TypeAlias, runtime_checkable
 
 from vmstack.errors import VMStackError
 
 __all__ = [
     "MAX_KEY_LEN",
     "BufferedWriteBatch",
+    "ClosesOnExit",
     "BytesLike",
     "KeyReader",
     "KeyValueStore",
@@ -273,7 +275,28 @@ class BufferedWriteBatch:
             self._commit(ops)
 
 
-class PrefixedStore:
+class ClosesOnExit(abc.ABC):
+    """A store as a context manager: ``with`` gives the store and closes it on exit."""
+
+    __slots__ = ()
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Close the store; later use raises :class:`StoreClosed`."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class PrefixedStore(ClosesOnExit):
     """A view of ``store`` in which every key is stored as ``prefix + key``.
 
     Reads, writes, batches, snapshots and iteration all map onto the underlying store, so a
@@ -355,16 +378,6 @@ class PrefixedStore:
         """Retire this view; the underlying store stays open."""
         self._closed = True
 
-    def __enter__(self) -> PrefixedStore:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"PrefixedStore({self._store!r}, prefix={self._prefix.hex()})"

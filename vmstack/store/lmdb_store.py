@@ -52,6 +52,7 @@ from vmstack.errors import StoreCorrupted, VMStackError
 from vmstack.store.base import (
     BufferedWriteBatch,
     BytesLike,
+    ClosesOnExit,
     ReadSnapshot,
     StoreClosed,
     StoreError,
@@ -160,7 +161,7 @@ class _ReadGate:
             self._cond.notify_all()
 
 
-class LMDBStore:
+class LMDBStore(ClosesOnExit):
     """A key-value store in an LMDB environment directory at ``path``.
 
     ``map_size`` is the initial map in bytes (it doubles when full); ``readonly`` opens an
@@ -370,16 +371,6 @@ class LMDBStore:
             finally:
                 self._gate.exit_exclusive()
 
-    def __enter__(self) -> LMDBStore:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else ("read-only" if self._readonly else "open")

@@ -22,6 +22,7 @@ from types import TracebackType
 from vmstack.store.base import (
     BufferedWriteBatch,
     BytesLike,
+    ClosesOnExit,
     ReadSnapshot,
     StoreClosed,
     WriteBatch,
@@ -34,7 +35,7 @@ from vmstack.store.base import (
 __all__ = ["MemoryStore"]
 
 
-class MemoryStore:
+class MemoryStore(ClosesOnExit):
     """A key-value store held in a dict, with a sorted key index for ordered iteration."""
 
     __slots__ = ("__weakref__", "_closed", "_data", "_keys", "_lock", "_snapshots")
@@ -110,16 +111,6 @@ class MemoryStore:
             self._data = {}
             self._keys = []
 
-    def __enter__(self) -> MemoryStore:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"{len(self._data)} keys"

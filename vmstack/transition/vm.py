@@ -14,11 +14,12 @@ from vmstack.batching import has_batched_methods, supports_batching
 from vmstack.errors import BatchingNotImplemented, InvalidBlock
 from vmstack.interfaces import BatchedChainVM, Block, ChainVM
 from vmstack.transition.rules import builds_on_transition, transition_accepted
+from vmstack.wrappers.base import WrappedBlock
 
 __all__ = ["TransitionBlock", "TransitionVM"]
 
 
-class TransitionBlock:
+class TransitionBlock(WrappedBlock):
     """A block returned by :class:`TransitionVM`, wrapping the block of ``pre`` or ``post``.
 
     A block that ``pre`` parsed before the transition was accepted and that is verified
@@ -26,36 +27,12 @@ class TransitionBlock:
     and accepts every block (rule 3).
     """
 
-    __slots__ = ("_inner", "_source", "_vm")
+    __slots__ = ("_source", "_vm")
 
     def __init__(self, vm: TransitionVM, inner: Block, source: ChainVM) -> None:
+        super().__init__(inner)
         self._vm = vm
-        self._inner = inner
         self._source = source
-
-    @property
-    def inner(self) -> Block:
-        """The wrapped block of the VM below."""
-        return self._inner
-
-    @property
-    def id(self) -> bytes:
-        return self._inner.id
-
-    @property
-    def parent_id(self) -> bytes:
-        return self._inner.parent_id
-
-    @property
-    def height(self) -> int:
-        return self._inner.height
-
-    @property
-    def timestamp(self) -> int:
-        return self._inner.timestamp
-
-    def __bytes__(self) -> bytes:
-        return bytes(self._inner)
 
     def verify(self) -> None:
         self._vm._verify(self)
@@ -65,9 +42,6 @@ class TransitionBlock:
 
     def reject(self) -> None:
         self._inner.reject()
-
-    def __repr__(self) -> str:
-        return f"TransitionBlock({self._inner!r})"
 
 
 class TransitionVM:
