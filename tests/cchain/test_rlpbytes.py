@@ -273,3 +273,34 @@ def test_check_rlp_agrees_with_the_strict_decoder(data: bytes) -> None:
     except InvalidBlock:
         checked = False
     assert decoded == checked
+
+
+def test_check_rlp_bounds_nesting_depth() -> None:
+    """check_rlp refuses lists nested deeper than max_depth and accepts them at it."""
+    from vmstack.cchain import check_rlp, list_prefix
+
+    nested = b"\x80"
+    for _ in range(3):
+        nested = list_prefix(len(nested)) + nested
+    check_rlp(nested, max_depth=3)
+    with pytest.raises(InvalidBlock, match="nested deeper than 2"):
+        check_rlp(nested, max_depth=2)
+
+
+def test_a_large_deeply_nested_body_is_refused_before_decoding() -> None:
+    """A body over 16 KiB nested 500 deep is InvalidBlock, found by the depth walk."""
+    import tracemalloc
+
+    from vmstack.cchain import AVALANCHE, list_prefix
+
+    nested = b"\xb9\x50\x00" + b"\x01" * 0x5000
+    for _ in range(500):
+        nested = list_prefix(len(nested)) + nested
+    tracemalloc.start()
+    try:
+        with pytest.raises(InvalidBlock, match="nested deeper than 3"):
+            AVALANCHE.decode_body(nested)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * len(nested)

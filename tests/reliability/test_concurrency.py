@@ -228,11 +228,6 @@ class PausingStore(MemoryStore):
         return BufferedWriteBatch(commit)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "ProposerVM.last_accepted maps the inner VM's last accepted block to its envelope "
-    "through the store; while a post-fork block is being accepted the inner block is "
-    "already accepted and its envelope record not yet written, so last_accepted names the "
-    "inner block, which the layer does not serve"))
 def test_last_accepted_is_served_in_the_middle_of_an_accept() -> None:
     """A reader asking for the last accepted block while a post-fork block is being accepted
     (inner block accepted, the proposer's record not yet written) gets a served block."""

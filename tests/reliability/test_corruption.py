@@ -277,10 +277,6 @@ def test_a_damaged_proposer_record_framing_is_store_corrupted(stack_chain: Chain
     assert ancestors(vm, head) == serial(vm, head) == stack_chain.truth[:1]
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "ProposerVM checks a stored post-fork block only against its ID, which leaves out the "
-    "signature: a damaged signature is served as the block's bytes by get_block and "
-    "get_ancestors"))
 def test_a_damaged_proposer_signature_is_never_served(stack_chain: Chain) -> None:
     """A flipped byte in the signature of a stored post-fork block is never served."""
     height = len(stack_chain.ids) - 2

@@ -241,11 +241,7 @@ def crash_points(factory: Callable[[KeyValueStore, SimClock], ChainVM], blocks: 
 
 @pytest.mark.parametrize("name", [
     "cchain", "cchain settle_lag=2", "stack without proposer",
-    pytest.param("full stack", marks=pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-        "ProposerVM accepts in two store writes (the inner block's batch, then its own "
-        "record of the post-fork block): a crash between them leaves the inner block "
-        "accepted without its envelope, and the reopened stack serves it as a pre-fork "
-        "block and builds on it"))),
+    "full stack",
 ])
 def test_a_crash_before_any_write_reopens_consistently(name: str) -> None:
     """For every write the node makes, a crash just before it leaves a store that reopens

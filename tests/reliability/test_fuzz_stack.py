@@ -169,10 +169,6 @@ def test_deeply_nested_header_and_body_through_the_stack(node: Node) -> None:
             parsed.verify()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the rlp package copies every nested list's encoding once per level, so a header "
-    "nested n lists deep costs about n times its size in memory (vmstack.cchain.types."
-    "decode_rlp has no depth limit before rlp.decode)"))
 def test_nested_header_memory_stays_proportional(node: Node) -> None:
     """A 50 KB header nested 800 lists deep is refused with under 8x its size allocated."""
     inner = b"\xb9\xc3\x50" + b"\x01" * 50_000

@@ -296,7 +296,7 @@ class Flavour:
 
     def decode_header(self, data: Buffer) -> AnyHeader:
         """A header from its RLP (strict)."""
-        return self.header_type.from_items(decode_rlp(data, "header"))
+        return self.header_type.from_items(decode_rlp(data, "header", max_depth=1))
 
     def encode_body(self, block_or_body: Block | Body) -> bytes:
         """The body RLP (what geth's rawdb stores under the ``b`` key)."""
@@ -309,7 +309,7 @@ class Flavour:
 
     def decode_body(self, data: Buffer) -> Body:
         """A body from its RLP (strict)."""
-        items = decode_rlp(data, "body")
+        items = decode_rlp(data, "body", max_depth=3)
         if type(items) is not list:
             raise InvalidBlock("body: expected an RLP list, found a string")
         return self._body_from_items(items, 0, "body")
@@ -334,7 +334,7 @@ class Flavour:
     def decode_block(self, data: Buffer) -> Block:
         """A block from its RLP (strict); its hash is keccak256 of the header bytes."""
         raw = data if type(data) is bytes else bytes(data)
-        items = decode_rlp(raw, "block")
+        items = decode_rlp(raw, "block", max_depth=3)
         if type(items) is not list:
             raise InvalidBlock("block: expected an RLP list, found a string")
         if not items:
@@ -364,7 +364,7 @@ def encode_receipts(receipts: Sequence[Receipt]) -> bytes:
 def decode_receipts(data: Buffer) -> tuple[Receipt, ...]:
     """Receipts from their storage form (strict). Type, bloom and the other derived fields
     are not stored; :func:`derive_receipts` restores them from the block."""
-    items = decode_rlp(data, "receipts")
+    items = decode_rlp(data, "receipts", max_depth=5)
     if type(items) is not list:
         raise InvalidBlock("receipts: expected an RLP list, found a string")
     return tuple(Receipt.from_storage_items(r, f"receipt {i}") for i, r in enumerate(items))

@@ -276,8 +276,9 @@ def iter_list_items(data: Buffer) -> Iterator[memoryview]:
         offset = item_end
 
 
-def check_rlp(data: Buffer) -> None:
-    """Check that ``data`` is exactly one canonical RLP item, nested items included.
+def check_rlp(data: Buffer, *, max_depth: int | None = None) -> None:
+    """Check that ``data`` is exactly one canonical RLP item, nested items included, with
+    lists nested at most ``max_depth`` deep (the outer list is depth 1) when it is given.
 
     Builds nothing: it walks the prefixes only, so a lazy parser can reject malformed bytes
     before deciding what to decode. Raises ``InvalidBlock`` naming the offending offset.
@@ -294,6 +295,9 @@ def check_rlp(data: Buffer) -> None:
             is_list, payload, length = read_prefix(data, offset, scope_end)
             if is_list:
                 stack.append(scope_end)
+                if max_depth is not None and len(stack) >= max_depth:
+                    raise InvalidBlock(f"lists nested deeper than {max_depth} at offset "
+                                       f"{offset}")
                 scope_end = payload + length
                 offset = payload
             else:

@@ -318,13 +318,28 @@ def _seal(cls: Any, label: str) -> None:
         raise TypeError(f"{cls.__name__}: optional fields must come last")
 
 
-def decode_rlp(data: bytes | bytearray | memoryview, what: str) -> RLPItem:
+#: Items larger than this are checked for their nesting depth before the ``rlp`` package
+#: decodes them: it copies a nested list's bytes once per level, so bytes nested n deep cost
+#: n times their size (n is bounded by the recursion limit, about 1000, so below this size
+#: an item costs at most ~16 MB).
+DEPTH_CHECK_FROM = 16 * 1024
+
+
+def decode_rlp(data: bytes | bytearray | memoryview, what: str, *,
+               max_depth: int | None = None) -> RLPItem:
     """Strictly decode one RLP item to raw items with the ``rlp`` package.
 
     Non-canonical encodings, truncation and trailing bytes raise ``InvalidBlock`` naming
-    ``what``; the ``rlp`` package's own errors never escape.
+    ``what``; the ``rlp`` package's own errors never escape. ``max_depth`` is the deepest
+    list nesting the structure allows; an item over :data:`DEPTH_CHECK_FROM` bytes nested
+    deeper is refused before anything is decoded, so its memory stays proportional to it.
     """
     raw = data if type(data) is bytes else bytes(data)
+    if max_depth is not None and len(raw) > DEPTH_CHECK_FROM:
+        try:
+            check_rlp(raw, max_depth=max_depth)
+        except InvalidBlock as framing:
+            raise InvalidBlock(f"{what}: malformed RLP: {framing.reason}") from None
     try:
         return rlp.decode(raw, strict=True)  # type: ignore[no-any-return]
     except RecursionError:
@@ -723,7 +738,7 @@ def _typed_from_bytes(data: bytes, what: str) -> Transaction:
     cls = _TYPED.get(data[0])
     if cls is None:
         raise InvalidBlock(f"{what}: transaction type {data[0]:#04x} is not supported")
-    items = decode_rlp(data[1:], f"{what}: typed payload")
+    items = decode_rlp(data[1:], f"{what}: typed payload", max_depth=4)
     return cls.from_items(items, what)  # type: ignore[no-any-return]
 
 
@@ -741,7 +756,7 @@ def decode_transaction(data: bytes | bytearray | memoryview) -> Transaction:
     """A transaction from its canonical bytes (:meth:`encode`): an RLP list or typed bytes."""
     raw = data if type(data) is bytes else bytes(data)
     if raw and raw[0] >= 0xC0:
-        return LegacyTx.from_items(decode_rlp(raw, "transaction"))
+        return LegacyTx.from_items(decode_rlp(raw, "transaction", max_depth=1))
     return _typed_from_bytes(raw, "transaction")
 
 

@@ -36,6 +36,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+import zlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -76,8 +77,27 @@ STORE_PREFIX = b"proposervm/"
 #: (avalanchego's ``maxSkew``).
 MAX_CLOCK_SKEW = 10
 
-_BLOCK = b"b"  # b + id -> inner id (32) + envelope bytes
+_BLOCK = b"b"  # b + id -> inner id (32) + crc32 of the envelope (4, BE) + envelope bytes
 _INNER = b"i"  # i + inner id -> id
+_LAST = b"last"  # the newest post-fork block written, accepted or being accepted
+_CHECKSUM_LEN = 4
+
+
+def _encode_record(inner_id: bytes, envelope: bytes) -> bytes:
+    return inner_id + zlib.crc32(envelope).to_bytes(_CHECKSUM_LEN, "big") + envelope
+
+
+def _record_parts(block_id: bytes, record: bytes | memoryview) -> tuple[bytes, bytes]:
+    """The inner ID and envelope bytes of a stored record, or ``StoreCorrupted`` if the
+    record is short or its envelope fails its checksum (the checksum covers the signature,
+    which the block ID leaves out)."""
+    head = BLOCK_ID_LEN + _CHECKSUM_LEN
+    if len(record) < head:
+        raise StoreCorrupted(f"stored post-fork block {block_id.hex()} is truncated")
+    envelope = bytes(record[head:])
+    if zlib.crc32(envelope) != int.from_bytes(record[BLOCK_ID_LEN:head], "big"):
+        raise StoreCorrupted(f"stored post-fork block {block_id.hex()} fails its checksum")
+    return bytes(record[:BLOCK_ID_LEN]), envelope
 _UINT64_MAX = 2**64 - 1
 
 
@@ -246,6 +266,7 @@ class ProposerVM:
         self._processing: dict[bytes, ProposerBlock] = {}
         self._processing_inner: dict[bytes, bytes] = {}
         self._preferred: bytes | None = None
+        self._recover()
 
     # --- configuration -------------------------------------------------------------------
 
@@ -452,16 +473,18 @@ class ProposerVM:
         return decoded, None
 
     def _decode_record(self, block_id: bytes, record: bytes) -> tuple[bytes, PostForkBlock]:
-        """The inner ID and envelope of an accepted block's record, checked against its ID."""
+        """The inner ID and envelope of an accepted block's record, checked against its
+        checksum and its ID."""
+        inner_id, data = _record_parts(block_id, record)
         try:
-            envelope = decode_block(record[BLOCK_ID_LEN:])
+            envelope = decode_block(data)
         except InvalidBlock as error:
             raise StoreCorrupted(f"stored post-fork block {block_id.hex()}: "
                                  f"{error.reason}") from None
         if not isinstance(envelope, PostForkBlock) or envelope.id != block_id:
             raise StoreCorrupted(f"stored post-fork block {block_id.hex()} does not hash to "
                                  "its ID")
-        return bytes(record[:BLOCK_ID_LEN]), envelope
+        return inner_id, envelope
 
     def _walk_own(self, snapshot: ReadSnapshot, block_id: bytes,
                   budget: AncestorBudget) -> bytes | None:
@@ -479,7 +502,7 @@ class ProposerVM:
             except KeyError:
                 reached.append(wanted)
                 raise _NotOwn(wanted.hex()) from None
-            data = bytes(record[BLOCK_ID_LEN:])
+            data = _record_parts(wanted, record)[1]
             try:
                 found_id, parent_id = peek_block(data)
             except InvalidBlock as error:
@@ -616,14 +639,57 @@ class ProposerVM:
             if self._is_accepted(block.id):
                 return
             raise InvalidBlock(f"block {block.id.hex()} is not processing: verify it first")
-        block.inner.accept()
+        # Write ahead: the layer's record goes to the store before the inner block is
+        # accepted, so the inner VM's last accepted block always has its envelope (a reader
+        # never sees an inner block the layer does not serve). A crash between the two
+        # writes leaves a record ahead of the inner VM, which the next start undoes.
         inner_id = block.inner.id
         with self._store.write_batch() as batch:
-            batch.put(_BLOCK + block.id, inner_id + bytes(envelope))
+            batch.put(_BLOCK + block.id, _encode_record(inner_id, bytes(envelope)))
             batch.put(_INNER + inner_id, block.id)
+            batch.put(_LAST, block.id)
+        try:
+            block.inner.accept()
+        except BaseException:
+            self._undo_record(block.id, inner_id, envelope.parent_id)
+            raise
         del self._processing[block.id]
         self._processing_inner.pop(inner_id, None)
         self._follow_preference(block)
+
+    def _undo_record(self, block_id: bytes, inner_id: bytes, parent_id: bytes) -> None:
+        """Remove the record of a post-fork block whose inner block was not accepted."""
+        with self._store.write_batch() as batch:
+            batch.delete(_BLOCK + block_id)
+            batch.delete(_INNER + inner_id)
+            if self._store.has(_BLOCK + parent_id):
+                batch.put(_LAST, parent_id)
+            else:
+                batch.delete(_LAST)
+
+    def _recover(self) -> None:
+        """Undo a record written ahead of an inner accept that never happened (a crash
+        between the two): the newest record counts only if the inner VM accepted its inner
+        block."""
+        try:
+            last = bytes(self._store.get(_LAST))
+            record = self._store.get(_BLOCK + last)
+        except KeyError:
+            return
+        inner_id, envelope = self._decode_record(last, record)
+        if not self._inner_accepted(inner_id):
+            logger.warning("undoing post-fork block %s: its inner block was never accepted",
+                           last.hex())
+            self._undo_record(last, inner_id, envelope.parent_id)
+
+    def _inner_accepted(self, inner_id: bytes) -> bool:
+        if inner_id == self._inner.last_accepted():
+            return True
+        try:
+            height = self._inner.get_block(inner_id).height
+            return self._inner.get_block_id_at_height(height) == inner_id
+        except BlockNotFound:
+            return False
 
     def _follow_preference(self, accepted: ProposerBlock) -> None:
         """Move the preference onto a block accepted on top of the preferred one."""
