@@ -28,7 +28,7 @@ from typing import Any
 import attrs
 
 from vmstack.cchain.crypto import keccak256
-from vmstack.cchain.rlpbytes import Buffer, header_slice
+from vmstack.cchain.rlpbytes import Buffer, decode_string_list, header_slice
 from vmstack.cchain.tries import receipts_root, transactions_root, withdrawals_root
 from vmstack.cchain.types import (
     UINT32,
@@ -296,7 +296,11 @@ class Flavour:
 
     def decode_header(self, data: Buffer) -> AnyHeader:
         """A header from its RLP (strict)."""
-        return self.header_type.from_items(decode_rlp(data, "header", max_depth=1))
+        strings = decode_string_list(data)
+        if strings is None:
+            return self.header_type.from_items(decode_rlp(data, "header", max_depth=1))
+        items: list[RLPItem] = list(strings)
+        return self.header_type.from_items(items)
 
     def encode_body(self, block_or_body: Block | Body) -> bytes:
         """The body RLP (what geth's rawdb stores under the ``b`` key)."""

@@ -26,6 +26,7 @@ __all__ = [
     "block_bytes",
     "block_hash",
     "check_rlp",
+    "decode_string_list",
     "header_parent_hash",
     "header_slice",
     "iter_list_items",
@@ -274,6 +275,31 @@ def iter_list_items(data: Buffer) -> Iterator[memoryview]:
         item_end = payload + length
         yield view[offset:item_end]
         offset = item_end
+
+
+def decode_string_list(data: Buffer) -> list[bytes] | None:
+    """The items of ``data`` if it is exactly one canonical RLP list of strings (a header);
+    ``None`` if it is anything else, for the general decoder to judge and word.
+
+    Decoding a header is the costly part of parsing a block, and a header is a flat list:
+    one pass over its item prefixes, with :func:`read_prefix`'s strict rules, replaces the
+    ``rlp`` package's recursive decoder on this path.
+    """
+    end = len(data)
+    try:
+        is_list, offset, length = read_prefix(data, 0, end)
+        if not is_list or offset + length != end:
+            return None
+        items: list[bytes] = []
+        while offset < end:
+            is_list, start, length = read_prefix(data, offset, end)
+            if is_list:
+                return None
+            offset = start + length
+            items.append(bytes(data[start:offset]))
+    except InvalidBlock:
+        return None
+    return items
 
 
 def check_rlp(data: Buffer, *, max_depth: int | None = None) -> None:
