@@ -62,7 +62,10 @@ def _public(scalar: int) -> int:
 
 
 def keccak256(data: bytes | bytearray | memoryview) -> bytes:
-    """The 32-byte Keccak-256 digest of ``data`` (any contiguous byte buffer, no copy)."""
+    """The 32-byte Keccak-256 digest of ``data`` (any contiguous byte buffer)."""
+    if type(data) is not bytes:
+        # pycryptodome takes a memoryview by a slower route than the copy costs.
+        data = bytes(data)
     return _keccak.new(digest_bits=256, data=data).digest()
 
 
