@@ -63,7 +63,6 @@ from vmstack.wrappers.proposer.block import (
     build_signed,
     build_unsigned,
     decode_block,
-    peek_block,
 )
 from vmstack.wrappers.proposer.staking import Certificate, StakingKey
 
@@ -77,27 +76,32 @@ STORE_PREFIX = b"proposervm/"
 #: (avalanchego's ``maxSkew``).
 MAX_CLOCK_SKEW = 10
 
-_BLOCK = b"b"  # b + id -> inner id (32) + crc32 of the envelope (4, BE) + envelope bytes
+_BLOCK = b"b"  # b + id -> crc32 (4, BE) | inner id (32) | parent id (32) | envelope bytes
 _INNER = b"i"  # i + inner id -> id
 _LAST = b"last"  # the newest post-fork block written, accepted or being accepted
 _CHECKSUM_LEN = 4
+_RECORD_HEAD = _CHECKSUM_LEN + 2 * BLOCK_ID_LEN
 
 
-def _encode_record(inner_id: bytes, envelope: bytes) -> bytes:
-    return inner_id + zlib.crc32(envelope).to_bytes(_CHECKSUM_LEN, "big") + envelope
+def _encode_record(inner_id: bytes, envelope: PostForkBlock) -> bytes:
+    body = inner_id + envelope.parent_id + bytes(envelope)
+    return zlib.crc32(body).to_bytes(_CHECKSUM_LEN, "big") + body
 
 
-def _record_parts(block_id: bytes, record: bytes | memoryview) -> tuple[bytes, bytes]:
-    """The inner ID and envelope bytes of a stored record, or ``StoreCorrupted`` if the
-    record is short or its envelope fails its checksum (the checksum covers the signature,
-    which the block ID leaves out)."""
-    head = BLOCK_ID_LEN + _CHECKSUM_LEN
-    if len(record) < head:
+def _record_parts(block_id: bytes, record: bytes | memoryview) -> tuple[bytes, bytes, bytes]:
+    """``(inner id, parent id, envelope bytes)`` of a stored record, or ``StoreCorrupted``
+    if the record is short or fails its checksum. The checksum covers everything after it,
+    the signature included (which the block ID leaves out), so the ancestors walk reads a
+    record without decoding or hashing the envelope."""
+    if len(record) <= _RECORD_HEAD:
         raise StoreCorrupted(f"stored post-fork block {block_id.hex()} is truncated")
-    envelope = bytes(record[head:])
-    if zlib.crc32(envelope) != int.from_bytes(record[BLOCK_ID_LEN:head], "big"):
+    body = bytes(record[_CHECKSUM_LEN:])
+    if zlib.crc32(body) != int.from_bytes(record[:_CHECKSUM_LEN], "big"):
         raise StoreCorrupted(f"stored post-fork block {block_id.hex()} fails its checksum")
-    return bytes(record[:BLOCK_ID_LEN]), envelope
+    return (body[:BLOCK_ID_LEN], body[BLOCK_ID_LEN:2 * BLOCK_ID_LEN],
+            body[2 * BLOCK_ID_LEN:])
+
+
 _UINT64_MAX = 2**64 - 1
 
 
@@ -475,7 +479,7 @@ class ProposerVM:
     def _decode_record(self, block_id: bytes, record: bytes) -> tuple[bytes, PostForkBlock]:
         """The inner ID and envelope of an accepted block's record, checked against its
         checksum and its ID."""
-        inner_id, data = _record_parts(block_id, record)
+        inner_id, _, data = _record_parts(block_id, record)
         try:
             envelope = decode_block(data)
         except InvalidBlock as error:
@@ -502,15 +506,7 @@ class ProposerVM:
             except KeyError:
                 reached.append(wanted)
                 raise _NotOwn(wanted.hex()) from None
-            data = _record_parts(wanted, record)[1]
-            try:
-                found_id, parent_id = peek_block(data)
-            except InvalidBlock as error:
-                raise StoreCorrupted(f"stored post-fork block {wanted.hex()}: "
-                                     f"{error.reason}") from None
-            if found_id != wanted:
-                raise StoreCorrupted(f"stored post-fork block {wanted.hex()} does not hash "
-                                     "to its ID")
+            _, parent_id, data = _record_parts(wanted, record)
             return data, parent_id
 
         walk_ancestors(fetch, block_id, budget)
@@ -645,7 +641,7 @@ class ProposerVM:
         # writes leaves a record ahead of the inner VM, which the next start undoes.
         inner_id = block.inner.id
         with self._store.write_batch() as batch:
-            batch.put(_BLOCK + block.id, _encode_record(inner_id, bytes(envelope)))
+            batch.put(_BLOCK + block.id, _encode_record(inner_id, envelope))
             batch.put(_INNER + inner_id, block.id)
             batch.put(_LAST, block.id)
         try:
