@@ -95,11 +95,12 @@ def _record_parts(block_id: bytes, record: bytes | memoryview) -> tuple[bytes, b
     record without decoding or hashing the envelope."""
     if len(record) <= _RECORD_HEAD:
         raise StoreCorrupted(f"stored post-fork block {block_id.hex()} is truncated")
-    body = bytes(record[_CHECKSUM_LEN:])
-    if zlib.crc32(body) != int.from_bytes(record[:_CHECKSUM_LEN], "big"):
+    view = memoryview(record)
+    if zlib.crc32(view[_CHECKSUM_LEN:]) != int.from_bytes(view[:_CHECKSUM_LEN], "big"):
         raise StoreCorrupted(f"stored post-fork block {block_id.hex()} fails its checksum")
-    return (body[:BLOCK_ID_LEN], body[BLOCK_ID_LEN:2 * BLOCK_ID_LEN],
-            body[2 * BLOCK_ID_LEN:])
+    parent_at = _CHECKSUM_LEN + BLOCK_ID_LEN
+    return (bytes(view[_CHECKSUM_LEN:parent_at]), bytes(view[parent_at:_RECORD_HEAD]),
+            bytes(view[_RECORD_HEAD:]))
 
 
 _UINT64_MAX = 2**64 - 1
