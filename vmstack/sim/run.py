@@ -36,6 +36,7 @@ from vmstack.sim.costs import REFERENCE_COSTS, CostModel, fit_cost, time_call
 from vmstack.sim.network import Network, NetworkConfig
 from vmstack.stack import build_stack
 from vmstack.store import KeyValueStore, LMDBStore
+from vmstack.wrappers.proposer import StakingKey
 
 __all__ = [
     "MODES",
@@ -164,11 +165,18 @@ class _Stacks:
         self.clock = clock
         self.tracer = trace.get_tracer("vmstack.sim")
 
-    def build(self, store: KeyValueStore, registry: CollectorRegistry | None = None) -> ChainVM:
+    def build(self, store: KeyValueStore, registry: CollectorRegistry | None = None, *,
+              staking_key: StakingKey | None = None) -> ChainVM:
         return build_stack(store, chain_id=self.config.chain_id,
                            fork_time=self.config.fork_time,
                            transition_time=self.config.transition_time,
-                           tracer=self.tracer, registry=registry, clock=self.clock)
+                           tracer=self.tracer, registry=registry, clock=self.clock,
+                           staking_key=staking_key)
+
+    def builder_key(self) -> StakingKey:
+        """The staking identity of the node that builds the chain, derived from the seed:
+        its post-fork blocks are signed (ECDSA P-256) and every other node checks them."""
+        return StakingKey.generate(seed=f"vmstack simulate {self.config.seed}".encode())
 
 
 def _prepare_chain(config: SimulationConfig, stacks: _Stacks, store: KeyValueStore,
@@ -185,7 +193,7 @@ def _prepare_chain(config: SimulationConfig, stacks: _Stacks, store: KeyValueSto
         tip = vm.get_block(vm.last_accepted())
         stacks.clock.advance(max(tip.timestamp - stacks.clock(), 0.0))
         return True
-    vm = stacks.build(store)
+    vm = stacks.build(store, staking_key=stacks.builder_key())
     generate_chain(vm, blocks=config.blocks, txs_per_block=config.txs_per_block,
                    seed=config.seed, clock=stacks.clock, block_interval=config.block_interval,
                    progress=on_block)
