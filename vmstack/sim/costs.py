@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 
 import attrs
 
-__all__ = ["REFERENCE_COSTS", "CostModel", "OperationCost", "fit_cost"]
+__all__ = ["REFERENCE_COSTS", "CostModel", "OperationCost", "fit_cost", "mean_cost"]
 
 
 @attrs.frozen
@@ -98,6 +98,17 @@ def fit_cost(samples: Sequence[tuple[int, int, float]], *, by: str = "bytes") ->
     return cost(intercept, slope)
 
 
+def mean_cost(samples: Sequence[tuple[int, int, float]]) -> OperationCost:
+    """``seconds = per_block * blocks`` with the mean cost per block over ``(blocks, bytes,
+    seconds)`` samples: for calls whose cost depends on the kind of block more than on its
+    size (a signed post-fork block costs a signature check), measured on a chain with the
+    same mix of kinds as the one simulated."""
+    blocks = sum(count for count, _, _ in samples)
+    if blocks < 1:
+        raise ValueError("cannot average a cost over no blocks")
+    return OperationCost(per_block=sum(seconds for _, _, seconds in samples) / blocks)
+
+
 def time_call(call: Callable[[], object]) -> float:
     """Wall seconds of one ``call()``."""
     start = time.perf_counter()
@@ -108,9 +119,9 @@ def time_call(call: Callable[[], object]) -> float:
 # Calibrated with `vmstack simulate --calibrate` on the reference machine (2 cores,
 # CPython 3.11) on the default chain: 10 transactions a block, the full stack.
 REFERENCE_COSTS = CostModel(
-    serve_batched=OperationCost(base=5.4e-5, per_block=1.9e-5),
-    serve_serial=OperationCost(base=8.3e-3, per_byte=2.9e-7),
-    parse_batched=OperationCost(base=3.8e-4, per_block=1.5e-4),
-    parse_serial=OperationCost(base=1.6e-4, per_byte=7.9e-9),
-    execute=OperationCost(base=2.1e-3, per_byte=3.7e-7),
+    serve_batched=OperationCost(per_block=1.6e-5),
+    serve_serial=OperationCost(base=8.8e-3, per_byte=2.5e-7),
+    parse_batched=OperationCost(per_block=4.0e-4),
+    parse_serial=OperationCost(per_block=4.2e-4),
+    execute=OperationCost(base=2.9e-3, per_byte=1.1e-7),
 )
