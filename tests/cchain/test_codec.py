@@ -151,10 +151,19 @@ def test_header_field_counts_follow_the_forks() -> None:
     assert len(Header().to_items()) == 15
     assert len(Header(base_fee=7).to_items()) == 16
     assert len(Header(base_fee=7, withdrawals_hash=EMPTY_ROOT).to_items()) == 17
-    assert len(Header(requests_hash=EMPTY_ROOT, base_fee=1).to_items()) == 21
+    assert len(Header(requests_hash=EMPTY_ROOT, base_fee=1, withdrawals_hash=EMPTY_ROOT,
+                      parent_beacon_root=EMPTY_ROOT).to_items()) == 21
     assert len(AvalancheHeader().to_items()) == 16
     assert len(AvalancheHeader(base_fee=1, block_gas_cost=0).to_items()) == 19
-    assert len(AvalancheHeader(min_delay_excess=5).to_items()) == 24
+    assert len(AvalancheHeader(min_delay_excess=5, parent_beacon_root=EMPTY_ROOT).to_items()) == 24
+
+
+def test_an_absent_hash_before_a_present_field_is_refused_at_encoding() -> None:
+    """A gap that would be written empty but cannot be read back empty is a ValueError."""
+    with pytest.raises(ValueError, match="withdrawals_hash is absent"):
+        ETHEREUM.encode_header(Header(base_fee=7, blob_gas_used=5))
+    with pytest.raises(ValueError, match="parent_beacon_root is absent"):
+        AVALANCHE.encode_header(AvalancheHeader(min_delay_excess=3))
 
 
 def test_missing_optional_field_before_a_present_one_is_written_empty() -> None:
@@ -170,7 +179,9 @@ def test_missing_optional_field_before_a_present_one_is_written_empty() -> None:
 
 def test_a_missing_hash_before_a_present_field_does_not_decode() -> None:
     """As in geth, an empty string where a hash belongs is rejected when read back."""
-    data = ETHEREUM.encode_header(Header(blob_gas_used=5))
+    items = Header(blob_gas_used=5, withdrawals_hash=EMPTY_ROOT).to_items()
+    items[16] = b""
+    data = rlp.encode(items)
     with pytest.raises(InvalidBlock, match="withdrawals_hash must be 32 bytes"):
         ETHEREUM.decode_header(data)
 

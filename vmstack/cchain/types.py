@@ -250,8 +250,16 @@ class _Record:
         while last > self._REQUIRED and values[last - 1] is None:
             last -= 1
         items: list[RLPItem] = []
-        for (_, _, encode, optional, label), value in zip(spec[:last], values, strict=False):
+        for (_, decode, encode, optional, label), value in zip(spec[:last], values,
+                                                               strict=False):
             if value is None and optional:
+                # geth writes an absent optional field before a present one as empty; only
+                # a field that reads an empty value back may be absent there.
+                try:
+                    decode(b"", label)
+                except InvalidBlock:
+                    raise ValueError(f"{label} is absent but a later optional field is "
+                                     "present: set it too") from None
                 items.append(b"")
             else:
                 items.append(encode(value, label))
