@@ -351,3 +351,55 @@ def test_memory_vm_without_batching_is_not_a_batched_vm() -> None:
     assert isinstance(memory_vm(batching=True), vmstack.BatchedChainVM)
     assert vmstack.supports_batching(BatchedMemoryVM())
     assert not vmstack.supports_batching(MemoryVM())
+
+
+def test_a_vm_offering_only_get_ancestors_has_its_answer_used() -> None:
+    """Rule 1 per method: a VM with get_ancestors alone answers it itself."""
+
+    class OnlyAncestors(MemoryVM):
+        def get_ancestors(self, block_id: bytes, max_blocks_num: int, max_blocks_size: int,
+                          max_retrieval_time: float) -> list[bytes]:
+            return [b"answered in one call"]
+
+    vm = OnlyAncestors()
+    ids = vm.extend_chain(3)
+    assert get_ancestors(vm, ids[-1]) == [b"answered in one call"]
+    assert batched_parse_block(vm, encoded_chain(2))[0].height == 1
+
+
+def test_capability_is_judged_per_instance() -> None:
+    """A layer that copies its inner VM's batched methods per instance is judged per instance."""
+
+    class CopyingLayer:
+        def __init__(self, inner: MemoryVM) -> None:
+            self.inner = inner
+            if isinstance(inner, BatchedMemoryVM):
+                self.get_ancestors = inner.get_ancestors
+                self.batched_parse_block = inner.batched_parse_block
+
+        def get_block(self, block_id: bytes) -> vmstack.Block:
+            return self.inner.get_block(block_id)
+
+    batching = CopyingLayer(memory_vm(batching=True, blocks=3))
+    serial = CopyingLayer(memory_vm(batching=False, blocks=3))
+    assert vmstack.supports_batching(batching) and not vmstack.supports_batching(serial)
+    tip = serial.inner.last_accepted()
+    assert len(get_ancestors(serial, tip)) == 4  # type: ignore[arg-type]
+
+
+def test_a_layer_without_a_batching_attribute_takes_its_inner_vms_capability() -> None:
+    """A pass-through layer that declares nothing batches exactly when the VM below does."""
+
+    class Plain:
+        def __init__(self, inner: object) -> None:
+            self.inner = inner
+
+        def get_ancestors(self, *args: object) -> list[bytes]:
+            raise BatchingNotImplemented("below cannot")
+
+        def batched_parse_block(self, blocks: Sequence[bytes]) -> list[vmstack.Block]:
+            raise BatchingNotImplemented("below cannot")
+
+    assert not vmstack.supports_batching(Plain(memory_vm(batching=False)))
+    assert vmstack.supports_batching(Plain(memory_vm(batching=True)))
+    assert vmstack.supports_batching(Plain(Plain(memory_vm(batching=True))))

@@ -229,31 +229,33 @@ def walk_ancestors(fetch: BlockFetch, block_id: bytes, budget: AncestorBudget) -
     return budget.blocks
 
 
-_BATCHED_TYPES: dict[type, bool] = {}
-
-
 def has_batched_methods(vm: object) -> TypeGuard[BatchedChainVM]:
-    """Whether ``vm`` has the :class:`~vmstack.interfaces.BatchedChainVM` methods.
+    """Whether ``vm`` has both :class:`~vmstack.interfaces.BatchedChainVM` methods.
 
-    The same answer as ``isinstance(vm, BatchedChainVM)``, remembered per type: a
-    runtime-checkable protocol check costs tens of microseconds in CPython 3.11, and this
-    question is asked on every batched call of every layer.
+    The answer ``isinstance(vm, BatchedChainVM)`` gives, instance by instance, without its
+    cost: a runtime-checkable protocol check takes tens of microseconds in CPython 3.11, and
+    this question is asked on every batched call of every layer.
     """
-    kind = type(vm)
-    known = _BATCHED_TYPES.get(kind)
-    if known is None:
-        known = _BATCHED_TYPES[kind] = isinstance(vm, BatchedChainVM)
-    return known
+    return (callable(getattr(vm, "get_ancestors", None))
+            and callable(getattr(vm, "batched_parse_block", None)))
 
 
 def supports_batching(vm: object) -> bool:
     """Whether ``vm`` answers batched calls rather than refusing them.
 
-    A VM without the :class:`~vmstack.interfaces.BatchedChainVM` methods cannot batch; a VM
-    that has them batches unless it declares ``batching = False`` (a pass-through layer over
-    a VM that cannot batch).
+    A VM without the :class:`~vmstack.interfaces.BatchedChainVM` methods cannot batch. A VM
+    with them says so with a ``batching`` attribute when it has one (a pass-through layer
+    over a VM that cannot batch has ``batching = False``); a layer without one (it has an
+    ``inner``) batches when the VM below it does; a VM at the bottom with the methods
+    batches.
     """
-    return has_batched_methods(vm) and bool(getattr(vm, "batching", True))
+    if not has_batched_methods(vm):
+        return False
+    declared = getattr(vm, "batching", None)
+    if declared is not None:
+        return bool(declared)
+    inner = getattr(vm, "inner", None)
+    return inner is None or supports_batching(inner)
 
 
 def fetch_through(vm: ChainVM) -> BlockFetch:
@@ -277,16 +279,19 @@ def get_ancestors(
 ) -> list[bytes]:
     """Bytes of ``block_id`` and its ancestors, newest first, as a peer would be answered.
 
-    Uses ``vm.get_ancestors`` when the VM has it; on ``BatchingNotImplemented`` (and only
+    Uses ``vm.get_ancestors`` when the VM has that method (whether or not it has the other
+    batched method); on ``BatchingNotImplemented`` (and only
     then) walks ``vm.get_block`` serially under the same budget. ``[]`` means the VM does
     not have ``block_id``. Bad limits or a malformed ``block_id`` raise ``ValueError``.
     """
     block_id = check_block_id(block_id)
     budget = AncestorBudget(max_blocks_num, max_blocks_size, max_retrieval_time, clock=clock)
-    if has_batched_methods(vm):
+    batched = getattr(vm, "get_ancestors", None)
+    if callable(batched):
         try:
-            return vm.get_ancestors(block_id, max_blocks_num, max_blocks_size,
-                                    max_retrieval_time)
+            answer: list[bytes] = batched(block_id, max_blocks_num, max_blocks_size,
+                                          max_retrieval_time)
+            return answer
         except BatchingNotImplemented:
             pass
     return walk_ancestors(fetch_through(vm), block_id, budget)
@@ -331,9 +336,11 @@ def batched_parse_block(vm: ChainVM, blocks: Sequence[bytes]) -> list[Block]:
     batch = check_parse_batch(blocks)
     if not batch:
         return []
-    if has_batched_methods(vm):
+    batched = getattr(vm, "batched_parse_block", None)
+    if callable(batched):
         try:
-            return vm.batched_parse_block(batch)
+            parsed: list[Block] = batched(batch)
+            return parsed
         except BatchingNotImplemented:
             pass
     return serial_parse_block(vm, batch)
