@@ -160,3 +160,13 @@ def test_layers_over_the_transition_follow_its_capability_as_it_changes() -> Non
     assert supports_batching(layer) and supports_batching(metered)
     assert len(layer.get_ancestors(block.id, 5, 10_000, 1.0)) == 5
     assert len(vm.calls_to("get_ancestors")) == 1
+
+
+def test_parsing_does_not_depend_on_order_or_history() -> None:
+    """A batch across the transition parses the same twice, newest first and oldest first."""
+    source, _ = node(30)
+    data = [bytes(source._served(source.get_block_id_at_height(h))) for h in range(30, 0, -1)]
+    _, transition = node(0, clock=SimClock(100.0))
+    first = [block.id for block in batched_parse_block(transition, data)]
+    assert [block.id for block in batched_parse_block(transition, data)] == first
+    assert [block.id for block in batched_parse_block(transition, data[::-1])] == first[::-1]

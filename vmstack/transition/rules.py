@@ -12,7 +12,10 @@ A chain switches from a ``pre`` VM to a ``post`` VM at ``transition_time`` (unix
 3. Until the transition is accepted, ``pre`` builds, parses and verifies every block, the
    transition block included; from then on ``post`` does.
 4. A block whose parent's timestamp is already at or after ``transition_time`` builds on the
-   transition; it is refused (``InvalidBlock``) until the transition block is accepted.
+   transition; it is refused (``InvalidBlock``) until the transition block is accepted: by
+   ``verify`` always, and by ``parse`` already when its parent is a block this node has
+   verified. Parsing records nothing, so a batch parses the same in any order, any number
+   of times (a bootstrapping node parses the whole chain before it executes any of it).
 5. Batched calls go to the VM of the moment: ``post`` serves every block, those before the
    transition included, because both VMs keep their blocks in one store.
 """

@@ -93,9 +93,6 @@ class TransitionVM:
         return transition_accepted(last.timestamp, self.transition_time)
 
     def _wrap(self, block: Block) -> TransitionBlock:
-        if not self._transitioned and builds_on_transition(block.timestamp,
-                                                           self.transition_time):
-            self._after_transition.add(block.id)
         return TransitionBlock(self, block, self.inner)
 
     # --- ChainVM -----------------------------------------------------------------------
@@ -141,8 +138,10 @@ class TransitionVM:
     # --- the rules at work -------------------------------------------------------------
 
     def _refuse_early(self, block: Block) -> None:
-        """Rule 4 where the parent is known here: a child of the transition block (or of a
-        descendant) waits until the transition block is accepted."""
+        """Rule 4 where the parent is a block this node has verified: a child of the
+        verified transition block (or of a verified descendant) waits until the transition
+        block is accepted. Parsing alone records nothing, so a batch parses the same in any
+        order and any number of times; ``verify`` enforces the rule for every block."""
         if not self._transitioned and block.parent_id in self._after_transition:
             raise InvalidBlock(
                 f"block {block.id.hex()} builds on the transition block, which this node has "
@@ -155,6 +154,9 @@ class TransitionVM:
             block._inner = self._post.parse_block(bytes(block._inner))
             block._source = self._post
         block._inner.verify()
+        if not self._transitioned and builds_on_transition(block.timestamp,
+                                                           self.transition_time):
+            self._after_transition.add(block.id)
 
     def _accept(self, block: TransitionBlock) -> None:
         block._inner.accept()
