@@ -310,3 +310,54 @@ def test_rejected_and_non_canonical_blocks_are_not_served(
             vm.get_block(block_id)
         assert vm.get_ancestors(block_id, 10, MAX_CONTAINERS_LEN, 60.0) == []
         assert serial_get_ancestors(vm, block_id) == []
+
+
+@pytest.mark.parametrize("damage", ["r=0", "y_parity=2", "high s"])
+def test_a_transaction_whose_sender_cannot_be_recovered_fails_verify(damage: str) -> None:
+    """verify recovers every sender, so an accepted block always restores on the slow path."""
+    import attrs
+
+    from vmstack import SimClock
+    from vmstack.cchain import CChainVM, DynamicFeeTx, sign_transaction
+    from vmstack.cchain.crypto import SECP256K1_N
+    from vmstack.store import MemoryStore
+
+    good = sign_transaction(DynamicFeeTx(chain_id=43114, max_fee_per_gas=10**10, gas=21000,
+                                         to=b"\x11" * 20), 777, 43114)
+    bad = {"r=0": attrs.evolve(good, r=0), "y_parity=2": attrs.evolve(good, y_parity=2),
+           "high s": attrs.evolve(good, s=SECP256K1_N - good.s, y_parity=1 - good.y_parity)}
+    clock = SimClock(1.7e9)
+    vm = CChainVM(MemoryStore(), clock=clock)
+    vm.add_transactions([bad[damage]])
+    clock.advance(2)
+    block = vm.build_block()
+    with pytest.raises(InvalidBlock, match="transaction 0"):
+        block.verify()
+    with pytest.raises(BlockNotFound):
+        vm.get_block(block.id)
+
+
+def test_a_block_is_served_while_it_is_being_accepted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """get_ancestors never answers [] for a block that is processing or accepted, even when
+    the accept lands between its look at the processing blocks and its snapshot."""
+    from vmstack import SimClock
+    from vmstack.cchain import generate_chain
+
+    clock = SimClock(1.7e9)
+    store = MemoryStore()
+    vm = CChainVM(store, clock=clock)
+    generate_chain(vm, blocks=2, txs_per_block=1, seed=3, clock=clock)
+    clock.advance(2)
+    block = vm.build_block()
+    block.verify()
+    real_snapshot = MemoryStore.snapshot
+    pending = [block]
+
+    def accept_first(self: MemoryStore):  # type: ignore[no-untyped-def]
+        if pending:
+            pending.pop().accept()
+        return real_snapshot(self)
+
+    monkeypatch.setattr(MemoryStore, "snapshot", accept_first)
+    assert len(vm.get_ancestors(block.id, 10, 10**6, 1.0)) == 4
+    assert vm.get_block(block.id).hash == block.id

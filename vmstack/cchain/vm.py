@@ -341,6 +341,11 @@ class CChainBlock:
         return self._id
 
     @property
+    def hash(self) -> bytes:
+        """The block hash (the same 32 bytes as :attr:`id`), as a decoded block names it."""
+        return self._id
+
+    @property
     def parent_id(self) -> bytes:
         return self._header.parent_hash
 
@@ -496,6 +501,7 @@ class CChainVM:
         self._ext_data: deque[bytes] = deque()
         self._withdrawals: deque[tuple[Withdrawal, ...]] = deque()
         self._encodings: OrderedDict[Transaction, bytes] = OrderedDict()
+        self._recovered: OrderedDict[bytes, bytes] = OrderedDict()
         self._headers: OrderedDict[bytes, AnyHeader] = OrderedDict()
         self._memo_lock = threading.Lock()
         self._open(genesis, genesis_timestamp)
@@ -768,8 +774,11 @@ class CChainVM:
         block_id = check_block_id(block_id)
         budget = AncestorBudget(max_blocks_num, max_blocks_size, max_retrieval_time,
                                 clock=self._clock)
+        # The processing blocks are looked at before the snapshot opens: a block accepted in
+        # between is then in one or the other, never in neither.
+        processing = dict(self._processing)
         with self._store.snapshot() as snap:
-            walk = _AncestorWalk(self, snap)
+            walk = _AncestorWalk(self, snap, processing)
             return walk_ancestors(walk.fetch, block_id, budget)
 
     def batched_parse_block(self, blocks: Sequence[bytes]) -> list[CChainBlock]:
@@ -970,8 +979,10 @@ class CChainVM:
         spans = dict(zip((f.name for f in self._flavour.body_fields), block._body_spans(),
                          strict=False))
         where = f"block {block.id.hex()}"
-        if derive_root(_item_encodings(raw, spans["transactions"])) != header.tx_root:
+        encodings = _item_encodings(raw, spans["transactions"])
+        if derive_root(encodings) != header.tx_root:
             raise InvalidBlock(f"{where}: transactions root does not match the header")
+        self._check_senders(block, encodings, where)
         uncles = spans["uncles"]
         if keccak256(raw[uncles.start:uncles.end]) != header.uncle_hash:
             raise InvalidBlock(f"{where}: uncle hash does not match the header")
@@ -993,6 +1004,24 @@ class CChainVM:
         if withdrawals is not None and (derive_root(_item_encodings(raw, withdrawals))
                                         != header.withdrawals_hash):
             raise InvalidBlock(f"{where}: withdrawals root does not match the header")
+
+    def _check_senders(self, block: CChainBlock, encodings: Sequence[bytes],
+                       where: str) -> None:
+        """Every transaction's sender recovers (what executing the block would need first),
+        so an accepted block always restores. A sender recovered once is remembered by the
+        transaction's encoding: a node sees most transactions twice (mempool, then block)."""
+        recovered = self._recovered
+        for index, (encoding, tx) in enumerate(zip(encodings, block.transactions,
+                                                   strict=True)):
+            if encoding in recovered:
+                recovered.move_to_end(encoding)
+                continue
+            try:
+                recovered[encoding] = tx.sender()
+            except InvalidBlock as error:
+                raise InvalidBlock(f"{where}: transaction {index}: {error.reason}") from None
+            if len(recovered) > _MEMO_SIZE:
+                recovered.popitem(last=False)
 
     def _accept(self, block: CChainBlock) -> None:
         with self._lock:
@@ -1137,12 +1166,13 @@ class _AncestorWalk:
     __slots__ = ("_check_from", "_get", "_keys", "_lookup", "_next_number", "_processing",
                  "_settled", "_snap", "_vm")
 
-    def __init__(self, vm: CChainVM, snap: ReadSnapshot) -> None:
+    def __init__(self, vm: CChainVM, snap: ReadSnapshot,
+                 processing: dict[bytes, CChainBlock]) -> None:
         self._vm = vm
         self._snap = snap
         self._get = snap.get
         self._keys = vm._schema.serving_keys
-        self._processing = vm._processing.get
+        self._processing = processing.get
         self._lookup = vm._cache.lookup
         self._next_number: int | None = None
         settled = vm._settled_number(snap)
