@@ -149,9 +149,12 @@ def test_layers_over_the_transition_follow_its_capability_as_it_changes() -> Non
     from vmstack.wrappers import MeteredVM, TracedVM
 
     vm, transition = node(10, clock=SimClock(22.0))
-    metered = MeteredVM(transition, registry=CollectorRegistry(), namespace="C")
+    registry = CollectorRegistry()
+    metered = MeteredVM(transition, registry=registry, namespace="C")
     layer = TracedVM(metered, tracer=TracerProvider().get_tracer("test"), name="C")
     assert not supports_batching(layer)
+    names = {family.name for family in registry.collect()}
+    assert "C_get_ancestors_duration_seconds" not in names
     with pytest.raises(BatchingNotImplemented):
         layer.get_ancestors(vm.last_accepted(), 5, 10_000, 1.0)
     block = layer.build_block()
@@ -160,6 +163,8 @@ def test_layers_over_the_transition_follow_its_capability_as_it_changes() -> Non
     assert supports_batching(layer) and supports_batching(metered)
     assert len(layer.get_ancestors(block.id, 5, 10_000, 1.0)) == 5
     assert len(vm.calls_to("get_ancestors")) == 1
+    assert registry.get_sample_value("C_get_ancestors_duration_seconds_count",
+                                     {"outcome": "success"}) == 1
 
 
 def test_parsing_does_not_depend_on_order_or_history() -> None:

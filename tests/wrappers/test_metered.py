@@ -182,3 +182,20 @@ def test_registry_is_required_and_global_one_untouched() -> None:
     get_ancestors(metered, inner.last_accepted())
     assert REGISTRY.get_sample_value("vmstack_global_probe_get_ancestors_duration_seconds_count",
                                      {"outcome": "success"}) is None
+
+
+def test_no_batched_metrics_over_a_layer_that_cannot_batch() -> None:
+    """Batched histograms exist only where the capability does, through layers too."""
+    from opentelemetry.trace import NoOpTracer
+    from prometheus_client import CollectorRegistry
+
+    from vmstack.conformance import memory_vm
+    from vmstack.wrappers import MeteredVM, TracedVM
+
+    registry = CollectorRegistry()
+    MeteredVM(TracedVM(memory_vm(batching=False, blocks=3), tracer=NoOpTracer(), name="t"),
+              registry=registry, namespace="x")
+    names = {family.name for family in registry.collect()}
+    assert "x_get_block_duration_seconds" in names
+    assert not {"x_get_ancestors_duration_seconds",
+                "x_batched_parse_block_duration_seconds"} & names

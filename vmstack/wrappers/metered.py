@@ -74,9 +74,9 @@ class _Timing:
 class _Meters:
     """Every histogram of one metered layer, shared by the layer and its blocks."""
 
-    __slots__ = ("accept", "batched_parse_block", "build_block", "get_ancestors", "get_block",
-                 "get_block_id_at_height", "last_accepted", "namespace", "parse_block",
-                 "registry", "reject", "set_preference", "verify")
+    __slots__ = ("_batched_timing", "accept", "batched_parse_block", "build_block",
+                 "get_ancestors", "get_block", "get_block_id_at_height", "last_accepted",
+                 "namespace", "parse_block", "registry", "reject", "set_preference", "verify")
 
     def __init__(self, registry: CollectorRegistry, namespace: str, *, batching: bool,
                  buckets: Sequence[float]) -> None:
@@ -105,11 +105,9 @@ class _Meters:
             self.reject = timing("block_reject", "block reject calls")
             self.get_ancestors: _Timing | None = None
             self.batched_parse_block: _Timing | None = None
+            self._batched_timing = timing
             if batching:
-                self.get_ancestors = timing("get_ancestors", "batched get_ancestors calls",
-                                            batched=True)
-                self.batched_parse_block = timing(
-                    "batched_parse_block", "batched_parse_block calls", batched=True)
+                self.batched_timings()
         except ValueError as error:
             for histogram in created:
                 registry.unregister(histogram)
@@ -117,6 +115,18 @@ class _Meters:
                 f"cannot register the metrics of MeteredVM({namespace}) in this registry: "
                 f"{error} (each metered layer of a registry needs its own namespace)"
             ) from error
+
+
+    def batched_timings(self) -> tuple[_Timing, _Timing]:
+        """The batched histograms, registered the first time the VM below can batch: they
+        exist only where the capability does (a VM below a transition gains it later)."""
+        if self.get_ancestors is None or self.batched_parse_block is None:
+            make = self._batched_timing
+            self.get_ancestors = make("get_ancestors", "batched get_ancestors calls",
+                                      batched=True)
+            self.batched_parse_block = make("batched_parse_block",
+                                            "batched_parse_block calls", batched=True)
+        return self.get_ancestors, self.batched_parse_block
 
 
 class MeteredBlock(WrappedBlock):
@@ -183,8 +193,7 @@ class MeteredVM:
                 f"a MeteredVM needs an explicit CollectorRegistry, got {registry!r}")
         self._inner = inner
         self._batched = batched_inner(inner)
-        self._meters = _Meters(registry, namespace, batching=self._batched is not None,
-                               buckets=buckets)
+        self._meters = _Meters(registry, namespace, batching=self.batching, buckets=buckets)
 
     @property
     def inner(self) -> ChainVM:
@@ -283,9 +292,9 @@ class MeteredVM:
     def get_ancestors(self, block_id: bytes, max_blocks_num: int, max_blocks_size: int,
                       max_retrieval_time: float) -> list[bytes]:
         batched = self._batched
-        timing = self._meters.get_ancestors
-        if batched is None or timing is None or not forwards_batching(batched):
+        if batched is None or not forwards_batching(batched):
             raise refusal(f"MeteredVM({self._meters.namespace})", self._inner)
+        timing = self._meters.get_ancestors or self._meters.batched_timings()[0]
         started = perf_counter()
         try:
             answer = batched.get_ancestors(block_id, max_blocks_num, max_blocks_size,
@@ -298,9 +307,9 @@ class MeteredVM:
 
     def batched_parse_block(self, blocks: Sequence[bytes]) -> list[MeteredBlock]:
         batched = self._batched
-        timing = self._meters.batched_parse_block
-        if batched is None or timing is None or not forwards_batching(batched):
+        if batched is None or not forwards_batching(batched):
             raise refusal(f"MeteredVM({self._meters.namespace})", self._inner)
+        timing = self._meters.batched_parse_block or self._meters.batched_timings()[1]
         started = perf_counter()
         try:
             parsed = batched.batched_parse_block(blocks)
