@@ -60,6 +60,16 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _check_output(path: Path | None, flag: str) -> None:
+    """Refuse an output path that cannot be written, before any work is done."""
+    if path is None:
+        return
+    if path.is_dir():
+        raise ValueError(f"{flag} {path} is a directory")
+    if not path.parent.is_dir():
+        raise ValueError(f"{flag} {path}: folder {path.parent} does not exist")
+
+
 def _progress(console: Console) -> Progress:
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                     TimeElapsedColumn(), console=console, transient=False)
@@ -70,6 +80,10 @@ def _simulate(args: argparse.Namespace, console: Console) -> int:
     from vmstack.sim.report import print_report, write_json, write_plot
     from vmstack.sim.run import MODES, SimulationConfig, calibrate, simulate
 
+    _check_output(args.json, "--json")
+    _check_output(args.plot, "--plot")
+    if args.data_dir is not None and args.data_dir.exists() and not args.data_dir.is_dir():
+        raise ValueError(f"--data-dir {args.data_dir} is not a directory")
     config = SimulationConfig(blocks=args.blocks, txs_per_block=args.txs_per_block,
                               peers=args.peers, seed=args.seed,
                               modes=("serial",) if args.serial else MODES)
@@ -101,6 +115,7 @@ def _simulate(args: argparse.Namespace, console: Console) -> int:
 def _bench(args: argparse.Namespace, console: Console) -> int:
     from vmstack.bench import print_comparisons, run_benchmarks, write_json
 
+    _check_output(args.json, "--json")
     with console.status("benchmarking") as status:
         rows = run_benchmarks(quick=args.quick,
                               on_module=lambda name: status.update(f"benchmarking {name}"))
@@ -121,7 +136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _simulate(args, console)
         return _bench(args, console)
     except (VMStackError, ValueError, OSError) as error:
-        console.print(f"[red]vmstack {args.command}: {error}[/red]")
+        Console(stderr=True).print(f"[red]vmstack {args.command}: {error}[/red]")
         return 2
 
 

@@ -71,7 +71,10 @@ def test_serial_flag_runs_the_serial_bootstrap_alone(tmp_path: Path) -> None:
     costs = tmp_path / "costs.json"
     costs.write_text('{"serve_batched": {}}')
     bad = run_cli("simulate", "--blocks", "5", "--costs", str(costs))
-    assert bad.returncode == 2 and "not a cost model" in bad.stdout
+    assert bad.returncode == 2 and "not a cost model" in bad.stderr
+    nowhere = run_cli("simulate", "--blocks", "5", "--json", str(tmp_path / "no" / "x.json"))
+    assert nowhere.returncode == 2 and "does not exist" in nowhere.stderr
+    assert "bootstrap" not in nowhere.stdout
 
 
 def test_cost_model_round_trips_through_json() -> None:
