@@ -88,17 +88,25 @@ def check_block_id(block_id: object) -> bytes:
 
 
 def check_parse_batch(blocks: Iterable[bytes]) -> list[bytes]:
-    """Return ``blocks`` as a list, or raise ``ValueError`` if it exceeds ``MAX_PARSE_BATCH``.
+    """Return ``blocks`` as a list, or raise ``ValueError`` if it is not a sequence or
+    exceeds ``MAX_PARSE_BATCH``; an element that is not bytes is ``InvalidBlock`` naming its
+    index.
 
     A sized batch is judged by its length before any element is read, and any other
     iterable is read at most one element past the maximum, so an oversized (or endless)
     batch costs nothing to refuse.
     """
+    if isinstance(blocks, str | bytes | bytearray | memoryview) or not isinstance(
+            blocks, Iterable):
+        raise ValueError(f"a batch is a sequence of block bytes, got {type(blocks).__name__}")
     if isinstance(blocks, Sized) and len(blocks) > MAX_PARSE_BATCH:
         raise _oversized_batch(str(len(blocks)))
     batch = list(itertools.islice(blocks, MAX_PARSE_BATCH + 1))
     if len(batch) > MAX_PARSE_BATCH:
         raise _oversized_batch("more")
+    for index, data in enumerate(batch):
+        if not isinstance(data, bytes | bytearray | memoryview):
+            raise InvalidBlock(f"a block is bytes, got {type(data).__name__}", index=index)
     return batch
 
 

@@ -193,7 +193,8 @@ def build_stack(
 
     vm: ChainVM = chain_vm()
     if transition_time is not None:
-        vm = TransitionVM(SerialChainVM(chain_vm()), vm, transition_time=transition_time)
+        vm = TransitionVM(SerialChainVM(chain_vm()), vm, transition_time=transition_time,
+                          clock=clock)
     vm = wrap_layers(vm, name="C", tracer=tracer, registry=registry)
     if fork_time is not None:
         vm = ProposerVM(vm, fork_time=fork_time, chain_id=chain_id, store=store,

@@ -175,3 +175,16 @@ def test_parsing_does_not_depend_on_order_or_history() -> None:
     first = [block.id for block in batched_parse_block(transition, data)]
     assert [block.id for block in batched_parse_block(transition, data)] == first
     assert [block.id for block in batched_parse_block(transition, data[::-1])] == first[::-1]
+
+
+def test_the_layer_takes_a_clock_but_blocks_decide_the_switch() -> None:
+    """The clock tells how long until the transition time; only acceptance switches VMs."""
+    vm, _ = node(5)
+    clock = SimClock(15.0)
+    transition = TransitionVM(SerialChainVM(vm), vm, transition_time=TRANSITION_TIME,
+                              clock=clock)
+    assert transition.seconds_to_transition == 6.0
+    clock.advance(10.0)
+    assert transition.seconds_to_transition == 0.0 and not transition.transitioned
+    with pytest.raises(ValueError):
+        TransitionVM(SerialChainVM(vm), vm, transition_time=float("nan"))

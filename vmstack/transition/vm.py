@@ -8,9 +8,12 @@ accepted block (rule 2), so it is persisted with that block and survives a resta
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Sequence
 
 from vmstack.batching import has_batched_methods, supports_batching
+from vmstack.clock import Clock
 from vmstack.errors import BatchingNotImplemented, InvalidBlock
 from vmstack.interfaces import BatchedChainVM, Block, ChainVM
 from vmstack.transition.rules import builds_on_transition, transition_accepted
@@ -53,10 +56,16 @@ class TransitionVM:
     :class:`TransitionBlock`, batched results included.
     """
 
-    def __init__(self, pre: ChainVM, post: ChainVM, *, transition_time: float) -> None:
+    def __init__(self, pre: ChainVM, post: ChainVM, *, transition_time: float,
+                 clock: Clock = time.time) -> None:
+        if isinstance(transition_time, bool) or not isinstance(transition_time, int | float) \
+                or math.isnan(transition_time):
+            raise ValueError(f"transition_time must be a number of seconds, got "
+                             f"{transition_time!r}")
         self._pre = pre
         self._post = post
         self.transition_time = transition_time
+        self.clock = clock
         self._transitioned = self._derive_transitioned()
         self._after_transition: set[bytes] = set()
 
@@ -81,6 +90,13 @@ class TransitionVM:
     def batching(self) -> bool:
         """Whether the VM in charge now answers batched calls."""
         return supports_batching(self.inner)
+
+    @property
+    def seconds_to_transition(self) -> float:
+        """How long until ``transition_time`` by the layer's clock (0 once it has come).
+        Which VM is in charge is decided by block timestamps, not by this clock: the
+        transition happens when the first block at or after the time is accepted."""
+        return max(0.0, self.transition_time - self.clock())
 
     @property
     def transitioned(self) -> bool:
