@@ -361,3 +361,18 @@ def test_a_block_is_served_while_it_is_being_accepted(monkeypatch: pytest.Monkey
     monkeypatch.setattr(MemoryStore, "snapshot", accept_first)
     assert len(vm.get_ancestors(block.id, 10, 10**6, 1.0)) == 4
     assert vm.get_block(block.id).hash == block.id
+
+
+def test_a_canonical_entry_naming_a_missing_block_is_store_corrupted() -> None:
+    """get_block_id_at_height never hands out a hash the store does not have at that height."""
+    from vmstack import SimClock
+    from vmstack.cchain import generate_chain
+
+    clock = SimClock(1.7e9)
+    store = MemoryStore()
+    generate_chain(CChainVM(store, clock=clock, settle_lag=2), blocks=5, txs_per_block=1,
+                   seed=4, clock=clock)
+    rawdb.write_canonical_hash(store, rawdb.Schema(), 4, bytes(32))
+    fresh = CChainVM(store, clock=clock, settle_lag=2)
+    with pytest.raises(StoreCorrupted, match="canonical entry at height 4"):
+        fresh.get_block_id_at_height(4)

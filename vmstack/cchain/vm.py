@@ -671,9 +671,13 @@ class CChainVM:
             cached = cache.lookup(height)
             if cached is not None:
                 return cached
-        found = rawdb.read_canonical_hash(self._store, self._schema, height)
-        if found is None:
-            raise BlockNotFound(f"no accepted block at height {height}")
+        with self._store.snapshot() as snap:
+            found = rawdb.read_canonical_hash(snap, self._schema, height)
+            if found is None:
+                raise BlockNotFound(f"no accepted block at height {height}")
+            if rawdb.read_header_number(snap, self._schema, found) != height:
+                raise StoreCorrupted(f"the canonical entry at height {height} names block "
+                                     f"{found.hex()}, which the store does not have there")
         self._remember(height, found)
         return found
 
