@@ -165,7 +165,7 @@ def _check_declaration(instance: Flavour, attribute: Any, fields: tuple[BodyFiel
         seen_optional = seen_optional or f.optional
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class Flavour:
     """A block format: its header type and its body fields, declared once.
 
@@ -179,6 +179,9 @@ class Flavour:
     body_fields: tuple[BodyField, ...] = attrs.field(validator=_check_declaration)
     _required: int = attrs.field(init=False, repr=False, eq=False)
     _undeclared: tuple[str, ...] = attrs.field(init=False, repr=False, eq=False)
+
+    def __repr__(self) -> str:
+        return f"Flavour({self.name!r})"
 
     def __attrs_post_init__(self) -> None:
         declared = {f.name for f in self.body_fields}
