@@ -292,11 +292,22 @@ def decode_string_list(data: Buffer) -> list[bytes] | None:
             return None
         items: list[bytes] = []
         while offset < end:
-            is_list, start, length = read_prefix(data, offset, end)
-            if is_list:
+            b0 = data[offset]
+            if b0 < 0x80:  # a single byte is its own encoding
+                items.append(bytes(data[offset:offset + 1]))
+                offset += 1
+            elif b0 < 0xB8:  # a short string: the hot case, read inline
+                start = offset + 1
+                offset = start + b0 - 0x80
+                if offset > end or (b0 == 0x81 and data[start] < 0x80):
+                    return None
+                items.append(bytes(data[start:offset]))
+            elif b0 < 0xC0:
+                _, start, length = read_prefix(data, offset, end)
+                offset = start + length
+                items.append(bytes(data[start:offset]))
+            else:
                 return None
-            offset = start + length
-            items.append(bytes(data[start:offset]))
     except InvalidBlock:
         return None
     return items
