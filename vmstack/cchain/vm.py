@@ -801,7 +801,7 @@ class CChainVM:
         if not isinstance(data, bytes | bytearray | memoryview):
             raise InvalidBlock(f"block bytes must be bytes, not {type(data).__name__}")
         raw = bytes(data)
-        header = header_slice(raw)
+        header = bytes(header_slice(raw))  # one copy, then hashed and decoded as bytes
         block_id = keccak256(header)
         known = self._processing.get(block_id)
         if known is not None:
