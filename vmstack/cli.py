@@ -31,7 +31,10 @@ def _non_negative(text: str) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="vmstack", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="vmstack",
+        description="An Avalanche-style chain-VM stack with the batched protocol forwarded "
+                    "through every layer.")
     commands = parser.add_subparsers(dest="command", required=True)
 
     simulate = commands.add_parser(
@@ -39,24 +42,30 @@ def _parser() -> argparse.ArgumentParser:
         description="Build a chain on the full stack over an embedded LMDB store, then "
                     "bootstrap a second node from it through get_ancestors / "
                     "batched_parse_block over a simulated network, batched and serial.")
-    simulate.add_argument("--blocks", type=_positive, default=600)
-    simulate.add_argument("--txs-per-block", type=_non_negative, default=10)
-    simulate.add_argument("--peers", type=_positive, default=3)
-    simulate.add_argument("--seed", type=int, default=1)
-    simulate.add_argument("--data-dir", type=Path,
+    simulate.add_argument("--blocks", type=_positive, default=600, metavar="N",
+                          help="blocks in the chain (default: %(default)s)")
+    simulate.add_argument("--txs-per-block", type=_non_negative, default=10, metavar="K",
+                          help="signed transactions per block (default: %(default)s)")
+    simulate.add_argument("--peers", type=_positive, default=3, metavar="P",
+                          help="peers serving the chain (default: %(default)s)")
+    simulate.add_argument("--seed", type=int, default=1, metavar="S",
+                          help="seed of the chain and the network (default: %(default)s)")
+    simulate.add_argument("--data-dir", type=Path, metavar="DIR",
                           help="keep the serving store here and reuse it on the next run")
     simulate.add_argument("--serial", action="store_true",
                           help="run only the serial (fallback) bootstrap")
-    simulate.add_argument("--json", type=Path, help="write every figure here")
-    simulate.add_argument("--plot", type=Path, help="write a PNG of blocks over time here")
+    simulate.add_argument("--json", type=Path, metavar="FILE", help="write every figure here")
+    simulate.add_argument("--plot", type=Path, metavar="FILE",
+                          help="write a PNG of blocks fetched over time here")
     costs = simulate.add_mutually_exclusive_group()
     costs.add_argument("--calibrate", action="store_true",
                        help="measure this machine's call costs first and use them")
-    costs.add_argument("--costs", type=Path, help="use the cost model in this JSON file")
+    costs.add_argument("--costs", type=Path, metavar="FILE",
+                       help="use this cost model: a JSON file, or a report written by --json")
 
     bench = commands.add_parser("bench", help="the benchmarks side by side, as ratios")
     bench.add_argument("--quick", action="store_true", help="fewer rounds (under 30 s)")
-    bench.add_argument("--json", type=Path, help="write every row here")
+    bench.add_argument("--json", type=Path, metavar="FILE", help="write every row here")
     return parser
 
 
@@ -89,7 +98,9 @@ def _simulate(args: argparse.Namespace, console: Console) -> int:
                               modes=("serial",) if args.serial else MODES)
     costs = REFERENCE_COSTS
     if args.costs is not None:
-        costs = CostModel.from_dict(json.loads(args.costs.read_text()))
+        data = json.loads(args.costs.read_text())
+        # A report written by --json carries its cost model under "costs".
+        costs = CostModel.from_dict(data.get("costs", data) if isinstance(data, dict) else data)
     with _progress(console) as progress:
         if args.calibrate:
             with console.status("measuring this machine's call costs"):

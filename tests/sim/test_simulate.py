@@ -68,6 +68,12 @@ def test_serial_flag_runs_the_serial_bootstrap_alone(tmp_path: Path) -> None:
                      "--json", str(out))
     assert result.returncode == 0, result.stderr
     assert list(json.loads(out.read_text())["simulated"]) == ["serial"]
+    again = tmp_path / "again.json"
+    replay = run_cli("simulate", "--blocks", "20", "--txs-per-block", "1", "--serial",
+                     "--costs", str(out), "--json", str(again))
+    assert replay.returncode == 0, replay.stderr
+    assert (json.loads(again.read_text())["simulated"]
+            == json.loads(out.read_text())["simulated"])
     costs = tmp_path / "costs.json"
     costs.write_text('{"serve_batched": {}}')
     bad = run_cli("simulate", "--blocks", "5", "--costs", str(costs))
