@@ -620,3 +620,14 @@ def test_stitching_stored_parts_equals_encoding_the_block() -> None:
         body_rlp = memoryview(bytearray(flavour.encode_body(block)))
         assert flavour.block_from_parts(header_rlp, body_rlp) == block
         assert flavour.block_from_parts(header_rlp, body_rlp, block.hash).hash == block.hash
+
+
+def test_the_rusty_rlp_backend_is_refused_loudly() -> None:
+    """An rlp codec that switched to rusty-rlp is refused with a message saying what to do."""
+    import types
+
+    from vmstack.cchain.types import require_pyrlp_backend
+
+    require_pyrlp_backend(types.SimpleNamespace())
+    with pytest.raises(ImportError, match="uninstall rusty-rlp"):
+        require_pyrlp_backend(types.SimpleNamespace(rusty_rlp=object()))

@@ -326,6 +326,20 @@ def _seal(cls: Any, label: str) -> None:
         raise TypeError(f"{cls.__name__}: optional fields must come last")
 
 
+def require_pyrlp_backend(codec: object) -> None:
+    """Refuse to run on an ``rlp`` package whose codec module (``rlp.codec``) switched to the
+    rusty-rlp backend: it does so silently when that package is installed, and vmstack's
+    strictness (canonical prefixes, the errors it turns into ``InvalidBlock``) is checked
+    against pyrlp's own decoder only."""
+    if hasattr(codec, "rusty_rlp"):
+        raise ImportError(
+            "the rlp package is using the rusty-rlp backend, which vmstack does not support: "
+            "uninstall rusty-rlp (pip uninstall rusty-rlp)")
+
+
+require_pyrlp_backend(rlp.codec)
+
+
 #: Items larger than this are checked for their nesting depth before the ``rlp`` package
 #: decodes them: it copies a nested list's bytes once per level, so bytes nested n deep cost
 #: n times their size (n is bounded by the recursion limit, about 1000, so below this size
