@@ -216,6 +216,14 @@ class LayerConformance:
         stack.settle()
         return stack
 
+    def _drawn_chain(self, data: st.DataObject,
+                     batching: bool) -> tuple[KitStack, list[bytes]]:
+        """A stack over a chain of a drawn length, and its blocks' bytes (see
+        :meth:`kit_chain`)."""
+        length = data.draw(st.integers(1, self.max_chain_length), label="blocks")
+        stack = self.kit_stack(batching=batching, blocks=length)
+        return stack, self.kit_chain(stack)
+
     def kit_chain(self, stack: KitStack) -> list[bytes]:
         """The bytes of every block of ``stack``'s chain as the layer serves them, genesis
         first (read one by one through the layer; the call record is cleared after)."""
@@ -273,9 +281,7 @@ class LayerConformance:
         """Over a batching VM, ``get_ancestors`` is one call below and no per-block call."""
 
         def check(data: st.DataObject) -> None:
-            length = data.draw(st.integers(1, self.max_chain_length), label="blocks")
-            stack = self.kit_stack(batching=inner_batches, blocks=length)
-            chain = self.kit_chain(stack)
+            stack, chain = self._drawn_chain(data, inner_batches)
             index, num, size = self._draw_request(data, chain)
             block_id = stack.ids[index]
             answer = _batched(stack.layer).get_ancestors(block_id, num, size, KIT_TIME_BUDGET)
@@ -291,9 +297,8 @@ class LayerConformance:
         ``parse_block`` call."""
 
         def check(data: st.DataObject) -> None:
-            length = data.draw(st.integers(1, self.max_chain_length), label="blocks")
-            stack = self.kit_stack(batching=inner_batches, blocks=length)
-            chain = self.kit_chain(stack)
+            stack, chain = self._drawn_chain(data, inner_batches)
+            length = len(chain) - 1  # blocks above genesis
             order = data.draw(st.permutations(range(1, length + 1)), label="order")
             picks = order[: data.draw(st.integers(1, length), label="batch length")]
             batch = [chain[i] for i in picks]
@@ -386,9 +391,7 @@ class LayerConformance:
             pytest.skip("the layer answers partly itself (pass_through = False)")
 
         def check(data: st.DataObject) -> None:
-            length = data.draw(st.integers(1, self.max_chain_length), label="blocks")
-            stack = self.kit_stack(batching=inner_batches, blocks=length)
-            chain = self.kit_chain(stack)
+            stack, chain = self._drawn_chain(data, inner_batches)
             index, num, size = self._draw_request(data, chain)
             block_id = stack.ids[index]
             through_layer = get_ancestors(stack.layer, block_id, max_blocks_num=num,
@@ -447,9 +450,7 @@ class LayerConformance:
         """A size budget equal to the cost of k blocks gives k blocks; one byte less, k-1."""
 
         def check(data: st.DataObject) -> None:
-            length = data.draw(st.integers(1, self.max_chain_length), label="blocks")
-            stack = self.kit_stack(batching=inner_batches, blocks=length)
-            chain = self.kit_chain(stack)
+            stack, chain = self._drawn_chain(data, inner_batches)
             count = data.draw(st.integers(1, len(chain)), label="blocks that fit")
             newest = chain[::-1][:count]
             exact = get_ancestors(stack.layer, stack.tip, max_blocks_size=_cost(newest),
@@ -466,9 +467,7 @@ class LayerConformance:
         """At most ``max_blocks_num`` blocks come back, the newest ones."""
 
         def check(data: st.DataObject) -> None:
-            length = data.draw(st.integers(1, self.max_chain_length), label="blocks")
-            stack = self.kit_stack(batching=inner_batches, blocks=length)
-            chain = self.kit_chain(stack)
+            stack, chain = self._drawn_chain(data, inner_batches)
             num = data.draw(st.integers(1, len(chain) + 3), label="max_blocks_num")
             answer = get_ancestors(stack.layer, stack.tip, max_blocks_num=num,
                                    clock=stack.clock)
@@ -481,9 +480,7 @@ class LayerConformance:
         """For any requested block, count and size, the answer is what rule 4 allows."""
 
         def check(data: st.DataObject) -> None:
-            length = data.draw(st.integers(1, self.max_chain_length), label="blocks")
-            stack = self.kit_stack(batching=inner_batches, blocks=length)
-            chain = self.kit_chain(stack)
+            stack, chain = self._drawn_chain(data, inner_batches)
             index, num, size = self._draw_request(data, chain)
             answer = get_ancestors(stack.layer, stack.ids[index], max_blocks_num=num,
                                    max_blocks_size=size, clock=stack.clock)
@@ -545,9 +542,8 @@ class LayerConformance:
         """``batched_parse_block`` returns wrapped blocks in input order."""
 
         def check(data: st.DataObject) -> None:
-            length = data.draw(st.integers(1, self.max_chain_length), label="blocks")
-            stack = self.kit_stack(batching=inner_batches, blocks=length)
-            chain = self.kit_chain(stack)
+            stack, chain = self._drawn_chain(data, inner_batches)
+            length = len(chain) - 1  # blocks above genesis
             picks = data.draw(st.lists(st.integers(1, length), min_size=1, max_size=length),
                               label="heights")
             batch = [chain[i] for i in picks]
