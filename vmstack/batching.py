@@ -159,22 +159,9 @@ class AncestorBudget:
         self.blocks: list[bytes] = []
         self.size = 0
 
-    @property
-    def full(self) -> bool:
-        """True once ``max_blocks_num`` blocks are in the answer."""
-        return len(self.blocks) >= self.max_blocks_num
-
-    def fits(self, block_len: int) -> bool:
-        """Whether a block of ``block_len`` bytes may be added now (always, for the first)."""
-        if not self.blocks:
-            return True
-        if self.full:
-            return False
-        return self.size + block_len + CONTAINER_LEN_OVERHEAD <= self.max_blocks_size
-
     def admit(self, block: bytes) -> bool:
         """Add ``block`` if it fits and return True; return False (and add nothing) if not."""
-        # The same rule as fits(), written out: this runs once per block of every answer.
+        # Written out flat: this runs once per block of every answer.
         blocks = self.blocks
         cost = len(block) + CONTAINER_LEN_OVERHEAD
         if blocks and (len(blocks) >= self.max_blocks_num

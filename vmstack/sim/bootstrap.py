@@ -126,8 +126,10 @@ class Bootstrapper:
         self.costs = costs
         self.clock = clock
         self.batched = batched
-        self.limits = AncestorBudget(max_blocks_num, max_blocks_size, max_retrieval_time,
-                                     clock=clock)
+        AncestorBudget(max_blocks_num, max_blocks_size, max_retrieval_time)  # validates them
+        self.max_blocks_num = max_blocks_num
+        self.max_blocks_size = max_blocks_size
+        self.max_retrieval_time = max_retrieval_time
         self.max_attempts = max_attempts
         self.progress = progress
         self.loop = EventLoop(clock)
@@ -221,9 +223,9 @@ class Bootstrapper:
                                lambda: self._receive(request_id, want, answer))
 
     def _serve_batched(self, vm: ChainVM, want: bytes) -> tuple[list[bytes], float]:
-        answer = get_ancestors(vm, want, max_blocks_num=self.limits.max_blocks_num,
-                               max_blocks_size=self.limits.max_blocks_size,
-                               max_retrieval_time=self.limits.max_retrieval_time,
+        answer = get_ancestors(vm, want, max_blocks_num=self.max_blocks_num,
+                               max_blocks_size=self.max_blocks_size,
+                               max_retrieval_time=self.max_retrieval_time,
                                clock=self.clock)
         return answer, self.costs.serve_batched(len(answer), sum(map(len, answer)))
 
@@ -238,8 +240,8 @@ class Bootstrapper:
             spent += self.costs.serve_serial(1, len(data))
             return data, parent_id
 
-        budget = AncestorBudget(self.limits.max_blocks_num, self.limits.max_blocks_size,
-                                self.limits.max_retrieval_time, clock=lambda: start + spent)
+        budget = AncestorBudget(self.max_blocks_num, self.max_blocks_size,
+                                self.max_retrieval_time, clock=lambda: start + spent)
         return walk_ancestors(fetch, want, budget), spent
 
     def _receive(self, request_id: int, want: bytes, answer: list[bytes]) -> None:
