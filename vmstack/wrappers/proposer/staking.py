@@ -33,6 +33,7 @@ from Crypto.Signature import DSS, pkcs1_15
 
 __all__ = [
     "MAX_CERTIFICATE_LEN",
+    "MAX_ECDSA_SIGNATURE_LEN",
     "NODE_ID_LEN",
     "Certificate",
     "InvalidCertificate",
@@ -49,6 +50,9 @@ __all__ = [
 MAX_CERTIFICATE_LEN = 2048
 #: Bytes in a NodeID: ripemd160(sha256(certificate DER)).
 NODE_ID_LEN = 20
+#: The longest ASN.1 DER encoding of a P-256 ECDSA signature: a SEQUENCE (2 bytes of tag
+#: and length) of two INTEGERs of at most 33 bytes each (2 bytes of tag and length each).
+MAX_ECDSA_SIGNATURE_LEN = 72
 
 _RSA_MODULUS_BITS = (2048, 4096)
 _RSA_EXPONENT = 65537
@@ -271,6 +275,34 @@ def _p256_point(key: bytes) -> tuple[int, int]:
     return x, y
 
 
+def _ecdsa_signature_numbers(signature: bytes) -> tuple[int, int]:
+    """``(r, s)`` of an ASN.1 DER ECDSA P-256 signature, each in ``[1, n - 1]``.
+
+    Read here, strictly (one SEQUENCE of two minimal INTEGERs, nothing after it), rather
+    than by a general DER parser: the length is bounded first (:data:`MAX_ECDSA_SIGNATURE_LEN`
+    bytes), so a peer's oversized signature is refused without reading it, and the cost
+    never depends on how long the peer made it. ``InvalidSignature`` otherwise.
+    """
+    reason = "staking: ECDSA verification failure"
+    if not isinstance(signature, bytes) or len(signature) > MAX_ECDSA_SIGNATURE_LEN:
+        raise InvalidSignature(reason)
+    try:
+        start, stop = _expect(signature, 0, _TAG_SEQUENCE, reason)
+        if stop != len(signature):
+            raise InvalidSignature(reason)
+        r_start, r_stop = _expect(signature, start, _TAG_INTEGER, reason)
+        s_start, s_stop = _expect(signature, r_stop, _TAG_INTEGER, reason)
+        if s_stop != stop:
+            raise InvalidSignature(reason)
+        r = _der_integer(signature[r_start:r_stop], reason)
+        s = _der_integer(signature[s_start:s_stop], reason)
+    except InvalidCertificate:
+        raise InvalidSignature(reason) from None
+    if not (0 < r < _P256_N and 0 < s < _P256_N):
+        raise InvalidSignature(reason)
+    return r, s
+
+
 # --- certificates -----------------------------------------------------------------------
 
 
@@ -342,8 +374,10 @@ class Certificate:
         if self.algorithm == "RSA":
             _check_rsa(self.public_numbers[0], self._verifier, digest.digest(), signature)
             return
+        r, s = _ecdsa_signature_numbers(signature)
         try:
-            DSS.new(self._verifier, "fips-186-3", encoding="der").verify(digest, signature)
+            DSS.new(self._verifier, "fips-186-3", encoding="binary").verify(
+                digest, r.to_bytes(32, "big") + s.to_bytes(32, "big"))
         except ValueError:
             raise InvalidSignature("staking: ECDSA verification failure") from None
 
