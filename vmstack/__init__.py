@@ -19,6 +19,7 @@ from vmstack.errors import (
     InvalidBlock,
     StoreCorrupted,
     VMStackError,
+    VMUnavailable,
 )
 from vmstack.interfaces import BatchedChainVM, Block, ChainVM, Layer
 from vmstack.stack import build_stack, describe_stack
@@ -37,6 +38,7 @@ __all__ = [
     "SimClock",
     "StoreCorrupted",
     "VMStackError",
+    "VMUnavailable",
     "batched_parse_block",
     "build_stack",
     "describe_stack",

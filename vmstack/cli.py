@@ -1,4 +1,4 @@
-"""The ``vmstack`` command line: ``vmstack simulate`` and ``vmstack bench``."""
+"""The ``vmstack`` command line: ``vmstack simulate``, ``vmstack bench`` and ``vmstack serve``."""
 
 from __future__ import annotations
 
@@ -62,6 +62,38 @@ def _parser() -> argparse.ArgumentParser:
                        help="measure this machine's call costs first and use them")
     costs.add_argument("--costs", type=Path, metavar="FILE",
                        help="use this cost model: a JSON file, or a report written by --json")
+
+    serve = commands.add_parser(
+        "serve", help="serve a stack over gRPC (the plugin side of a process boundary)",
+        description="Open the LMDB store in DIR, build the stack the options describe and "
+                    "serve it over gRPC until standard input closes or SIGTERM/SIGINT "
+                    "arrives. The first line of output is the handshake: 'vmstack-serve 1 "
+                    "ADDRESS PID'.")
+    serve.add_argument("--data-dir", type=Path, required=True, metavar="DIR",
+                       help="the LMDB store to serve (created if absent)")
+    serve.add_argument("--address", metavar="ADDR",
+                       help="where to listen: unix:/path or 127.0.0.1:PORT (default: a Unix "
+                            "socket in a private directory)")
+    serve.add_argument("--chain-id", type=_positive, metavar="ID",
+                       help="the EVM chain ID (default: 43114)")
+    serve.add_argument("--fork-time", type=float, metavar="T",
+                       help="unix time of the proposer fork (default: no proposer layer)")
+    serve.add_argument("--transition-time", type=float, metavar="T",
+                       help="unix time of the transition (default: no transition layer)")
+    serve.add_argument("--settle-lag", type=_non_negative, metavar="N",
+                       help="blocks an accepted block waits before it is settled "
+                            "(default: 0)")
+    serve.add_argument("--cache-size", type=_non_negative, metavar="N",
+                       help="entries of the canonical hash cache (default: 10000)")
+    serve.add_argument("--flavour", choices=("avalanche", "ethereum"),
+                       help="block format (default: avalanche)")
+    serve.add_argument("--key-prefix", metavar="HEX",
+                       help="hex prefix of every store key (default: none)")
+    serve.add_argument("--sim-clock", type=float, metavar="START",
+                       help="run the stack on a simulated clock starting at START that "
+                            "follows the time callers send")
+    serve.add_argument("--no-stdin-watch", action="store_true",
+                       help="keep serving when standard input closes")
 
     bench = commands.add_parser("bench", help="the benchmarks side by side, as ratios")
     bench.add_argument("--quick", action="store_true", help="fewer rounds (under 30 s)")
@@ -137,6 +169,25 @@ def _bench(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def _serve(args: argparse.Namespace, console: Console) -> int:
+    from vmstack.cchain import AVALANCHE, ETHEREUM
+    from vmstack.wrappers.rpc.process import serve
+
+    if args.data_dir.exists() and not args.data_dir.is_dir():
+        raise ValueError(f"--data-dir {args.data_dir} is not a directory")
+    options: dict[str, object] = {
+        "chain_id": args.chain_id, "fork_time": args.fork_time,
+        "transition_time": args.transition_time, "settle_lag": args.settle_lag,
+        "cache_size": args.cache_size,
+        "flavour": {"avalanche": AVALANCHE, "ethereum": ETHEREUM}.get(args.flavour or ""),
+        "key_prefix": None if args.key_prefix is None else bytes.fromhex(args.key_prefix),
+    }
+    return serve(args.data_dir, address=args.address, sim_clock=args.sim_clock,
+                 stack_options={name: value for name, value in options.items()
+                                if value is not None},
+                 stop_on_stdin_close=not args.no_stdin_watch)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (2 for bad usage or input)."""
     args = _parser().parse_args(argv)
@@ -145,6 +196,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "simulate":
             return _simulate(args, console)
+        if args.command == "serve":
+            return _serve(args, console)
         return _bench(args, console)
     except (VMStackError, ValueError, OSError) as error:
         Console(stderr=True).print(f"[red]vmstack {args.command}: {error}[/red]")

@@ -7,7 +7,8 @@ One shallow tree, so a caller can catch everything the stack raises on purpose w
     ├── BlockNotFound            the block is unknown, rejected, or its key is missing
     ├── InvalidBlock             bytes or a block that fail a rule (also a ValueError)
     ├── BatchingNotImplemented   the optional batched protocol is not offered here
-    └── StoreCorrupted           a stored value fails its check (wrong hash, truncated RLP)
+    ├── StoreCorrupted           a stored value fails its check (wrong hash, truncated RLP)
+    └── VMUnavailable            a VM behind a process boundary is gone or did not answer in time
 
 Wrappers pass errors through unchanged: a layer never re-wraps an error of the layer
 below, so the engine sees the very object the bottom raised. A store's ``KeyError``
@@ -22,6 +23,7 @@ __all__ = [
     "InvalidBlock",
     "StoreCorrupted",
     "VMStackError",
+    "VMUnavailable",
 ]
 
 
@@ -63,3 +65,9 @@ class BatchingNotImplemented(VMStackError):
 
 class StoreCorrupted(VMStackError):
     """A stored value failed its check; it is never returned as data."""
+
+
+class VMUnavailable(VMStackError):
+    """A VM served in another process did not answer: the process is gone, the connection
+    broke, or the caller's deadline passed. Raised by :class:`vmstack.wrappers.rpc.VMClient`
+    within its timeout, never as a transport library's own exception."""

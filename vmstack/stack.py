@@ -112,8 +112,10 @@ def describe_stack(vm: ChainVM) -> StackDescription:
 
     Follows each layer's ``inner`` until a VM without one (the bottom). A layer's name is
     its ``name`` attribute when that is a string; its capability is what
-    :func:`vmstack.batching.supports_batching` says. A stack whose ``inner`` links loop
-    raises ``ValueError``.
+    :func:`vmstack.batching.supports_batching` says. A bottom that is a process boundary
+    (it has ``describe_served()``, as :class:`~vmstack.wrappers.rpc.VMClient` has) is
+    followed by the layers it serves, read on the serving side. A stack whose ``inner``
+    links loop raises ``ValueError``.
     """
     layers: list[LayerInfo] = []
     seen: set[int] = set()
@@ -128,7 +130,12 @@ def describe_stack(vm: ChainVM) -> StackDescription:
         layers.append(LayerInfo(kind=type(current).__name__,
                                 name=name if isinstance(name, str) else None,
                                 batching=supports_batching(current)))
-        current = getattr(current, "inner", None)
+        below = getattr(current, "inner", None)
+        if below is None:
+            served = getattr(current, "describe_served", None)
+            if callable(served):
+                layers.extend(served())
+        current = below
     return StackDescription(tuple(layers))
 
 
@@ -165,6 +172,7 @@ def build_stack(
     key_prefix: bytes = b"",
     settle_lag: int = 0,
     cache_size: int = 10_000,
+    out_of_process: ChainVM | None = None,
 ) -> ChainVM:
     """The full C-chain stack over one ``store``, top layer returned (DESIGN section 2).
 
@@ -177,6 +185,15 @@ def build_stack(
     ``"proposervm"``. Traced layers appear when a ``tracer`` is given, metered ones when a
     ``registry`` is given; ``None`` leaves a layer out. ``clock`` (default ``time.time``)
     drives every layer. This is the one function that knows the layer order.
+
+    ``out_of_process`` puts the process boundary where avalanchego puts it for a plugin VM:
+    given the client of a VM served in another process (a
+    :class:`~vmstack.wrappers.rpc.VMClient`, usually from
+    :func:`~vmstack.wrappers.rpc.spawn`, which builds the C-chain part there), that client
+    takes the place of the C-chain part and the layers from ``"C"`` up are built over it in
+    this process; ``store`` then holds only the proposer layer's records. The options that
+    shape the C-chain part (``flavour``, ``transition_time``, ``key_prefix``,
+    ``settle_lag``, ``cache_size``) belong to the serving side and are refused here.
     """
     import time
 
@@ -191,7 +208,18 @@ def build_stack(
         return CChainVM(store, flavour=flavour, key_prefix=key_prefix, clock=clock,
                         chain_id=chain_id, settle_lag=settle_lag, cache_size=cache_size)
 
-    vm: ChainVM = chain_vm()
+    if out_of_process is not None:
+        served_options = {"flavour": flavour is not AVALANCHE,
+                          "transition_time": transition_time is not None,
+                          "key_prefix": key_prefix != b"", "settle_lag": settle_lag != 0,
+                          "cache_size": cache_size != 10_000}
+        misplaced = sorted(name for name, given in served_options.items() if given)
+        if misplaced:
+            raise ValueError(f"{', '.join(misplaced)} shape the served C-chain part: give "
+                             "them to the serving side (spawn), not with out_of_process")
+        vm: ChainVM = out_of_process
+    else:
+        vm = chain_vm()
     if transition_time is not None:
         vm = TransitionVM(SerialChainVM(chain_vm()), vm, transition_time=transition_time,
                           clock=clock)

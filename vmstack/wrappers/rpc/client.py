@@ -1,0 +1,309 @@
+"""VMClient: the engine's side of the process boundary, a layer over a VM in another process.
+
+It is the bottom of the in-process part of a stack, the way avalanchego's rpcchainvm
+client sits under the node's metering and tracing layers. Each ``ChainVM`` call is one
+round trip; each batched call is ONE round trip too, always: the server runs the engine
+helpers against its VM, falling back there when that VM cannot batch, so this layer never
+refuses a batched call (``batching`` is always true).
+
+Blocks come back as :class:`RemoteBlock`: id, parent id, height, timestamp and bytes, with
+``verify``, ``accept`` and ``reject`` as calls that reach the served block.
+
+Failures: the served VM's errors arrive as themselves (``BlockNotFound``, ``InvalidBlock``
+with its index, ``StoreCorrupted``, ``BatchingNotImplemented``, ``ValueError``; anything
+else as ``VMStackError``). A server that is gone, a broken connection or a passed deadline
+is :class:`~vmstack.errors.VMUnavailable`, raised within ``timeout`` seconds of the call.
+Arguments that cannot be put in a request are judged here, with the errors the served VMs
+give for them, and a request over the message limit is refused before it is sent.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable, Sequence
+from types import TracebackType
+
+import attrs
+import grpc
+from google.protobuf.message import Message
+
+from vmstack.batching import check_block_id, check_parse_batch
+from vmstack.clock import Clock
+from vmstack.errors import BlockNotFound, InvalidBlock, VMUnavailable
+from vmstack.stack import LayerInfo, StackDescription
+from vmstack.wrappers.rpc import vm_pb2
+from vmstack.wrappers.rpc.protocol import (
+    MAX_REQUEST_SIZE,
+    MAX_RESPONSE_SIZE,
+    METHODS,
+    error_of,
+)
+
+__all__ = ["RemoteBlock", "RoundTrips", "VMClient"]
+
+_UINT64_LIMIT = 1 << 64
+
+
+@attrs.define
+class RoundTrips:
+    """Round trips made by one client: how many, and their wall seconds, per method."""
+
+    calls: dict[str, int] = attrs.field(factory=dict)
+    seconds: dict[str, float] = attrs.field(factory=dict)
+
+    def add(self, method: str, seconds: float) -> None:
+        self.calls[method] = self.calls.get(method, 0) + 1
+        self.seconds[method] = self.seconds.get(method, 0.0) + seconds
+
+    @property
+    def total(self) -> int:
+        """Round trips of every method together."""
+        return sum(self.calls.values())
+
+    def as_dict(self) -> dict[str, dict[str, float]]:
+        """``{method: {"calls": n, "seconds": s}}``, for JSON output."""
+        return {method: {"calls": count, "seconds": self.seconds[method]}
+                for method, count in sorted(self.calls.items())}
+
+
+class RemoteBlock:
+    """A block of the served VM: its facts, and decisions that are calls to the server."""
+
+    __slots__ = ("_bytes", "_client", "height", "id", "parent_id", "timestamp")
+
+    def __init__(self, client: VMClient, facts: vm_pb2.BlockFacts, data: bytes) -> None:
+        self._client = client
+        self.id: bytes = facts.id
+        self.parent_id: bytes = facts.parent_id
+        self.height: int = facts.height
+        self.timestamp: int = facts.timestamp
+        self._bytes = data
+
+    def __bytes__(self) -> bytes:
+        return self._bytes
+
+    def verify(self) -> None:
+        """Verify the served block (its bytes travel with the call, in case the server no
+        longer holds it)."""
+        self._client.call("BlockVerify", vm_pb2.BlockVerifyRequest(id=self.id, bytes=self._bytes))
+
+    def accept(self) -> None:
+        """Accept the served block."""
+        self._client.call("BlockAccept", vm_pb2.BlockDecisionRequest(id=self.id))
+
+    def reject(self) -> None:
+        """Reject the served block."""
+        self._client.call("BlockReject", vm_pb2.BlockDecisionRequest(id=self.id))
+
+    def __repr__(self) -> str:
+        return f"RemoteBlock(id={self.id.hex()[:16]}…, height={self.height})"
+
+
+def _wire_id(block_id: object) -> bytes:
+    """A block ID as a request carries it: ``bytes`` as given (the served VM judges its
+    length); anything else as :func:`~vmstack.batching.check_block_id` reads it."""
+    return block_id if type(block_id) is bytes else check_block_id(block_id)
+
+
+class VMClient:
+    """A ``ChainVM`` (and ``BatchedChainVM``) whose VM is served at ``address`` by a
+    :class:`~vmstack.wrappers.rpc.VMServer`, usually in another process.
+
+    ``timeout`` bounds every call, in seconds. ``clock``, when given, is the caller's clock:
+    every request carries its time, so a server running its VM on simulated time follows
+    it. ``pid`` is the served process's ID when :func:`~vmstack.wrappers.rpc.spawn` started
+    it. :attr:`round_trips` counts the calls made.
+    """
+
+    batching = True
+
+    def __init__(self, address: str, *, timeout: float = 10.0,
+                 clock: Clock | None = None) -> None:
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not (
+                math.isfinite(timeout) and timeout > 0):
+            raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        if not isinstance(address, str) or not address:
+            raise ValueError(f"address must be a non-empty string, got {address!r}")
+        self._address = address
+        self._timeout = float(timeout)
+        self._clock = clock
+        self.pid: int | None = None
+        self.round_trips = RoundTrips()
+        self._lock = threading.Lock()
+        self._channel = grpc.insecure_channel(
+            address, options=[("grpc.max_receive_message_length", MAX_RESPONSE_SIZE),
+                              ("grpc.max_send_message_length", MAX_REQUEST_SIZE)])
+        self._stubs: dict[str, Callable[..., Message]] = {
+            name: self._channel.unary_unary(
+                method.path, request_serializer=method.request.SerializeToString,
+                response_deserializer=method.response.FromString)
+            for name, method in METHODS.items()
+        }
+        self._closed = False
+
+    @property
+    def address(self) -> str:
+        """Where the served VM listens."""
+        return self._address
+
+    @property
+    def timeout(self) -> float:
+        """Seconds each call may take before it fails with ``VMUnavailable``."""
+        return self._timeout
+
+    def close(self) -> None:
+        """Close the connection; later calls raise ``VMUnavailable``. Closing twice is
+        harmless."""
+        self._closed = True
+        self._channel.close()
+
+    def __enter__(self) -> VMClient:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"VMClient({self._address!r})"
+
+    @property
+    def name(self) -> str:
+        """The address, which names this boundary in :func:`vmstack.describe_stack`."""
+        return self._address
+
+    # --- one round trip -----------------------------------------------------------------
+
+    def call(self, method: str, request: Message) -> Message:
+        """One round trip of ``method`` with ``request``; the response, or the served VM's
+        error raised here (see the module's docstring)."""
+        if self._closed:
+            raise VMUnavailable(f"the client of {self._address} is closed")
+        if self._clock is not None and "now" in type(request).DESCRIPTOR.fields_by_name:
+            request.now = self._clock()  # type: ignore[attr-defined]
+        size = request.ByteSize()
+        if size > MAX_REQUEST_SIZE:
+            raise ValueError(f"{method} request of {size} bytes is over the "
+                             f"{MAX_REQUEST_SIZE}-byte message limit")
+        started = time.perf_counter()
+        try:
+            response = self._stubs[method](request, timeout=self._timeout)
+        except grpc.RpcError as error:
+            raise self._transport_error(method, error) from None
+        finally:
+            with self._lock:
+                self.round_trips.add(method, time.perf_counter() - started)
+        if response.HasField("failure"):
+            raise error_of(response.failure)  # type: ignore[attr-defined]
+        return response
+
+    def _transport_error(self, method: str, error: grpc.RpcError) -> Exception:
+        code = error.code() if isinstance(error, grpc.Call) else None
+        details = error.details() if isinstance(error, grpc.Call) else str(error)
+        if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+            return ValueError(f"{method}: a message is over the limit: {details}")
+        if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+            return VMUnavailable(f"{method}: the VM at {self._address} did not answer within "
+                                 f"{self._timeout:g} s")
+        status = code.name if code is not None else "no status"
+        return VMUnavailable(f"{method}: the VM at {self._address} is unavailable "
+                             f"({status}: {details})")
+
+    def _block(self, response: Message, data: bytes | None = None) -> RemoteBlock:
+        assert isinstance(response, vm_pb2.BlockResponse)
+        facts = response.block
+        return RemoteBlock(self, facts, facts.bytes if data is None else data)
+
+    # --- ChainVM ------------------------------------------------------------------------
+
+    def get_block(self, block_id: bytes) -> RemoteBlock:
+        return self._block(self.call("GetBlock", vm_pb2.GetBlockRequest(id=_wire_id(block_id))))
+
+    def parse_block(self, data: bytes) -> RemoteBlock:
+        if not isinstance(data, bytes | bytearray | memoryview):
+            raise InvalidBlock(f"block bytes must be bytes, not {type(data).__name__}")
+        data = bytes(data)
+        return self._block(self.call("ParseBlock", vm_pb2.ParseBlockRequest(bytes=data)), data)
+
+    def build_block(self) -> RemoteBlock:
+        return self._block(self.call("BuildBlock", vm_pb2.BuildBlockRequest()))
+
+    def set_preference(self, block_id: bytes) -> None:
+        self.call("SetPreference", vm_pb2.SetPreferenceRequest(id=_wire_id(block_id)))
+
+    def last_accepted(self) -> bytes:
+        response = self.call("LastAccepted", vm_pb2.LastAcceptedRequest())
+        assert isinstance(response, vm_pb2.BlockIDResponse)
+        return response.id
+
+    def get_block_id_at_height(self, height: int) -> bytes:
+        if isinstance(height, bool) or not isinstance(height, int) or height < 0:
+            raise ValueError(f"a height is a non-negative int, got {height!r}")
+        if height >= _UINT64_LIMIT:
+            raise BlockNotFound(f"no block at height {height}")
+        response = self.call("GetBlockIDAtHeight",
+                             vm_pb2.GetBlockIDAtHeightRequest(height=height))
+        assert isinstance(response, vm_pb2.BlockIDResponse)
+        return response.id
+
+    # --- BatchedChainVM: one round trip each ------------------------------------------
+
+    def get_ancestors(self, block_id: bytes, max_blocks_num: int, max_blocks_size: int,
+                      max_retrieval_time: float) -> list[bytes]:
+        # The served VM judges the budget; only what a request cannot carry is judged here,
+        # by the rule's own checks.
+        from vmstack.batching import AncestorBudget
+
+        AncestorBudget(max_blocks_num, max_blocks_size, max_retrieval_time, clock=_zero)
+        response = self.call("GetAncestors", vm_pb2.GetAncestorsRequest(
+            id=_wire_id(block_id), max_blocks_num=min(max_blocks_num, _INT64_MAX),
+            max_blocks_size=min(max_blocks_size, _INT64_MAX),
+            max_retrieval_time=max_retrieval_time))
+        assert isinstance(response, vm_pb2.GetAncestorsResponse)
+        return list(response.blocks)
+
+    def batched_parse_block(self, blocks: Sequence[bytes]) -> list[RemoteBlock]:
+        batch = [bytes(data) for data in check_parse_batch(blocks)]
+        if not batch:
+            return []
+        response = self.call("BatchedParseBlock", vm_pb2.BatchedParseBlockRequest(blocks=batch))
+        assert isinstance(response, vm_pb2.BatchedParseBlockResponse)
+        if len(response.blocks) != len(batch):
+            raise VMUnavailable(f"BatchedParseBlock: the VM at {self._address} answered "
+                                f"{len(response.blocks)} blocks for {len(batch)}")
+        return [RemoteBlock(self, facts, data)
+                for facts, data in zip(response.blocks, batch, strict=True)]
+
+    # --- the server itself --------------------------------------------------------------
+
+    def health(self) -> str:
+        """The server's word on itself; ``VMUnavailable`` if it does not answer."""
+        response = self.call("Health", vm_pb2.HealthRequest())
+        assert isinstance(response, vm_pb2.HealthResponse)
+        return f"{response.details} (pid {response.pid})"
+
+    def describe_served(self) -> StackDescription:
+        """The served stack, top to bottom, as :func:`vmstack.describe_stack` reads it on
+        the server; ``describe_stack`` of a stack over this client includes it."""
+        response = self.call("Describe", vm_pb2.DescribeRequest())
+        assert isinstance(response, vm_pb2.DescribeResponse)
+        return StackDescription(tuple(
+            LayerInfo(kind=layer.kind, name=layer.name if layer.HasField("name") else None,
+                      batching=layer.batching)
+            for layer in response.layers))
+
+    def served_metrics(self) -> str:
+        """The served stack's Prometheus metrics, in the text exposition format ("" when
+        the server has no registry)."""
+        response = self.call("Describe", vm_pb2.DescribeRequest())
+        assert isinstance(response, vm_pb2.DescribeResponse)
+        return response.metrics
+
+
+_INT64_MAX = (1 << 63) - 1
+
+
+def _zero() -> float:
+    return 0.0

@@ -1,0 +1,201 @@
+"""A VM in a child process: :func:`spawn` on the engine's side, :func:`serve` in the child.
+
+:func:`spawn` starts ``vmstack serve`` over the LMDB store in a data directory, reads the
+child's handshake line from its standard output (``vmstack-serve 1 ADDRESS PID``), and
+yields a connected :class:`~vmstack.wrappers.rpc.VMClient`. The child holds the read end
+of a pipe on its standard input; it stops serving and closes its store when that pipe
+closes, which happens when ``spawn``'s block ends and also when the parent dies in any way
+(a SIGKILL included), so no served process outlives its parent.
+
+Stack options cross as command-line options of ``vmstack serve`` (:data:`STACK_OPTIONS`);
+options that are objects (a tracer, a registry, a staking key) cannot cross and are refused.
+A clock can: with a :class:`~vmstack.clock.SimClock`, the child runs its stack on a
+simulated clock of its own and the client sends the caller's time with every request, so
+both sides share one simulated time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import IO, Any
+
+from vmstack.clock import Clock, SimClock
+from vmstack.errors import VMUnavailable
+from vmstack.wrappers.rpc.client import VMClient
+
+__all__ = ["HANDSHAKE", "STACK_OPTIONS", "serve", "spawn"]
+
+#: The first word of the child's first line of output.
+HANDSHAKE = "vmstack-serve"
+_PROTOCOL_VERSION = "1"
+
+#: The ``build_stack`` options ``spawn`` passes to the child, and their option names.
+STACK_OPTIONS: Mapping[str, str] = {
+    "chain_id": "--chain-id",
+    "fork_time": "--fork-time",
+    "transition_time": "--transition-time",
+    "settle_lag": "--settle-lag",
+    "cache_size": "--cache-size",
+    "flavour": "--flavour",
+    "key_prefix": "--key-prefix",
+}
+
+
+def _option_text(name: str, value: object) -> str:
+    if name == "flavour":
+        flavour_name = getattr(value, "name", value)
+        return str(flavour_name).lower()
+    if name == "key_prefix":
+        if not isinstance(value, bytes):
+            raise ValueError(f"key_prefix must be bytes, got {type(value).__name__}")
+        return value.hex()
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    return repr(value)
+
+
+def _command(data_dir: Path, address: str | None, clock: Clock | None,
+             stack_options: Mapping[str, object]) -> list[str]:
+    unknown = sorted(set(stack_options) - set(STACK_OPTIONS))
+    if unknown:
+        raise ValueError(f"spawn cannot pass {', '.join(unknown)} to another process; it "
+                         f"takes {', '.join(STACK_OPTIONS)} and clock")
+    command = [sys.executable, "-m", "vmstack", "serve", "--data-dir", str(data_dir)]
+    for name, value in stack_options.items():
+        if value is not None:
+            command += [STACK_OPTIONS[name], _option_text(name, value)]
+    if address is not None:
+        command += ["--address", address]
+    if isinstance(clock, SimClock):
+        command += ["--sim-clock", repr(clock())]
+    elif clock is not None:
+        raise ValueError("spawn's clock is a SimClock (the child follows it) or None "
+                         "(both sides on the wall clock)")
+    return command
+
+
+def _read_handshake(process: subprocess.Popen[bytes], timeout: float) -> str:
+    """The address from the child's handshake line, or ``VMUnavailable``."""
+    assert process.stdout is not None
+    deadline = time.monotonic() + timeout
+    line = b""
+    with selectors.DefaultSelector() as selector:
+        selector.register(process.stdout, selectors.EVENT_READ)
+        while not line.endswith(b"\n"):
+            left = deadline - time.monotonic()
+            if left <= 0 or not selector.select(left):
+                raise VMUnavailable(f"vmstack serve gave no handshake within {timeout:g} s")
+            chunk = os.read(process.stdout.fileno(), 4096)
+            if not chunk:
+                raise VMUnavailable("vmstack serve exited before its handshake")
+            line += chunk
+    words = line.decode(errors="replace").split()
+    if len(words) != 4 or words[0] != HANDSHAKE or words[1] != _PROTOCOL_VERSION:
+        raise VMUnavailable(f"vmstack serve gave a malformed handshake: {line[:200]!r}")
+    return words[2]
+
+
+def _stop(process: subprocess.Popen[bytes], grace: float) -> None:
+    """Close the child's standard input (it stops by itself), then insist."""
+    if process.stdin is not None:
+        with contextlib.suppress(OSError):
+            process.stdin.close()
+    for stop in (None, process.terminate, process.kill):
+        if stop is not None:
+            with contextlib.suppress(ProcessLookupError):
+                stop()
+        try:
+            process.wait(grace)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+    process.wait()
+
+
+def _stderr_tail(log: IO[bytes]) -> str:
+    log.seek(0)
+    text = log.read()[-2000:].decode(errors="replace").strip()
+    return f": {text}" if text else ""
+
+
+@contextlib.contextmanager
+def spawn(data_dir: str | os.PathLike[str], *, timeout: float = 10.0,
+          startup_timeout: float = 60.0, address: str | None = None,
+          clock: Clock | None = None, **stack_options: Any) -> Iterator[VMClient]:
+    """Serve the stack over the LMDB store in ``data_dir`` from a child process.
+
+    The child runs ``vmstack serve``: it opens the store (creating it if need be), builds
+    ``build_stack(store, **stack_options)`` and serves it at ``address`` (default: a Unix
+    socket in a private directory). Yields a :class:`VMClient` of it with ``timeout`` and
+    ``clock``, whose ``pid`` is the child's. On leaving the block the client closes and
+    the child stops (its store closed cleanly); a child that does not start within
+    ``startup_timeout`` seconds is killed and ``VMUnavailable`` raised with what it said.
+    """
+    command = _command(Path(data_dir), address, clock, stack_options)
+    with tempfile.TemporaryFile(prefix="vmstack-serve-") as log:
+        process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                   stderr=log, start_new_session=True)
+        try:
+            try:
+                served_at = _read_handshake(process, startup_timeout)
+            except VMUnavailable as error:
+                _stop(process, 1.0)
+                raise VMUnavailable(f"{error}{_stderr_tail(log)}") from None
+            client = VMClient(served_at, timeout=timeout, clock=clock)
+            client.pid = process.pid
+            try:
+                yield client
+            finally:
+                client.close()
+        finally:
+            _stop(process, 5.0)
+
+
+def serve(data_dir: Path, *, address: str | None = None, sim_clock: float | None = None,
+          stack_options: Mapping[str, Any], out: IO[str] = sys.stdout,
+          stop_on_stdin_close: bool = True) -> int:
+    """What ``vmstack serve`` does: serve the stack over ``data_dir`` until stopped.
+
+    Prints the handshake line on ``out`` once serving, then waits: for its standard input
+    to close (when ``stop_on_stdin_close``, as under :func:`spawn`), or for SIGTERM or
+    SIGINT. Then it stops serving and closes the store.
+    """
+    from prometheus_client import CollectorRegistry
+
+    from vmstack.stack import build_stack, wrap_layers
+    from vmstack.store import LMDBStore
+    from vmstack.wrappers.rpc.server import VMServer
+
+    stopped = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stopped.set())
+    clock = None if sim_clock is None else SimClock(sim_clock)
+    registry = CollectorRegistry()
+    with LMDBStore(data_dir) as store:
+        vm = build_stack(store, clock=clock, **stack_options)
+        vm = wrap_layers(vm, name="served", registry=registry)
+        with VMServer(vm, address=address, clock=clock, registry=registry) as server:
+            print(f"{HANDSHAKE} {_PROTOCOL_VERSION} {server.address} {os.getpid()}",
+                  file=out, flush=True)
+            if stop_on_stdin_close:
+                threading.Thread(target=_wait_for_eof, args=(stopped,), daemon=True).start()
+            while not stopped.wait(0.5):
+                pass
+    return 0
+
+
+def _wait_for_eof(stopped: threading.Event) -> None:
+    with contextlib.suppress(OSError, ValueError):
+        while os.read(sys.stdin.fileno(), 4096):
+            pass
+    stopped.set()
