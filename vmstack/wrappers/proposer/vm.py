@@ -422,39 +422,83 @@ class ProposerVM:
         return walk_ancestors(fetch_through(inner), handoff, budget)
 
     def batched_parse_block(self, blocks: Sequence[bytes]) -> list[ProposerBlock]:
-        """Parse ``blocks`` in input order: envelopes decoded and verified here, all inner
-        bytes parsed below in one call; ``InvalidBlock`` names the failing index.
+        """Parse ``blocks`` in input order: envelopes decoded here, all inner bytes parsed
+        below in one call, then signatures checked; ``InvalidBlock`` names the failing index.
 
         Each element is classified as :meth:`parse_block` classifies it (post-fork if it
-        is a valid envelope, else pre-fork bytes), so the answer equals the per-block
-        fallback. Already verified blocks are returned as the same objects.
+        is a valid envelope, else pre-fork bytes), so the answer, and the index of the
+        first bad element, equal the per-block fallback's. The cheap work runs first over
+        the batch (framing, then the inner VM's parse), the signatures last and only up to
+        the first bad element; decoding stops at the first element that looks like an
+        envelope but is not one, and only that one failure is kept. Already verified
+        blocks are returned as the same objects.
         """
         batch = check_parse_batch(blocks)
-        if not batch:
-            return []
+        parsed: list[ProposerBlock] = []
+        while len(parsed) < len(batch):
+            parsed.extend(self._parse_run(batch, len(parsed)))
+        return parsed
+
+    def _parse_run(self, batch: Sequence[bytes], start: int) -> list[ProposerBlock]:
+        """Parse ``batch[start:]`` up to and including the first element whose envelope
+        fails to decode (all of it when none does) with one batched call below; return
+        the blocks of that run, or raise for its first bad element."""
         envelopes: list[PostForkBlock | None] = []
-        failures: dict[int, InvalidBlock] = {}
+        raws: list[bytes] = []
         inner_bytes: list[bytes] = []
-        for index, element in enumerate(batch):
-            data = bytes(element)
-            envelope, failure = self._try_envelope(data)
+        failure: InvalidBlock | None = None
+        for index in range(start, len(batch)):
+            data = bytes(batch[index])
+            envelope, failure = self._decode_envelope(data)
             envelopes.append(envelope)
-            if failure is not None:
-                failures[index] = failure
+            raws.append(data)
             inner_bytes.append(data if envelope is None else envelope.inner)
+            if failure is not None:
+                break
         try:
-            inner_blocks = batching.batched_parse_block(self._inner, inner_bytes)
+            inner_blocks: list[Block | None] = list(
+                batching.batched_parse_block(self._inner, inner_bytes))
         except InvalidBlock as error:
-            failure = None if error.index is None else failures.get(error.index)
-            if failure is None or error.index is None:
+            if error.index is None:
                 raise
-            raise failure.at_index(error.index) from error
+            bad = error.index
+            self._check_signatures(envelopes, raws, [None] * len(envelopes), start, bad + 1)
+            if failure is not None and bad == len(inner_bytes) - 1:
+                raise failure.at_index(start + bad) from error
+            if start == 0:
+                raise
+            raise error.at_index(start + bad) from error
+        self._check_signatures(envelopes, raws, inner_blocks, start, len(envelopes))
         parsed: list[ProposerBlock] = []
         for envelope, inner_block in zip(envelopes, inner_blocks, strict=True):
+            assert inner_block is not None
             existing = None if envelope is None else self._processing.get(envelope.id)
             parsed.append(existing if existing is not None
                           else ProposerBlock(self, inner_block, envelope))
         return parsed
+
+    def _check_signatures(self, envelopes: list[PostForkBlock | None], raws: Sequence[bytes],
+                          inner_blocks: list[Block | None], start: int, stop: int) -> None:
+        """Check the envelopes ``[0, stop)`` of a run (epoch and signature) in order.
+
+        An envelope that fails is, as in :meth:`parse_block`, tried as pre-fork bytes: if
+        the inner VM parses them, the element becomes that pre-fork block (``envelopes``
+        and ``inner_blocks`` are updated in place); otherwise its failure is raised at its
+        index in the batch.
+        """
+        for index in range(stop):
+            envelope = envelopes[index]
+            if envelope is None:
+                continue
+            try:
+                envelope.verify(self._chain_id)
+            except InvalidBlock as failure:
+                try:
+                    inner_block = self._inner.parse_block(raws[index])
+                except InvalidBlock:
+                    raise failure.at_index(start + index) from None
+                envelopes[index] = None
+                inner_blocks[index] = inner_block
 
     # --- the model behind them -----------------------------------------------------------
 
@@ -464,6 +508,18 @@ class ProposerVM:
     def _try_envelope(self, data: bytes) -> tuple[PostForkBlock | None, InvalidBlock | None]:
         """``(envelope, None)`` for a valid post-fork block; ``(None, failure)`` for bytes
         that look like an envelope but fail; ``(None, None)`` for anything else."""
+        decoded, failure = self._decode_envelope(data)
+        if decoded is None:
+            return None, failure
+        try:
+            decoded.verify(self._chain_id)
+        except InvalidBlock as error:
+            return None, error
+        return decoded, None
+
+    def _decode_envelope(self, data: bytes) -> tuple[PostForkBlock | None, InvalidBlock | None]:
+        """As :meth:`_try_envelope`, without the epoch and signature checks (the costly
+        part, which a batch runs last)."""
         try:
             decoded = decode_block(data)
         except InvalidBlock as error:
@@ -471,10 +527,6 @@ class ProposerVM:
         if isinstance(decoded, OptionBlock):
             return None, InvalidBlock("option blocks follow oracle blocks, which no inner VM "
                                       "of this stack builds")
-        try:
-            decoded.verify(self._chain_id)
-        except InvalidBlock as error:
-            return None, error
         return decoded, None
 
     def _decode_record(self, block_id: bytes, record: bytes) -> tuple[bytes, PostForkBlock]:
