@@ -317,7 +317,7 @@ def test_concurrent_callers_are_served_one_call_at_a_time(served: Served,
         try:
             for block_id, data in expected.items():
                 assert bytes(client.get_block(block_id)) == data
-        except BaseException as error:  # noqa: BLE001 - reported by the main thread
+        except BaseException as error:  # reported by the main thread
             failures.append(error)
 
     threads = [threading.Thread(target=read) for _ in range(4)]
