@@ -14,6 +14,7 @@ from vmstack.store.base import (
     StoreClosed,
     StoreError,
     WriteBatch,
+    is_writer,
 )
 from vmstack.store.lmdb_store import DEFAULT_MAP_SIZE, LMDBStore
 from vmstack.store.memory import MemoryStore
@@ -33,4 +34,5 @@ __all__ = [
     "StoreClosed",
     "StoreError",
     "WriteBatch",
+    "is_writer",
 ]

@@ -49,6 +49,7 @@ __all__ = [
     "check_key",
     "check_prefix",
     "check_value",
+    "is_writer",
 ]
 
 #: The longest key a store accepts: LMDB's default limit, applied to every store so that code
@@ -100,6 +101,20 @@ def check_value(value: object) -> bytes:
     if isinstance(value, bytearray | memoryview):
         return bytes(value)
     raise TypeError(f"store values are bytes-like, not {type(value).__name__}")
+
+
+def is_writer(store: object) -> bool:
+    """Whether ``store`` is the one handle allowed to repair what a crash left in it.
+
+    A layer that finds a half-finished write at start-up undoes it only through the
+    store's writer: another process may be in the middle of that very write. A store says
+    so with a ``writer`` attribute (an :class:`~vmstack.store.LMDBStore` is the writer
+    when it is open for writing and holds its writer lock; a read-only handle never is);
+    a store without one is private to this process (a :class:`~vmstack.store.MemoryStore`)
+    and is its own writer.
+    """
+    writer = getattr(store, "writer", True)
+    return writer is True
 
 
 @runtime_checkable
@@ -325,6 +340,11 @@ class PrefixedStore(ClosesOnExit):
     def store(self) -> KeyValueStore:
         """The underlying store."""
         return self._store
+
+    @property
+    def writer(self) -> bool:
+        """Whether the underlying store is its data's writer (see :func:`is_writer`)."""
+        return is_writer(self._store)
 
     def _key(self, key: bytes) -> bytes:
         if self._closed:

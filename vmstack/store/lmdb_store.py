@@ -30,6 +30,15 @@ need the environment to themselves — remapping, closing, and aborting a failed
 transaction (py-lmdb 3.0 can deadlock aborting a write while other threads read) — wait for
 the readers in flight and hold new ones back briefly.
 
+Processes. One handle writes a store: a store opened for writing takes an exclusive OS
+lock (``flock``) on :data:`WRITER_LOCK_FILE` in the environment directory and holds it until
+:meth:`~LMDBStore.close` (the OS releases it when the process dies, however it dies). A
+second handle opened for writing while the lock is held — in another process or in this
+one — raises :class:`StoreError`; any number of read-only handles may open alongside the
+writer, and they never write. The stack's layers repair what a crash left half-written
+only through the writer (:attr:`LMDBStore.writer`), so a reader never undoes a write that
+a live writer has in flight.
+
 Errors. LMDB errors that mean the files are damaged or are not an LMDB database (corrupted
 page, bad meta page, checksum or version mismatch) surface as
 :class:`~vmstack.errors.StoreCorrupted`; other LMDB failures as :class:`StoreError`; using a
@@ -38,6 +47,7 @@ closed store, snapshot or batch raises :class:`StoreClosed`.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import threading
 from collections.abc import Iterator, Sequence
@@ -63,12 +73,15 @@ from vmstack.store.base import (
     check_value,
 )
 
-__all__ = ["DEFAULT_MAP_SIZE", "DEFAULT_MAX_READERS", "LMDBStore"]
+__all__ = ["DEFAULT_MAP_SIZE", "DEFAULT_MAX_READERS", "WRITER_LOCK_FILE", "LMDBStore"]
 
 #: Initial map size: address space only (the file grows with the data), doubled when full.
 DEFAULT_MAP_SIZE = 1 << 30
 #: Concurrent read transactions (open snapshots and short reads) across all processes.
 DEFAULT_MAX_READERS = 256
+
+#: The file in the environment directory whose exclusive lock the writing handle holds.
+WRITER_LOCK_FILE = "writer.lock"
 
 _ITERATE_CHUNK = 256
 
@@ -87,6 +100,33 @@ _CORRUPTION_ERRORS: tuple[type[lmdb.Error], ...] = tuple(
 )
 
 V = TypeVar("V", bytes, memoryview)
+
+
+def _take_writer_lock(path: str) -> int:
+    """Open and exclusively lock the writer lock file of the store at ``path``; the open
+    descriptor holds the lock. :class:`StoreError` if another handle holds it."""
+    lock_path = os.path.join(path, WRITER_LOCK_FILE)
+    try:
+        os.makedirs(path, exist_ok=True)
+        descriptor = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise StoreError(f"cannot open the writer lock {lock_path}: {exc}") from exc
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(descriptor)
+        raise StoreError(f"the LMDB store at {path} is open for writing by another handle "
+                         "(it holds the writer lock); open it with readonly=True to read "
+                         "it") from None
+    except OSError as exc:
+        os.close(descriptor)
+        raise StoreError(f"cannot lock {lock_path}: {exc}") from exc
+    return descriptor
+
+
+def _release_writer_lock(descriptor: int) -> None:
+    """Drop the writer lock (closing its descriptor releases it)."""
+    os.close(descriptor)
 
 
 def _translate(exc: lmdb.Error, what: str) -> VMStackError:
@@ -165,8 +205,10 @@ class LMDBStore(ClosesOnExit):
     """A key-value store in an LMDB environment directory at ``path``.
 
     ``map_size`` is the initial map in bytes (it doubles when full); ``readonly`` opens an
-    existing store for reading only; ``sync=False`` trades OS-crash durability for commit
-    speed (see the module docstring); ``max_readers`` bounds concurrent read transactions
+    existing store for reading only (alongside a live writer, if any); a handle opened for
+    writing holds the store's writer lock until closed, and a second one raises
+    :class:`StoreError` (see the module docstring); ``sync=False`` trades OS-crash
+    durability for commit speed; ``max_readers`` bounds concurrent read transactions
     and is fixed by the first process that opens the environment. Use it as a context
     manager or call :meth:`close`.
     """
@@ -176,6 +218,7 @@ class LMDBStore(ClosesOnExit):
         "_closed",
         "_env",
         "_gate",
+        "_lock_descriptor",
         "_path",
         "_readonly",
         "_write_lock",
@@ -197,8 +240,11 @@ class LMDBStore(ClosesOnExit):
         self._path = os.fspath(path)
         self._readonly = readonly
         self._closed = True
+        self._lock_descriptor: int | None = None
         if readonly and not os.path.isdir(self._path):
             raise StoreError(f"no LMDB store to open read-only at {self._path}")
+        if not readonly:
+            self._lock_descriptor = _take_writer_lock(self._path)
         try:
             self._env = lmdb.open(
                 self._path,
@@ -213,6 +259,7 @@ class LMDBStore(ClosesOnExit):
                 lock=True,
             )
         except lmdb.Error as exc:
+            self._drop_writer_lock()
             raise _translate(exc, f"cannot open the LMDB store at {self._path}") from exc
         self._gate = _ReadGate()
         self._write_lock = threading.RLock()
@@ -222,7 +269,13 @@ class LMDBStore(ClosesOnExit):
         except lmdb.Error as exc:
             self._env.close()
             self._closed = True
+            self._drop_writer_lock()
             raise _translate(exc, f"cannot open the LMDB store at {self._path}") from exc
+
+    def _drop_writer_lock(self) -> None:
+        descriptor, self._lock_descriptor = self._lock_descriptor, None
+        if descriptor is not None:
+            _release_writer_lock(descriptor)
 
     @property
     def path(self) -> str:
@@ -238,6 +291,12 @@ class LMDBStore(ClosesOnExit):
     def closed(self) -> bool:
         """Whether :meth:`close` has been called."""
         return self._closed
+
+    @property
+    def writer(self) -> bool:
+        """Whether this handle is the store's writer: open for writing, holding the writer
+        lock (never for a read-only or closed handle)."""
+        return self._lock_descriptor is not None
 
     @property
     def map_size(self) -> int:
@@ -368,6 +427,7 @@ class LMDBStore(ClosesOnExit):
                 if not self._closed:
                     self._closed = True
                     self._env.close()
+                    self._drop_writer_lock()
             finally:
                 self._gate.exit_exclusive()
 

@@ -56,7 +56,7 @@ from vmstack.batching import (
 from vmstack.clock import Clock
 from vmstack.errors import BatchingNotImplemented, BlockNotFound, InvalidBlock, StoreCorrupted
 from vmstack.interfaces import Block, ChainVM
-from vmstack.store import KeyValueStore, MemoryStore, PrefixedStore, ReadSnapshot
+from vmstack.store import KeyValueStore, MemoryStore, PrefixedStore, ReadSnapshot, is_writer
 from vmstack.wrappers.proposer.block import (
     OptionBlock,
     PostForkBlock,
@@ -77,10 +77,28 @@ STORE_PREFIX = b"proposervm/"
 MAX_CLOCK_SKEW = 10
 
 _BLOCK = b"b"  # b + id -> crc32 (4, BE) | inner id (32) | parent id (32) | envelope bytes
-_INNER = b"i"  # i + inner id -> id
-_LAST = b"last"  # the newest post-fork block written, accepted or being accepted
+_INNER = b"i"  # i + inner id -> id | crc32(b"i" + inner id + id) (4, BE)
+_LAST = b"last"  # the newest post-fork block written: id | crc32(b"last" + id) (4, BE)
 _CHECKSUM_LEN = 4
 _RECORD_HEAD = _CHECKSUM_LEN + 2 * BLOCK_ID_LEN
+_POINTER_LEN = BLOCK_ID_LEN + _CHECKSUM_LEN
+
+
+def _encode_pointer(key: bytes, block_id: bytes) -> bytes:
+    """A stored block ID with a checksum over its key and itself, so a damaged or
+    misplaced pointer is caught rather than followed."""
+    return block_id + zlib.crc32(key + block_id).to_bytes(_CHECKSUM_LEN, "big")
+
+
+def _decode_pointer(key: bytes, value: bytes | memoryview, what: str) -> bytes:
+    """The block ID of a pointer written by :func:`_encode_pointer`; ``StoreCorrupted``
+    if the value is not one (wrong length or checksum)."""
+    if len(value) != _POINTER_LEN:
+        raise StoreCorrupted(f"the stored {what} is {len(value)} bytes, not {_POINTER_LEN}")
+    block_id = bytes(value[:BLOCK_ID_LEN])
+    if zlib.crc32(key + block_id) != int.from_bytes(value[BLOCK_ID_LEN:], "big"):
+        raise StoreCorrupted(f"the stored {what} fails its checksum")
+    return block_id
 
 
 def _encode_record(inner_id: bytes, envelope: PostForkBlock) -> bytes:
@@ -120,6 +138,20 @@ class _NotOwn(BlockNotFound):
     """The ancestors walk reached a block that is not one of the layer's post-fork blocks."""
 
 
+@attrs.define
+class _SharedInner:
+    """A verified, undecided inner block and the processing post-fork blocks that wrap it.
+
+    Two envelopes may wrap one inner block (two proposers, or one re-signing). The inner
+    block is verified once and every wrapper holds this very object, so deciding one
+    wrapper decides the inner block for all of them. ``wrappers`` is replaced, never
+    mutated, so readers on other threads may look at it while the engine decides.
+    """
+
+    block: Block
+    wrappers: tuple[bytes, ...]
+
+
 class ProposerBlock:
     """A block of :class:`ProposerVM`: a post-fork envelope over an inner block, or a
     pre-fork block (the inner block itself, same ID and bytes).
@@ -127,12 +159,13 @@ class ProposerBlock:
     ``verify``, ``accept`` and ``reject`` apply the fork rules and reach the inner block.
     """
 
-    __slots__ = ("_envelope", "_inner", "_vm")
+    __slots__ = ("_envelope", "_inner", "_rejected", "_vm")
 
     def __init__(self, vm: ProposerVM, inner: Block, envelope: PostForkBlock | None) -> None:
         self._vm = vm
         self._inner = inner
         self._envelope = envelope
+        self._rejected = False
 
     @property
     def inner(self) -> Block:
@@ -189,7 +222,9 @@ class ProposerBlock:
         self._vm._accept(self)
 
     def reject(self) -> None:
-        """Reject the inner block and forget a processing post-fork block."""
+        """Forget a post-fork block (never served again), and reject its inner block once
+        no other processing post-fork block wraps it and it is not accepted; a pre-fork
+        block rejects its inner block. ``InvalidBlock`` for an accepted block."""
         self._vm._reject(self)
 
     def __repr__(self) -> str:
@@ -216,7 +251,7 @@ class ProposerVM:
     """
 
     __slots__ = ("_chain_id", "_clock", "_fork_time", "_inner", "_pchain_height",
-                 "_preferred", "_processing", "_processing_inner", "_signer", "_store")
+                 "_preferred", "_processing", "_shared", "_signer", "_store", "_writer")
 
     def __init__(
         self,
@@ -267,11 +302,14 @@ class ProposerVM:
         self._fork_time = fork_time
         self._chain_id = chain_id
         self._clock = clock
-        self._store = PrefixedStore(MemoryStore() if store is None else store, STORE_PREFIX)
+        store = MemoryStore() if store is None else store
+        self._writer = is_writer(store)
+        self._store = PrefixedStore(store, STORE_PREFIX)
         self._processing: dict[bytes, ProposerBlock] = {}
-        self._processing_inner: dict[bytes, bytes] = {}
+        self._shared: dict[bytes, _SharedInner] = {}
         self._preferred: bytes | None = None
-        self._recover()
+        if self._writer:
+            self._recover()
 
     # --- configuration -------------------------------------------------------------------
 
@@ -349,9 +387,17 @@ class ProposerVM:
     def build_block(self) -> ProposerBlock:
         """Build on the preferred block: a pre-fork block while its timestamp is before the
         fork, else a post-fork block (unsigned when its parent is pre-fork or the node has
-        no key)."""
+        no key). A preferred block that is no longer served (rejected) gives way to the last
+        accepted block, here and in the inner VM, so a node always builds."""
         parent_id = self._preferred_id()
-        parent = self._facts(parent_id)
+        try:
+            parent = self._facts(parent_id)
+        except BlockNotFound:
+            if self._preferred is None:
+                raise
+            self._prefer_last_accepted()
+            parent_id = self._preferred_id()
+            parent = self._facts(parent_id)
         inner_block = self._inner.build_block()
         if not parent.post_fork and parent.timestamp < self._fork_time:
             return ProposerBlock(self, inner_block, None)
@@ -396,8 +442,12 @@ class ProposerVM:
         block_id = check_block_id(block_id)
         budget = AncestorBudget(max_blocks_num, max_blocks_size, max_retrieval_time,
                                 clock=self._clock)
+        # The processing blocks are looked at before the snapshot opens: an accept writes
+        # its record before it forgets the processing block, so a block accepted in between
+        # is in one or the other, never in neither.
+        processing = dict(self._processing)
         with self._store.snapshot() as snapshot:
-            handoff = self._walk_own(snapshot, block_id, budget)
+            handoff = self._walk_own(snapshot, processing, block_id, budget)
         if handoff is None:
             return budget.blocks
         if not budget.blocks and self._envelope_of_inner(handoff) is not None:
@@ -543,15 +593,16 @@ class ProposerVM:
                                  "its ID")
         return inner_id, envelope
 
-    def _walk_own(self, snapshot: ReadSnapshot, block_id: bytes,
-                  budget: AncestorBudget) -> bytes | None:
-        """Walk the layer's own blocks into ``budget``; return the ID of the first block
-        that is not one of them (where the inner VM takes over), or ``None`` if the walk
-        stopped for another reason (budget, or a block not served)."""
+    def _walk_own(self, snapshot: ReadSnapshot, processing: dict[bytes, ProposerBlock],
+                  block_id: bytes, budget: AncestorBudget) -> bytes | None:
+        """Walk the layer's own blocks (``processing``, then the accepted ones in
+        ``snapshot``) into ``budget``; return the ID of the first block that is not one of
+        them (where the inner VM takes over), or ``None`` if the walk stopped for another
+        reason (budget, or a block not served)."""
         reached: list[bytes] = []
 
         def fetch(wanted: bytes) -> tuple[bytes, bytes]:
-            block = self._processing.get(wanted)
+            block = processing.get(wanted)
             if block is not None:
                 return bytes(block), block.parent_id
             try:
@@ -566,22 +617,33 @@ class ProposerVM:
         return reached[0] if reached else None
 
     def _envelope_of_inner(self, inner_id: bytes) -> bytes | None:
-        """The post-fork block (processing or accepted) whose inner block is ``inner_id``."""
-        found = self._processing_inner.get(inner_id)
-        if found is not None:
-            return found
-        try:
-            return bytes(self._store.get(_INNER + inner_id))
-        except KeyError:
-            return None
+        """A post-fork block (processing or accepted) whose inner block is ``inner_id``."""
+        shared = self._shared.get(inner_id)
+        if shared is not None and shared.wrappers:
+            return shared.wrappers[0]
+        return self._accepted_envelope_of_inner(inner_id)
 
     def _accepted_envelope_of_inner(self, inner_id: bytes) -> bytes | None:
+        """The accepted post-fork block whose inner block is ``inner_id``, from the index.
+        The entry's checksum covers its key and value, so a damaged or misplaced entry is
+        ``StoreCorrupted``, never another block's ID."""
         if not _is_id(inner_id):
             return None
+        key = _INNER + bytes(inner_id)
         try:
-            return bytes(self._store.get(_INNER + bytes(inner_id)))
+            value = self._store.get(key)
         except KeyError:
             return None
+        return _decode_pointer(key, value, f"index entry of inner block "
+                               f"{bytes(inner_id).hex()}")
+
+    def _read_last_pointer(self) -> bytes | None:
+        """The newest post-fork block written (accepted or being accepted), or ``None``."""
+        try:
+            value = self._store.get(_LAST)
+        except KeyError:
+            return None
+        return _decode_pointer(_LAST, value, "newest post-fork block pointer")
 
     def _is_accepted(self, block_id: bytes) -> bool:
         return self._store.has(_BLOCK + block_id)
@@ -622,12 +684,15 @@ class ProposerVM:
 
     def _verify(self, block: ProposerBlock) -> None:
         envelope = block.envelope
+        if block._rejected:
+            raise InvalidBlock(f"block {block.id.hex()} was rejected")
         if envelope is None:
             self._verify_pre_fork(block)
             return
         if block.id in self._processing or self._is_accepted(block.id):
             return
         parent = self._parent_facts(block)
+        self._check_extends_accepted_chain(block, parent)
         if not parent.post_fork:
             if parent.timestamp < self._fork_time:
                 raise InvalidBlock(f"block {block.id.hex()}: post-fork block before the fork "
@@ -654,9 +719,38 @@ class ProposerVM:
         if envelope.pchain_height > current:
             raise InvalidBlock(f"block {block.id.hex()}: P-chain height "
                                f"{envelope.pchain_height} is ahead of the P-chain ({current})")
-        block.inner.verify()
+        inner_id = block.inner.id
+        if self._accepted_envelope_of_inner(inner_id) is not None:
+            raise InvalidBlock(f"block {block.id.hex()}: its inner block {inner_id.hex()} is "
+                               "already accepted (in another post-fork block)")
+        shared = self._shared.get(inner_id)
+        if shared is None:
+            block.inner.verify()
+            self._shared[inner_id] = _SharedInner(block.inner, (block.id,))
+        else:
+            # Another processing post-fork block wraps the same inner block: share its
+            # verified object, so one decision reaches the inner VM once.
+            if bytes(shared.block) != bytes(block.inner):
+                raise InvalidBlock(f"block {block.id.hex()}: its inner block's bytes differ "
+                                   f"from the processing inner block {inner_id.hex()}")
+            block._inner = shared.block
+            shared.wrappers = (*shared.wrappers, block.id)
         self._processing[block.id] = block
-        self._processing_inner[block.inner.id] = block.id
+
+    def _check_extends_accepted_chain(self, block: ProposerBlock, parent: _Facts) -> None:
+        """A post-fork block builds on a processing block or on the last accepted block:
+        a child of any other accepted block conflicts with the accepted chain (it would
+        re-decide an accepted height), so it is ``InvalidBlock``."""
+        parent_id = block.parent_id
+        if parent_id in self._processing:
+            return
+        last = self.last_accepted()
+        if parent_id == last:
+            return
+        if parent.post_fork or self._inner_accepted(parent.inner_id):
+            raise InvalidBlock(f"block {block.id.hex()}: it conflicts with the accepted chain "
+                               f"(its parent {parent_id.hex()} is accepted but the last "
+                               f"accepted block is {last.hex()})")
 
     def _verify_pre_fork(self, block: ProposerBlock) -> None:
         """A pre-fork block needs a pre-fork parent from before the fork time.
@@ -680,6 +774,8 @@ class ProposerVM:
 
     def _accept(self, block: ProposerBlock) -> None:
         envelope = block.envelope
+        if block._rejected:
+            raise InvalidBlock(f"block {block.id.hex()} was rejected and cannot be accepted")
         if envelope is None:
             block.inner.accept()
             self._follow_preference(block)
@@ -688,22 +784,29 @@ class ProposerVM:
             if self._is_accepted(block.id):
                 return
             raise InvalidBlock(f"block {block.id.hex()} is not processing: verify it first")
+        last = self.last_accepted()
+        if envelope.parent_id != last:
+            raise InvalidBlock(f"block {block.id.hex()}: its parent {envelope.parent_id.hex()} "
+                               f"is not the last accepted block {last.hex()}")
         # Write ahead: the layer's record goes to the store before the inner block is
         # accepted, so the inner VM's last accepted block always has its envelope (a reader
         # never sees an inner block the layer does not serve). A crash between the two
-        # writes leaves a record ahead of the inner VM, which the next start undoes.
+        # writes leaves a record ahead of the inner VM, which the next start of the store's
+        # writer undoes.
         inner_id = block.inner.id
         with self._store.write_batch() as batch:
             batch.put(_BLOCK + block.id, _encode_record(inner_id, envelope))
-            batch.put(_INNER + inner_id, block.id)
-            batch.put(_LAST, block.id)
+            batch.put(_INNER + inner_id, _encode_pointer(_INNER + inner_id, block.id))
+            batch.put(_LAST, _encode_pointer(_LAST, block.id))
         try:
             block.inner.accept()
         except BaseException:
             self._undo_record(block.id, inner_id, envelope.parent_id)
             raise
+        # The inner block is decided: other wrappers of it, still processing, are rejected
+        # by the engine later without touching it.
+        self._shared.pop(inner_id, None)
         del self._processing[block.id]
-        self._processing_inner.pop(inner_id, None)
         self._follow_preference(block)
 
     def _undo_record(self, block_id: bytes, inner_id: bytes, parent_id: bytes) -> None:
@@ -712,19 +815,23 @@ class ProposerVM:
             batch.delete(_BLOCK + block_id)
             batch.delete(_INNER + inner_id)
             if self._store.has(_BLOCK + parent_id):
-                batch.put(_LAST, parent_id)
+                batch.put(_LAST, _encode_pointer(_LAST, parent_id))
             else:
                 batch.delete(_LAST)
 
     def _recover(self) -> None:
         """Undo a record written ahead of an inner accept that never happened (a crash
         between the two): the newest record counts only if the inner VM accepted its inner
-        block."""
+        block. Only the store's writer runs this (see :func:`vmstack.store.is_writer`): a
+        record another live process is accepting is in flight, not left by a crash."""
+        last = self._read_last_pointer()
+        if last is None:
+            return
         try:
-            last = bytes(self._store.get(_LAST))
             record = self._store.get(_BLOCK + last)
         except KeyError:
-            return
+            raise StoreCorrupted(f"the newest post-fork block pointer names {last.hex()}, "
+                                 "which has no record") from None
         inner_id, envelope = self._decode_record(last, record)
         if not self._inner_accepted(inner_id):
             logger.warning("undoing post-fork block %s: its inner block was never accepted",
@@ -746,9 +853,34 @@ class ProposerVM:
             self._preferred = accepted.id
 
     def _reject(self, block: ProposerBlock) -> None:
-        block.inner.reject()
-        if block.envelope is not None and self._processing.pop(block.id, None) is not None:
-            self._processing_inner.pop(block.inner.id, None)
+        if block.envelope is None:
+            block.inner.reject()
+            self._forget_preference(block.id)
+            return
+        if self._is_accepted(block.id):
+            raise InvalidBlock(f"block {block.id.hex()} is accepted and cannot be rejected")
+        block._rejected = True
+        if self._processing.pop(block.id, None) is not None:
+            inner_id = block.inner.id
+            shared = self._shared.get(inner_id)
+            if shared is not None:
+                shared.wrappers = tuple(w for w in shared.wrappers if w != block.id)
+                if not shared.wrappers:
+                    # The last wrapper is gone and the inner block was not accepted (an
+                    # accept forgets the shared entry): it is rejected with it.
+                    del self._shared[inner_id]
+                    shared.block.reject()
+        self._forget_preference(block.id)
+
+    def _forget_preference(self, rejected_id: bytes) -> None:
+        """A rejected preferred block gives the preference back to the last accepted one."""
+        if self._preferred == rejected_id:
+            self._prefer_last_accepted()
+
+    def _prefer_last_accepted(self) -> None:
+        """Prefer the last accepted block, in this layer and in the inner VM."""
+        self._preferred = None
+        self._inner.set_preference(self._inner.last_accepted())
 
 
 def _is_id(value: object) -> bool:

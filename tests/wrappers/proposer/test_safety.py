@@ -1,0 +1,241 @@
+"""Consensus safety of the proposer layer against what a peer can send.
+
+Two post-fork blocks may wrap one inner block; whichever is decided first, and in either
+order, the inner block is decided once, as the accepted one says, and the rejected envelope
+is never served again. Nothing a peer sends moves ``last_accepted`` sideways or backwards
+or gives an accepted height another block.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.reliability.stacks import START, full_stack, grow
+from vmstack import BlockNotFound, InvalidBlock, SimClock
+from vmstack.batching import serial_get_ancestors
+from vmstack.conformance import MemoryVM
+from vmstack.interfaces import ChainVM
+from vmstack.store import MemoryStore
+from vmstack.wrappers.proposer.block import build_signed
+from vmstack.wrappers.proposer.staking import StakingKey
+from vmstack.wrappers.proposer.vm import ProposerBlock, ProposerVM
+
+from . import CHAIN_ID, make_vm, node_key
+from . import grow as grow_proposer
+
+OTHER_PROPOSER = StakingKey.generate(seed=b"another proposer")
+
+
+def rewrap(parent: ProposerBlock, inner: bytes, *, key: StakingKey = OTHER_PROPOSER,
+           delay: int = 1, chain_id: bytes = CHAIN_ID) -> bytes:
+    """A signed post-fork block on ``parent`` wrapping ``inner`` (as a second proposer would
+    send it: another key, another timestamp, so another ID)."""
+    return bytes(build_signed(parent.id, parent.timestamp + delay, 0, inner, key=key,
+                              chain_id=chain_id))
+
+
+def heights(vm: ChainVM, top: int) -> list[bytes]:
+    return [vm.get_block_id_at_height(height) for height in range(top + 1)]
+
+
+def ancestors(vm: ChainVM, block_id: bytes) -> list[bytes]:
+    return vm.get_ancestors(block_id, 100, 10**7, 60.0)  # type: ignore[attr-defined, no-any-return]
+
+
+def memory_chain() -> tuple[ProposerVM, MemoryVM, SimClock, ProposerBlock]:
+    """A proposer layer over a memory VM, forked at genesis, with three accepted signed
+    post-fork blocks; returns the head too."""
+    vm, inner, clock = make_vm(fork_time=0)
+    head = grow_proposer(vm, clock, 3)[-1]
+    return vm, inner, clock, head
+
+
+def two_wrappers(vm: ProposerVM, clock: SimClock, head: ProposerBlock
+                 ) -> tuple[ProposerBlock, ProposerBlock]:
+    """A block built on ``head`` and a second post-fork block wrapping the same inner block,
+    both verified."""
+    clock.advance(2)
+    built = vm.build_block()
+    built.verify()
+    other = vm.parse_block(rewrap(head, bytes(built.inner)))
+    assert other.id != built.id and other.inner.id == built.inner.id
+    other.verify()
+    return built, other
+
+
+@pytest.mark.parametrize("accept_first", [True, False], ids=["accept-first", "reject-first"])
+@pytest.mark.parametrize("accepted_index", [0, 1], ids=["built-wins", "rewrap-wins"])
+def test_two_wrappers_of_one_inner_block_decide_it_once(accept_first: bool,
+                                                        accepted_index: int) -> None:
+    """Deciding two envelopes of one inner block, in either order, accepts the inner block
+    once and never rejects it; the rejected envelope is not served and cannot come back."""
+    vm, inner, clock, head = memory_chain()
+    pair = two_wrappers(vm, clock, head)
+    winner, loser = pair[accepted_index], pair[1 - accepted_index]
+    inner_id = winner.inner.id
+    if accept_first:
+        winner.accept()
+        loser.reject()
+    else:
+        loser.reject()
+        winner.accept()
+    assert [call.args[0] for call in inner.calls_to("block.reject")] == []
+    assert inner.last_accepted() == inner_id
+    assert vm.last_accepted() == winner.id
+    assert vm.get_block_id_at_height(winner.height) == winner.id
+    assert vm.get_block(winner.id).id == winner.id
+    with pytest.raises(BlockNotFound):
+        vm.get_block(loser.id)
+    assert ancestors(vm, loser.id) == []
+    assert serial_get_ancestors(vm, loser.id, max_blocks_num=10) == []
+    again = vm.parse_block(bytes(loser))
+    with pytest.raises(InvalidBlock):
+        again.verify()
+    with pytest.raises(InvalidBlock):
+        loser.verify()
+    with pytest.raises(InvalidBlock):
+        loser.accept()
+    assert vm.last_accepted() == winner.id
+    assert ancestors(vm, winner.id)[0] == bytes(winner)
+
+
+def test_both_wrappers_rejected_reject_the_inner_block_once() -> None:
+    """The inner block is rejected with the last processing envelope that wraps it."""
+    vm, inner, clock, head = memory_chain()
+    first, second = two_wrappers(vm, clock, head)
+    inner_id = first.inner.id
+    first.reject()
+    assert inner.calls_to("block.reject") == []
+    assert vm.get_block(second.id).id == second.id
+    second.reject()
+    assert [call.args[0] for call in inner.calls_to("block.reject")] == [inner_id]
+    for block in (first, second):
+        with pytest.raises(BlockNotFound):
+            vm.get_block(block.id)
+    assert vm.last_accepted() == head.id
+
+
+def test_an_envelope_of_an_accepted_inner_block_fails_verify() -> None:
+    """Re-wrapping an accepted inner block (same parent, another proposer) is invalid and
+    renames nothing."""
+    vm, _, _, head = memory_chain()
+    parent = vm.get_block(head.parent_id)
+    before = heights(vm, head.height)
+    forged = vm.parse_block(rewrap(parent, bytes(head.inner)))
+    with pytest.raises(InvalidBlock, match=r"conflicts with the accepted chain|already accepted"):
+        forged.verify()
+    with pytest.raises(InvalidBlock):
+        forged.accept()
+    assert heights(vm, head.height) == before and vm.last_accepted() == head.id
+    with pytest.raises(BlockNotFound):
+        vm.get_block(forged.id)
+
+
+def test_a_child_of_an_old_accepted_block_fails_verify() -> None:
+    """A new block on an accepted block that is not the last accepted one conflicts with
+    the accepted chain, even when the inner VM alone would take it."""
+    vm, inner, clock, head = memory_chain()
+    grandparent = vm.get_block(vm.get_block_id_at_height(head.height - 1))
+    inner.set_preference(grandparent.inner.id)
+    clock.advance(2)
+    stray_inner = inner.build_block()
+    inner.set_preference(head.inner.id)
+    forged = vm.parse_block(rewrap(grandparent, bytes(stray_inner), delay=3))
+    with pytest.raises(InvalidBlock, match="conflicts with the accepted chain"):
+        forged.verify()
+    assert vm.last_accepted() == head.id
+
+
+def test_a_sibling_of_the_accepted_block_cannot_be_accepted() -> None:
+    """Two siblings verified while both were valid: once one is accepted, accepting the
+    other is refused (it would move last_accepted sideways)."""
+    vm, _, clock, head = memory_chain()
+    clock.advance(2)
+    first = vm.build_block()
+    first.verify()
+    clock.advance(2)
+    second = vm.build_block()
+    second.verify()
+    assert first.parent_id == second.parent_id == head.id and first.id != second.id
+    first.accept()
+    with pytest.raises(InvalidBlock, match="not the last accepted block"):
+        second.accept()
+    assert vm.last_accepted() == first.id
+    assert vm.get_block_id_at_height(first.height) == first.id
+    second.reject()
+    with pytest.raises(BlockNotFound):
+        vm.get_block(second.id)
+
+
+def test_an_accepted_block_cannot_be_rejected() -> None:
+    vm, _, _, head = memory_chain()
+    with pytest.raises(InvalidBlock, match="accepted"):
+        vm.get_block(head.id).reject()
+    assert vm.last_accepted() == head.id
+
+
+def test_restarted_layer_keeps_the_accepted_wrapper() -> None:
+    """After the shared inner block is decided, a layer restarted over the same store
+    serves the accepted envelope at its height and nothing of the rejected one."""
+    store = MemoryStore()
+    vm, inner, clock = make_vm(fork_time=0, store=store)
+    head = grow_proposer(vm, clock, 2)[-1]
+    built, other = two_wrappers(vm, clock, head)
+    other.accept()
+    built.reject()
+    again = ProposerVM(inner, fork_time=0, chain_id=CHAIN_ID, store=store, clock=clock,
+                       staking_key=node_key())
+    assert again.last_accepted() == other.id
+    assert again.get_block_id_at_height(other.height) == other.id
+    with pytest.raises(BlockNotFound):
+        again.get_block(built.id)
+
+
+# --- through the full stack, over the C-chain VM --------------------------------------------
+
+
+@pytest.mark.parametrize("accept_first", [True, False], ids=["accept-first", "reject-first"])
+def test_two_wrappers_through_the_full_stack(accept_first: bool) -> None:
+    """Over the C-chain VM (which refuses to reject an accepted block), two envelopes of one
+    inner block decide in either order; the chain keeps growing and the answers agree."""
+    store, clock = MemoryStore(), SimClock(START)
+    vm = full_stack(store, clock)
+    grow(vm, clock, 12)
+    head = vm.get_block(vm.last_accepted())
+    clock.advance(2)
+    built = vm.build_block()
+    built.verify()
+    envelope = _proposer_block(built)
+    other = vm.parse_block(rewrap(_proposer_block(head), bytes(envelope.inner),
+                                  chain_id=_proposer_vm(vm).chain_id))
+    other.verify()
+    if accept_first:
+        built.accept()
+        other.reject()
+    else:
+        other.reject()
+        built.accept()
+    assert vm.last_accepted() == built.id
+    with pytest.raises(BlockNotFound):
+        vm.get_block(other.id)
+    vm.set_preference(built.id)
+    grow(vm, clock, 2)
+    top = vm.last_accepted()
+    answer = ancestors(vm, top)
+    assert answer == serial_get_ancestors(vm, top, max_blocks_num=100)
+    assert len(answer) == vm.get_block(top).height + 1
+    assert bytes(other) not in answer
+
+
+def _proposer_vm(vm: object) -> ProposerVM:
+    """The proposer layer of a stack."""
+    while not isinstance(vm, ProposerVM):
+        vm = vm.inner  # type: ignore[attr-defined]
+    return vm
+
+
+def _proposer_block(block: object) -> ProposerBlock:
+    """The proposer layer's block inside the wrappers above it."""
+    while not isinstance(block, ProposerBlock):
+        block = block._inner  # type: ignore[attr-defined]
+    return block
