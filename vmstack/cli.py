@@ -200,7 +200,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _serve(args, console)
         return _bench(args, console)
     except (VMStackError, ValueError, OSError) as error:
-        Console(stderr=True).print(f"[red]vmstack {args.command}: {error}[/red]")
+        Console(stderr=True).print(f"[red]vmstack {args.command}: {error}[/red]", soft_wrap=True)
         return 2
 
 

@@ -1,0 +1,162 @@
+"""spawn and vmstack serve: a VM in a child process, killed and restarted."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import vmstack
+from tests.reliability.stacks import check_store
+from tests.wrappers.rpc.conftest import START, TRANSITION_TIME
+from vmstack.batching import serial_get_ancestors
+from vmstack.clock import SimClock
+from vmstack.errors import VMStackError, VMUnavailable
+from vmstack.store import LMDBStore
+from vmstack.wrappers.rpc import spawn
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie (exited, not yet reaped by its parent) is not alive either.
+    status = Path(f"/proc/{pid}/stat")
+    return not (status.exists() and status.read_text().split()[2] == "Z")
+
+
+def _wait_gone(pid: int, seconds: float = 15.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_spawn_serves_the_store_and_stops_with_the_block(lmdb_chain: Path) -> None:
+    """The child serves the C-chain part of the stored chain; leaving the block stops it
+    and its store reopens intact."""
+    clock = SimClock(START)
+    with spawn(lmdb_chain, clock=clock, transition_time=TRANSITION_TIME) as client:
+        assert client.pid is not None and _alive(client.pid)
+        assert f"pid {client.pid}" in client.health()
+        tip = client.last_accepted()
+        answer = vmstack.get_ancestors(client, tip, max_retrieval_time=60.0)
+        assert answer == serial_get_ancestors(client, tip, max_retrieval_time=60.0)
+        kinds = [layer.kind for layer in vmstack.describe_stack(client)]
+        assert kinds == ["VMClient", "MeteredVM", "TransitionVM", "CChainVM"]
+        pid = client.pid
+    assert _wait_gone(pid)
+    with LMDBStore(lmdb_chain) as store:
+        assert check_store(store) == len(answer) - 1
+
+
+def test_sigkill_between_calls_is_vm_unavailable_and_the_store_survives(
+        lmdb_chain: Path) -> None:
+    """After the child is killed, every call raises VMUnavailable; a new spawn serves the
+    same chain."""
+    with spawn(lmdb_chain, timeout=5.0, transition_time=TRANSITION_TIME) as client:
+        tip = client.last_accepted()
+        expected = vmstack.get_ancestors(client, tip, max_retrieval_time=60.0)
+        assert client.pid is not None
+        os.kill(client.pid, signal.SIGKILL)
+        assert _wait_gone(client.pid)
+        started = time.monotonic()
+        for call in (client.last_accepted, lambda: client.get_block(tip),
+                     lambda: client.get_ancestors(tip, 10, 10_000, 1.0)):
+            with pytest.raises(VMUnavailable):
+                call()
+        assert time.monotonic() - started < 15
+    with spawn(lmdb_chain, transition_time=TRANSITION_TIME) as client:
+        assert vmstack.get_ancestors(client, tip, max_retrieval_time=60.0) == expected
+
+
+def test_sigkill_mid_call_is_vm_unavailable(lmdb_chain: Path) -> None:
+    """Calls in flight when the child dies fail with VMUnavailable, nothing else."""
+    outcomes: list[BaseException] = []
+    with spawn(lmdb_chain, timeout=5.0, transition_time=TRANSITION_TIME) as client:
+        tip = client.last_accepted()
+        running = threading.Event()
+
+        def walk() -> None:
+            try:
+                while True:
+                    running.set()
+                    serial_get_ancestors(client, tip, max_retrieval_time=60.0)
+                    client.batched_parse_block(
+                        vmstack.get_ancestors(client, tip, max_retrieval_time=60.0)[:1])
+            except BaseException as error:  # reported by the main thread
+                outcomes.append(error)
+
+        worker = threading.Thread(target=walk)
+        worker.start()
+        assert running.wait(10)
+        time.sleep(0.2)
+        assert client.pid is not None
+        os.kill(client.pid, signal.SIGKILL)
+        worker.join(30)
+        assert not worker.is_alive()
+    assert len(outcomes) == 1
+    assert isinstance(outcomes[0], VMUnavailable), repr(outcomes[0])
+
+
+def test_a_stopped_child_is_a_deadline_not_a_hang(lmdb_chain: Path) -> None:
+    """A child that stops answering (SIGSTOP) makes calls fail within the timeout."""
+    with spawn(lmdb_chain, timeout=0.5, transition_time=TRANSITION_TIME) as client:
+        assert client.pid is not None
+        client.last_accepted()
+        os.kill(client.pid, signal.SIGSTOP)
+        try:
+            started = time.monotonic()
+            with pytest.raises(VMUnavailable, match="did not answer within"):
+                client.last_accepted()
+            assert time.monotonic() - started < 10
+        finally:
+            os.kill(client.pid, signal.SIGCONT)
+
+
+def test_the_child_dies_with_its_parent(lmdb_chain: Path) -> None:
+    """A parent killed with SIGKILL takes its served process with it."""
+    program = (
+        "import sys, time\n"
+        "from vmstack.wrappers.rpc import spawn\n"
+        f"with spawn({str(lmdb_chain)!r}, transition_time={TRANSITION_TIME!r}) as client:\n"
+        "    print(client.pid, flush=True)\n"
+        "    time.sleep(120)\n")
+    parent = subprocess.Popen([sys.executable, "-c", program], stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        assert parent.stdout is not None
+        child = int(parent.stdout.readline())
+        assert _alive(child)
+        parent.kill()
+        parent.wait(10)
+        assert _wait_gone(child), "the served process outlived its parent"
+    finally:
+        parent.kill()
+        parent.wait()
+
+
+def test_spawn_refuses_options_that_cannot_cross(tmp_path: Path) -> None:
+    """Objects (a tracer, a registry) cannot be handed to another process."""
+    with pytest.raises(ValueError, match="tracer"), spawn(tmp_path, tracer=object()):
+        pass
+    with pytest.raises(ValueError, match="SimClock"), spawn(tmp_path, clock=time.time):
+        pass
+
+
+def test_a_child_that_cannot_start_says_why(tmp_path: Path) -> None:
+    """A data directory that is a file: the child's own error reaches the caller."""
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("x")
+    with pytest.raises(VMStackError, match=r"exited before its handshake.*not a directory"), \
+            spawn(not_a_dir):
+        pass
