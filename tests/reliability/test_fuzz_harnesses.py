@@ -14,7 +14,7 @@ import pytest
 from tests.reliability.mutations import BitFlip, SetLength, Truncate
 
 FUZZ = Path(__file__).resolve().parents[2] / "fuzz"
-HARNESSES = ["fuzz_codec", "fuzz_proposer", "fuzz_stack"]
+HARNESSES = ["fuzz_codec", "fuzz_proposer", "fuzz_rpc", "fuzz_stack"]
 
 
 @pytest.fixture(scope="module", params=HARNESSES)
