@@ -72,9 +72,10 @@ def test_coreth_store_is_served_byte_for_byte(coreth_store: KeyValueStore) -> No
 
 def test_fixture_blocks_parse_verify_and_accept_in_order() -> None:
     """On a fresh VM whose genesis is the fixture's block 0, blocks 1..21 are accepted one by
-    one, and the VM then serves them as the coreth store does."""
+    one, and the VM then serves them as the coreth store does (a replaying VM: a real EVM
+    executed these blocks, so their receipts and gas limits are taken as given)."""
     blocks = fixture_blocks()
-    vm = new_vm(MemoryStore(), genesis=blocks[0], chain_id=FIXTURE_CHAIN_ID)
+    vm = new_vm(MemoryStore(), genesis=blocks[0], chain_id=FIXTURE_CHAIN_ID, replay=True)
     for data in blocks[1:]:
         block = vm.parse_block(data)
         block.verify()
@@ -87,7 +88,7 @@ def test_fixture_blocks_parse_verify_and_accept_in_order() -> None:
 def test_fixture_blocks_batched_parse_then_accept() -> None:
     """batched_parse_block of all 21 blocks, then verify and accept in order."""
     blocks = fixture_blocks()
-    vm = new_vm(MemoryStore(), genesis=blocks[0], chain_id=FIXTURE_CHAIN_ID)
+    vm = new_vm(MemoryStore(), genesis=blocks[0], chain_id=FIXTURE_CHAIN_ID, replay=True)
     parsed = vm.batched_parse_block(blocks[1:])
     assert [block.height for block in parsed] == list(range(1, 22))
     for block in parsed:

@@ -93,7 +93,7 @@ from vmstack.cchain.codec import (
     ext_data_hash,
     uncles_hash,
 )
-from vmstack.cchain.crypto import keccak256
+from vmstack.cchain.crypto import SECP256K1_HALF_N, SECP256K1_N, keccak256
 from vmstack.cchain.genesis import GAS_LIMIT, genesis_block, new_header, state_root
 from vmstack.cchain.rlpbytes import (
     block_bytes,
@@ -127,10 +127,15 @@ from vmstack.store.base import KeyReader, KeyValueStore, KeyWriter, ReadSnapshot
 __all__ = [
     "DEFAULT_CHAIN_ID",
     "MAX_FUTURE_SECONDS",
+    "MAX_UNCLES",
+    "MAX_WITHDRAWALS",
+    "TX_BASE_GAS",
     "BlockStatus",
     "CChainBlock",
     "CChainVM",
     "check_header_rules",
+    "check_receipts_commitments",
+    "check_transaction_rules",
     "execute_transactions",
     "intrinsic_gas",
 ]
@@ -140,6 +145,15 @@ DEFAULT_CHAIN_ID: Final = 43114
 #: How far (seconds) a block's timestamp may run ahead of the VM's clock (coreth's
 #: ``maxFutureBlockTime``).
 MAX_FUTURE_SECONDS: Final = 10
+#: The intrinsic gas of the cheapest transaction (a plain transfer). With the block's gas
+#: limit it bounds how many transactions a valid block carries, and so how many senders
+#: ``verify`` may have to recover: ``gas_limit // TX_BASE_GAS``.
+TX_BASE_GAS: Final = 21_000
+#: The most uncles an (Ethereum-flavour) block may carry, as geth allows.
+MAX_UNCLES: Final = 2
+#: The most withdrawals a block may carry (the consensus layer's
+#: ``MAX_WITHDRAWALS_PER_PAYLOAD``).
+MAX_WITHDRAWALS: Final = 16
 
 _LIST_FIELDS = frozenset({"transactions", "uncles", "withdrawals"})
 _TRANSACTION_TYPES = (LegacyTx, AccessListTx, DynamicFeeTx, BlobTx, SetCodeTx)
@@ -167,7 +181,7 @@ def intrinsic_gas(tx: Transaction) -> int:
     access-list address and 1,900 per storage key."""
     data = tx.data
     zeros = data.count(0)
-    gas = 21_000 + 4 * zeros + 16 * (len(data) - zeros)
+    gas = TX_BASE_GAS + 4 * zeros + 16 * (len(data) - zeros)
     if tx.to is None:
         gas += 32_000
     for entry in getattr(tx, "access_list", ()):
@@ -217,11 +231,14 @@ def execute_transactions(transactions: Sequence[Transaction]) -> tuple[Receipt, 
 
 
 def check_header_rules(
-    header: AnyHeader, *, parent_number: int, parent_time: int, now: float
+    header: AnyHeader, *, parent_number: int, parent_time: int, now: float,
+    gas_limit: int | None = GAS_LIMIT,
 ) -> None:
     """The header rules a child must meet against its parent (``InvalidBlock`` naming the
     rule): height is the parent's plus one; timestamp is at or after the parent's and at
-    most :data:`MAX_FUTURE_SECONDS` ahead of ``now``; gas used is within the gas limit."""
+    most :data:`MAX_FUTURE_SECONDS` ahead of ``now``; the gas limit is the chain's fixed
+    ``gas_limit`` (as on the C-chain since Cortina; ``None`` takes the header's as given);
+    gas used is within the gas limit."""
     if header.number != parent_number + 1:
         raise InvalidBlock(f"block height {header.number} is not its parent's "
                            f"{parent_number} plus one")
@@ -231,9 +248,80 @@ def check_header_rules(
     if header.time > now + MAX_FUTURE_SECONDS:
         raise InvalidBlock(f"block timestamp {header.time} is more than "
                            f"{MAX_FUTURE_SECONDS} s ahead of the clock ({now:.0f})")
+    if gas_limit is not None and header.gas_limit != gas_limit:
+        raise InvalidBlock(f"block gas limit {header.gas_limit} is not the chain's "
+                           f"{gas_limit}")
     if header.gas_used > header.gas_limit:
         raise InvalidBlock(f"block gas used {header.gas_used} exceeds its gas limit "
                            f"{header.gas_limit}")
+
+
+def check_transaction_rules(transactions: Sequence[Transaction], *, chain_id: int,
+                            gas_limit: int) -> None:
+    """The rules every transaction of a block meets before any signature work is done
+    (``InvalidBlock`` naming the transaction and the rule), transaction by transaction:
+
+    - it is signed for ``chain_id``: a typed transaction carries it; a legacy one has
+      ``v`` 27 or 28 (unprotected, which consensus still accepts) or
+      ``chain_id * 2 + 35`` or ``+ 36`` (EIP-155), and any other ``v`` is refused;
+    - its signature values are in range: y parity 0 or 1, ``0 < r < n`` and
+      ``0 < s <= n / 2`` (low s, the Homestead rule) on secp256k1;
+    - its gas limit covers its :func:`intrinsic_gas` and is within the block's
+      ``gas_limit``;
+    - the intrinsic gas of the transactions so far is within ``gas_limit``, so a block
+      that could not pay for its own transactions is refused as soon as that shows.
+
+    Each check is arithmetic on the decoded fields (the intrinsic gas reads the data
+    once), so the whole is linear in the block's size.
+    """
+    total = 0
+    for index, tx in enumerate(transactions):
+        where = f"transaction {index}"
+        if isinstance(tx, LegacyTx):
+            v = tx.v
+            if v not in (27, 28) and v not in (chain_id * 2 + 35, chain_id * 2 + 36):
+                if v >= 35:
+                    raise InvalidBlock(f"{where} is signed for chain {(v - 35) // 2}, not "
+                                       f"{chain_id} (v = {v})")
+                raise InvalidBlock(f"{where}: legacy v = {v} is neither 27/28 nor EIP-155")
+        else:
+            if tx.chain_id != chain_id:
+                raise InvalidBlock(f"{where} is signed for chain {tx.chain_id}, not {chain_id}")
+            if tx.y_parity not in (0, 1):
+                raise InvalidBlock(f"{where}: signature y parity {tx.y_parity} is not 0 or 1")
+        if not 0 < tx.r < SECP256K1_N:
+            raise InvalidBlock(f"{where}: signature r is out of range")
+        if not 0 < tx.s <= SECP256K1_HALF_N:
+            raise InvalidBlock(f"{where}: signature s is out of range (zero or above n/2)")
+        needed = intrinsic_gas(tx)
+        if tx.gas < needed:
+            raise InvalidBlock(f"{where}: gas limit {tx.gas} is below its intrinsic gas "
+                               f"{needed}")
+        if tx.gas > gas_limit:
+            raise InvalidBlock(f"{where}: gas limit {tx.gas} exceeds the block's {gas_limit}")
+        total += needed
+        if total > gas_limit:
+            raise InvalidBlock(f"the intrinsic gas of transactions 0..{index} ({total}) "
+                               f"exceeds the block gas limit {gas_limit}")
+
+
+def check_receipts_commitments(header: AnyHeader, receipts: Sequence[Receipt]) -> None:
+    """The header commits to the receipts its block's execution produced: its gas used is
+    their cumulative gas, its receipts root is theirs and its bloom is the union of theirs
+    (``InvalidBlock`` naming the field that differs)."""
+    gas_used = receipts[-1].cumulative_gas_used if receipts else 0
+    if header.gas_used != gas_used:
+        raise InvalidBlock(f"block gas used {header.gas_used} is not the {gas_used} its "
+                           "transactions use")
+    if header.receipt_root != receipts_root(receipts):
+        raise InvalidBlock("receipts root does not match the receipts of the block's "
+                           "execution")
+    bloom = 0
+    for receipt in receipts:
+        if receipt.logs:
+            bloom |= int.from_bytes(receipt.bloom or logs_bloom(receipt.logs), "big")
+    if header.bloom != bloom.to_bytes(256, "big"):
+        raise InvalidBlock("logs bloom does not match the receipts of the block's execution")
 
 
 # --- blocks -----------------------------------------------------------------------------
@@ -282,13 +370,17 @@ def _frame_body(flavour: Flavour, raw: bytes, header_end: int) -> tuple[_Span, .
     return tuple(spans)
 
 
-def _item_encodings(raw: bytes, span: _Span) -> list[bytes]:
+def _item_encodings(raw: bytes, span: _Span, limit: int | None = None,
+                    what: str = "items") -> list[bytes]:
     """The encodings of the items of the list at ``span``, as a trie stores them: a list
     item (a legacy transaction, a withdrawal) as it stands, a string item (a typed
-    transaction) as its payload."""
+    transaction) as its payload. With a ``limit``, a list of more items is
+    ``InvalidBlock``, found after reading at most ``limit + 1`` prefixes."""
     encodings: list[bytes] = []
     offset = span.payload
     while offset < span.end:
+        if limit is not None and len(encodings) == limit:
+            raise InvalidBlock(f"block carries more than {limit} {what}")
         is_list, payload, length = read_prefix(raw, offset, span.end)
         encodings.append(raw[offset:payload + length] if is_list
                          else raw[payload:payload + length])
@@ -462,6 +554,13 @@ class CChainVM:
     ``flavour``, ``chain_id`` and ``genesis_timestamp``, or ``genesis`` (a genesis block's RLP)
     when given; a store that has a chain keeps it (``genesis``, if given, must be its block
     0, else ``ValueError``).
+
+    ``replay=True`` is for a VM that replays blocks a real EVM executed (a coreth
+    database's chain, recorded blocks): the execution model cannot reproduce their
+    receipts, and their gas limits follow fork rules this VM does not know, so ``verify``
+    takes the header's gas limit, gas used, receipts root and bloom as the block states
+    them; every other rule holds. A replaying VM trusts its source for the cost of a
+    block: the gas limit it takes as given is what bounds the transactions checked.
     """
 
     batching = True
@@ -478,6 +577,7 @@ class CChainVM:
         settle_lag: int = 0,
         genesis_timestamp: int = 0,
         genesis: bytes | None = None,
+        replay: bool = False,
     ) -> None:
         if not isinstance(flavour, Flavour):
             raise ValueError(f"flavour must be a Flavour, got {flavour!r}")
@@ -492,6 +592,7 @@ class CChainVM:
         self._clock = clock
         self._chain_id = chain_id
         self._settle_lag = settle_lag
+        self._replay = bool(replay)
         self._cache = CanonicalHashCache(cache_size)
         self._cache_lock = threading.Lock()
         self._lock = threading.RLock()
@@ -816,7 +917,8 @@ class CChainVM:
 
     def add_transactions(self, transactions: Iterable[Transaction]) -> None:
         """Queue signed transactions for :meth:`build_block` (in order). ``ValueError`` for
-        a transaction of another chain or whose gas limit exceeds a block's."""
+        a transaction of another chain or whose gas limit exceeds a block's or does not
+        cover its intrinsic gas (a block carrying it would be invalid)."""
         queued: list[Transaction] = []
         for tx in transactions:
             if not isinstance(tx, _TRANSACTION_TYPES):
@@ -828,6 +930,9 @@ class CChainVM:
             if tx.gas > GAS_LIMIT:
                 raise ValueError(f"transaction gas {tx.gas} exceeds the block gas limit "
                                  f"{GAS_LIMIT}")
+            if tx.gas < intrinsic_gas(tx):
+                raise ValueError(f"transaction gas {tx.gas} is below its intrinsic gas "
+                                 f"{intrinsic_gas(tx)}")
             queued.append(tx)
         with self._lock:
             self._mempool.extend(queued)
@@ -954,7 +1059,8 @@ class CChainVM:
                     parent_header = self._stored_header(snap, self._number_of(snap, last), last)
                     parent_number, parent_time = parent_header.number, parent_header.time
             check_header_rules(block.header, parent_number=parent_number,
-                               parent_time=parent_time, now=self._clock())
+                               parent_time=parent_time, now=self._clock(),
+                               gas_limit=None if self._replay else GAS_LIMIT)
             self._check_body(block)
             block._status = BlockStatus.PROCESSING
             self._processing[block.id] = block
@@ -974,25 +1080,48 @@ class CChainVM:
                            "with this ID")
 
     def _check_body(self, block: CChainBlock) -> None:
-        """The body rules: it decodes strictly, and the header commits to it (transactions
-        root, uncle hash, withdrawals root; Avalanche: ExtDataHash, no uncles, version 0).
-        The commitments are computed over the bytes received, not over a re-encoding."""
-        body = block.body
+        """The body rules, cheapest first, so that hostile bytes cost little to refuse:
+
+        1. sizes and structure, before anything is decoded: at most
+           ``gas_limit // TX_BASE_GAS`` transactions, at most :data:`MAX_UNCLES` uncles
+           (none on Avalanche), at most :data:`MAX_WITHDRAWALS` withdrawals;
+        2. the body decodes strictly;
+        3. the transactions' own rules and the gas they need
+           (:func:`check_transaction_rules`);
+        4. the header commits to the body as received (transactions root, uncle hash,
+           withdrawals root; Avalanche: ExtDataHash, body version 0), computed over the
+           bytes received, not over a re-encoding;
+        5. the header commits to what executing the block produces: gas used, receipts
+           root and bloom (:func:`check_receipts_commitments`; not when replaying);
+        6. every sender recovers (:meth:`_check_senders`), the costly part, last.
+        """
         header = block.header
         raw = block._raw
         spans = dict(zip((f.name for f in self._flavour.body_fields), block._body_spans(),
                          strict=False))
         where = f"block {block.id.hex()}"
-        encodings = _item_encodings(raw, spans["transactions"])
+        avalanche = isinstance(header, AvalancheHeader)
+        gas_limit = header.gas_limit
+        try:
+            encodings = _item_encodings(raw, spans["transactions"],
+                                        limit=gas_limit // TX_BASE_GAS, what="transactions")
+            uncles = spans["uncles"]
+            if avalanche and uncles.payload < uncles.end:
+                raise InvalidBlock("C-chain blocks have no uncles")
+            _item_encodings(raw, uncles, limit=MAX_UNCLES, what="uncles")
+            withdrawals = spans.get("withdrawals")
+            withdrawal_encodings = None if withdrawals is None else _item_encodings(
+                raw, withdrawals, limit=MAX_WITHDRAWALS, what="withdrawals")
+            body = block.body
+            check_transaction_rules(body.transactions, chain_id=self._chain_id,
+                                    gas_limit=gas_limit)
+        except InvalidBlock as error:
+            raise InvalidBlock(f"{where}: {error.reason}") from None
         if derive_root(encodings) != header.tx_root:
             raise InvalidBlock(f"{where}: transactions root does not match the header")
-        self._check_senders(block, encodings, where)
-        uncles = spans["uncles"]
         if keccak256(raw[uncles.start:uncles.end]) != header.uncle_hash:
             raise InvalidBlock(f"{where}: uncle hash does not match the header")
         if isinstance(header, AvalancheHeader):
-            if body.uncles:
-                raise InvalidBlock(f"{where}: C-chain blocks have no uncles")
             if body.version != 0:
                 raise InvalidBlock(f"{where}: body version {body.version} is not 0")
             ext = spans["ext_data"]
@@ -1001,13 +1130,18 @@ class CChainVM:
             pre_ap1 = committed == ZERO_HASH and not body.ext_data
             if keccak256(raw[ext.start:ext.end]) != committed and not pre_ap1:
                 raise InvalidBlock(f"{where}: ExtDataHash does not match the extData")
-            return
-        withdrawals = spans.get("withdrawals")
-        if (header.withdrawals_hash is None) != (withdrawals is None):
-            raise InvalidBlock(f"{where}: header and body disagree on having withdrawals")
-        if withdrawals is not None and (derive_root(_item_encodings(raw, withdrawals))
-                                        != header.withdrawals_hash):
-            raise InvalidBlock(f"{where}: withdrawals root does not match the header")
+        else:
+            if (header.withdrawals_hash is None) != (withdrawal_encodings is None):
+                raise InvalidBlock(f"{where}: header and body disagree on having withdrawals")
+            if withdrawal_encodings is not None and (derive_root(withdrawal_encodings)
+                                                     != header.withdrawals_hash):
+                raise InvalidBlock(f"{where}: withdrawals root does not match the header")
+        if not self._replay:
+            try:
+                check_receipts_commitments(header, execute_transactions(body.transactions))
+            except InvalidBlock as error:
+                raise InvalidBlock(f"{where}: {error.reason}") from None
+        self._check_senders(block, encodings, where)
 
     def _check_senders(self, block: CChainBlock, encodings: Sequence[bytes],
                        where: str) -> None:
