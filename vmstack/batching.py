@@ -71,6 +71,9 @@ BLOCK_ID_LEN = 32
 #: a batch beyond that cannot have come from a peer and is refused with ``ValueError``.
 MAX_PARSE_BATCH = MAX_CONTAINERS_LEN // CONTAINER_LEN_OVERHEAD
 
+#: ``memoryview`` formats whose items are single bytes.
+_BYTE_FORMATS = frozenset({"B", "b", "c"})
+
 BlockT = TypeVar("BlockT", bound=Block)
 
 BlockFetch = Callable[[bytes], tuple[bytes, bytes]]
@@ -78,9 +81,18 @@ BlockFetch = Callable[[bytes], tuple[bytes, bytes]]
 
 
 def check_block_id(block_id: object) -> bytes:
-    """Return ``block_id`` as bytes, or raise ``ValueError`` unless it is 32 bytes."""
+    """Return ``block_id`` as bytes, or raise ``ValueError`` unless it is 32 bytes.
+
+    A ``memoryview`` must be a flat view of bytes (format ``B``, ``b`` or ``c``): a view
+    of wider items (``memoryview(array("I", ...))``, a cast view) has another length in
+    items than in bytes, and is refused rather than read as some 32 bytes.
+    """
     if not isinstance(block_id, bytes | bytearray | memoryview):
         raise ValueError(f"a block ID is {BLOCK_ID_LEN} bytes, got {type(block_id).__name__}")
+    if isinstance(block_id, memoryview) and (block_id.format not in _BYTE_FORMATS
+                                             or block_id.ndim != 1):
+        raise ValueError(f"a block ID is {BLOCK_ID_LEN} bytes, got a memoryview of format "
+                         f"{block_id.format!r} with {block_id.ndim} dimension(s)")
     block_id = bytes(block_id)
     if len(block_id) != BLOCK_ID_LEN:
         raise ValueError(f"a block ID is {BLOCK_ID_LEN} bytes, got {len(block_id)}")

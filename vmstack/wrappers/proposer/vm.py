@@ -367,8 +367,11 @@ class ProposerVM:
 
         As avalanchego does, bytes that fail as a post-fork block are tried as an inner
         block; if they looked like an envelope (codec version 0) and the inner VM refuses
-        them too, the envelope's failure is raised, as it says more.
+        them too, the envelope's failure is raised, as it says more. Anything but a bytes
+        object (``bytes``, ``bytearray``, ``memoryview``) is ``InvalidBlock``, as below.
         """
+        if not isinstance(data, bytes | bytearray | memoryview):
+            raise InvalidBlock(f"block bytes must be bytes, not {type(data).__name__}")
         data = bytes(data)
         envelope, failure = self._try_envelope(data)
         if envelope is not None:
