@@ -8,14 +8,22 @@ or gives an accepted height another block.
 
 from __future__ import annotations
 
+import random
+import threading
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from pathlib import Path
+
 import pytest
 
 from tests.reliability.stacks import START, full_stack, grow
-from vmstack import BlockNotFound, InvalidBlock, SimClock
+from tests.reliability.test_concurrency import check_linked
+from vmstack import BlockNotFound, InvalidBlock, SimClock, get_ancestors
 from vmstack.batching import serial_get_ancestors
+from vmstack.cchain.generate import find_mempool, transaction_pool
 from vmstack.conformance import MemoryVM
 from vmstack.interfaces import ChainVM
-from vmstack.store import MemoryStore
+from vmstack.store import LMDBStore, MemoryStore, ReadSnapshot
 from vmstack.wrappers.proposer.block import build_signed
 from vmstack.wrappers.proposer.staking import StakingKey
 from vmstack.wrappers.proposer.vm import ProposerBlock, ProposerVM
@@ -87,7 +95,8 @@ def test_two_wrappers_of_one_inner_block_decide_it_once(accept_first: bool,
     with pytest.raises(BlockNotFound):
         vm.get_block(loser.id)
     assert ancestors(vm, loser.id) == []
-    assert serial_get_ancestors(vm, loser.id, max_blocks_num=10) == []
+    assert serial_get_ancestors(vm, loser.id, max_blocks_num=10,
+                                max_retrieval_time=60.0) == []
     again = vm.parse_block(bytes(loser))
     with pytest.raises(InvalidBlock):
         again.verify()
@@ -222,7 +231,8 @@ def test_two_wrappers_through_the_full_stack(accept_first: bool) -> None:
     grow(vm, clock, 2)
     top = vm.last_accepted()
     answer = ancestors(vm, top)
-    assert answer == serial_get_ancestors(vm, top, max_blocks_num=100)
+    assert answer == serial_get_ancestors(vm, top, max_blocks_num=100,
+                                          max_retrieval_time=60.0)
     assert len(answer) == vm.get_block(top).height + 1
     assert bytes(other) not in answer
 
@@ -239,3 +249,96 @@ def _proposer_block(block: object) -> ProposerBlock:
     while not isinstance(block, ProposerBlock):
         block = block._inner  # type: ignore[attr-defined]
     return block
+
+
+# --- reads racing accepts -------------------------------------------------------------------
+
+
+class SnapshotHookStore(MemoryStore):
+    """A memory store that runs ``hook`` (once) right after a snapshot opens: the moment
+    between a reader opening its snapshot and reading from it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hook: Callable[[], None] | None = None
+
+    def snapshot(self) -> AbstractContextManager[ReadSnapshot]:
+        inner = super().snapshot()
+        store = self
+
+        class Opening:
+            def __enter__(self) -> ReadSnapshot:
+                snapshot = inner.__enter__()
+                hook, store.hook = store.hook, None
+                if hook is not None:
+                    hook()
+                return snapshot
+
+            def __exit__(self, *exc: object) -> None:
+                inner.__exit__(None, None, None)
+
+        return Opening()
+
+
+def test_get_ancestors_of_a_block_accepted_mid_call_is_not_empty() -> None:
+    """A processing block accepted after the reader's snapshot opens is still in the
+    answer: the processing blocks were looked at before the snapshot."""
+    store = SnapshotHookStore()
+    vm, _, clock = make_vm(fork_time=0, store=store)
+    grow_proposer(vm, clock, 3)
+    clock.advance(2)
+    block = vm.build_block()
+    block.verify()
+    store.hook = block.accept
+    answer = ancestors(vm, block.id)
+    assert store.hook is None and vm.last_accepted() == block.id
+    assert answer[:1] == [bytes(block)] and len(answer) == block.height + 1
+
+
+def test_get_ancestors_never_empty_for_blocks_processing_or_accepted_under_threads(
+        tmp_path: Path) -> None:
+    """Readers ask for blocks that are processing (verified, published) or accepted while
+    a writer accepts them through the full stack on LMDB: never an empty answer."""
+    store = LMDBStore(tmp_path / "db")
+    clock = SimClock(START)
+    vm = full_stack(store, clock)
+    grow(vm, clock, 11)
+    published = [vm.last_accepted()]
+    stop = threading.Event()
+    failures: list[BaseException] = []
+    counted = [0]
+
+    def read(seed: int) -> None:
+        rng = random.Random(seed)
+        while not stop.is_set():
+            block_id = rng.choice(published[-2:])
+            try:
+                answer = get_ancestors(vm, block_id, max_blocks_num=4)
+                assert answer, f"empty answer for {block_id.hex()}"
+                check_linked(answer, block_id)
+            except BaseException as error:
+                failures.append(error)
+                return
+            counted[0] += 1
+
+    readers = [threading.Thread(target=read, args=(seed,), daemon=True) for seed in range(2)]
+    for reader in readers:
+        reader.start()
+    mempool = find_mempool(vm)
+    pool = transaction_pool(seed=4, chain_id=mempool.chain_id)
+    try:
+        for index in range(40):
+            clock.advance(2)
+            mempool.add_transactions(pool.take(2 * index, 2))
+            block = vm.build_block()
+            block.verify()
+            vm.set_preference(block.id)
+            published.append(block.id)
+            block.accept()
+    finally:
+        stop.set()
+        for reader in readers:
+            reader.join(timeout=60)
+        store.close()
+    assert failures == []
+    assert counted[0] > 0
