@@ -54,6 +54,10 @@ def _parser() -> argparse.ArgumentParser:
                           help="keep the serving store here and reuse it on the next run")
     simulate.add_argument("--serial", action="store_true",
                           help="run only the serial (fallback) bootstrap")
+    simulate.add_argument("--out-of-process", action="store_true",
+                          help="run each node's C-chain VM in a process of its own behind "
+                               "the gRPC boundary (vmstack serve), and report the round "
+                               "trips")
     simulate.add_argument("--json", type=Path, metavar="FILE", help="write every figure here")
     simulate.add_argument("--plot", type=Path, metavar="FILE",
                           help="write a PNG of blocks fetched over time here")
@@ -92,6 +96,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--sim-clock", type=float, metavar="START",
                        help="run the stack on a simulated clock starting at START that "
                             "follows the time callers send")
+    serve.add_argument("--readonly", action="store_true",
+                       help="open an existing store for reading only (beside its writer)")
     serve.add_argument("--no-stdin-watch", action="store_true",
                        help="keep serving when standard input closes")
 
@@ -127,7 +133,8 @@ def _simulate(args: argparse.Namespace, console: Console) -> int:
         raise ValueError(f"--data-dir {args.data_dir} is not a directory")
     config = SimulationConfig(blocks=args.blocks, txs_per_block=args.txs_per_block,
                               peers=args.peers, seed=args.seed,
-                              modes=("serial",) if args.serial else MODES)
+                              modes=("serial",) if args.serial else MODES,
+                              out_of_process=args.out_of_process)
     costs = REFERENCE_COSTS
     if args.costs is not None:
         data = json.loads(args.costs.read_text())
@@ -183,6 +190,7 @@ def _serve(args: argparse.Namespace, console: Console) -> int:
         "key_prefix": None if args.key_prefix is None else bytes.fromhex(args.key_prefix),
     }
     return serve(args.data_dir, address=args.address, sim_clock=args.sim_clock,
+                 readonly=args.readonly,
                  stack_options={name: value for name, value in options.items()
                                 if value is not None},
                  stop_on_stdin_close=not args.no_stdin_watch)

@@ -7,10 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import attrs
 import pytest
 
 from vmstack.sim.costs import REFERENCE_COSTS, CostModel
-from vmstack.sim.run import SimulationConfig, simulate
+from vmstack.sim.run import SimulationConfig, calibrate, simulate
 
 SMALL = SimulationConfig(blocks=45, txs_per_block=2, peers=2, seed=11)
 
@@ -100,3 +101,27 @@ def test_bench_quick_writes_every_row(tmp_path: Path) -> None:
     for row in rows:
         assert row["fast_seconds"] > 0 and row["baseline_seconds"] > 0
         assert row["speedup"] == pytest.approx(row["baseline_seconds"] / row["fast_seconds"])
+
+
+def test_out_of_process_gives_the_same_simulated_figures(tmp_path: Path) -> None:
+    """Each node's C-chain VM in its own process: the same answers and simulated figures
+    as in process, with the round trips measured beside them."""
+    in_process = simulate(SMALL, data_dir=tmp_path).as_dict()
+    out = simulate(attrs.evolve(SMALL, out_of_process=True), data_dir=tmp_path).as_dict()
+    assert out["simulated"] == in_process["simulated"]
+    assert in_process["round_trips"] == {}
+    batched, serial = out["round_trips"]["batched"], out["round_trips"]["serial"]
+    assert batched["serving"]["GetAncestors"]["calls"] == out["simulated"]["batched"][
+        "requests"]
+    assert "GetBlock" not in batched["serving"]
+    assert serial["serving"]["GetBlock"]["calls"] >= SMALL.blocks
+    assert batched["node"]["BatchedParseBlock"]["calls"] >= 1
+    assert serial["node"]["ParseBlock"]["calls"] >= SMALL.blocks
+
+
+def test_calibrating_out_of_process_learns_the_round_trips() -> None:
+    """A cost model measured across the boundary says so, and charges a serial get_block
+    at least the base of one round trip."""
+    costs = calibrate(attrs.evolve(SMALL, out_of_process=True), blocks=20)
+    assert costs.source.endswith("out of process")
+    assert costs.serve_serial(1, 1000) > 0

@@ -45,6 +45,23 @@ def print_report(report: SimulationReport, console: Console) -> None:
         for name, entry in figures.items():
             layers.add_row(mode, name, f"{entry['calls']:.0f}", f"{entry['seconds']:.4f}")
     console.print(layers)
+    if report.round_trips:
+        _print_round_trips(report, console)
+
+
+def _print_round_trips(report: SimulationReport, console: Console) -> None:
+    """What crossing the process boundary cost: calls and wall time per side and method."""
+    table = Table(title="process boundary (gRPC round trips, measured)", title_justify="left")
+    for column, justify in (("mode", "left"), ("side", "left"), ("method", "left"),
+                            ("calls", "right"), ("seconds", "right"), ("µs per call", "right")):
+        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    for mode, sides in report.round_trips.items():
+        for side, methods in sides.items():
+            for method, entry in methods.items():
+                calls, seconds = entry["calls"], entry["seconds"]
+                table.add_row(mode, side, method, f"{calls:.0f}", f"{seconds:.3f}",
+                              f"{seconds / calls * 1e6:,.0f}" if calls else "")
+    console.print(table)
 
 
 def write_json(report: SimulationReport, path: Path) -> None:

@@ -5,6 +5,14 @@
 store, serves it from ``peers`` stacks over that store, and bootstraps a fresh node with its
 own stack and store through the simulated network, once with the batched protocol and once
 with the serial fallback. Every layer of every stack runs on the one simulated clock.
+
+With ``out_of_process``, every node's C-chain part runs in a process of its own behind the
+gRPC boundary (:func:`~vmstack.wrappers.rpc.spawn`), as avalanchego runs a plugin VM: the
+serving peers' processes open the chain's store read-only, the bootstrapping node's process
+owns its chain store, and the proposer and pass-through layers stay in this process. The
+served processes follow the one simulated clock, so the simulated figures for a seed and a
+cost model are the same in and out of process; the round trips are measured beside them,
+and :func:`calibrate` with ``out_of_process`` fits the cost model to calls that cross.
 """
 
 from __future__ import annotations
@@ -15,7 +23,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from functools import partial
 from pathlib import Path
 
@@ -37,6 +45,7 @@ from vmstack.sim.network import Network, NetworkConfig
 from vmstack.stack import build_stack
 from vmstack.store import KeyValueStore, LMDBStore
 from vmstack.wrappers.proposer import StakingKey
+from vmstack.wrappers.rpc import RoundTrips, VMClient, spawn
 
 __all__ = [
     "MODES",
@@ -65,6 +74,7 @@ class SimulationConfig:
     start_time: float = 1_700_000_000.0
     chain_id: int = 43114
     max_blocks_num: int = DEFAULT_MAX_BLOCKS_NUM
+    out_of_process: bool = False
 
     def __attrs_post_init__(self) -> None:
         if self.blocks < 1 or self.txs_per_block < 0 or self.peers < 1:
@@ -95,7 +105,12 @@ class SimulationConfig:
 
 @attrs.frozen
 class SimulationReport:
-    """Every figure of a run: configuration, cost model, chain, and one result per mode."""
+    """Every figure of a run: configuration, cost model, chain, and one result per mode.
+
+    ``round_trips`` (out of process only, measured) gives, per mode, the round trips of
+    the serving peers' clients and of the bootstrapping node's client:
+    ``{mode: {"serving" | "node": {method: {"calls": n, "seconds": s}}}}``.
+    """
 
     config: SimulationConfig
     costs: CostModel
@@ -103,6 +118,7 @@ class SimulationReport:
     build_wall_seconds: float
     results: dict[str, BootstrapResult]
     layers: dict[str, dict[str, dict[str, float]]]
+    round_trips: dict[str, dict[str, dict[str, dict[str, float]]]] = attrs.field(factory=dict)
 
     def speedup(self) -> float | None:
         """Serial over batched simulated bootstrap time, when both ran."""
@@ -119,6 +135,7 @@ class SimulationReport:
                       "build_wall_seconds": self.build_wall_seconds},
             "simulated": {mode: result.simulated() for mode, result in self.results.items()},
             "measured": {mode: result.measured() for mode, result in self.results.items()},
+            "round_trips": self.round_trips,
             "layers": self.layers,
             "speedup": self.speedup(),
         }
@@ -166,12 +183,37 @@ class _Stacks:
         self.tracer = trace.get_tracer("vmstack.sim")
 
     def build(self, store: KeyValueStore, registry: CollectorRegistry | None = None, *,
-              staking_key: StakingKey | None = None) -> ChainVM:
+              staking_key: StakingKey | None = None,
+              out_of_process: VMClient | None = None) -> ChainVM:
+        """A node's stack over ``store``; over ``out_of_process`` (the client of a served
+        C-chain part) from the "C" layers up when one is given."""
         return build_stack(store, chain_id=self.config.chain_id,
                            fork_time=self.config.fork_time,
-                           transition_time=self.config.transition_time,
+                           transition_time=(None if out_of_process is not None
+                                            else self.config.transition_time),
                            tracer=self.tracer, registry=registry, clock=self.clock,
-                           staking_key=staking_key)
+                           staking_key=staking_key, out_of_process=out_of_process)
+
+    def serve(self, data_dir: Path, *, readonly: bool) -> AbstractContextManager[VMClient]:
+        """The C-chain part of a node over the LMDB store in ``data_dir``, in a process of
+        its own on this simulation's clock."""
+        return spawn(data_dir, clock=self.clock, readonly=readonly,
+                     chain_id=self.config.chain_id,
+                     transition_time=self.config.transition_time)
+
+    @contextmanager
+    def node(self, directory: Path, registry: CollectorRegistry | None = None
+             ) -> Iterator[tuple[ChainVM, VMClient | None]]:
+        """A fresh node in ``directory``: its stack, and its boundary's client when the
+        C-chain part runs out of process (its store then in ``directory/chain``, the
+        proposer's records in ``directory/proposervm``)."""
+        if not self.config.out_of_process:
+            with LMDBStore(directory) as store:
+                yield self.build(store, registry), None
+            return
+        with self.serve(directory / "chain", readonly=False) as client, \
+                LMDBStore(directory / "proposervm") as store:
+            yield self.build(store, registry, out_of_process=client), client
 
     def builder_key(self) -> StakingKey:
         """The staking identity of the node that builds the chain, derived from the seed:
@@ -227,18 +269,30 @@ def simulate(
         stacks = _Stacks(config, clock)
         results: dict[str, BootstrapResult] = {}
         layers: dict[str, dict[str, dict[str, float]]] = {}
-        with LMDBStore(directory / "serving") as serving_store:
+        round_trips: dict[str, dict[str, dict[str, dict[str, float]]]] = {}
+        serving_dir = directory / "serving"
+        with LMDBStore(serving_dir) as serving_store:
             build_started = time.perf_counter()
             reused = _prepare_chain(config, stacks, serving_store, directory, on_build)
             build_wall = time.perf_counter() - build_started
+        with LMDBStore(serving_dir, readonly=config.out_of_process) as serving_store, \
+                ExitStack() as processes:
+            # Out of process, each peer's C-chain part is a reader of the chain's store.
+            served = [processes.enter_context(stacks.serve(serving_dir, readonly=True))
+                      if config.out_of_process else None for _ in range(config.peers)]
             for mode in config.modes:
                 registries = [CollectorRegistry() for _ in range(config.peers)]
-                peers = [stacks.build(serving_store, registry) for registry in registries]
+                peers = [stacks.build(serving_store, registry, out_of_process=client)
+                         for registry, client in zip(registries, served, strict=True)]
                 tip = peers[0].last_accepted()
                 node_dir = directory / f"node-{mode}"
                 shutil.rmtree(node_dir, ignore_errors=True)
-                with LMDBStore(node_dir) as node_store:
-                    node = stacks.build(node_store)
+                trips = RoundTrips()
+                for client in served:
+                    if client is not None:
+                        client.round_trips = trips
+                node_dir.mkdir(parents=True)
+                with stacks.node(node_dir) as (node, node_client):
                     network = Network(config.network, random.Random(config.seed), config.peers)
                     bootstrapper = Bootstrapper(
                         node=node, peers=peers, network=network, costs=costs, clock=clock,
@@ -247,13 +301,17 @@ def simulate(
                     results[mode] = bootstrapper.run(tip)
                     if node.last_accepted() != tip:
                         raise RuntimeError(f"the {mode} bootstrap did not reach the tip")
+                    if node_client is not None:
+                        round_trips[mode] = {"serving": trips.as_dict(),
+                                             "node": node_client.round_trips.as_dict()}
                 shutil.rmtree(node_dir, ignore_errors=True)
                 merged: dict[str, dict[str, float]] = {}
                 for registry in registries:
                     _merge(merged, layer_figures(registry))
                 layers[mode] = merged
         return SimulationReport(config=config, costs=costs, chain_reused=reused,
-                                build_wall_seconds=build_wall, results=results, layers=layers)
+                                build_wall_seconds=build_wall, results=results, layers=layers,
+                                round_trips=round_trips)
 
 
 def _parse_into(vm: ChainVM, data: bytes, parsed: list[Block]) -> None:
@@ -268,6 +326,8 @@ def _execute(block: Block) -> None:
 def calibrate(config: SimulationConfig, *, blocks: int = 120) -> CostModel:
     """Measure what each call costs on this machine, on a chain like the one ``config``
     builds (``blocks`` blocks of it), and fit a :class:`CostModel` to the measurements.
+    With ``config.out_of_process`` the calls cross the process boundary as in the run, so
+    the model learns the round trips.
 
     Each block is parsed once per fresh node, newest first, as a bootstrap parses it (a
     node refuses a second look at a block past an unaccepted transition)."""
@@ -275,11 +335,19 @@ def calibrate(config: SimulationConfig, *, blocks: int = 120) -> CostModel:
     with tempfile.TemporaryDirectory(prefix="vmstack-calibrate-") as temporary:
         directory = Path(temporary)
         stacks = _Stacks(sample, SimClock(sample.start_time))
-        with LMDBStore(directory / "serving") as serving_store, \
-                LMDBStore(directory / "serial") as serial_store, \
-                LMDBStore(directory / "batched") as batched_store:
+        with LMDBStore(directory / "serving") as serving_store:
             _prepare_chain(sample, stacks, serving_store, directory, None)
-            peer = stacks.build(serving_store)
+        with ExitStack() as open_nodes:
+            serving_store = open_nodes.enter_context(
+                LMDBStore(directory / "serving", readonly=sample.out_of_process))
+            served = (open_nodes.enter_context(stacks.serve(directory / "serving",
+                                                            readonly=True))
+                      if sample.out_of_process else None)
+            peer = stacks.build(serving_store, out_of_process=served)
+            for name in ("serial", "batched"):
+                (directory / name).mkdir()
+            serial_node, _ = open_nodes.enter_context(stacks.node(directory / "serial"))
+            batched_node, _ = open_nodes.enter_context(stacks.node(directory / "batched"))
             ids = [peer.get_block_id_at_height(h) for h in range(sample.blocks, 0, -1)]
             data = [bytes(peer.get_block(block_id)) for block_id in ids]
             serve_serial = [(1, len(raw), time_call(partial(peer.get_block, block_id)))
@@ -292,14 +360,12 @@ def calibrate(config: SimulationConfig, *, blocks: int = 120) -> CostModel:
             # Each fresh node parses the newest block once, untimed: its first parse also pays
             # one-time costs (the builder's certificate, imported once) that no fit should
             # spread over every call.
-            serial_node = stacks.build(serial_store)
             serial_node.parse_block(data[0])
             parsed: list[Block] = []
             parse_serial = []
             for raw in data[1:]:
                 elapsed = time_call(partial(_parse_into, serial_node, raw, parsed))
                 parse_serial.append((1, len(raw), elapsed))
-            batched_node = stacks.build(batched_store)
             batched_node.parse_block(data[0])
             parse_batched = []
             start = 1
@@ -317,5 +383,6 @@ def calibrate(config: SimulationConfig, *, blocks: int = 120) -> CostModel:
         parse_batched=mean_cost(parse_batched),
         parse_serial=mean_cost(parse_serial),
         execute=fit_cost(execute),
-        source="calibrated on this machine",
+        source=("calibrated on this machine, out of process" if sample.out_of_process
+                else "calibrated on this machine"),
     )

@@ -64,7 +64,7 @@ def _option_text(name: str, value: object) -> str:
     return repr(value)
 
 
-def _command(data_dir: Path, address: str | None, clock: Clock | None,
+def _command(data_dir: Path, address: str | None, clock: Clock | None, readonly: bool,
              stack_options: Mapping[str, object]) -> list[str]:
     unknown = sorted(set(stack_options) - set(STACK_OPTIONS))
     if unknown:
@@ -76,6 +76,8 @@ def _command(data_dir: Path, address: str | None, clock: Clock | None,
             command += [STACK_OPTIONS[name], _option_text(name, value)]
     if address is not None:
         command += ["--address", address]
+    if readonly:
+        command.append("--readonly")
     if isinstance(clock, SimClock):
         command += ["--sim-clock", repr(clock())]
     elif clock is not None:
@@ -131,17 +133,19 @@ def _stderr_tail(log: IO[bytes]) -> str:
 @contextlib.contextmanager
 def spawn(data_dir: str | os.PathLike[str], *, timeout: float = 10.0,
           startup_timeout: float = 60.0, address: str | None = None,
-          clock: Clock | None = None, **stack_options: Any) -> Iterator[VMClient]:
+          clock: Clock | None = None, readonly: bool = False,
+          **stack_options: Any) -> Iterator[VMClient]:
     """Serve the stack over the LMDB store in ``data_dir`` from a child process.
 
-    The child runs ``vmstack serve``: it opens the store (creating it if need be), builds
-    ``build_stack(store, **stack_options)`` and serves it at ``address`` (default: a Unix
-    socket in a private directory). Yields a :class:`VMClient` of it with ``timeout`` and
+    The child runs ``vmstack serve``: it opens the store (creating it if need be; with
+    ``readonly``, an existing store for reading only, beside a writer that may hold it),
+    builds ``build_stack(store, **stack_options)`` and serves it at ``address`` (default: a
+    Unix socket in a private directory). Yields a :class:`VMClient` of it with ``timeout`` and
     ``clock``, whose ``pid`` is the child's. On leaving the block the client closes and
     the child stops (its store closed cleanly); a child that does not start within
     ``startup_timeout`` seconds is killed and ``VMUnavailable`` raised with what it said.
     """
-    command = _command(Path(data_dir), address, clock, stack_options)
+    command = _command(Path(data_dir), address, clock, readonly, stack_options)
     with tempfile.TemporaryFile(prefix="vmstack-serve-") as log:
         process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                    stderr=log, start_new_session=True)
@@ -162,8 +166,8 @@ def spawn(data_dir: str | os.PathLike[str], *, timeout: float = 10.0,
 
 
 def serve(data_dir: Path, *, address: str | None = None, sim_clock: float | None = None,
-          stack_options: Mapping[str, Any], out: IO[str] = sys.stdout,
-          stop_on_stdin_close: bool = True) -> int:
+          readonly: bool = False, stack_options: Mapping[str, Any],
+          out: IO[str] = sys.stdout, stop_on_stdin_close: bool = True) -> int:
     """What ``vmstack serve`` does: serve the stack over ``data_dir`` until stopped.
 
     Prints the handshake line on ``out`` once serving, then waits: for its standard input
@@ -181,7 +185,7 @@ def serve(data_dir: Path, *, address: str | None = None, sim_clock: float | None
         signal.signal(signum, lambda *_: stopped.set())
     clock = None if sim_clock is None else SimClock(sim_clock)
     registry = CollectorRegistry()
-    with LMDBStore(data_dir) as store:
+    with LMDBStore(data_dir, readonly=readonly) as store:
         vm = build_stack(store, clock=clock, **stack_options)
         vm = wrap_layers(vm, name="served", registry=registry)
         with VMServer(vm, address=address, clock=clock, registry=registry) as server:
