@@ -122,6 +122,8 @@ class TransitionVM:
         return self._wrap(block)
 
     def build_block(self) -> TransitionBlock:
+        """A new block from the VM in charge, on its preferred block; once that block is
+        rejected the VM in charge builds on its last accepted block again."""
         return self._wrap(self.inner.build_block())
 
     def set_preference(self, block_id: bytes) -> None:
