@@ -27,6 +27,7 @@ CASE_MODULES = (
     "vmstack.benchmarks.full_stack",
     "vmstack.benchmarks.cache",
     "vmstack.benchmarks.layers",
+    "vmstack.benchmarks.boundary",
 )
 
 
