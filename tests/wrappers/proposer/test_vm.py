@@ -10,7 +10,7 @@ from Crypto.PublicKey import ECC
 
 from vmstack.batching import serial_get_ancestors
 from vmstack.clock import SimClock
-from vmstack.conformance import LayerConformance, MemoryVM, memory_vm
+from vmstack.conformance import Declaration, LayerConformance, MemoryVM, memory_vm
 from vmstack.errors import BlockNotFound, InvalidBlock, StoreCorrupted
 from vmstack.interfaces import ChainVM
 from vmstack.store import MemoryStore
@@ -32,10 +32,10 @@ FORK = 10.0
 
 
 class TestConformanceBeforeTheFork(LayerConformance):
-    """With the fork never reached the layer is a pure pass-through of pre-fork blocks."""
+    """With the fork never reached the layer passes pre-fork blocks through, and completes
+    batched answers itself (walking a VM below that cannot batch)."""
 
-    pass_through = True
-    refuses_without_batching = False
+    declarations = frozenset({Declaration.ANSWERS_BATCHED_CALLS_ITSELF})
 
     def wrap(self, inner: ChainVM) -> ChainVM:
         assert isinstance(inner, MemoryVM)
@@ -43,26 +43,29 @@ class TestConformanceBeforeTheFork(LayerConformance):
                           staking_key=node_key(), clock=inner.clock)
 
 
-#: Kit tests that inject faults into the inner VM by block ID, or expect an error of the
-#: inner VM's batched call to come up whole: with the fork at genesis every served block is
-#: an envelope the inner VM never sees, and the layer answers the post-fork part itself.
-_NOT_APPLICABLE_AFTER_FORK = {
-    "test_error_on_first_block_propagates": "faults are injected by block ID into the inner "
-    "VM, which never sees the IDs of post-fork blocks",
-    "test_mid_walk_failure_gives_partial_answer": "faults are injected by block ID into the "
-    "inner VM, which never sees the IDs of post-fork blocks",
-    "test_block_decisions_reach_the_inner_block": "the kit expects the inner block to have "
-    "the layer block's ID, and a post-fork block's ID is its envelope's "
-    "(test_decisions_reach_the_inner_block_after_the_fork checks the same here)",
-}
-
-
 class TestConformanceForkAtGenesis(LayerConformance):
-    """With the fork at genesis every block the kit grows is a signed post-fork block."""
+    """With the fork at genesis every block the kit grows is a signed post-fork block: an
+    envelope of the layer's own, which it serves from its own store."""
 
-    pass_through = False
-    refuses_without_batching = False
+    declarations = frozenset({Declaration.ANSWERS_BATCHED_CALLS_ITSELF,
+                              Declaration.BLOCKS_OF_ITS_OWN})
+    #: Faults are injected below by block ID, and the VM below never sees the IDs of
+    #: post-fork blocks; the layer answers get_ancestors of post-fork blocks from its own
+    #: store, so an error of the batched call below (which it does not make) cannot come up.
+    not_applicable: ClassVar[dict[str, str]] = {
+        "errors.first-block": "faults are injected by block ID into the inner VM, which "
+                              "never sees the IDs of post-fork blocks",
+        "errors.mid-walk": "faults are injected by block ID into the inner VM, which never "
+                           "sees the IDs of post-fork blocks",
+        "errors.batched-ancestors-unchanged": "the layer answers the post-fork part from its "
+                                              "own store; an error of the pre-fork part below "
+                                              "ends the answer there, as a walk ends "
+                                              "(test_batched.py checks this)",
+    }
     max_examples: ClassVar[int] = 8
+    #: Each block of this chain is signed and verified: a shorter long chain keeps the run
+    #: fast, and the long-answer rules still cross the default count of 2,000.
+    long_chain_length: ClassVar[int] = 2_100
 
     def wrap(self, inner: ChainVM) -> ChainVM:
         assert isinstance(inner, MemoryVM)
@@ -78,18 +81,6 @@ class TestConformanceForkAtGenesis(LayerConformance):
             layer.set_preference(block.id)
             ids.append(block.id)
         return ids
-
-    @pytest.fixture(autouse=True)
-    def _skip_where_not_applicable(self, request: pytest.FixtureRequest) -> None:
-        name = request.node.originalname
-        if name in _NOT_APPLICABLE_AFTER_FORK:
-            pytest.skip(_NOT_APPLICABLE_AFTER_FORK[name])
-        params = getattr(request.node, "callspec", None)
-        if (name == "test_batched_errors_pass_through_unchanged" and params is not None
-                and params.params.get("method") == "get_ancestors"):
-            pytest.skip("the layer answers the post-fork part itself; an error of the "
-                        "pre-fork part below ends the answer there, as rule 2 ends a walk "
-                        "(test_batched.py checks this)")
 
 
 # --- the fork rules ---------------------------------------------------------------------
