@@ -1,8 +1,8 @@
-"""The conformance kit: test doubles and the reusable layer tests (DESIGN section 8).
+"""The conformance kit: test doubles and the reusable layer tests.
 
 The doubles (:class:`MemoryVM`, :class:`BatchedMemoryVM`, :func:`memory_vm`) are plain code
-and import nothing from the test tools. :class:`LayerConformance` (with :class:`KitStack`
-and :class:`KitFault`) lives in :mod:`vmstack.conformance.kit`, which needs pytest and
+and import nothing from the test tools. :class:`LayerConformance`, its contract mixins and
+:class:`Declaration` live in :mod:`vmstack.conformance.kit`, which needs pytest and
 Hypothesis; it is imported on first use, so importing this package does not pull the test
 tools into a program that only wants the doubles.
 """
@@ -13,27 +13,52 @@ from vmstack.conformance.doubles import (
     GENESIS_PARENT,
     BatchedMemoryVM,
     Call,
+    Fetch,
     MemoryBlock,
     MemoryVM,
     memory_vm,
 )
 
 if TYPE_CHECKING:
-    from vmstack.conformance.kit import KitFault, KitStack, LayerConformance
+    from vmstack.conformance.kit import (
+        BudgetContract,
+        DecisionContract,
+        Declaration,
+        ErrorContract,
+        ForwardingContract,
+        KitDeclarationError,
+        KitFault,
+        KitStack,
+        LayerConformance,
+        ParsingContract,
+        WrappingContract,
+    )
 
 __all__ = [
     "GENESIS_PARENT",
     "BatchedMemoryVM",
+    "BudgetContract",
     "Call",
+    "DecisionContract",
+    "Declaration",
+    "ErrorContract",
+    "Fetch",
+    "ForwardingContract",
+    "KitDeclarationError",
     "KitFault",
     "KitStack",
     "LayerConformance",
     "MemoryBlock",
     "MemoryVM",
+    "ParsingContract",
+    "WrappingContract",
     "memory_vm",
 ]
 
-_KIT_NAMES = frozenset({"KitFault", "KitStack", "LayerConformance"})
+_KIT_NAMES = frozenset({
+    "BudgetContract", "DecisionContract", "Declaration", "ErrorContract", "ForwardingContract",
+    "KitDeclarationError", "KitFault", "KitStack", "LayerConformance", "ParsingContract",
+    "WrappingContract"})
 
 
 def __getattr__(name: str) -> object:

@@ -7,6 +7,12 @@ told to fail: :meth:`MemoryVM.fail_next` makes the next call of a method raise a
 :meth:`MemoryVM.fail_block` makes every retrieval of one block raise (on the serial and the
 batched path alike, so both paths see the same fault).
 
+Fetching a block costs time when the VM is given a ``fetch_cost`` (on a
+:class:`~vmstack.clock.SimClock`): every ``get_block`` and every block a batched
+``get_ancestors`` reads moves the clock by that many seconds, on both paths alike, and
+:attr:`MemoryVM.fetches` logs which block was fetched when. That makes time budgets
+observable: a walk that ignores or restarts its budget reads blocks after the deadline.
+
 Blocks are small and self-describing: ``b"MB" | parent id | height u64 | timestamp u64 |
 payload``, big-endian, and a block's ID is the sha256 of its bytes.
 """
@@ -21,11 +27,12 @@ from typing import Any
 
 import attrs
 
-from vmstack.batching import AncestorBudget, parse_each, walk_ancestors
+from vmstack.batching import AncestorBudget, check_parse_batch, parse_each, walk_ancestors
 from vmstack.clock import Clock
 from vmstack.errors import BlockNotFound, InvalidBlock
 
-__all__ = ["GENESIS_PARENT", "BatchedMemoryVM", "Call", "MemoryBlock", "MemoryVM", "memory_vm"]
+__all__ = ["GENESIS_PARENT", "BatchedMemoryVM", "Call", "Fetch", "MemoryBlock", "MemoryVM",
+           "memory_vm"]
 
 GENESIS_PARENT = bytes(32)
 _MAGIC = b"MB"
@@ -38,6 +45,14 @@ class Call:
 
     method: str
     args: tuple[Any, ...] = ()
+
+
+@attrs.frozen
+class Fetch:
+    """One block read by a walk or by ``get_block``: which block, and when the read began."""
+
+    block_id: bytes
+    started: float
 
 
 class MemoryBlock:
@@ -80,13 +95,25 @@ class MemoryVM:
 
     It starts with an accepted genesis block at height 0. ``get_block`` serves verified and
     accepted blocks, as rule 9 asks; parsing alone does not make a block served.
+
+    ``fetch_cost`` (seconds, default 0) is what each block read costs on ``clock``, which
+    must then be able to ``advance`` (a :class:`~vmstack.clock.SimClock`).
     """
 
     batching = False
 
-    def __init__(self, *, clock: Clock = time.time, genesis_timestamp: int = 0) -> None:
+    def __init__(self, *, clock: Clock = time.time, genesis_timestamp: int = 0,
+                 fetch_cost: float = 0.0) -> None:
+        if not (isinstance(fetch_cost, int | float) and 0 <= fetch_cost < float("inf")):
+            raise ValueError(f"fetch_cost is a finite number of seconds >= 0, got {fetch_cost!r}")
+        if fetch_cost and not callable(getattr(clock, "advance", None)):
+            raise ValueError("a fetch_cost needs a clock that can advance (a SimClock), got "
+                             f"{clock!r}")
         self.clock = clock
+        self.fetch_cost = float(fetch_cost)
         self.calls: list[Call] = []
+        #: Every block read (by ``get_block`` or inside a batched ``get_ancestors``), in order.
+        self.fetches: list[Fetch] = []
         self._failures_next: dict[str, list[BaseException]] = {}
         self._failures_block: dict[bytes, BaseException] = {}
         self._blocks: dict[bytes, MemoryBlock] = {}
@@ -115,6 +142,16 @@ class MemoryVM:
         """The recorded calls of ``method``."""
         return [call for call in self.calls if call.method == method]
 
+    def known_block(self, block_id: bytes) -> MemoryBlock | None:
+        """The block with ``block_id`` if this VM ever built or parsed it (served or not),
+        without recording a call or costing time; ``None`` otherwise."""
+        return self._blocks.get(block_id)
+
+    def forget_records(self) -> None:
+        """Clear :attr:`calls` and :attr:`fetches`."""
+        self.calls.clear()
+        self.fetches.clear()
+
     def _record(self, method: str, *args: Any) -> None:
         self.calls.append(Call(method, args))
         queued = self._failures_next.get(method)
@@ -125,7 +162,7 @@ class MemoryVM:
 
     def get_block(self, block_id: bytes) -> MemoryBlock:
         self._record("get_block", block_id)
-        return self._served(block_id)
+        return self._read(block_id)
 
     def parse_block(self, data: bytes) -> MemoryBlock:
         self._record("parse_block", data)
@@ -164,17 +201,28 @@ class MemoryVM:
             raise failure
         block = self._accepted.get(block_id) or self._processing.get(block_id)
         if block is None:
-            raise BlockNotFound(f"block {bytes(block_id).hex()} is not served")
+            shown = (bytes(block_id).hex() if isinstance(block_id, bytes | bytearray | memoryview)
+                     else repr(block_id))
+            raise BlockNotFound(f"block {shown} is not served")
         return block
 
+    def _read(self, block_id: bytes) -> MemoryBlock:
+        """One block read: logged in :attr:`fetches`, costing ``fetch_cost`` seconds."""
+        self.fetches.append(Fetch(block_id, self.clock()))
+        if self.fetch_cost:
+            self.clock.advance(self.fetch_cost)  # type: ignore[attr-defined]
+        return self._served(block_id)
+
     def _fetch(self, block_id: bytes) -> tuple[bytes, bytes]:
-        block = self._served(block_id)
+        block = self._read(block_id)
         return bytes(block), block.parent_id
 
     def _known(self, block: MemoryBlock) -> MemoryBlock:
         return self._blocks.setdefault(block.id, block)
 
     def _parse(self, data: bytes) -> MemoryBlock:
+        if not isinstance(data, bytes | bytearray | memoryview):
+            raise InvalidBlock(f"a block is bytes, got {type(data).__name__}")
         data = bytes(data)
         if len(data) < _HEAD.size:
             raise InvalidBlock(f"a memory block is at least {_HEAD.size} bytes, got {len(data)}")
@@ -252,13 +300,17 @@ class BatchedMemoryVM(MemoryVM):
         return walk_ancestors(self._fetch, block_id, budget)
 
     def batched_parse_block(self, blocks: Sequence[bytes]) -> list[MemoryBlock]:
-        self._record("batched_parse_block", tuple(blocks))
-        return parse_each(self._parse, blocks)
+        batch = check_parse_batch(blocks)
+        self._record("batched_parse_block", tuple(batch))
+        return parse_each(self._parse, batch)
 
 
-def memory_vm(*, batching: bool = True, blocks: int = 0, clock: Clock = time.time) -> MemoryVM:
+def memory_vm(*, batching: bool = True, blocks: int = 0, clock: Clock = time.time,
+              fetch_cost: float = 0.0) -> MemoryVM:
     """A fresh memory VM, with or without the batched protocol, holding ``blocks`` accepted
-    blocks above genesis; its call record starts empty."""
-    vm: MemoryVM = BatchedMemoryVM(clock=clock) if batching else MemoryVM(clock=clock)
+    blocks above genesis, each block read costing ``fetch_cost`` seconds on ``clock``; its
+    call record starts empty."""
+    kind = BatchedMemoryVM if batching else MemoryVM
+    vm: MemoryVM = kind(clock=clock, fetch_cost=fetch_cost)
     vm.extend_chain(blocks)
     return vm

@@ -14,6 +14,9 @@ Fixtures:
 Option: ``--vmstack-max-examples N`` sets how many Hypothesis examples each property of
 :class:`vmstack.conformance.LayerConformance` tries (default: the kit class's
 ``max_examples``).
+
+Loading the plugin registers the kit's modules for pytest's assertion rewriting, so a
+failing kit test shows the values it compared.
 """
 
 from __future__ import annotations
@@ -31,6 +34,12 @@ if TYPE_CHECKING:
     from vmstack.conformance.doubles import MemoryVM
 
 __all__ = ["MAX_EXAMPLES_OPTION", "SpanRecorder"]
+
+# The kit's failures show the compared values only if pytest rewrites its asserts. pytest
+# does that by itself for plugin modules of a regular install, not of an editable one; so
+# the kit's modules are registered here, before anything imports them.
+pytest.register_assert_rewrite(
+    "vmstack.conformance.base", "vmstack.conformance.contracts", "vmstack.conformance.kit")
 
 #: The ``config.getoption`` name of ``--vmstack-max-examples``.
 MAX_EXAMPLES_OPTION = "vmstack_max_examples"

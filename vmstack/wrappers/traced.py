@@ -22,7 +22,7 @@ API's no-op one).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Sequence, Sized
 from contextvars import Token
 from types import TracebackType
 
@@ -37,6 +37,12 @@ from vmstack.interfaces import Block, ChainVM
 from vmstack.wrappers.base import WrappedBlock, batched_inner, forwards_batching, refusal
 
 __all__ = ["TracedBlock", "TracedVM"]
+
+
+def _size(value: object) -> int:
+    """The length of a call's argument for a span attribute, or -1 for an argument without
+    one (the layer traces what it was given and leaves judging it to the layer below)."""
+    return len(value) if isinstance(value, Sized) else -1
 
 
 def _hex(block_id: object) -> str:
@@ -178,7 +184,7 @@ class TracedVM:
 
     def parse_block(self, data: bytes) -> TracedBlock:
         spans = self._spans
-        with spans.scope(spans.parse_block, {"num_bytes": len(data)}) as span:
+        with spans.scope(spans.parse_block, {"num_bytes": _size(data)}) as span:
             block = self._inner.parse_block(data)
             span.set_attribute("block_id", block.id.hex())
             span.set_attribute("height", block.height)
@@ -235,7 +241,7 @@ class TracedVM:
         if batched is None or not forwards_batching(batched):
             raise refusal(f"TracedVM({self._spans.name})", self._inner)
         spans = self._spans
-        with spans.scope(spans.batched_parse_block, {"num_blocks": len(blocks)}):
+        with spans.scope(spans.batched_parse_block, {"num_blocks": _size(blocks)}):
             parsed = batched.batched_parse_block(blocks)
         return [TracedBlock(block, spans) for block in parsed]
 
