@@ -31,7 +31,8 @@ def _protoc(*arguments: str) -> None:
 
 
 def compile_descriptor() -> bytes:
-    """The serialized ``FileDescriptorProto`` that ``vm.proto`` compiles to now."""
+    """The serialized ``FileDescriptorProto`` that ``vm.proto`` compiles to now, as the
+    generated module embeds it (without the JSON field names, which it leaves out)."""
     from google.protobuf import descriptor_pb2
 
     with tempfile.TemporaryDirectory() as temporary:
@@ -39,6 +40,12 @@ def compile_descriptor() -> bytes:
         _protoc(f"--descriptor_set_out={out}")
         descriptor_set = descriptor_pb2.FileDescriptorSet.FromString(out.read_bytes())
     (only,) = descriptor_set.file
+    messages = list(only.message_type)
+    while messages:
+        message = messages.pop()
+        for field in message.field:
+            field.ClearField("json_name")
+        messages.extend(message.nested_type)
     return only.SerializeToString()
 
 
