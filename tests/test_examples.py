@@ -44,3 +44,13 @@ def test_inspect_store_lists_blocks_heads_and_sizes() -> None:
     rows = [line.split()[0] for line in result.stdout.splitlines()
             if line.strip() and line.split()[0].isdigit()]
     assert rows == [str(height) for height in range(12, -1, -1)]
+
+
+def test_out_of_process_serves_the_chain_from_a_child() -> None:
+    """The boundary example serves the C-chain part from a child: two round trips batched,
+    one per block on the fallback."""
+    result = _run("out_of_process.py")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "VMClient(unix:" in result.stdout
+    assert "batched: 31 ancestors and 10 parsed blocks in 2 round trips" in result.stdout
+    assert "fallback: 31 ancestors in 32 round trips" in result.stdout
