@@ -18,6 +18,7 @@ from tests.wrappers.rpc.conftest import START, TRANSITION_TIME
 from vmstack.batching import serial_get_ancestors
 from vmstack.clock import SimClock
 from vmstack.errors import VMStackError, VMUnavailable
+from vmstack.stack import build_stack
 from vmstack.store import LMDBStore
 from vmstack.wrappers.rpc import spawn
 
@@ -53,6 +54,17 @@ def test_spawn_serves_the_store_and_stops_with_the_block(lmdb_chain: Path) -> No
         assert answer == serial_get_ancestors(client, tip, max_retrieval_time=60.0)
         kinds = [layer.kind for layer in vmstack.describe_stack(client)]
         assert kinds == ["VMClient", "MeteredVM", "TransitionVM", "CChainVM"]
+        with LMDBStore(lmdb_chain, readonly=True) as store:
+            local = build_stack(store, clock=clock, transition_time=TRANSITION_TIME)
+            for count, size in ((1, 0), (7, 5_000), (30, 40_000), (2000, 1 << 30)):
+                for block_id in (tip, local.get_block_id_at_height(9)):
+                    budget = {"max_blocks_num": count, "max_blocks_size": size,
+                              "max_retrieval_time": 60.0, "clock": clock}
+                    assert vmstack.get_ancestors(client, block_id, **budget) == (
+                        vmstack.get_ancestors(local, block_id, **budget))
+            parsed = vmstack.batched_parse_block(client, answer)
+            assert [block.id for block in parsed] == [
+                block.id for block in vmstack.batched_parse_block(local, answer)]
         pid = client.pid
     assert _wait_gone(pid)
     with LMDBStore(lmdb_chain) as store:
