@@ -15,7 +15,7 @@ A chain of 2000 blocks of 10 signed transactions (300 in quick mode) is generate
 The VM under test is a parameter (``make_vm``, building it from a store and a clock), so
 the same case runs through a whole stack; the chain is built through it. Notes give the cost
 of the integrity check (the fast path timed again with checks off: the store's
-integrity-start marker removed for the run, then restored) and of a cold canonical hash
+integrity-start marker moved past every height for the run, then restored) and of a cold canonical hash
 cache.
 """
 
@@ -214,7 +214,8 @@ def _integrity_and_cache_notes(vm: CChainVM, fast: Callable[[], object], fast_se
         start = time.perf_counter()
         fast()
         checked_times.append(time.perf_counter() - start)
-        store.delete(key)
+        # A marker past every height turns the checks off (deleting it is corruption).
+        rawdb.write_integrity_start(store, vm.schema, 2**64 - 1)
         try:
             start = time.perf_counter()
             fast()

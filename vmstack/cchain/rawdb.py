@@ -12,12 +12,15 @@ and two keys of vmstack's own, outside geth's layout (geth never reads them)::
 
     vmstack-sum + num + hash   integrity entry: crc32 of the block RLP (4 B, big-endian),
                                then crc32 of the receipts RLP once they are written (4 B)
-    vmstack-sum-from           the first block number that has an integrity entry (8 B)
+    vmstack-sum-from           the first block number that has an integrity entry (8 B),
+                               then crc32 of the key and that number (4 B, big-endian)
 
 The integrity entry lets a reader reject a damaged header or body (:class:`StoreCorrupted`)
 with one ``zlib.crc32`` over the block bytes it is about to serve, far cheaper than hashing
 the header. Blocks written by other software (a coreth database) have none; ``vmstack-sum-from``
 tells a reader from which height on an entry must exist, so a missing one is corruption too.
+The marker decides which blocks are checked at all, so it is checked itself: it carries its
+own checksum, and a store that has integrity entries but no marker is damaged.
 
 Every key may carry a prefix: coreth nests its chain database in the VM's database with
 avalanchego's ``prefixdb.NewNested("ethdb", ...)``, which puts ``sha256(b"ethdb")``
@@ -42,12 +45,20 @@ import enum
 import hashlib
 import struct
 import zlib
+from itertools import islice
 from typing import Final
 
 import attrs
 
 from vmstack.errors import StoreCorrupted
-from vmstack.store.base import MAX_KEY_LEN, BytesLike, KeyReader, KeyWriter
+from vmstack.store.base import (
+    MAX_KEY_LEN,
+    BytesLike,
+    KeyReader,
+    KeyValueStore,
+    KeyWriter,
+    ReadSnapshot,
+)
 
 __all__ = [
     "BLOCK_BODY_PREFIX",
@@ -75,6 +86,8 @@ __all__ = [
     "delete_block",
     "encode_block_number",
     "encode_integrity",
+    "has_chain_data",
+    "has_integrity_entries",
     "integrity_block_checksum",
     "read_body_rlp",
     "read_canonical_hash",
@@ -412,10 +425,57 @@ def read_integrity(
     return None if value is None else decode_integrity(value)
 
 
+_MARKER_LEN: Final = NUMBER_LENGTH + 4
+_PROBE_KEYS: Final = 8
+
+
+def _marker_checksum(key: bytes, number: bytes | memoryview) -> int:
+    return zlib.crc32(bytes(number), zlib.crc32(key))
+
+
 def read_integrity_start(reader: KeyReader, schema: Schema) -> int | None:
-    """The first block number written with an integrity entry, or ``None`` (no block was)."""
-    value = _read(reader, schema.integrity_start_key())
-    return None if value is None else decode_block_number(value)
+    """The first block number written with an integrity entry, or ``None`` (no block was);
+    :class:`StoreCorrupted` unless the value is a number with its valid checksum."""
+    key = schema.integrity_start_key()
+    value = _read(reader, key)
+    if value is None:
+        return None
+    if len(value) != _MARKER_LEN:
+        raise StoreCorrupted(f"the integrity-start marker is {len(value)} bytes, not "
+                             f"{_MARKER_LEN}")
+    number = value[:NUMBER_LENGTH]
+    if _marker_checksum(key, number) != _CRC.unpack_from(value, NUMBER_LENGTH)[0]:
+        raise StoreCorrupted("the integrity-start marker fails its checksum")
+    return int.from_bytes(number, "big")
+
+
+def _has_key_under(reader: ReadSnapshot | KeyValueStore, prefix: bytes, *,
+                   key_len: int | None = None) -> bool:
+    """Whether ``reader`` has a key that starts with ``prefix`` (of length ``key_len``,
+    when given) among the first few keys under ``prefix``."""
+    return any(key_len is None or len(key) == key_len
+               for key, _ in islice(reader.iterate(prefix), _PROBE_KEYS))
+
+
+def has_integrity_entries(reader: ReadSnapshot | KeyValueStore, schema: Schema) -> bool:
+    """Whether the store holds any integrity entry (the marker itself aside)."""
+    prefix = schema.prefix + INTEGRITY_PREFIX
+    return _has_key_under(reader, prefix,
+                          key_len=len(prefix) + NUMBER_LENGTH + HASH_LENGTH)
+
+
+def has_chain_data(reader: ReadSnapshot | KeyValueStore, schema: Schema) -> bool:
+    """Whether the store holds any of a chain's bookkeeping: a head pointer, the
+    integrity-start marker, a canonical entry at height 0, a number entry or an
+    integrity entry. A store that does has a chain, whatever else it lost."""
+    singles = (schema.last_accepted_key(), schema.head_header_key(),
+               schema.head_fast_block_key(), schema.last_settled_key(),
+               schema.integrity_start_key(), schema.canonical_hash_key(0))
+    if any(reader.has(key) for key in singles):
+        return True
+    number_prefix = schema.prefix + HEADER_NUMBER_PREFIX
+    return (_has_key_under(reader, number_prefix, key_len=len(number_prefix) + HASH_LENGTH)
+            or has_integrity_entries(reader, schema))
 
 
 def write_block(
@@ -495,5 +555,8 @@ def write_integrity(
 
 
 def write_integrity_start(writer: KeyWriter, schema: Schema, number: int) -> None:
-    """Record ``number`` as the first block number written with an integrity entry."""
-    writer.put(schema.integrity_start_key(), encode_block_number(number))
+    """Record ``number`` as the first block number written with an integrity entry, with
+    the marker's own checksum (over its key and the number)."""
+    key = schema.integrity_start_key()
+    encoded = encode_block_number(number)
+    writer.put(key, encoded + _CRC.pack(_marker_checksum(key, encoded)))

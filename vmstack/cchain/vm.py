@@ -610,9 +610,17 @@ class CChainVM:
     # --- opening ---------------------------------------------------------------------------
 
     def _open(self, genesis: bytes | None, genesis_timestamp: int) -> None:
+        """Adopt the chain in the store, or write the genesis block into an empty one. A
+        store that holds chain data but no last accepted pointer is damaged
+        (``StoreCorrupted``): it is never given a genesis block over its blocks."""
         with self._store.snapshot() as snap:
             last = rawdb.read_last_accepted_hash(snap, self._schema)
             existing = None if last is None else rawdb.read_canonical_hash(snap, self._schema, 0)
+            if last is None and rawdb.has_chain_data(snap, self._schema):
+                raise StoreCorrupted("the store holds chain data but no last accepted block "
+                                     "pointer")
+            if last is not None:
+                self._last_accepted(snap)
         if last is None:
             self._write_genesis(self._genesis_bytes(genesis, genesis_timestamp))
         elif genesis is not None and existing != self.parse_block(genesis).id:
@@ -679,9 +687,16 @@ class CChainVM:
     # --- reading the store -----------------------------------------------------------------
 
     def _last_accepted(self, reader: KeyReader) -> bytes:
+        """The last accepted block pointer, checked against the chain: it names the
+        canonical block at its height, and no block is accepted above it."""
         found = rawdb.read_last_accepted_hash(reader, self._schema)
         if found is None:
             raise StoreCorrupted("the store has no last accepted block pointer")
+        number = self._head_number(reader, found, "last accepted")
+        if number < _MAX_NUMBER and rawdb.read_canonical_hash(reader, self._schema,
+                                                              number + 1) is not None:
+            raise StoreCorrupted(f"the last accepted pointer names block {found.hex()} at "
+                                 f"{number}, but height {number + 1} is accepted too")
         return found
 
     def _number_of(self, reader: KeyReader, block_hash: bytes) -> int:
@@ -691,13 +706,33 @@ class CChainVM:
                                  "no number entry")
         return number
 
+    def _head_number(self, reader: KeyReader, block_hash: bytes, pointer: str) -> int:
+        """The height of the block a head pointer names, checked: it has a number entry and
+        is the canonical block there (else the pointer or those entries are damaged)."""
+        number = self._number_of(reader, block_hash)
+        if rawdb.read_canonical_hash(reader, self._schema, number) != block_hash:
+            raise StoreCorrupted(f"the {pointer} pointer names block {block_hash.hex()}, "
+                                 f"which is not the canonical block at {number}")
+        return number
+
     def _settled_number(self, reader: KeyReader) -> int:
         """The height of the last settled block; without a last-settled pointer (a coreth
         database), the last accepted block's."""
         settled = rawdb.read_last_settled_hash(reader, self._schema)
         if settled is None:
             return self._number_of(reader, self._last_accepted(reader))
-        return self._number_of(reader, settled)
+        return self._head_number(reader, settled, "last settled")
+
+    def _integrity_start(self, reader: ReadSnapshot) -> int | None:
+        """The first height written with integrity entries (``None`` for a store that has
+        none, such as a coreth database). The marker carries its own checksum; a store
+        with integrity entries but no marker is damaged (``StoreCorrupted``), as checks
+        must never be turned off by losing one key."""
+        start = rawdb.read_integrity_start(reader, self._schema)
+        if start is None and rawdb.has_integrity_entries(reader, self._schema):
+            raise StoreCorrupted("the store has integrity entries but no integrity-start "
+                                 "marker")
+        return start
 
     def _settle_cache(self, number: int) -> None:
         with self._cache_lock:
@@ -821,11 +856,11 @@ class CChainVM:
             integrity = self._integrity(snap, number, block_id)
         return self._restore(block_id, number, header_rlp, body_rlp, receipts_rlp, integrity)
 
-    def _integrity(self, reader: KeyReader, number: int, block_id: bytes
+    def _integrity(self, reader: ReadSnapshot, number: int, block_id: bytes
                    ) -> rawdb.Integrity | None:
         """The block's integrity entry; ``None`` for a block from before this VM wrote
         them; ``StoreCorrupted`` if one should exist and does not."""
-        start = rawdb.read_integrity_start(reader, self._schema)
+        start = self._integrity_start(reader)
         if start is None or number < start:
             return None
         found = rawdb.read_integrity(reader, self._schema, number, block_id)
@@ -1174,7 +1209,7 @@ class CChainVM:
                     raise InvalidBlock(f"block {block.id.hex()}: its parent is not the last "
                                        "accepted block")
                 settled_before = self._settled_number(snap)
-                integrity_start = rawdb.read_integrity_start(snap, self._schema)
+                integrity_start = self._integrity_start(snap)
                 # Heights that become settled with this block: those that lag behind it
                 # (and, after a restart with a shorter lag, any left unsettled before).
                 stop = number if self._settle_lag == 0 else number - self._settle_lag + 1
@@ -1316,7 +1351,7 @@ class _AncestorWalk:
         settled = vm._settled_number(snap)
         vm._settle_cache(settled)
         self._settled = settled
-        start = rawdb.read_integrity_start(snap, vm._schema)
+        start = vm._integrity_start(snap)
         self._check_from = _MAX_NUMBER + 1 if start is None else start
 
     def fetch(self, block_id: bytes) -> tuple[bytes, bytes]:

@@ -79,6 +79,8 @@ MAX_CLOCK_SKEW = 10
 _BLOCK = b"b"  # b + id -> crc32 (4, BE) | inner id (32) | parent id (32) | envelope bytes
 _INNER = b"i"  # i + inner id -> id | crc32(b"i" + inner id + id) (4, BE)
 _LAST = b"last"  # the newest post-fork block written: id | crc32(b"last" + id) (4, BE)
+_FIRST = b"first"  # first post-fork height: height (8, BE) | crc32(b"first" + height) (4, BE)
+_HEIGHT_LEN = 8
 _CHECKSUM_LEN = 4
 _RECORD_HEAD = _CHECKSUM_LEN + 2 * BLOCK_ID_LEN
 _POINTER_LEN = BLOCK_ID_LEN + _CHECKSUM_LEN
@@ -88,6 +90,21 @@ def _encode_pointer(key: bytes, block_id: bytes) -> bytes:
     """A stored block ID with a checksum over its key and itself, so a damaged or
     misplaced pointer is caught rather than followed."""
     return block_id + zlib.crc32(key + block_id).to_bytes(_CHECKSUM_LEN, "big")
+
+
+def _encode_height(height: int) -> bytes:
+    encoded = height.to_bytes(_HEIGHT_LEN, "big")
+    return encoded + zlib.crc32(_FIRST + encoded).to_bytes(_CHECKSUM_LEN, "big")
+
+
+def _decode_height(value: bytes | memoryview) -> int:
+    """The first post-fork height of :func:`_encode_height`; ``StoreCorrupted`` otherwise."""
+    if len(value) != _HEIGHT_LEN + _CHECKSUM_LEN:
+        raise StoreCorrupted(f"the stored first post-fork height is {len(value)} bytes")
+    encoded = bytes(value[:_HEIGHT_LEN])
+    if zlib.crc32(_FIRST + encoded) != int.from_bytes(value[_HEIGHT_LEN:], "big"):
+        raise StoreCorrupted("the stored first post-fork height fails its checksum")
+    return int.from_bytes(encoded, "big")
 
 
 def _decode_pointer(key: bytes, value: bytes | memoryview, what: str) -> bytes:
@@ -360,7 +377,13 @@ class ProposerVM:
         if self._envelope_of_inner(block_id) is not None:
             raise BlockNotFound(f"block {block_id.hex()} is the inner block of a post-fork "
                                 "block; only the post-fork block is served")
-        return ProposerBlock(self, self._inner.get_block(block_id), None)
+        inner_block = self._inner.get_block(block_id)
+        first = self._first_post_fork_height()
+        if first is not None and inner_block.height >= first:
+            raise BlockNotFound(f"block {block_id.hex()} is at height {inner_block.height}, "
+                                f"after the fork (from {first}): only post-fork blocks are "
+                                "served there")
+        return ProposerBlock(self, inner_block, None)
 
     def parse_block(self, data: bytes) -> ProposerBlock:
         """Parse ``data`` as a post-fork block (signature checked), else as pre-fork bytes.
@@ -426,14 +449,47 @@ class ProposerVM:
         self._preferred = bytes(block_id)
 
     def last_accepted(self) -> bytes:
-        """The inner VM's last accepted block, as its envelope once it is post-fork."""
+        """The inner VM's last accepted block, as its envelope once it is post-fork.
+        ``StoreCorrupted`` if the layer has accepted post-fork blocks and the index has
+        lost the last one's entry (it is never answered as a bare inner block)."""
         inner_id = self._inner.last_accepted()
-        return self._accepted_envelope_of_inner(inner_id) or inner_id
+        found = self._accepted_envelope_of_inner(inner_id)
+        if found is not None:
+            return found
+        newest = self._read_last_pointer()
+        if newest is not None:
+            try:
+                record = self._store.get(_BLOCK + newest)
+            except KeyError:
+                raise StoreCorrupted(f"the newest post-fork block pointer names "
+                                     f"{newest.hex()}, which has no record") from None
+            # Only the first post-fork block, while its accept is in flight, has a last
+            # accepted parent without an envelope.
+            if _record_parts(newest, record)[1] != inner_id:
+                raise StoreCorrupted(f"the last accepted block {inner_id.hex()} is after the "
+                                     "fork but has no entry in the post-fork index")
+        return inner_id
 
     def get_block_id_at_height(self, height: int) -> bytes:
-        """The inner VM's accepted block at ``height``, as its envelope after the fork."""
+        """The inner VM's accepted block at ``height``, as its envelope after the fork;
+        ``StoreCorrupted`` for a post-fork height whose index entry is lost."""
         inner_id = self._inner.get_block_id_at_height(height)
-        return self._accepted_envelope_of_inner(inner_id) or inner_id
+        found = self._accepted_envelope_of_inner(inner_id)
+        if found is not None:
+            return found
+        first = self._first_post_fork_height()
+        if first is not None and height >= first:
+            raise StoreCorrupted(f"accepted height {height} is after the fork (from {first}) "
+                                 "but has no entry in the post-fork index")
+        return inner_id
+
+    def _first_post_fork_height(self) -> int | None:
+        """The height of the first accepted post-fork block, or ``None`` before it."""
+        try:
+            value = self._store.get(_FIRST)
+        except KeyError:
+            return None
+        return _decode_height(value)
 
     # --- BatchedChainVM ------------------------------------------------------------------
 
@@ -797,10 +853,13 @@ class ProposerVM:
         # writes leaves a record ahead of the inner VM, which the next start of the store's
         # writer undoes.
         inner_id = block.inner.id
+        first = not self._is_accepted(envelope.parent_id)
         with self._store.write_batch() as batch:
             batch.put(_BLOCK + block.id, _encode_record(inner_id, envelope))
             batch.put(_INNER + inner_id, _encode_pointer(_INNER + inner_id, block.id))
             batch.put(_LAST, _encode_pointer(_LAST, block.id))
+            if first:
+                batch.put(_FIRST, _encode_height(block.height))
         try:
             block.inner.accept()
         except BaseException:
@@ -821,6 +880,7 @@ class ProposerVM:
                 batch.put(_LAST, _encode_pointer(_LAST, parent_id))
             else:
                 batch.delete(_LAST)
+                batch.delete(_FIRST)
 
     def _recover(self) -> None:
         """Undo a record written ahead of an inner accept that never happened (a crash
