@@ -34,6 +34,7 @@ import attrs
 
 from vmstack.errors import InvalidBlock
 from vmstack.wrappers.proposer.staking import (
+    MAX_CERTIFICATE_LEN,
     Certificate,
     InvalidCertificate,
     InvalidSignature,
@@ -167,6 +168,10 @@ class Header:
 def _certificate(der: bytes) -> Certificate | None:
     if not der:
         return None
+    if len(der) > MAX_CERTIFICATE_LEN:
+        # Refused on its length alone, before the parser (and its cache) hashes it.
+        raise InvalidBlock(f"invalid certificate: {len(der)} bytes, more than "
+                           f"{MAX_CERTIFICATE_LEN}")
     try:
         return Certificate.parse(der)
     except InvalidCertificate as error:
