@@ -124,3 +124,30 @@ def test_wrapped_stack_answers_like_the_bare_vm() -> None:
     for namespace in ("C", "proposervm"):
         assert registry.get_sample_value(
             f"{namespace}_get_ancestors_duration_seconds_count", {"outcome": "success"}) == 1
+
+
+def test_iter_layers_walks_top_to_bottom_and_find_layer_reaches_any_depth() -> None:
+    """iter_layers yields every VM of a stack in order; find_layer returns the topmost
+    layer of a kind, or a LookupError naming the layers."""
+    stack = _two_level_stack(batching=True)
+    layers = list(vmstack.iter_layers(stack))
+    assert [type(layer).__name__ for layer in layers] == [
+        "TracedVM", "MeteredVM", "TracedVM", "MeteredVM", "BatchedMemoryVM"]
+    assert layers[0] is stack
+    assert vmstack.find_layer(stack, MeteredVM) is layers[1]
+    assert vmstack.find_layer(stack, type(layers[-1])) is layers[-1]
+    with pytest.raises(LookupError, match="TracedVM > MeteredVM"):
+        vmstack.find_layer(stack, int)
+
+
+def test_iter_layers_refuses_a_stack_that_loops() -> None:
+    """A stack whose inner links loop is a ValueError, not an endless walk."""
+
+    @attrs.define
+    class Loop:
+        inner: object = None
+
+    first, second = Loop(), Loop()
+    first.inner, second.inner = second, first
+    with pytest.raises(ValueError, match="loops"):
+        list(vmstack.iter_layers(first))

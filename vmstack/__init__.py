@@ -21,7 +21,7 @@ from vmstack.errors import (
     VMStackError,
     VMUnavailable,
 )
-from vmstack.interfaces import BatchedChainVM, Block, ChainVM, Layer
+from vmstack.interfaces import BatchedChainVM, Block, ChainVM, Layer, find_layer, iter_layers
 from vmstack.stack import build_stack, describe_stack
 
 __all__ = [
@@ -42,6 +42,8 @@ __all__ = [
     "batched_parse_block",
     "build_stack",
     "describe_stack",
+    "find_layer",
     "get_ancestors",
+    "iter_layers",
     "supports_batching",
 ]

@@ -31,7 +31,7 @@ from typing import TypeGuard, TypeVar
 
 from vmstack.clock import Clock
 from vmstack.errors import BatchingNotImplemented, BlockNotFound, InvalidBlock
-from vmstack.interfaces import BatchedChainVM, Block, ChainVM
+from vmstack.interfaces import BatchedChainVM, Block, ChainVM, iter_layers
 
 __all__ = [
     "BLOCK_ID_LEN",
@@ -256,13 +256,13 @@ def supports_batching(vm: object) -> bool:
     ``inner``) batches when the VM below it does; a VM at the bottom with the methods
     batches.
     """
-    if not has_batched_methods(vm):
-        return False
-    declared = getattr(vm, "batching", None)
-    if declared is not None:
-        return bool(declared)
-    inner = getattr(vm, "inner", None)
-    return inner is None or supports_batching(inner)
+    for layer in iter_layers(vm):
+        if not has_batched_methods(layer):
+            return False
+        declared = getattr(layer, "batching", None)
+        if declared is not None:
+            return bool(declared)
+    return True
 
 
 def fetch_through(vm: ChainVM) -> BlockFetch:

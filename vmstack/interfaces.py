@@ -9,10 +9,15 @@ batch) raises :class:`~vmstack.errors.BatchingNotImplemented`, and the engine he
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from collections.abc import Iterator, Sequence
+from typing import Protocol, TypeVar, runtime_checkable
 
-__all__ = ["BatchedChainVM", "Block", "ChainVM", "Layer"]
+__all__ = ["BatchedChainVM", "Block", "ChainVM", "Layer", "find_layer", "iter_layers"]
+
+LayerT = TypeVar("LayerT")
+
+#: More layers than any real stack has: a longer ``inner`` chain is taken for a loop.
+MAX_STACK_DEPTH = 256
 
 
 @runtime_checkable
@@ -103,3 +108,35 @@ class Layer(Protocol):
 
     @property
     def batching(self) -> bool: ...
+
+
+def iter_layers(vm: object) -> Iterator[object]:
+    """``vm`` and every VM below it, top to bottom, following each layer's ``inner``.
+
+    The one way to walk a stack: the bottom VM (one without ``inner``) comes last. A stack
+    whose ``inner`` links loop, or that is absurdly deep, raises ``ValueError``.
+    """
+    seen: set[int] = set()
+    current: object | None = vm
+    while current is not None:
+        if id(current) in seen or len(seen) >= MAX_STACK_DEPTH:
+            raise ValueError(f"the stack of {type(vm).__name__} loops or is deeper than "
+                             f"{MAX_STACK_DEPTH} layers, at {type(current).__name__}")
+        seen.add(id(current))
+        yield current
+        current = getattr(current, "inner", None)
+
+
+def find_layer(vm: object, kind: type[LayerT]) -> LayerT:
+    """The topmost layer of ``vm``'s stack that is a ``kind`` (``vm`` itself included), e.g.
+    ``find_layer(stack, CChainVM)`` for the VM at the bottom of a C-chain stack; a
+    ``LookupError`` naming the layers if none is.
+
+    ``kind`` may be any class or runtime-checkable protocol.
+    """
+    layers = []
+    for layer in iter_layers(vm):
+        if isinstance(layer, kind):
+            return layer
+        layers.append(type(layer).__name__)
+    raise LookupError(f"no layer of the stack is a {kind.__name__}: {' > '.join(layers)}")

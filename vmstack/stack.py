@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, overload
 import attrs
 
 from vmstack.batching import supports_batching
-from vmstack.interfaces import ChainVM
+from vmstack.interfaces import ChainVM, find_layer, iter_layers
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 DEFAULT_CHAIN_ID = 43114
 
 __all__ = ["DEFAULT_CHAIN_ID", "LayerInfo", "StackDescription", "build_stack", "describe_stack",
-           "wrap_layers"]
+           "find_layer", "iter_layers", "wrap_layers"]
 
 
 @attrs.frozen
@@ -93,7 +93,8 @@ class StackDescription(Sequence[LayerInfo]):
 
     @property
     def bottom(self) -> LayerInfo:
-        """The VM at the bottom of the stack."""
+        """The description of the VM at the bottom of the stack (to reach the VM itself, use
+    :func:`find_layer` or :func:`iter_layers`)."""
         return self.layers[-1]
 
     def as_dicts(self) -> list[dict[str, object]]:
@@ -118,24 +119,14 @@ def describe_stack(vm: ChainVM) -> StackDescription:
     links loop raises ``ValueError``.
     """
     layers: list[LayerInfo] = []
-    seen: set[int] = set()
-    current: object = vm
-    while current is not None:
-        if id(current) in seen:
-            raise ValueError(
-                f"the stack loops: {type(current).__name__} is its own inner VM, "
-                f"after {len(layers)} layers")
-        seen.add(id(current))
-        name = getattr(current, "name", None)
-        layers.append(LayerInfo(kind=type(current).__name__,
+    for layer in iter_layers(vm):
+        name = getattr(layer, "name", None)
+        layers.append(LayerInfo(kind=type(layer).__name__,
                                 name=name if isinstance(name, str) else None,
-                                batching=supports_batching(current)))
-        below = getattr(current, "inner", None)
-        if below is None:
-            served = getattr(current, "describe_served", None)
-            if callable(served):
-                layers.extend(served())
-        current = below
+                                batching=supports_batching(layer)))
+    served = getattr(layer, "describe_served", None)
+    if callable(served):
+        layers.extend(served())
     return StackDescription(tuple(layers))
 
 

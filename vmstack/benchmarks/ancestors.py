@@ -35,7 +35,7 @@ from vmstack.cchain import rawdb
 from vmstack.cchain.generate import generate_chain
 from vmstack.cchain.vm import CChainVM
 from vmstack.clock import Clock, SimClock
-from vmstack.interfaces import ChainVM
+from vmstack.interfaces import ChainVM, find_layer
 from vmstack.store import KeyValueStore, LMDBStore
 
 __all__ = ["BLOCKS", "QUICK_BLOCKS", "SERIAL_BLOCKS", "TXS_PER_BLOCK", "VMFactory", "run"]
@@ -65,14 +65,10 @@ def bare_vm(store: KeyValueStore, clock: Clock) -> ChainVM:
 
 
 def _bottom(vm: object) -> CChainVM | None:
-    current: object = vm
-    for _ in range(64):
-        if isinstance(current, CChainVM):
-            return current
-        current = getattr(current, "inner", None)
-        if current is None:
-            return None
-    return None
+    try:
+        return find_layer(vm, CChainVM)
+    except LookupError:
+        return None
 
 
 def _floor_env(path: Path, vm: CChainVM, tip: bytes, count: int

@@ -41,7 +41,7 @@ from vmstack.cchain.types import (
     sign_transaction,
 )
 from vmstack.clock import SimClock
-from vmstack.interfaces import ChainVM
+from vmstack.interfaces import ChainVM, find_layer
 
 __all__ = [
     "DEFAULT_POOL_SIZE",
@@ -159,16 +159,12 @@ def transaction_pool(*, seed: int, chain_id: int, size: int = DEFAULT_POOL_SIZE
 
 
 def find_mempool(vm: object) -> Mempool:
-    """The first object with ``add_transactions``, following ``inner`` from ``vm`` down;
-    ``ValueError`` if no layer has one."""
-    current: object = vm
-    seen: set[int] = set()
-    while current is not None and id(current) not in seen:
-        if isinstance(current, Mempool):
-            return current
-        seen.add(id(current))
-        current = getattr(current, "inner", None)
-    raise ValueError(f"no layer of {type(vm).__name__} has a mempool (add_transactions)")
+    """The first layer with ``add_transactions``, from ``vm`` down; ``ValueError`` if no
+    layer has one."""
+    try:
+        return find_layer(vm, Mempool)  # type: ignore[type-abstract]
+    except LookupError as error:
+        raise ValueError(f"no layer has a mempool (add_transactions): {error}") from None
 
 
 def generate_chain(
