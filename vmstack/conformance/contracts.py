@@ -456,27 +456,38 @@ class BudgetContract(KitBase):
           "read below is read before the deadline, and the answer stops short of count and "
           "size only once the time is up (each read below costs the kit's clock time)")
     def test_time_budget_covers_the_whole_answer(self, inner_batches: bool) -> None:
+        stack = self.kit_stack(batching=inner_batches)
+        chain = self.kit_chain(stack)
+        for reads in (0, 1, 3, 10, len(chain) // 2, len(chain) - 2):
+            self.check_time_budget(stack, chain, len(chain) - 1,
+                                   (reads + 0.5) * KIT_FETCH_COST)
+
         def check(data: st.DataObject) -> None:
             stack, chain = self.drawn_chain(data, inner_batches, minimum=2)
             index = data.draw(st.integers(1, len(chain) - 1), label="requested height")
             reads = data.draw(st.integers(0, len(chain) + 1), label="reads that fit")
             fraction = data.draw(st.sampled_from([0.0, 0.25, 0.5, 0.999]), label="fraction")
-            seconds = (reads + fraction) * KIT_FETCH_COST
-            block_id = stack.ids[index]
-            num = len(chain) + 1
-            self.check_ancestors(
-                stack, chain, index, num=num, size=MAX_CONTAINERS_LEN, seconds=seconds,
-                what="get_ancestors (engine helper)",
-                call=lambda: get_ancestors(stack.layer, block_id, max_blocks_num=num,
-                                           max_retrieval_time=seconds, clock=stack.clock))
-            if self.layer_batches(stack):
-                self.check_ancestors(
-                    stack, chain, index, num=num, size=MAX_CONTAINERS_LEN, seconds=seconds,
-                    what="the layer's get_ancestors",
-                    call=lambda: batched(stack.layer).get_ancestors(
-                        block_id, num, MAX_CONTAINERS_LEN, seconds))
+            self.check_time_budget(stack, chain, index, (reads + fraction) * KIT_FETCH_COST)
 
         self.kit_explore(check, data=st.data())
+
+    def check_time_budget(self, stack: KitStack, chain: list[bytes], index: int,
+                          seconds: float) -> None:
+        """A request of ``chain[index]`` with a time budget of ``seconds`` (and count and
+        size that never bind), through the engine helper and the layer's own method."""
+        block_id = stack.ids[index]
+        num = len(chain) + 1
+        self.check_ancestors(
+            stack, chain, index, num=num, size=MAX_CONTAINERS_LEN, seconds=seconds,
+            what="get_ancestors (engine helper)",
+            call=lambda: get_ancestors(stack.layer, block_id, max_blocks_num=num,
+                                       max_retrieval_time=seconds, clock=stack.clock))
+        if self.layer_batches(stack):
+            self.check_ancestors(
+                stack, chain, index, num=num, size=MAX_CONTAINERS_LEN, seconds=seconds,
+                what="the layer's get_ancestors",
+                call=lambda: batched(stack.layer).get_ancestors(
+                    block_id, num, MAX_CONTAINERS_LEN, seconds))
 
     @CAPABILITIES
     @rule("budgets.long-answers",
@@ -775,7 +786,9 @@ class ErrorContract(KitBase):
         def check(data: st.DataObject) -> None:
             length = data.draw(st.integers(2, self.max_chain_length), label="blocks")
             stack = self.kit_stack(batching=inner_batches, blocks=length)
-            chain = self.kit_chain(stack)
+            # The chain's bytes are read on a twin stack: a layer with memory must not
+            # have seen the blocks before the fault is injected below.
+            chain = self.kit_chain(self.kit_stack(batching=inner_batches, blocks=length))
             broken = data.draw(st.integers(0, length - 1), label="broken height")
             fault = data.draw(st.sampled_from(["not found", "corrupted", "other"]),
                               label="fault")
@@ -965,6 +978,31 @@ class WrappingContract(KitBase):
         if self.layer_batches(stack):
             for block in batched(layer).batched_parse_block(chain[1:4]):
                 self.assert_shows_below(stack, block, "the layer's batched_parse_block")
+
+    @CAPABILITIES
+    @rule("wrapping.types",
+          "every element of a get_ancestors answer is exactly bytes (not bytearray or "
+          "memoryview), and every block returned satisfies Block with 32-byte IDs and int "
+          "height and timestamp")
+    def test_answers_have_the_right_types(self, inner_batches: bool) -> None:
+        stack = self.kit_stack(batching=inner_batches, blocks=5)
+        chain = self.kit_chain(stack)
+        layer = stack.layer
+        self.check_answer_types(get_ancestors(layer, stack.tip, clock=stack.clock),
+                                "get_ancestors (engine helper)")
+        if self.layer_batches(stack):
+            self.check_answer_types(batched(layer).get_ancestors(
+                stack.tip, 10, MAX_CONTAINERS_LEN, KIT_TIME_BUDGET), "the layer's get_ancestors")
+            for block in batched(layer).batched_parse_block(chain[1:]):
+                self.check_block(block, "the layer's batched_parse_block")
+        for block in batched_parse_block(layer, chain[1:]):
+            self.check_block(block, "batched_parse_block (engine helper)")
+        self.check_block(layer.get_block(stack.tip), "get_block")
+        self.check_block(layer.parse_block(chain[-1]), "parse_block")
+        self.check_block(layer.build_block(), "build_block")
+        assert type(layer.last_accepted()) is bytes, "last_accepted must return bytes"
+        assert type(layer.get_block_id_at_height(1)) is bytes, (
+            "get_block_id_at_height must return bytes")
 
     @CAPABILITIES
     @rule("wrapping.parent-ids",
