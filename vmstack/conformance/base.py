@@ -595,6 +595,6 @@ def _first_difference(answer: Sequence[bytes], allowed: Sequence[bytes]) -> int:
 
 
 def _unknown(kind: str, name: str, known: Collection[str]) -> str:
-    close = difflib.get_close_matches(name, list(known), n=2)
-    hint = f" (did you mean {' or '.join(close)}?)" if close else ""
+    close = difflib.get_close_matches(name, list(known), n=1)
+    hint = f" (did you mean {close[0]}?)" if close else ""
     return f"unknown {kind} {name!r}{hint}; the kit knows {sorted(known)}"
