@@ -28,6 +28,7 @@ CASE_MODULES = (
     "vmstack.benchmarks.cache",
     "vmstack.benchmarks.layers",
     "vmstack.benchmarks.boundary",
+    "vmstack.benchmarks.hostile",
 )
 
 
