@@ -13,7 +13,10 @@ layer:
   pass through it too;
 - every forwarded method written out.
 
-``TestCountingVM`` below is all it takes to run the kit on it. Run this file::
+``TestCountingVM`` below is all it takes to run the kit on it: a pass-through layer
+declares nothing. A layer that is more (a cache, a layer that answers batched calls itself)
+says so in ``declarations`` (see ``vmstack.conformance.Declaration``), and the kit checks
+what such a layer must guarantee instead. Run this file::
 
     python examples/write_a_layer.py
 
