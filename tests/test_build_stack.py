@@ -10,8 +10,9 @@ from prometheus_client import CollectorRegistry
 
 from vmstack import ChainVM, SimClock, batched_parse_block, describe_stack, get_ancestors
 from vmstack.batching import serial_get_ancestors
-from vmstack.cchain import generate_chain
-from vmstack.stack import build_stack
+from vmstack.cchain import CChainVM, generate_chain
+from vmstack.errors import ConfigMismatch, StoreCorrupted
+from vmstack.stack import CONFIG_KEY_PREFIX, build_stack
 from vmstack.store import KeyValueStore, LMDBStore, MemoryStore
 from vmstack.transition import TransitionVM
 
@@ -116,3 +117,55 @@ def _layers(vm: object) -> list[object]:
         found.append(vm)
         vm = getattr(vm, "inner", None)
     return found
+
+
+@pytest.mark.parametrize(("change", "field"), [
+    ({"chain_id": 1}, "chain_id"),
+    ({"transition_time": START + 99}, "transition_time"),
+    ({"transition_time": None}, "transition_time"),
+    ({"fork_time": START + 99}, "fork_time"),
+    ({"fork_time": None}, "fork_time"),
+    ({"settle_lag": 3}, "settle_lag"),
+])
+def test_a_store_refuses_another_configuration(change: dict[str, object], field: str) -> None:
+    """A store remembers the stack configuration it was built with; another one is a
+    ConfigMismatch naming the option, raised before any layer serves."""
+    store = MemoryStore()
+    options: dict[str, object] = {"fork_time": START + 40, "transition_time": START + 20,
+                                  "chain_id": 43114, "settle_lag": 0}
+    build_stack(store, clock=SimClock(START), **options)  # type: ignore[arg-type]
+    build_stack(store, clock=SimClock(START), **options)  # type: ignore[arg-type]
+    with pytest.raises(ConfigMismatch) as raised:
+        build_stack(store, clock=SimClock(START), **{**options, **change})  # type: ignore[arg-type]
+    assert raised.value.field == field
+    assert field in str(raised.value)
+
+
+def test_a_damaged_configuration_record_is_store_corrupted() -> None:
+    """The record carries a checksum: a flipped bit is StoreCorrupted, not a mismatch."""
+    store = MemoryStore()
+    build_stack(store, clock=SimClock(START), transition_time=START + 20)
+    key = CONFIG_KEY_PREFIX + b"chain"
+    damaged = bytearray(store.get(key))
+    damaged[-3] ^= 0x01
+    store.put(key, bytes(damaged))
+    with pytest.raises(StoreCorrupted, match="configuration record"):
+        build_stack(store, clock=SimClock(START), transition_time=START + 20)
+
+
+def test_a_served_part_is_held_to_the_chain_record_only(tmp_path: Path) -> None:
+    """The C-chain part served to a proposer elsewhere skips the proposer record, but not
+    the chain's; a read-only store without records is opened as it is."""
+    with LMDBStore(tmp_path / "db") as store:
+        build_stack(store, clock=SimClock(START), fork_time=START + 40,
+                    transition_time=START + 20)
+    with LMDBStore(tmp_path / "db", readonly=True) as store:
+        build_stack(store, clock=SimClock(START), transition_time=START + 20,
+                    served_part=True)
+        with pytest.raises(ConfigMismatch, match="transition_time"):
+            build_stack(store, clock=SimClock(START), served_part=True)
+    with LMDBStore(tmp_path / "fresh") as store:
+        CChainVM(store, clock=SimClock(START))
+    with LMDBStore(tmp_path / "fresh", readonly=True) as store:
+        build_stack(store, clock=SimClock(START))
+        assert not store.has(CONFIG_KEY_PREFIX + b"chain")

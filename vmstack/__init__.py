@@ -16,6 +16,7 @@ from vmstack.clock import Clock, SimClock
 from vmstack.errors import (
     BatchingNotImplemented,
     BlockNotFound,
+    ConfigMismatch,
     InvalidBlock,
     StoreCorrupted,
     VMStackError,
@@ -32,6 +33,7 @@ __all__ = [
     "CONTAINER_LEN_OVERHEAD",
     "ChainVM",
     "Clock",
+    "ConfigMismatch",
     "InvalidBlock",
     "Layer",
     "MAX_CONTAINERS_LEN",

@@ -8,6 +8,7 @@ One shallow tree, so a caller can catch everything the stack raises on purpose w
     ├── InvalidBlock             bytes or a block that fail a rule (also a ValueError)
     ├── BatchingNotImplemented   the optional batched protocol is not offered here
     ├── StoreCorrupted           a stored value fails its check (wrong hash, truncated RLP)
+    ├── ConfigMismatch           a store opened with another stack configuration (a ValueError)
     └── VMUnavailable            a VM behind a process boundary is gone or did not answer in time
 
 Wrappers pass errors through unchanged: a layer never re-wraps an error of the layer
@@ -20,6 +21,7 @@ from __future__ import annotations
 __all__ = [
     "BatchingNotImplemented",
     "BlockNotFound",
+    "ConfigMismatch",
     "InvalidBlock",
     "StoreCorrupted",
     "VMStackError",
@@ -65,6 +67,21 @@ class BatchingNotImplemented(VMStackError):
 
 class StoreCorrupted(VMStackError):
     """A stored value failed its check; it is never returned as data."""
+
+
+class ConfigMismatch(VMStackError, ValueError):
+    """A store opened with a stack configuration other than the one it was written with.
+
+    ``field`` names the first option that differs; ``stored`` and ``given`` are its values.
+    """
+
+    def __init__(self, field: str, stored: object, given: object) -> None:
+        self.field = field
+        self.stored = stored
+        self.given = given
+        super().__init__(f"the store was written with {field}={stored!r}, opened with "
+                         f"{field}={given!r}; open it with the same configuration or use "
+                         "another store")
 
 
 class VMUnavailable(VMStackError):

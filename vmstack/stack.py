@@ -37,8 +37,8 @@ if TYPE_CHECKING:
 #: The C-chain's EVM chain ID on mainnet, the default of :func:`build_stack`.
 DEFAULT_CHAIN_ID = 43114
 
-__all__ = ["DEFAULT_CHAIN_ID", "LayerInfo", "StackDescription", "build_stack", "describe_stack",
-           "find_layer", "iter_layers", "wrap_layers"]
+__all__ = ["CONFIG_KEY_PREFIX", "DEFAULT_CHAIN_ID", "LayerInfo", "StackDescription", "build_stack",
+           "check_configuration", "describe_stack", "find_layer", "iter_layers", "wrap_layers"]
 
 
 @attrs.frozen
@@ -130,6 +130,50 @@ def describe_stack(vm: ChainVM) -> StackDescription:
     return StackDescription(tuple(layers))
 
 
+#: Where :func:`build_stack` records the configuration a store was written with (keys
+#: outside the chain's own keyspace): one record for the C-chain part, one for the
+#: proposer layer, each a CRC-32 (4 bytes, big-endian) over sorted-key JSON.
+CONFIG_KEY_PREFIX = b"vmstack/config/"
+
+
+def check_configuration(store: KeyValueStore, part: str, settings: dict[str, object]) -> None:
+    """Hold ``store`` to the ``settings`` of one part of a stack (``"chain"`` or
+    ``"proposer"``): record them if the store has none yet, else compare.
+
+    A setting that differs from the record is :class:`~vmstack.errors.ConfigMismatch`
+    naming it; a damaged record is :class:`~vmstack.errors.StoreCorrupted`. A store that
+    cannot be written (opened read-only) and has no record is left as it is.
+    """
+    import contextlib
+    import json
+    import zlib
+
+    from vmstack.errors import ConfigMismatch, StoreCorrupted
+    from vmstack.store import StoreError
+
+    key = CONFIG_KEY_PREFIX + part.encode()
+    text = json.dumps(settings, sort_keys=True).encode()
+    try:
+        stored = store.get(key)
+    except KeyError:
+        with contextlib.suppress(StoreError):
+            store.put(key, zlib.crc32(text).to_bytes(4, "big") + text)
+        return
+    body = bytes(stored[4:])
+    try:
+        if len(stored) < 4 or zlib.crc32(body) != int.from_bytes(stored[:4], "big"):
+            raise ValueError("checksum")
+        recorded = json.loads(body)
+        if not isinstance(recorded, dict):
+            raise ValueError("not an object")
+    except ValueError:
+        raise StoreCorrupted(f"the {part} configuration record of the store is damaged"
+                             ) from None
+    for field in sorted(settings.keys() | recorded.keys()):
+        if recorded.get(field) != settings.get(field):
+            raise ConfigMismatch(field, recorded.get(field), settings.get(field))
+
+
 def wrap_layers(inner: ChainVM, *, name: str, tracer: Tracer | None = None,
                 registry: CollectorRegistry | None = None) -> ChainVM:
     """Put the pass-through layers named ``name`` over ``inner``: ``MeteredVM`` (namespace
@@ -164,6 +208,7 @@ def build_stack(
     settle_lag: int = 0,
     cache_size: int = 10_000,
     out_of_process: ChainVM | None = None,
+    served_part: bool = False,
 ) -> ChainVM:
     """The full C-chain stack over one ``store``, top layer returned (DESIGN section 2).
 
@@ -185,6 +230,15 @@ def build_stack(
     this process; ``store`` then holds only the proposer layer's records. The options that
     shape the C-chain part (``flavour``, ``transition_time``, ``key_prefix``,
     ``settle_lag``, ``cache_size``) belong to the serving side and are refused here.
+
+    ``served_part`` says the stack built is the C-chain part that another process serves
+    to a proposer layer of its own (what ``vmstack serve`` builds without a ``fork_time``);
+    it takes no ``fork_time``.
+
+    The store remembers the configuration it was first built with (flavour, EVM chain ID,
+    transition time, settle lag and key prefix for the C-chain part; fork time and chain ID
+    for the proposer layer): building a stack over it with another raises
+    :class:`~vmstack.errors.ConfigMismatch` naming the option, before anything is served.
     """
     import time
 
@@ -199,6 +253,16 @@ def build_stack(
         return CChainVM(store, flavour=flavour, key_prefix=key_prefix, clock=clock,
                         chain_id=chain_id, settle_lag=settle_lag, cache_size=cache_size)
 
+    if out_of_process is None:
+        check_configuration(store, "chain", {
+            "flavour": flavour.name, "chain_id": chain_id, "transition_time": transition_time,
+            "settle_lag": settle_lag, "key_prefix": key_prefix.hex()})
+    if served_part:
+        if fork_time is not None or out_of_process is not None:
+            raise ValueError("a served part is the C-chain part alone: no fork_time and no "
+                             "out_of_process")
+    else:
+        check_configuration(store, "proposer", {"fork_time": fork_time, "chain_id": chain_id})
     if out_of_process is not None:
         served_options = {"flavour": flavour is not AVALANCHE,
                           "transition_time": transition_time is not None,

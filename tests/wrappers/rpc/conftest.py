@@ -40,7 +40,8 @@ class ServedChain:
 
     def c_part(self) -> ChainVM:
         """The C-chain part of the stack (what a plugin process serves)."""
-        return build_stack(self.store, clock=self.clock, transition_time=TRANSITION_TIME)
+        return build_stack(self.store, clock=self.clock, transition_time=TRANSITION_TIME,
+                           served_part=True)
 
     def full_stack(self, *, out_of_process: VMClient | None = None) -> ChainVM:
         """The whole stack in this process, or over ``out_of_process`` from "C" up."""

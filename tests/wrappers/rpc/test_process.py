@@ -55,7 +55,8 @@ def test_spawn_serves_the_store_and_stops_with_the_block(lmdb_chain: Path) -> No
         kinds = [layer.kind for layer in vmstack.describe_stack(client)]
         assert kinds == ["VMClient", "MeteredVM", "TransitionVM", "CChainVM"]
         with LMDBStore(lmdb_chain, readonly=True) as store:
-            local = build_stack(store, clock=clock, transition_time=TRANSITION_TIME)
+            local = build_stack(store, clock=clock, transition_time=TRANSITION_TIME,
+                                served_part=True)
             for count, size in ((1, 0), (7, 5_000), (30, 40_000), (2000, 1 << 30)):
                 for block_id in (tip, local.get_block_id_at_height(9)):
                     budget = {"max_blocks_num": count, "max_blocks_size": size,

@@ -186,7 +186,8 @@ def serve(data_dir: Path, *, address: str | None = None, sim_clock: float | None
     clock = None if sim_clock is None else SimClock(sim_clock)
     registry = CollectorRegistry()
     with LMDBStore(data_dir, readonly=readonly) as store:
-        vm = build_stack(store, clock=clock, **stack_options)
+        vm = build_stack(store, clock=clock, served_part="fork_time" not in stack_options,
+                         **stack_options)
         vm = wrap_layers(vm, name="served", registry=registry)
         with VMServer(vm, address=address, clock=clock, registry=registry) as server:
             print(f"{HANDSHAKE} {_PROTOCOL_VERSION} {server.address} {os.getpid()}",
