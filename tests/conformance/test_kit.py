@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
 from vmstack import get_ancestors
-from vmstack.conformance import LayerConformance, memory_vm
+from vmstack.clock import SimClock
+from vmstack.conformance import LayerConformance, MemoryVM, memory_vm
 from vmstack.conformance.plugin import SpanRecorder
 from vmstack.interfaces import ChainVM
 from vmstack.stack import describe_stack, wrap_layers
@@ -42,6 +43,19 @@ class TestMeteredVM(LayerConformance):
 
     def wrap(self, inner: ChainVM) -> ChainVM:
         return MeteredVM(inner, registry=CollectorRegistry(), namespace="C")
+
+
+class TestTracedOverAClockThatStandsStill(LayerConformance):
+    """A ``make_inner`` of the user's own, whose reads cost no time: a correct layer still
+    passes (the time budget then runs out only when it is zero)."""
+
+    max_examples = 6
+
+    def make_inner(self, *, batching: bool, clock: SimClock) -> MemoryVM:
+        return memory_vm(batching=batching, clock=clock)
+
+    def wrap(self, inner: ChainVM) -> ChainVM:
+        return TracedVM(inner, tracer=SpanRecorder().tracer, name="C")
 
 
 class TestTracedOverMetered(LayerConformance):

@@ -220,15 +220,16 @@ def untimed_expected(chain: Sequence[bytes], index: int, max_blocks_num: int,
 
 
 def timed_expected(chain: Sequence[bytes], index: int, max_blocks_num: int,
-                   max_blocks_size: int, max_retrieval_time: float) -> list[bytes]:
-    """The answer of a walk that reads every block below at :data:`KIT_FETCH_COST`."""
+                   max_blocks_size: int, max_retrieval_time: float,
+                   fetch_cost: float = KIT_FETCH_COST) -> list[bytes]:
+    """The answer of a walk that reads every block below at ``fetch_cost`` seconds each."""
     clock = SimClock(KIT_START_TIME)
     newest_first = list(reversed(chain[: index + 1]))
 
     def fetch(position: bytes) -> tuple[bytes, bytes]:
         # A block is named by its position in the answer; reading it (even the missing
         # parent of genesis) costs what a read below costs.
-        clock.advance(KIT_FETCH_COST)
+        clock.advance(fetch_cost)
         at = int.from_bytes(position, "big")
         if at >= len(newest_first):
             raise BlockNotFound("the parent of genesis")
@@ -511,7 +512,7 @@ class KitBase:
                 "(the time budget starts when the call starts and covers the whole answer: "
                 "it was ignored, rescaled or restarted)")
         if not self.has_memory:
-            model = timed_expected(chain, index, num, size, seconds)
+            model = timed_expected(chain, index, num, size, seconds, stack.inner.fetch_cost)
             assert answer == model, (
                 f"{what} must answer what a walk reading each block below answers: "
                 f"{len(model)} blocks, got {len(answer)}")
