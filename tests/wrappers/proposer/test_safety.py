@@ -342,3 +342,96 @@ def test_get_ancestors_never_empty_for_blocks_processing_or_accepted_under_threa
         store.close()
     assert failures == []
     assert counted[0] > 0
+
+
+# --- an engine deciding random trees of envelopes --------------------------------------------
+
+
+class Engine:
+    """Decides a random tree of post-fork blocks the way consensus does: accept a
+    processing child of the last accepted block, then reject every processing block that
+    does not descend from it, in random order. Some blocks are second envelopes of another
+    processing block's inner block."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+        self.vm, self.inner, self.clock, head = memory_chain()
+        self.accepted: list[bytes] = [self.vm.get_block_id_at_height(h)
+                                      for h in range(head.height + 1)]
+        self.processing: dict[bytes, ProposerBlock] = {}
+        self.rejected: set[bytes] = set()
+        self.accepted_inner: set[bytes] = {head.inner.id}
+
+    def step(self) -> None:
+        action = self.rng.choice(["build", "build", "rewrap", "decide"])
+        if action == "rewrap" and self.processing:
+            original = self.rng.choice(list(self.processing.values()))
+            parent = self.vm.get_block(original.parent_id)
+            block = self.vm.parse_block(rewrap(parent, bytes(original.inner),
+                                               delay=self.rng.randint(1, 3)))
+            if block.id in self.processing:
+                return
+            block.verify()
+            self.processing[block.id] = block
+        elif action == "decide":
+            self.decide()
+        else:
+            parent_id = self.rng.choice([self.accepted[-1], *self.processing])
+            self.vm.set_preference(parent_id)
+            self.clock.advance(self.rng.randint(1, 3))
+            block = self.vm.build_block()
+            block.verify()
+            self.processing[block.id] = block
+
+    def decide(self) -> None:
+        candidates = [b for b in self.processing.values() if b.parent_id == self.accepted[-1]]
+        if not candidates:
+            return
+        winner = self.rng.choice(candidates)
+        winner.accept()
+        del self.processing[winner.id]
+        self.accepted.append(winner.id)
+        self.accepted_inner.add(winner.inner.id)
+        keep: set[bytes] = {winner.id}
+        changed = True
+        while changed:
+            changed = False
+            for block in self.processing.values():
+                if block.parent_id in keep and block.id not in keep:
+                    keep.add(block.id)
+                    changed = True
+        losers = [b for b in self.processing.values() if b.id not in keep]
+        self.rng.shuffle(losers)
+        for block in losers:
+            block.reject()
+            del self.processing[block.id]
+            self.rejected.add(block.id)
+
+    def check(self) -> None:
+        vm = self.vm
+        assert vm.last_accepted() == self.accepted[-1]
+        assert self.inner.last_accepted() == vm.get_block(self.accepted[-1]).inner.id
+        for height, block_id in enumerate(self.accepted):
+            assert vm.get_block_id_at_height(height) == block_id
+        rejected_inner = {call.args[0] for call in self.inner.calls_to("block.reject")}
+        assert not rejected_inner & self.accepted_inner
+        for block_id in self.processing:
+            assert vm.get_block(block_id).id == block_id
+        for block_id in self.rejected:
+            with pytest.raises(BlockNotFound):
+                vm.get_block(block_id)
+            assert ancestors(vm, block_id) == []
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_random_trees_of_envelopes_keep_the_accepted_chain(seed: int) -> None:
+    """Whatever tree peers build and in whatever order it is decided: the accepted chain is
+    the one decided, heights keep their blocks, no accepted inner block is ever rejected,
+    and rejected envelopes are never served."""
+    engine = Engine(seed)
+    for _ in range(50):
+        engine.step()
+        engine.check()
+    engine.decide()
+    engine.check()
+    assert len(engine.accepted) > 4 and engine.rejected
