@@ -807,6 +807,23 @@ class AlwaysSaysItBatches(PassVM):
     batching = True  # type: ignore[assignment]
 
 
+class CapabilityFixedAtConstruction(PassVM):
+    """Asks once, when it is built, whether the VM below batches."""
+
+    def __init__(self, inner: ChainVM) -> None:
+        super().__init__(inner)
+        self._fixed = forwards_batching(self._batched)
+
+    @property
+    def batching(self) -> bool:
+        return self._fixed
+
+    def below(self) -> BatchedChainVM:
+        if self._batched is None or not self._fixed:
+            raise refusal(type(self).__name__, self._inner)
+        return self._batched
+
+
 class DropsSetPreference(PassVM):
     """Does not pass set_preference down."""
 
@@ -890,6 +907,8 @@ BROKEN: dict[str, tuple[Callable[[Any], ChainVM], frozenset[Declaration], str]] 
     "UnwrappedBlocks": (UnwrappedBlocks, frozenset(), "wrapping.blocks"),
     "HidesInner": (HidesInner, frozenset(), "forwarding.capability-visible"),
     "AlwaysSaysItBatches": (AlwaysSaysItBatches, frozenset(), "forwarding.refusal"),
+    "CapabilityFixedAtConstruction": (CapabilityFixedAtConstruction, frozenset(),
+                                      "forwarding.capability-live"),
     "DropsSetPreference": (DropsSetPreference, frozenset(), "forwarding.set-preference"),
     "HeightIndexOffByOne": (HeightIndexOffByOne, frozenset(), "forwarding.height-index"),
     "StaleMemoryDeclaration": (PassVM, _MEMORY, "kit.declarations-hold"),

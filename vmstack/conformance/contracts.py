@@ -41,12 +41,14 @@ from vmstack.batching import (
     supports_batching,
     walk_ancestors,
 )
+from vmstack.clock import SimClock
 from vmstack.conformance.base import (
     CAPABILITIES,
     DECLARATIONS_HOLD,
     INNER_BATCHES,
     INNER_SERIAL,
     KIT_FETCH_COST,
+    KIT_START_TIME,
     KIT_TIME_BUDGET,
     UNKNOWN_ID,
     Declaration,
@@ -59,7 +61,7 @@ from vmstack.conformance.base import (
     rule,
     untimed_expected,
 )
-from vmstack.conformance.doubles import Call, MemoryBlock
+from vmstack.conformance.doubles import BatchedMemoryVM, Call, MemoryBlock
 from vmstack.errors import (
     BatchingNotImplemented,
     BlockNotFound,
@@ -188,6 +190,44 @@ class ForwardingContract(KitBase):
         assert len(description) >= 2
         assert description.bottom.kind == type(stack.inner).__name__
         assert description.bottom.batching is inner_batches
+
+    @INNER_BATCHES
+    @rule("forwarding.capability-live",
+          "the layer asks at each call whether the VM below batches: when that VM stops or "
+          "starts batching, the layer's batching, refusals and forwarding follow at once")
+    def test_capability_is_asked_at_each_call(self, inner_batches: bool) -> None:
+        for switched_off_first in (True, False):
+            clock = SimClock(KIT_START_TIME)
+            inner = self.make_inner(batching=inner_batches, clock=clock)
+            if not isinstance(inner, BatchedMemoryVM):
+                return  # an inner VM of the test class's own, whose capability is fixed
+            inner.batching = not switched_off_first
+            layer = self.wrap(inner)
+            ids = (layer.last_accepted(), *self.extend_chain(layer, inner, 6))
+            stack = KitStack(layer=layer, inner=inner, ids=ids, clock=clock)
+            chain = self.kit_chain(stack)
+            for batching in (not switched_off_first, switched_off_first,
+                             not switched_off_first):
+                inner.batching = batching
+                self.check_capability_now(stack, chain, batching)
+
+    def check_capability_now(self, stack: KitStack, chain: list[bytes],
+                             batching: bool) -> None:
+        """The layer's capability, its batched answer or refusal, and the engine's answer
+        are what the VM below (now ``batching`` or not) calls for."""
+        expected = self.layer_batches(stack)
+        assert supports_batching(stack.layer) is expected, (
+            f"after the VM below {'started' if batching else 'stopped'} batching, "
+            f"supports_batching(layer) must be {expected}")
+        stack.settle()
+        answer = self.expect_refusal_or_answer(
+            stack, lambda: batched(stack.layer).get_ancestors(
+                stack.tip, 10, MAX_CONTAINERS_LEN, KIT_TIME_BUDGET), "get_ancestors")
+        if answer is not None:
+            assert answer == chain[::-1][:10], "the batched answer must be the newest 10 blocks"
+        assert get_ancestors(stack.layer, stack.tip, max_blocks_num=10,
+                             max_retrieval_time=KIT_TIME_BUDGET,
+                             clock=stack.clock) == chain[::-1][:10]
 
     @rule("forwarding.path-independence",
           "the batched answer, the engine's fallback answer and a serial walk through the "

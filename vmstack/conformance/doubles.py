@@ -29,7 +29,7 @@ import attrs
 
 from vmstack.batching import AncestorBudget, check_parse_batch, parse_each, walk_ancestors
 from vmstack.clock import Clock
-from vmstack.errors import BlockNotFound, InvalidBlock
+from vmstack.errors import BatchingNotImplemented, BlockNotFound, InvalidBlock
 
 __all__ = ["GENESIS_PARENT", "BatchedMemoryVM", "Call", "Fetch", "MemoryBlock", "MemoryVM",
            "memory_vm"]
@@ -287,14 +287,24 @@ class MemoryVM:
 
 
 class BatchedMemoryVM(MemoryVM):
-    """:class:`MemoryVM` plus the batched protocol, answered from memory in one call."""
+    """:class:`MemoryVM` plus the batched protocol, answered from memory in one call.
+
+    Its capability can change while it runs, as a VM's below a transition does: set
+    :attr:`batching` to False on an instance and both batched methods raise
+    ``BatchingNotImplemented`` (the call is still recorded) until it is True again.
+    """
 
     batching = True
+
+    def _refuse_unless_batching(self, method: str) -> None:
+        if not self.batching:
+            raise BatchingNotImplemented(f"BatchedMemoryVM.{method}: batching is switched off")
 
     def get_ancestors(self, block_id: bytes, max_blocks_num: int, max_blocks_size: int,
                       max_retrieval_time: float) -> list[bytes]:
         self._record("get_ancestors", block_id, max_blocks_num, max_blocks_size,
                      max_retrieval_time)
+        self._refuse_unless_batching("get_ancestors")
         budget = AncestorBudget(max_blocks_num, max_blocks_size, max_retrieval_time,
                                 clock=self.clock)
         return walk_ancestors(self._fetch, block_id, budget)
@@ -302,6 +312,7 @@ class BatchedMemoryVM(MemoryVM):
     def batched_parse_block(self, blocks: Sequence[bytes]) -> list[MemoryBlock]:
         batch = check_parse_batch(blocks)
         self._record("batched_parse_block", tuple(batch))
+        self._refuse_unless_batching("batched_parse_block")
         return parse_each(self._parse, batch)
 
 
