@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from vmstack.errors import VMStackError
+
+if TYPE_CHECKING:
+    from vmstack.sim.costs import CostModel
 
 __all__ = ["main"]
 
@@ -30,11 +35,21 @@ def _non_negative(text: str) -> int:
     return value
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("vmstack")
+    except PackageNotFoundError:
+        return "(not installed)"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="vmstack",
         description="An Avalanche-style chain-VM stack with the batched protocol forwarded "
                     "through every layer.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     simulate = commands.add_parser(
@@ -107,14 +122,65 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: The figure formats ``--plot`` writes (matplotlib's, by file suffix).
+PLOT_FORMATS = (".png", ".svg", ".pdf")
+
+
 def _check_output(path: Path | None, flag: str) -> None:
     """Refuse an output path that cannot be written, before any work is done."""
     if path is None:
         return
     if path.is_dir():
         raise ValueError(f"{flag} {path} is a directory")
-    if not path.parent.is_dir():
-        raise ValueError(f"{flag} {path}: folder {path.parent} does not exist")
+    folder = path.parent
+    if not folder.is_dir():
+        raise ValueError(f"{flag} {path}: folder {folder} does not exist")
+    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise ValueError(f"{flag} {path} cannot be written")
+
+
+def _check_plot(path: Path | None) -> None:
+    """Refuse a plot that could not be drawn, before any work is done."""
+    if path is None:
+        return
+    _check_output(path, "--plot")
+    if path.suffix.lower() not in PLOT_FORMATS:
+        raise ValueError(f"--plot {path}: the format is chosen by the suffix, one of "
+                         f"{', '.join(PLOT_FORMATS)}")
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise ValueError("--plot needs matplotlib: pip install 'vmstack[plot]'") from None
+
+
+def _check_data_dir(path: Path | None) -> None:
+    if path is None:
+        return
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"--data-dir {path} is not a directory")
+    existing = next((folder for folder in (path, *path.parents) if folder.exists()), None)
+    if existing is not None and not os.access(existing, os.W_OK):
+        raise ValueError(f"--data-dir {path} cannot be written")
+
+
+def _read_costs(path: Path) -> CostModel:
+    """The cost model in ``path`` (a model, or a report written by ``--json``), or a
+    ValueError naming the file and what is wrong in it."""
+    from vmstack.sim.costs import CostModel
+
+    try:
+        data = json.loads(path.read_text())
+    except OSError as error:
+        raise ValueError(f"--costs {path}: {error.strerror or error}") from None
+    except ValueError as error:
+        raise ValueError(f"--costs {path} is not JSON: {error}") from None
+    # A report written by --json carries its cost model under "costs".
+    if isinstance(data, dict) and "costs" in data:
+        data = data["costs"]
+    try:
+        return CostModel.from_dict(data)
+    except ValueError as error:
+        raise ValueError(f"--costs {path} is not a cost model: {error}") from None
 
 
 def _progress(console: Console) -> Progress:
@@ -123,23 +189,21 @@ def _progress(console: Console) -> Progress:
 
 
 def _simulate(args: argparse.Namespace, console: Console) -> int:
-    from vmstack.sim.costs import REFERENCE_COSTS, CostModel
-    from vmstack.sim.report import print_report, write_json, write_plot
-    from vmstack.sim.run import MODES, SimulationConfig, calibrate, simulate
+    from vmstack.sim.costs import REFERENCE_COSTS
+    from vmstack.sim.report import plural, print_report, write_json, write_plot
+    from vmstack.sim.run import MODES, SimulationConfig, calibrate, simulate, stored_chain
 
     _check_output(args.json, "--json")
-    _check_output(args.plot, "--plot")
-    if args.data_dir is not None and args.data_dir.exists() and not args.data_dir.is_dir():
-        raise ValueError(f"--data-dir {args.data_dir} is not a directory")
+    _check_plot(args.plot)
+    _check_data_dir(args.data_dir)
     config = SimulationConfig(blocks=args.blocks, txs_per_block=args.txs_per_block,
                               peers=args.peers, seed=args.seed,
                               modes=("serial",) if args.serial else MODES,
                               out_of_process=args.out_of_process)
-    costs = REFERENCE_COSTS
-    if args.costs is not None:
-        data = json.loads(args.costs.read_text())
-        # A report written by --json carries its cost model under "costs".
-        costs = CostModel.from_dict(data.get("costs", data) if isinstance(data, dict) else data)
+    costs = REFERENCE_COSTS if args.costs is None else _read_costs(args.costs)
+    if args.data_dir is not None and stored_chain(config, args.data_dir):
+        console.print(f"reusing the chain of {plural(config.blocks, 'block')} stored in "
+                      f"{args.data_dir} (built by an earlier run with this configuration)")
     with _progress(console) as progress:
         if args.calibrate:
             with console.status("measuring this machine's call costs"):
@@ -210,6 +274,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (VMStackError, ValueError, OSError) as error:
         Console(stderr=True).print(f"[red]vmstack {args.command}: {error}[/red]", soft_wrap=True)
         return 2
+    except KeyboardInterrupt:
+        Console(stderr=True).print(f"vmstack {args.command}: interrupted", soft_wrap=True)
+        return 130
 
 
 if __name__ == "__main__":

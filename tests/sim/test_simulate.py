@@ -125,3 +125,97 @@ def test_calibrating_out_of_process_learns_the_round_trips() -> None:
     costs = calibrate(attrs.evolve(SMALL, out_of_process=True), blocks=20)
     assert costs.source.endswith("out of process")
     assert costs.serve_serial(1, 1000) > 0
+
+
+def _start_and_interrupt(data_dir: Path, signum: int) -> subprocess.CompletedProcess[str]:
+    """Start a long `vmstack simulate --data-dir` and send ``signum`` once it is building."""
+    import signal  # noqa: F401 - the caller passes one of its values
+    import time
+
+    process = subprocess.Popen(
+        [sys.executable, "-m", "vmstack", "simulate", "--blocks", "3000",
+         "--txs-per-block", "2", "--data-dir", str(data_dir)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not (data_dir / "serving" / "data.mdb").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(1.0)
+    process.send_signal(signum)
+    stdout, stderr = process.communicate(timeout=120)
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+
+
+def test_ctrl_c_exits_130_with_one_line_and_the_next_run_rebuilds(tmp_path: Path) -> None:
+    """Ctrl-C mid-build: status 130, one line, no traceback; the same --data-dir then
+    serves a run with another configuration (the interrupted chain was never finished)."""
+    import signal
+
+    interrupted = _start_and_interrupt(tmp_path, signal.SIGINT)
+    assert interrupted.returncode == 130, interrupted.stderr
+    assert interrupted.stderr.strip() == "vmstack simulate: interrupted"
+    assert "Traceback" not in interrupted.stdout + interrupted.stderr
+    result = run_cli("simulate", "--blocks", "30", "--txs-per-block", "1", "--peers", "1",
+                     "--data-dir", str(tmp_path))
+    assert result.returncode == 0, result.stderr + result.stdout
+    assert "reusing" not in result.stdout
+
+
+def test_sigkill_mid_build_leaves_a_directory_the_next_run_uses(tmp_path: Path) -> None:
+    """A run killed mid-build (SIGKILL) leaves a directory the next run rebuilds and then
+    reuses, never one that fails for good."""
+    import signal
+
+    killed = _start_and_interrupt(tmp_path, signal.SIGKILL)
+    assert killed.returncode == -signal.SIGKILL
+    for reused in (False, True):
+        result = run_cli("simulate", "--blocks", "30", "--txs-per-block", "1", "--peers",
+                         "1", "--data-dir", str(tmp_path), "--json", str(tmp_path / "r.json"))
+        assert result.returncode == 0, result.stderr + result.stdout
+        assert ("reusing the chain of 30 blocks" in result.stdout) is reused
+        assert json.loads((tmp_path / "r.json").read_text())["chain"]["reused"] is reused
+
+
+@pytest.mark.parametrize(("arguments", "message"), [
+    (["--plot", "out.gif"], "--plot out.gif: the format is chosen by the suffix"),
+    (["--json", "missing/out.json"], "folder missing does not exist"),
+    (["--costs", "absent.json"], "--costs absent.json: No such file"),
+])
+def test_bad_outputs_and_inputs_fail_before_any_work(tmp_path: Path, arguments: list[str],
+                                                     message: str) -> None:
+    """Outputs and the cost file are checked first: status 2, one message on stderr,
+    nothing on stdout (no progress bar before the error)."""
+    result = subprocess.run([sys.executable, "-m", "vmstack", "simulate", *arguments],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                            check=False)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert result.stdout == ""
+
+
+@pytest.mark.parametrize(("change", "field"), [
+    ({"execute": {"base": -1.0}}, "'execute'"),
+    ({"parse_serial": {"per_block": float("nan")}}, "'parse_serial'"),
+    ({"serve_serial": {"per_byte": "fast"}}, "'serve_serial'"),
+    ({"serve_batched": {"per_blocks": 1e-5}}, "unknown costs"),
+])
+def test_cost_files_name_the_bad_field(change: dict[str, object], field: str) -> None:
+    """A cost model with a negative, NaN, non-numeric or unknown cost is refused, naming
+    the field."""
+    data = REFERENCE_COSTS.as_dict()
+    data.update(change)
+    with pytest.raises(ValueError, match=field):
+        CostModel.from_dict(data)
+    incomplete = REFERENCE_COSTS.as_dict()
+    incomplete.pop("execute")
+    with pytest.raises(ValueError, match="'execute' is missing"):
+        CostModel.from_dict(incomplete)
+
+
+def test_version_and_integer_counts(tmp_path: Path) -> None:
+    """--version names the package version; the JSON report counts calls as integers."""
+    version = run_cli("--version")
+    assert version.returncode == 0 and version.stdout.startswith("vmstack ")
+    report = simulate(attrs.evolve(SMALL, modes=("serial",))).as_dict()
+    calls = [entry["calls"] for figures in report["layers"].values()
+             for entry in figures.values()]
+    assert calls and all(type(count) is int for count in calls)

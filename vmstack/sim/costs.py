@@ -12,6 +12,7 @@ calibrated on the reference machine (2 cores, CPython 3.11) and is the default.
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -30,8 +31,12 @@ class OperationCost:
     per_byte: float = 0.0
 
     def __attrs_post_init__(self) -> None:
-        if min(self.base, self.per_block, self.per_byte) < 0:
-            raise ValueError(f"costs cannot be negative: {self}")
+        for name in ("base", "per_block", "per_byte"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not (
+                    math.isfinite(value) and value >= 0):
+                raise ValueError(f"{name} must be a finite number of seconds >= 0, got "
+                                 f"{value!r}")
 
     def __call__(self, blocks: int, nbytes: int) -> float:
         return self.base + self.per_block * blocks + self.per_byte * nbytes
@@ -59,17 +64,27 @@ class CostModel:
         return attrs.asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, object]) -> CostModel:
-        """Read a model written by :meth:`as_dict`; ``ValueError`` if it is malformed."""
-        try:
-            fields = {
-                name: OperationCost(**data[name])  # type: ignore[arg-type]
-                for name in ("serve_batched", "serve_serial", "parse_batched",
-                             "parse_serial", "execute")
-            }
-            return cls(**fields, source=str(data.get("source", "file")))
-        except (KeyError, TypeError) as error:
-            raise ValueError(f"not a cost model: {error}") from None
+    def from_dict(cls, data: object) -> CostModel:
+        """Read a model written by :meth:`as_dict`; a ``ValueError`` naming the field that
+        is missing or malformed (costs are finite numbers of seconds, never negative)."""
+        if not isinstance(data, dict):
+            raise ValueError(f"a cost model is a JSON object, got {type(data).__name__}")
+        fields: dict[str, OperationCost] = {}
+        for name in ("serve_batched", "serve_serial", "parse_batched", "parse_serial",
+                     "execute"):
+            if name not in data:
+                raise ValueError(f"field {name!r} is missing")
+            entry = data[name]
+            if not isinstance(entry, dict):
+                raise ValueError(f"field {name!r} is not an object of costs")
+            unknown = set(entry) - {"base", "per_block", "per_byte"}
+            if unknown:
+                raise ValueError(f"field {name!r} has unknown costs {sorted(unknown)}")
+            try:
+                fields[name] = OperationCost(**entry)
+            except ValueError as error:
+                raise ValueError(f"field {name!r}: {error}") from None
+        return cls(**fields, source=str(data.get("source", "file")))
 
 
 def fit_cost(samples: Sequence[tuple[int, int, float]], *, by: str = "bytes") -> OperationCost:

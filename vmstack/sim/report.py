@@ -10,7 +10,12 @@ from rich.table import Table
 
 from vmstack.sim.run import SimulationReport
 
-__all__ = ["print_report", "write_json", "write_plot"]
+__all__ = ["plural", "print_report", "write_json", "write_plot"]
+
+
+def plural(count: int, noun: str) -> str:
+    """``"1 block"``, ``"2 blocks"``: a count with its noun, singular or plural."""
+    return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"
 
 
 def print_report(report: SimulationReport, console: Console) -> None:
@@ -18,8 +23,9 @@ def print_report(report: SimulationReport, console: Console) -> None:
     config = report.config
     chain = "reused from the data directory" if report.chain_reused else (
         f"built in {report.build_wall_seconds:.1f} s")
-    console.print(f"chain: {config.blocks} blocks x {config.txs_per_block} txs, seed "
-                  f"{config.seed}, {config.peers} peers, {chain}; costs: {report.costs.source}")
+    console.print(f"chain: {plural(config.blocks, 'block')} x "
+                  f"{plural(config.txs_per_block, 'tx')}, seed {config.seed}, "
+                  f"{plural(config.peers, 'peer')}, {chain}; costs: {report.costs.source}")
     table = Table(title="bootstrap (sim s, blocks/s: simulated; wall s, serve s: measured)",
                   title_justify="left")
     for column in ("mode", "blocks", "requests", "retries", "MB", "sim s", "blocks/s",

@@ -54,6 +54,7 @@ __all__ = [
     "calibrate",
     "layer_figures",
     "simulate",
+    "stored_chain",
 ]
 
 MODES = ("batched", "serial")
@@ -136,7 +137,9 @@ class SimulationReport:
             "simulated": {mode: result.simulated() for mode, result in self.results.items()},
             "measured": {mode: result.measured() for mode, result in self.results.items()},
             "round_trips": self.round_trips,
-            "layers": self.layers,
+            "layers": {mode: {name: {"calls": int(entry["calls"]), "seconds": entry["seconds"]}
+                              for name, entry in figures.items()}
+                       for mode, figures in self.layers.items()},
             "speedup": self.speedup(),
         }
 
@@ -221,16 +224,34 @@ class _Stacks:
         return StakingKey.generate(seed=f"vmstack simulate {self.config.seed}".encode())
 
 
+def stored_chain(config: SimulationConfig, directory: Path) -> bool:
+    """Whether ``directory`` holds the finished chain ``config`` builds (so a run reuses
+    it); ``ValueError`` if it holds a finished chain of another configuration.
+
+    A chain is finished once its identity file is written, after its last block; a
+    directory whose build was interrupted has none, and its chain is built anew.
+    """
+    identity_file = directory / _CHAIN_FILE
+    if not identity_file.is_file():
+        return False
+    try:
+        stored = json.loads(identity_file.read_text())
+    except (OSError, ValueError) as error:
+        raise ValueError(f"{identity_file} cannot be read ({error}); remove it to build the "
+                         "chain anew") from None
+    if stored != config.chain_identity():
+        raise ValueError(f"{directory} holds a different chain ({stored}); use another "
+                         "--data-dir or the same configuration")
+    return True
+
+
 def _prepare_chain(config: SimulationConfig, stacks: _Stacks, store: KeyValueStore,
                    directory: Path, on_block: Callable[[int], None] | None) -> bool:
-    """Build the chain unless ``directory`` holds this very chain; True if it was reused."""
+    """Build the chain unless ``directory`` holds this very chain; True if it was reused.
+    ``store`` must be empty unless the chain is reused (see :func:`simulate`)."""
     identity_file = directory / _CHAIN_FILE
     identity = config.chain_identity()
-    if identity_file.exists():
-        stored = json.loads(identity_file.read_text())
-        if stored != identity:
-            raise ValueError(f"{directory} holds a different chain ({stored}); use another "
-                             "--data-dir or the same configuration")
+    if stored_chain(config, directory):
         vm = stacks.build(store)
         tip = vm.get_block(vm.last_accepted())
         stacks.clock.advance(max(tip.timestamp - stacks.clock(), 0.0))
@@ -239,7 +260,10 @@ def _prepare_chain(config: SimulationConfig, stacks: _Stacks, store: KeyValueSto
     generate_chain(vm, blocks=config.blocks, txs_per_block=config.txs_per_block,
                    seed=config.seed, clock=stacks.clock, block_interval=config.block_interval,
                    progress=on_block)
-    identity_file.write_text(json.dumps(identity))
+    # Written last and atomically: the mark of a finished chain.
+    partial = identity_file.with_suffix(".partial")
+    partial.write_text(json.dumps(identity))
+    partial.replace(identity_file)
     return False
 
 
@@ -271,6 +295,9 @@ def simulate(
         layers: dict[str, dict[str, dict[str, float]]] = {}
         round_trips: dict[str, dict[str, dict[str, dict[str, float]]]] = {}
         serving_dir = directory / "serving"
+        if not stored_chain(config, directory):
+            # What an interrupted build left behind is rebuilt from nothing.
+            shutil.rmtree(serving_dir, ignore_errors=True)
         with LMDBStore(serving_dir) as serving_store:
             build_started = time.perf_counter()
             reused = _prepare_chain(config, stacks, serving_store, directory, on_build)
