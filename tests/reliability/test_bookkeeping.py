@@ -134,9 +134,14 @@ def test_a_chain_without_its_last_accepted_pointer_is_refused_not_reinitialised(
     store = reopen(items)
     with pytest.raises(StoreCorrupted, match="no last accepted"):
         CChainVM(store, clock=SimClock(START + 100))
+    assert {key: bytes(value) for key, value in store.iterate(b"")} == items
     with pytest.raises(StoreCorrupted):
         full_stack(store, SimClock(START + 100))
-    assert {key: bytes(value) for key, value in store.iterate(b"")} == items
+    after = {key: bytes(value) for key, value in store.iterate(b"")}
+    assert {key: after.get(key) for key in items} == items
+    added = after.keys() - items.keys()
+    assert not [key for key in added
+                if SCHEMA.parse_key(key) is not None or key.startswith(STORE_PREFIX)]
 
 
 @pytest.mark.parametrize("kept", ["number entry", "canonical entry at 0", "integrity entry",

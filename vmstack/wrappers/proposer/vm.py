@@ -453,22 +453,31 @@ class ProposerVM:
         ``StoreCorrupted`` if the layer has accepted post-fork blocks and the index has
         lost the last one's entry (it is never answered as a bare inner block)."""
         inner_id = self._inner.last_accepted()
-        found = self._accepted_envelope_of_inner(inner_id)
-        if found is not None:
-            return found
-        newest = self._read_last_pointer()
-        if newest is not None:
-            try:
-                record = self._store.get(_BLOCK + newest)
-            except KeyError:
-                raise StoreCorrupted(f"the newest post-fork block pointer names "
-                                     f"{newest.hex()}, which has no record") from None
-            # Only the first post-fork block, while its accept is in flight, has a last
-            # accepted parent without an envelope.
-            if _record_parts(newest, record)[1] != inner_id:
+        while True:
+            found = self._accepted_envelope_of_inner(inner_id)
+            if found is not None:
+                return found
+            newest = self._read_last_pointer()
+            if newest is None or self._newest_parent(newest) == inner_id:
+                # No post-fork block yet, or the first one is being accepted on top of
+                # this last pre-fork block: a pre-fork block, served as itself.
+                return inner_id
+            # Another process may have accepted blocks since the inner VM was asked; an
+            # unchanged answer means the index lost the entry of a post-fork block.
+            again = self._inner.last_accepted()
+            if again == inner_id:
                 raise StoreCorrupted(f"the last accepted block {inner_id.hex()} is after the "
                                      "fork but has no entry in the post-fork index")
-        return inner_id
+            inner_id = again
+
+    def _newest_parent(self, newest: bytes) -> bytes:
+        """The parent ID of the newest post-fork block written (its record must exist)."""
+        try:
+            record = self._store.get(_BLOCK + newest)
+        except KeyError:
+            raise StoreCorrupted(f"the newest post-fork block pointer names {newest.hex()}, "
+                                 "which has no record") from None
+        return _record_parts(newest, record)[1]
 
     def get_block_id_at_height(self, height: int) -> bytes:
         """The inner VM's accepted block at ``height``, as its envelope after the fork;
