@@ -34,7 +34,10 @@ that names a block the store does not have is corruption, not a reorg. Blocks wr
 other software (a coreth database) have no integrity entry: they are served with the
 structural checks only (framing of header and body, the canonical check, and on the slow
 path the header hash and a strict decode); the ``vmstack-sum-from`` marker, written with
-the first block this VM accepts, says from which height on an entry must exist. Each path
+the first block this VM accepts, says from which height on an entry must exist; it carries
+its own checksum and may not go missing while entries exist. The head pointers are checked
+against the canonical entries (the last accepted block is the canonical one at its height,
+with none above it). Each path
 checks what it reads: the fast path
 reads neither receipts nor (for a parent, whose number is its child's minus one) number
 entries, so damage to those shows on the slow path only, while the fast path goes on
@@ -550,10 +553,11 @@ class CChainVM:
     database); ``clock`` gives block timestamps, the future-timestamp bound and the
     ancestors time budget; ``chain_id`` is the transactions' chain; ``cache_size`` bounds the
     canonical hash cache; ``settle_lag`` is how many accepted blocks a block's receipts wait
-    for. A store without a last accepted block gets a genesis block, deterministic from
+    for. An empty store gets a genesis block, deterministic from
     ``flavour``, ``chain_id`` and ``genesis_timestamp``, or ``genesis`` (a genesis block's RLP)
     when given; a store that has a chain keeps it (``genesis``, if given, must be its block
-    0, else ``ValueError``).
+    0, else ``ValueError``). A store that holds chain data but no valid last accepted
+    pointer is ``StoreCorrupted``: it is never given a genesis block over its blocks.
 
     ``replay=True`` is for a VM that replays blocks a real EVM executed (a coreth
     database's chain, recorded blocks): the execution model cannot reproduce their

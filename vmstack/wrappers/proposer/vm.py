@@ -14,7 +14,20 @@ The layer keeps its accepted post-fork blocks in its own keyspace of the store (
 :class:`~vmstack.store.PrefixedStore` view under :data:`STORE_PREFIX`), with an index from
 inner block ID to envelope ID; verified, undecided post-fork blocks are kept in memory.
 Pre-fork blocks live only in the inner VM, whose accepted chain stays the authority on
-heights and on the last accepted block (the index maps its answers to envelopes).
+heights and on the last accepted block (the index maps its answers to envelopes). Every
+stored value carries a checksum, and a post-fork height whose index entry is lost is
+``StoreCorrupted``, never answered with its bare inner block.
+
+Consensus safety, as avalanchego's proposervm keeps it:
+
+- two post-fork blocks may wrap one inner block; it is verified once and shared, accepted
+  with the wrapper that is accepted, and rejected only with its last processing wrapper
+  (never once accepted), whatever the order of the decisions; a rejected post-fork block
+  is never served again;
+- a post-fork block builds on a processing block or on the last accepted block, and its
+  inner block must not be accepted already, else ``verify`` fails; ``accept`` takes only a
+  child of the last accepted block, so nothing a peer sends moves the accepted chain;
+- a rejected preferred block gives the preference back to the last accepted block.
 
 The batched protocol is answered in full whatever the layers below can do:
 
@@ -265,6 +278,10 @@ class ProposerVM:
     ``pchain_height`` is the current P-chain height, an int or a zero-argument callable;
     built blocks name it and verified ones may not exceed it. ``clock`` gives block
     timestamps and the ancestors time budget.
+
+    On start the layer undoes a record written ahead of an inner accept that a crash cut
+    short, but only when ``store`` is its data's writer (:func:`vmstack.store.is_writer`):
+    over a read-only handle, or beside a live writer, it writes nothing.
     """
 
     __slots__ = ("_chain_id", "_clock", "_fork_time", "_inner", "_pchain_height",
