@@ -61,6 +61,7 @@ class _Layer(LayerConformance):
     ({"not_applicable": {"errors.mid-walk": " "}}, "needs a reason"),
     ({"not_applicable": {"kit.declarations-hold": "never"}}, "cannot be declared"),
     ({"refuses_without_batching": False}, "refuses_without_batching is no longer read"),
+    ({"long_chain_length": 300}, "long_chain_length must exceed 2000"),
 ])
 def test_a_bad_declaration_is_an_error(attributes: dict[str, object], message: str) -> None:
     """Misspelt, malformed or outdated declarations raise KitDeclarationError naming them."""

@@ -37,6 +37,7 @@ from hypothesis import strategies as st
 
 from vmstack.batching import (
     CONTAINER_LEN_OVERHEAD,
+    DEFAULT_MAX_BLOCKS_NUM,
     AncestorBudget,
     has_batched_methods,
     supports_batching,
@@ -279,8 +280,8 @@ class KitBase:
     chain_length: ClassVar[int] = 24
     #: The longest chain (blocks above genesis) Hypothesis draws.
     max_chain_length: ClassVar[int] = 40
-    #: Blocks above genesis in the long-answer tests (at least 2,500: count and size
-    #: mistakes that show only on long answers).
+    #: Blocks above genesis in the long-answer tests: count and size mistakes that show
+    #: only on long answers. It must exceed the engine's default count of 2,000 blocks.
     long_chain_length: ClassVar[int] = 2_500
 
     _kit_examples: int | None = None
@@ -328,6 +329,10 @@ class KitBase:
                           "for a layer that never refuses")):
             if any(old in vars(klass) for klass in cls.__mro__):
                 problems.append(f"{old} is no longer read: use {new}")
+        if not (isinstance(cls.long_chain_length, int)
+                and cls.long_chain_length > DEFAULT_MAX_BLOCKS_NUM):
+            problems.append(f"long_chain_length must exceed {DEFAULT_MAX_BLOCKS_NUM} blocks "
+                            f"(the engine's default count), got {cls.long_chain_length!r}")
         known = {str(declaration) for declaration in Declaration}
         declared = cls.declarations
         if isinstance(declared, str):

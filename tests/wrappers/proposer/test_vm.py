@@ -63,9 +63,6 @@ class TestConformanceForkAtGenesis(LayerConformance):
                                               "(test_batched.py checks this)",
     }
     max_examples: ClassVar[int] = 8
-    #: Each block of this chain is signed and verified: a shorter long chain keeps the run
-    #: fast, and the long-answer rules still cross the default count of 2,000.
-    long_chain_length: ClassVar[int] = 2_100
 
     def wrap(self, inner: ChainVM) -> ChainVM:
         assert isinstance(inner, MemoryVM)
