@@ -7,7 +7,7 @@ cheap facts of the call: ``block_id`` (hex), ``height``, ``max_blocks_num``,
 ``get_ancestors``, the batch's length for ``batched_parse_block``).
 
 A batched call gets ONE span, never one per block: a span costs tens of microseconds with
-the SDK, a block of the batched path about two (DESIGN section 10). The span is made current
+the SDK, a block of the batched path about two. The span is made current
 while the call runs, so the spans of traced layers below nest under it.
 
 An error from below is recorded on the span (an exception event and status ERROR) and
