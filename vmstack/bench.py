@@ -48,13 +48,18 @@ def _ratio(value: float | None) -> str:
     return "" if value is None else f"{value:,.1f}x"
 
 
+def _met(met: bool | None) -> str:
+    return "" if met is None else ("yes" if met else "no")
+
+
 def _micros(seconds: float | None) -> str:
     return "" if seconds is None else f"{seconds * 1e6:,.2f}"
 
 
 def print_comparisons(rows: Sequence[Comparison], console: Console) -> None:
-    """One table: ratios first, then the times (µs) they come from, and the goal. What each
-    time measures (``fast_label`` and the others) is in the JSON output."""
+    """One table: ratios first, then the times (µs) they come from, the goal and whether
+    this run met it. What each time measures (``fast_label`` and the others) is in the JSON
+    output."""
     table = Table(title="vmstack bench: medians in one run (ratios hold, times drift)",
                   title_justify="left")
     table.add_column("benchmark")
@@ -64,10 +69,11 @@ def print_comparisons(rows: Sequence[Comparison], console: Console) -> None:
     table.add_column("baseline µs", justify="right")
     table.add_column("floor µs", justify="right")
     table.add_column("goal")
+    table.add_column("met")
     for row in rows:
         table.add_row(f"{row.group}: {row.case}", _ratio(row.speedup), _ratio(row.over_floor),
                       _micros(row.fast_seconds), _micros(row.baseline_seconds),
-                      _micros(row.floor_seconds), row.goal)
+                      _micros(row.floor_seconds), row.goal, _met(row.goal_met))
     console.print(table)
 
 

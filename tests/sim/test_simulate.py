@@ -97,10 +97,13 @@ def test_bench_quick_writes_every_row(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr + result.stdout
     rows = json.loads(out.read_text())["rows"]
     groups = {row["group"] for row in rows}
-    assert {"block bytes", "GetAncestors", "BatchedParseBlock"} <= groups
+    assert {"block bytes", "GetAncestors", "BatchedParseBlock", "GetAncestors over gRPC",
+            "BatchedParseBlock over gRPC"} <= groups
     for row in rows:
         assert row["fast_seconds"] > 0 and row["baseline_seconds"] > 0
         assert row["speedup"] == pytest.approx(row["baseline_seconds"] / row["fast_seconds"])
+        assert row["goal_met"] in (True, False), f"{row['group']}: {row['case']} is not judged"
+    assert "met" in result.stdout
 
 
 def test_out_of_process_gives_the_same_simulated_figures(tmp_path: Path) -> None:

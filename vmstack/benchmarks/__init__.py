@@ -37,7 +37,9 @@ class Comparison:
 
     ``speedup`` is baseline time / fast time; ``over_floor`` is fast time / floor time (how
     far the fast path is from the cheapest conceivable way to produce the same bytes).
-    ``goal`` states the target in words, e.g. ``">= 100x baseline, <= 4x floor"``.
+    ``goal`` states the target in words, e.g. ``">= 100x baseline, <= 4x floor"``, and
+    ``goal_met`` whether this run met it (``None`` when the row has no goal of its own);
+    :meth:`judged` sets it from the figures.
     """
 
     group: str
@@ -50,6 +52,7 @@ class Comparison:
     floor_label: str = "floor"
     goal: str = ""
     notes: dict[str, float | int | str] = attrs.field(factory=dict)
+    goal_met: bool | None = None
 
     @property
     def speedup(self) -> float:
@@ -60,6 +63,19 @@ class Comparison:
         if self.floor_seconds is None or self.floor_seconds <= 0:
             return None
         return self.fast_seconds / self.floor_seconds
+
+    def judged(self, *, min_speedup: float | None = None,
+               max_over_floor: float | None = None, also: bool = True) -> Comparison:
+        """This row with ``goal_met``: the speedup at least ``min_speedup``, the fast path
+        at most ``max_over_floor`` times the floor, and ``also`` (any other condition of
+        the goal), each where given."""
+        met = also
+        if min_speedup is not None:
+            met = met and self.speedup >= min_speedup
+        if max_over_floor is not None:
+            over = self.over_floor
+            met = met and over is not None and over <= max_over_floor
+        return attrs.evolve(self, goal_met=met)
 
     def as_dict(self) -> dict[str, object]:
         """Every figure of the row, for JSON output."""
@@ -75,5 +91,6 @@ class Comparison:
             "speedup": self.speedup,
             "over_floor": self.over_floor,
             "goal": self.goal,
+            "goal_met": self.goal_met,
             "notes": dict(self.notes),
         }

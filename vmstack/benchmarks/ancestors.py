@@ -195,7 +195,7 @@ def run(quick: bool, *, make_vm: VMFactory = bare_vm) -> list[Comparison]:
         floor_label="2 lmdb gets + join",
         goal=GOAL,
         notes=notes,
-    )]
+    ).judged(min_speedup=50.0, max_over_floor=2.0)]
 
 
 def _integrity_and_cache_notes(vm: CChainVM, fast: Callable[[], object], fast_seconds: float,

@@ -55,12 +55,6 @@ _NO_LIMIT = 1 << 40
 _TIME_BUDGET = 600.0
 
 
-def _goal_met(speedup: float, blocks: int | None) -> str:
-    if blocks is None:
-        return "yes" if speedup >= 100 else "no"
-    return "yes" if speedup >= (5.0 if blocks >= 100 else 1.0) else "no"
-
-
 def _number_for(seconds_once: float, budget: float) -> int:
     return max(1, min(1000, int(budget / max(seconds_once, 1e-7))))
 
@@ -110,8 +104,8 @@ def run(quick: bool) -> list[Comparison]:
                 goal=ANCESTORS_GOAL,
                 notes={"blocks": blocks, "answer_bytes": sum(map(len, answer)),
                        "serial_walk_timed_on_blocks": serial_blocks,
-                       "round_trip_us": round(round_trip * 1e6, 1),
-                       "goal_met": _goal_met(serial / fast, None)})]
+                       "round_trip_us": round(round_trip * 1e6, 1)},
+            ).judged(min_speedup=100.0)]
             for size in BATCH_SIZES:
                 batch = answer[:size]
 
@@ -139,6 +133,6 @@ def run(quick: bool) -> list[Comparison]:
                     floor_label="batched_parse_block in process, no boundary",
                     goal=PARSE_GOAL,
                     notes={"blocks": size, "batch_bytes": sum(map(len, batch)),
-                           "round_trip_us": round(round_trip * 1e6, 1),
-                           "goal_met": _goal_met(serial / fast, size)}))
+                           "round_trip_us": round(round_trip * 1e6, 1)},
+                ).judged(min_speedup=5.0 if size >= 100 else 1.0))
     return rows

@@ -92,4 +92,4 @@ def run(quick: bool) -> list[Comparison]:
             "entries": len(cache),
             "snapshot_get_us": round(in_snapshot * 1e6, 3),
         },
-    )]
+    ).judged(min_speedup=5.0, also=per_entry < 200)]

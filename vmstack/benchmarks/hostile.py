@@ -119,7 +119,7 @@ def _row(attack: _Attack, *, repeat: int, half: _Attack | None = None) -> Compar
             f"({seconds:.3f} s, {peak:.1f} MB)")
     return Comparison(GROUP, attack.name, seconds, GOAL_SECONDS,
                       fast_label="CPU seconds per 2 MiB", baseline_label="goal",
-                      goal=goal, notes=notes)
+                      goal=goal, notes=notes, goal_met=met)
 
 
 # --- the stack under attack -------------------------------------------------------------

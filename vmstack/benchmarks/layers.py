@@ -179,5 +179,5 @@ def run(quick: bool, *, inner: ChainVM | None = None,
             floor_label="bare VM, batched",
             goal="<= 1.02x floor",
             notes=notes,
-        ))
+        ).judged(max_over_floor=1.02))
     return comparisons
