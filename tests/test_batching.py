@@ -1,4 +1,4 @@
-"""Tests for every numbered rule of DESIGN section 3, through the engine helpers."""
+"""Tests for every numbered rule of ARCHITECTURE.md, section 3, through the engine helpers."""
 
 from __future__ import annotations
 

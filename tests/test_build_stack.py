@@ -37,7 +37,8 @@ def chain() -> tuple[MemoryStore, list[bytes]]:
 
 
 def test_layer_order_top_to_bottom() -> None:
-    """The stack reads back in DESIGN order, each layer's capability beside it."""
+    """The stack reads back in the order of ARCHITECTURE.md, section 2, each layer's
+    capability beside it."""
     stack = full_stack(MemoryStore(), SimClock(START))
     assert [layer.label for layer in describe_stack(stack)] == [
         "TracedVM(proposervm)", "MeteredVM(proposervm)", "ProposerVM", "TracedVM(C)",

@@ -5,7 +5,7 @@ use the VM's batched method when it has one and fall back to one ``get_block`` /
 ``parse_block`` per block only when the VM raises
 :class:`~vmstack.errors.BatchingNotImplemented`.
 
-The rules (DESIGN section 3), in the order the code applies them:
+The rules (ARCHITECTURE.md, section 3), in the order the code applies them:
 
 1. Only ``BatchingNotImplemented`` triggers the fallback; every other error propagates.
 2. Fallback walk: ``BlockNotFound`` on the first block gives ``[]``; any other error on the

@@ -76,7 +76,7 @@ class ChainVM(Protocol):
 
 @runtime_checkable
 class BatchedChainVM(Protocol):
-    """The optional batched protocol (DESIGN section 3).
+    """The optional batched protocol (ARCHITECTURE.md, section 3).
 
     ``get_ancestors`` returns the bytes of ``block_id`` and then its ancestors, newest first,
     within the three budgets, for the WHOLE answer. ``batched_parse_block`` parses every

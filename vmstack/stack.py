@@ -1,9 +1,9 @@
 """The layer order of a stack, and how to read a stack back.
 
 :func:`wrap_layers` is the one place that knows how the pass-through layers sit over a VM:
-``MeteredVM`` directly over it, ``TracedVM`` outermost (DESIGN section 2), so a span covers
-the metered call and the histogram does not time the span. A full stack is the same step
-twice::
+``MeteredVM`` directly over it, ``TracedVM`` outermost (ARCHITECTURE.md, section 2), so a
+span covers the metered call and the histogram does not time the span. A full stack is the
+same step twice::
 
     CChainVM  ->  wrap_layers(name="C")  ->  ProposerVM  ->  wrap_layers(name="proposervm")
 
@@ -210,7 +210,7 @@ def build_stack(
     out_of_process: ChainVM | None = None,
     served_part: bool = False,
 ) -> ChainVM:
-    """The full C-chain stack over one ``store``, top layer returned (DESIGN section 2).
+    """The full C-chain stack over one ``store``, top layer returned (ARCHITECTURE.md, section 2).
 
     From the bottom up: ``CChainVM`` (``flavour`` defaults to ``AVALANCHE``); with a
     ``transition_time``, a ``TransitionVM`` that hands the chain from a serial-only pre VM

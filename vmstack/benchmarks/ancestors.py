@@ -15,8 +15,8 @@ A chain of 2000 blocks of 10 signed transactions (300 in quick mode) is generate
 The VM under test is a parameter (``make_vm``, building it from a store and a clock), so
 the same case runs through a whole stack; the chain is built through it. Notes give the cost
 of the integrity check (the fast path timed again with checks off: the store's
-integrity-start marker moved past every height for the run, then restored) and of a cold canonical hash
-cache.
+integrity-start marker moved past every height for the run, then restored) and of a cold
+canonical hash cache.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """What every pass-through layer shares: the wrapped block's fields and the capability rule.
 
 A pass-through layer (tracing, metering, a user's logging layer) has the same shape
-everywhere (DESIGN sections 5 and 11):
+everywhere (ARCHITECTURE.md, section 5):
 
 - it takes ``inner`` first and everything else keyword-only;
 - it detects ONCE, at construction, with :func:`batched_inner`, whether ``inner`` has the
