@@ -70,6 +70,7 @@ generate_chain(vm, blocks=10**6, txs_per_block=2, seed=3, clock=clock, progress=
 #: The last pre-fork height of the chains the stacks grow (the fork is after block 10).
 LAST_PRE_FORK = int((FORK_TIME - START) // 2)
 OPENS = 25
+REPEATS = 400
 #: How far each reader walks down from the head (the writer's in-flight record is there).
 WALK = 200
 
@@ -119,6 +120,23 @@ def test_read_only_openers_never_fail_nor_disturb_a_live_writer(live_writer: Pat
     its store is complete and its answers agree."""
     seen = [check_read_only_open(live_writer) for _ in range(OPENS)]
     assert seen == sorted(seen) and seen[-1] > seen[0] > LAST_PRE_FORK
+
+
+def test_a_reader_asking_for_the_head_again_and_again_is_never_refused(
+        live_writer: Path) -> None:
+    """last_accepted and the height index, asked in a loop while the writer accepts, always
+    answer a served block: each check of the head runs within one snapshot, so a block
+    accepted between two reads is not taken for damage."""
+    with LMDBStore(live_writer, readonly=True) as store:
+        vm = full_stack(store, SimClock(START + 10**6))
+        previous = -1
+        for _ in range(REPEATS):
+            head = vm.last_accepted()
+            height = vm.get_block(head).height
+            assert height >= previous
+            assert vm.get_block_id_at_height(height) == head
+            previous = height
+        assert previous > LAST_PRE_FORK
 
 
 def test_a_second_writer_is_refused_while_the_first_lives(live_writer: Path) -> None:

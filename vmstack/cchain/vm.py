@@ -46,9 +46,9 @@ serving the right bytes. On an undamaged store both paths give the same answers.
 Parsing and verifying. ``parse_block`` is strict but lazy: it hashes the header slice (the
 ID), decodes the header, and checks the framing of the body fields; transactions are decoded
 when ``verify`` needs them. ``batched_parse_block`` is ``parse_block`` per element (there is
-no cheaper correct parse) with the batch rules of DESIGN section 3. ``verify`` checks the
-parent (processing here, or the last accepted block), the height, the timestamp (not before
-the parent's, at most :data:`MAX_FUTURE_SECONDS` ahead of the clock), the gas used, and
+no cheaper correct parse) with the batch rules of ARCHITECTURE.md, section 3. ``verify``
+checks the parent (processing here, or the last accepted block), the height, the timestamp
+(not before the parent's, at most :data:`MAX_FUTURE_SECONDS` ahead of the clock), the gas used, and
 that the header commits to the body as received: transactions, uncles and withdrawals roots,
 and on Avalanche the ExtDataHash (the zero hash over empty extData before Apricot Phase 1),
 no uncles and body version 0. Bytes that carry a known block's ID but other contents are
@@ -790,8 +790,9 @@ class CChainVM:
 
     def last_accepted(self) -> bytes:
         """The last accepted block's ID, read from the store (another VM over the same store
-        may have moved it)."""
-        return self._last_accepted(self._store)
+        may have moved it), in one snapshot, as its checks against the chain need."""
+        with self._store.snapshot() as snap:
+            return self._last_accepted(snap)
 
     def last_settled(self) -> bytes:
         """The last settled block's ID (receipts written): the last accepted one's in a store
@@ -914,7 +915,8 @@ class CChainVM:
         max_retrieval_time: float,
     ) -> list[bytes]:
         """The bytes of ``block_id`` and its ancestors, newest first, within the budget
-        (DESIGN section 3), from one store snapshot; ``[]`` if the block is not served."""
+        (ARCHITECTURE.md, section 3), from one store snapshot; ``[]`` if the block is not
+        served."""
         block_id = check_block_id(block_id)
         budget = AncestorBudget(max_blocks_num, max_blocks_size, max_retrieval_time,
                                 clock=self._clock)
@@ -1000,6 +1002,14 @@ class CChainVM:
     def pending_transactions(self) -> int:
         """How many transactions wait in the mempool."""
         return len(self._mempool)
+
+    def take_transactions(self) -> list[Transaction]:
+        """Remove every waiting transaction from the mempool and return them in order (a
+        transition layer hands them to the VM that takes over)."""
+        with self._lock:
+            waiting = list(self._mempool)
+            self._mempool.clear()
+        return waiting
 
     def set_preference(self, block_id: bytes) -> None:
         """Build the next block on ``block_id`` (processing or accepted);
