@@ -23,7 +23,7 @@ from vmstack.errors import (
     VMUnavailable,
 )
 from vmstack.interfaces import BatchedChainVM, Block, ChainVM, Layer, find_layer, iter_layers
-from vmstack.stack import build_stack, describe_stack
+from vmstack.stack import build_stack, describe_stack, submit_transactions
 
 __all__ = [
     "BatchedChainVM",
@@ -47,5 +47,6 @@ __all__ = [
     "find_layer",
     "get_ancestors",
     "iter_layers",
+    "submit_transactions",
     "supports_batching",
 ]

@@ -17,7 +17,7 @@ OpenTelemetry nor prometheus-client.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, overload
 
 import attrs
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
     from vmstack.cchain.codec import Flavour
+    from vmstack.cchain.types import Transaction
     from vmstack.clock import Clock
     from vmstack.store import KeyValueStore
     from vmstack.wrappers.proposer import StakingKey
@@ -38,7 +39,8 @@ if TYPE_CHECKING:
 DEFAULT_CHAIN_ID = 43114
 
 __all__ = ["CONFIG_KEY_PREFIX", "DEFAULT_CHAIN_ID", "LayerInfo", "StackDescription", "build_stack",
-           "check_configuration", "describe_stack", "find_layer", "iter_layers", "wrap_layers"]
+           "check_configuration", "describe_stack", "find_layer", "iter_layers",
+           "submit_transactions", "wrap_layers"]
 
 
 @attrs.frozen
@@ -172,6 +174,23 @@ def check_configuration(store: KeyValueStore, part: str, settings: dict[str, obj
     for field in sorted(settings.keys() | recorded.keys()):
         if recorded.get(field) != settings.get(field):
             raise ConfigMismatch(field, recorded.get(field), settings.get(field))
+
+
+def submit_transactions(vm: ChainVM, transactions: Iterable[Transaction]) -> int:
+    """Queue signed ``transactions`` for the blocks ``vm``'s stack builds; the number queued.
+
+    They go to the mempool of the VM in charge now (found with :func:`find_layer`; across a
+    transition layer, the pre VM's until the transition block is accepted, when the waiting
+    ones move to the post VM's, in order). A transaction the mempool refuses (another chain,
+    a gas limit no block can hold) is ``ValueError`` and nothing is queued; a stack with no
+    mempool in this process (one whose C-chain VM is served out of process) is
+    ``ValueError`` too.
+    """
+    from vmstack.cchain.generate import find_mempool
+
+    batch = list(transactions)
+    find_mempool(vm).add_transactions(batch)
+    return len(batch)
 
 
 def wrap_layers(inner: ChainVM, *, name: str, tracer: Tracer | None = None,

@@ -10,16 +10,31 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 from vmstack.batching import has_batched_methods, supports_batching
 from vmstack.clock import Clock
 from vmstack.errors import BatchingNotImplemented, InvalidBlock
-from vmstack.interfaces import BatchedChainVM, Block, ChainVM
+from vmstack.interfaces import BatchedChainVM, Block, ChainVM, find_layer
 from vmstack.transition.rules import builds_on_transition, transition_accepted
 from vmstack.wrappers.base import WrappedBlock
 
-__all__ = ["TransitionBlock", "TransitionVM"]
+__all__ = ["TransactionSink", "TransactionSource", "TransitionBlock", "TransitionVM"]
+
+
+@runtime_checkable
+class TransactionSource(Protocol):
+    """A mempool whose waiting transactions can be taken out, in order."""
+
+    def take_transactions(self) -> list[Any]: ...
+
+
+@runtime_checkable
+class TransactionSink(Protocol):
+    """A mempool transactions can be queued in."""
+
+    def add_transactions(self, transactions: Iterable[Any]) -> None: ...
 
 
 class TransitionBlock(WrappedBlock):
@@ -182,3 +197,17 @@ class TransitionVM:
                                                           self.transition_time):
             self._transitioned = True
             self._after_transition.clear()
+            self._hand_over_transactions()
+
+    def _hand_over_transactions(self) -> None:
+        """Move the transactions still waiting in the pre VM's mempool to the post VM's, in
+        order, when the post VM takes over: nothing submitted before the transition is
+        dropped by it."""
+        try:
+            source = find_layer(self._pre, TransactionSource)  # type: ignore[type-abstract]
+            target = find_layer(self._post, TransactionSink)  # type: ignore[type-abstract]
+        except LookupError:
+            return
+        waiting = source.take_transactions()
+        if waiting:
+            target.add_transactions(waiting)
