@@ -73,6 +73,24 @@ def _parser() -> argparse.ArgumentParser:
                           help="run each node's C-chain VM in a process of its own behind "
                                "the gRPC boundary (vmstack serve), and report the round "
                                "trips")
+    simulate.add_argument("--nodes", type=_positive, default=2, metavar="N",
+                          help="nodes in the network (default: %(default)s, one serving "
+                               "chain and one bootstrapping node); more, or an explicit "
+                               "--engine, runs a network of nodes: builders extend the "
+                               "chain while the others bootstrap from random peers")
+    simulate.add_argument("--engine", choices=("local", "ray"),
+                          help="where the network's nodes live: this process (local), or "
+                               "Ray actors (ray; needs vmstack[ray]) (default: local)")
+    simulate.add_argument("--ray-address", metavar="ADDR",
+                          help="join this Ray cluster (default: start a local Ray)")
+    simulate.add_argument("--workers", type=_positive, metavar="W",
+                          help="Ray actors to spread the nodes over (default: one per node)")
+    simulate.add_argument("--builders", type=_positive, metavar="B",
+                          help="network nodes that start with the chain and build on it "
+                               "(default: an eighth of the nodes, 2 to 4)")
+    simulate.add_argument("--live-blocks", type=_non_negative, default=20, metavar="L",
+                          help="blocks the network's builders build and gossip during the "
+                               "run (default: %(default)s)")
     simulate.add_argument("--json", type=Path, metavar="FILE", help="write every figure here")
     simulate.add_argument("--plot", type=Path, metavar="FILE",
                           help="write a PNG of blocks fetched over time here")
@@ -193,6 +211,13 @@ def _simulate(args: argparse.Namespace, console: Console) -> int:
     from vmstack.sim.report import plural, print_report, write_json, write_plot
     from vmstack.sim.run import MODES, SimulationConfig, calibrate, simulate, stored_chain
 
+    if args.nodes != 2 or args.engine is not None:
+        from vmstack.sim.network_cli import simulate_network_from_args
+
+        _check_output(args.json, "--json")
+        _check_plot(args.plot)
+        return simulate_network_from_args(
+            args, console, costs=None if args.costs is None else _read_costs(args.costs))
     _check_output(args.json, "--json")
     _check_plot(args.plot)
     _check_data_dir(args.data_dir)

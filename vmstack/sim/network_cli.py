@@ -1,0 +1,67 @@
+"""``vmstack simulate --nodes N [--engine local|ray]``: a network run from the command line."""
+
+from __future__ import annotations
+
+import argparse
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from vmstack.sim.costs import REFERENCE_COSTS, CostModel
+from vmstack.sim.engines import make_engine
+from vmstack.sim.multinode import NetworkRun, NetworkSimulationConfig, simulate_network
+from vmstack.sim.network_report import (
+    print_network_report,
+    write_network_json,
+    write_network_plot,
+)
+
+__all__ = ["simulate_network_from_args"]
+
+#: Options of the two-node run that a network run does not take.
+_TWO_NODE_ONLY = (("serial", "--serial"), ("out_of_process", "--out-of-process"),
+                  ("data_dir", "--data-dir"))
+
+
+def simulate_network_from_args(args: argparse.Namespace, console: Console, *,
+                               costs: CostModel | None) -> int:
+    """Run the network the parsed ``simulate`` options describe, print it, and write the
+    JSON and plot asked for. ``costs`` is the model read from ``--costs`` (the reference
+    one when ``None``, unless ``--calibrate`` measures this machine). Bad options raise
+    ``ValueError`` before any work is done."""
+    for name, flag in _TWO_NODE_ONLY:
+        if getattr(args, name):
+            raise ValueError(f"{flag} applies to the two-node run, not to a network "
+                             f"(--nodes {args.nodes}, --engine {args.engine or 'local'})")
+    config = NetworkSimulationConfig(nodes=args.nodes, builders=args.builders,
+                                     blocks=args.blocks, txs_per_block=args.txs_per_block,
+                                     live_blocks=args.live_blocks, seed=args.seed)
+    engine = make_engine(args.engine or "local", address=args.ray_address,
+                         workers=args.workers)
+    model = costs or REFERENCE_COSTS
+    if args.calibrate:
+        from vmstack.sim.run import SimulationConfig, calibrate
+
+        with console.status("measuring this machine's call costs"):
+            model = calibrate(SimulationConfig(blocks=args.blocks,
+                                               txs_per_block=args.txs_per_block,
+                                               seed=args.seed))
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=console, transient=False) as progress:
+        caught_up = progress.add_task("nodes caught up", total=config.nodes)
+
+        def observe(run: NetworkRun) -> None:
+            progress.update(caught_up, completed=sum(1 for state in run.states
+                                                     if state.ready))
+
+        report = simulate_network(config, engine, costs=model, observe=observe)
+        progress.update(caught_up, completed=config.nodes - int(report.totals["crashed"] or 0)
+                        - int(report.totals["stalled"] or 0))
+    print_network_report(report, console)
+    if args.json is not None:
+        write_network_json(report, args.json)
+        console.print(f"wrote {args.json}")
+    if args.plot is not None:
+        write_network_plot(report, args.plot)
+        console.print(f"wrote {args.plot}")
+    return 0
