@@ -87,7 +87,10 @@ def live_writer(tmp_path: Path) -> Iterator[Path]:
         line = writer.stdout.readline()
         assert line == b"ready\n", writer.stderr.read() if writer.stderr else line
         yield path
-        assert writer.poll() is None, "the writer died on its own"
+        if writer.poll() is not None:
+            assert writer.stderr is not None
+            raise AssertionError("the writer died on its own: "
+                                 + writer.stderr.read().decode(errors="replace")[-2000:])
     finally:
         writer.send_signal(signal.SIGKILL)
         writer.wait()
