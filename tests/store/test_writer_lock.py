@@ -1,0 +1,86 @@
+"""One writer per store: the LMDB writer lock, and which handles count as a store's writer."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from vmstack.errors import StoreCorrupted
+from vmstack.store import LMDBStore, MemoryStore, PrefixedStore, StoreError, is_writer
+from vmstack.store.lmdb_store import WRITER_LOCK_FILE
+
+HOLDER = r"""
+import sys
+from vmstack.store import LMDBStore
+
+store = LMDBStore(sys.argv[1])
+print("holding", flush=True)
+sys.stdin.readline()
+store.close()
+print("released", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_memory_and_prefixed_stores_are_their_own_writers() -> None:
+    store = MemoryStore()
+    assert is_writer(store)
+    assert is_writer(PrefixedStore(store, b"p/"))
+
+
+def test_an_object_that_says_it_is_not_the_writer_is_not() -> None:
+    class Reader:
+        writer = False
+
+    assert not is_writer(Reader())
+    assert not is_writer(PrefixedStore(Reader(), b"p/"))  # type: ignore[arg-type]
+
+
+def test_a_writer_holds_the_lock_file_beside_the_data(tmp_path: Path) -> None:
+    path = tmp_path / "db"
+    with LMDBStore(path) as store:
+        assert store.writer and (path / WRITER_LOCK_FILE).exists()
+        with pytest.raises(StoreError, match="readonly=True"):
+            LMDBStore(path)
+        store.put(b"k", b"v")
+    with LMDBStore(path, readonly=True) as reader:
+        assert not reader.writer and reader.get(b"k") == b"v"
+        with pytest.raises(StoreError):
+            reader.put(b"k", b"w")
+
+
+def test_another_process_holding_the_lock_refuses_writers_until_it_closes(
+        tmp_path: Path) -> None:
+    """The lock is the operating system's: held by a live process, released by its close."""
+    path = tmp_path / "db"
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(path)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              cwd=Path(__file__).resolve().parents[2])
+    try:
+        assert holder.stdin is not None and holder.stdout is not None
+        assert holder.stdout.readline() == b"holding\n"
+        with pytest.raises(StoreError, match="writer lock"):
+            LMDBStore(path)
+        holder.stdin.write(b"\n")
+        holder.stdin.flush()
+        assert holder.stdout.readline() == b"released\n"
+        with LMDBStore(path) as store:
+            assert store.writer
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_failed_open_does_not_keep_the_lock(tmp_path: Path) -> None:
+    """A writer whose LMDB open fails leaves the lock free for the next one."""
+    path = tmp_path / "db"
+    path.mkdir()
+    (path / "data.mdb").write_bytes(b"not an lmdb file" * 512)
+    with pytest.raises((StoreError, StoreCorrupted)):
+        LMDBStore(path)
+    (path / "data.mdb").unlink()
+    with LMDBStore(path) as store:
+        assert store.writer
