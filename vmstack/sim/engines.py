@@ -374,6 +374,10 @@ class _NodeHost:
     def call(self, node: int, method: str, args: tuple[Any, ...]) -> Any:
         return self.nodes[node].call(method, args)
 
+    def ping(self) -> int:
+        """The number of nodes on this actor (an answer proves the actor alive)."""
+        return len(self.nodes)
+
     def close(self) -> None:
         for node in self.nodes.values():
             node.close()

@@ -12,7 +12,9 @@ Meanwhile the builders take turns building ``live_blocks`` new blocks, one every
 ``block_interval`` seconds, and gossip each to every node; a bootstrapped node accepts a
 gossiped block that extends its chain and fetches what it misses when one does not. A node
 that finishes a bootstrap asks again and fetches the blocks built meanwhile, until a peer
-has nothing newer. Nodes that have bootstrapped serve later joiners too.
+has nothing newer, and a caught-up node keeps asking a peer every ``block_interval`` while
+blocks are being built or it is behind (as consensus polls would tell it). Nodes that have
+bootstrapped serve later joiners too.
 
 The event loop, the simulated network and every random draw stay in this process (the
 coordinator); the nodes only answer calls. Calls whose events fall within one minimum link
@@ -178,6 +180,7 @@ class NodeResult:
     rounds: int = 0
     gossip_accepted: int = 0
     gossip_ignored: int = 0
+    polls: int = 0
     height: int = 0
     bootstrap_seconds: float | None = None
     crashed_at: float | None = None
@@ -205,6 +208,7 @@ class _NodeState:
     joined: bool = False
     ready: bool = False
     in_round: bool = False
+    poll_due: bool = False
     busy_until: float = 0.0
     outstanding: int | None = None
     attempts: int = 0
@@ -255,12 +259,14 @@ class NetworkRun:
     """The coordinator of one run: the event loop, the mesh, and every node's book.
 
     ``observe(run)``, if given, is called after every batch of calls (a hook for progress
-    and for fault injection: ``run.engine.crash(i)``).
+    and for fault injection: ``run.engine.crash(i)``). ``batch=False`` hands the engine one
+    event's call at a time: the reference that the batched run equals, figure for figure.
     """
 
     def __init__(self, config: NetworkSimulationConfig, engine: Engine, *,
                  costs: CostModel = REFERENCE_COSTS,
-                 observe: Callable[[NetworkRun], None] | None = None) -> None:
+                 observe: Callable[[NetworkRun], None] | None = None,
+                 batch: bool = True) -> None:
         self.config = config
         self.engine = engine
         self.costs = costs
@@ -268,6 +274,7 @@ class NetworkRun:
         self.rng = random.Random(config.seed)
         self.mesh = Mesh(config.network, self.rng, config.nodes)
         self.lookahead = self.mesh.min_latency
+        self.batching = batch
         builders = config.builder_count
         others = list(range(builders, config.nodes))
         late = set(self.rng.sample(others, round(len(others) * config.late_fraction)))
@@ -336,7 +343,7 @@ class NetworkRun:
         exclusive: set[int] = set() if first.read else {first.node}
         reading: set[int] = {first.node} if first.read else set()
         horizon = first.at + self.lookahead
-        while self._queue and self._queue[0][0] < horizon:
+        while self.batching and self._queue and self._queue[0][0] < horizon:
             event = self._queue[0][2]
             if event.node in exclusive or (not event.read and event.node in reading):
                 break
@@ -542,6 +549,37 @@ class NetworkRun:
                                               - state.result.joined_at)
             state.result.timeline.append((self.clock() - self.started,
                                           state.result.blocks_fetched))
+        self._schedule_poll(node)
+
+    def _schedule_poll(self, node: int) -> None:
+        state = self.states[node]
+        if not state.poll_due and self._worth_polling(node):
+            state.poll_due = True
+            self.schedule(self.config.block_interval, node, lambda _: self._poll(node))
+
+    def _worth_polling(self, node: int) -> bool:
+        """Whether a caught-up node should ask a peer again later, as consensus polls do:
+        while blocks are still being built, or while it is behind a tip some live node has
+        (a gossiped block it missed)."""
+        tip = self.network_tip
+        if tip is None:
+            return False
+        if self.built < self.config.live_blocks and self._live_builders():
+            return True
+        state = self.states[node]
+        return (state.tip is None or state.tip.height < tip.height) and any(
+            other.tip is not None and other.tip.height >= tip.height and self._up(peer)
+            for peer, other in enumerate(self.states) if peer != node)
+
+    def _poll(self, node: int) -> None:
+        state = self.states[node]
+        state.poll_due = False
+        if not state.ready or state.in_round:
+            return  # the round under way ends in a poll of its own.
+        if not self._worth_polling(node):
+            return
+        state.result.polls += 1
+        self._ask_frontier(node)
 
     # --- building and gossip -----------------------------------------------------------
 
@@ -630,6 +668,8 @@ class NetworkRun:
             state.result.height = tip.height
             state.result.bootstrap_seconds = 0.0
         self.network_tip = builder_tips[0]
+        for builder in range(config.builder_count):
+            self._schedule_poll(builder)
         join_window = config.block_interval * config.live_blocks / 2
         for state in self.states[config.builder_count:]:
             node = state.result.index
@@ -694,10 +734,12 @@ def simulate_network(
     *,
     costs: CostModel = REFERENCE_COSTS,
     observe: Callable[[NetworkRun], None] | None = None,
+    batch: bool = True,
 ) -> NetworkReport:
     """Run the network ``config`` describes on ``engine`` and return every figure.
 
-    The engine is started here and closed before returning (also on error). A node that
+    The engine is started here and closed before returning (also on error). ``observe``
+    and ``batch`` are :class:`NetworkRun`'s. A node that
     crashes during the run is reported in its result; one that crashes while the chain is
     being set up fails the run with :class:`~vmstack.errors.VMStackError`.
     """
@@ -713,7 +755,7 @@ def simulate_network(
         tips = [first] + [_answer(tip, "importing the chain") for tip in imports]
         setup_wall = time.perf_counter() - setup_started
         run_started = time.perf_counter()
-        network = NetworkRun(config, engine, costs=costs, observe=observe)
+        network = NetworkRun(config, engine, costs=costs, observe=observe, batch=batch)
         network.start(tips)
         network.run()
         run_wall = time.perf_counter() - run_started

@@ -1,0 +1,177 @@
+"""A network of nodes: the same simulated figures on every engine, batched or not, and a
+node whose process dies is reported as crashed while the run goes on."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from vmstack.cli import main
+from vmstack.sim.engines import LocalEngine, RayEngine, make_engine
+from vmstack.sim.multinode import NetworkRun, NetworkSimulationConfig, simulate_network
+from vmstack.sim.network import NetworkConfig
+
+# Four nodes (two builders, one late joiner), short answers so a bootstrap takes several
+# requests, and drops often enough that some requests time out and are retried.
+SMALL = NetworkSimulationConfig(nodes=4, blocks=30, txs_per_block=1, live_blocks=6,
+                                late_fraction=0.5, max_blocks_num=8, seed=3,
+                                network=NetworkConfig(drop_probability=0.05))
+
+
+def _simulated(engine: Any, **options: Any) -> dict[str, Any]:
+    report = simulate_network(SMALL, engine, **options)
+    simulated: dict[str, Any] = report.as_dict()["simulated"]  # type: ignore[assignment]
+    return simulated
+
+
+@pytest.fixture(scope="module")
+def local_figures() -> dict[str, Any]:
+    return _simulated(LocalEngine())
+
+
+def test_local_network_bootstraps_every_node_and_follows_the_builders(
+        local_figures: dict[str, Any]) -> None:
+    totals, nodes = local_figures["totals"], local_figures["nodes"]
+    assert totals["blocks_built"] == SMALL.live_blocks
+    assert totals["tip_height"] == SMALL.blocks + SMALL.live_blocks
+    assert totals["nodes_at_tip"] == SMALL.nodes
+    assert totals["crashed"] == totals["stalled"] == 0
+    assert [node["role"] for node in nodes].count("builder") == 2
+    assert [node["role"] for node in nodes].count("late") == 1
+    for node in nodes[2:]:
+        # Every joiner fetched the chain in several answers of at most 8 blocks.
+        assert node["blocks_fetched"] >= SMALL.blocks
+        assert node["requests"] >= SMALL.blocks // SMALL.max_blocks_num
+        assert node["bytes_received"] > 0
+        assert node["bootstrap_seconds"] > 0
+        assert node["height"] == totals["tip_height"]
+    late = next(node for node in nodes if node["role"] == "late")
+    assert late["joined_at"] > 0
+    # A late joiner has more to fetch: the blocks built before it joined.
+    assert late["blocks_fetched"] > SMALL.blocks
+    assert totals["requests"] == sum(node["requests"] for node in nodes)
+    assert totals["dropped"] > 0 and totals["retries"] > 0
+
+
+def test_the_run_is_a_function_of_its_seed(local_figures: dict[str, Any]) -> None:
+    assert _simulated(LocalEngine()) == local_figures
+
+
+def test_batched_calls_give_the_figures_of_one_event_at_a_time(
+        local_figures: dict[str, Any]) -> None:
+    one_by_one = _simulated(LocalEngine(), batch=False)
+    assert one_by_one["nodes"] == local_figures["nodes"]
+    batched, serial = local_figures["totals"], one_by_one["totals"]
+    assert serial["batches"] == serial["events"] > batched["batches"]
+    assert {k: v for k, v in serial.items() if k not in ("batches", "widest_batch")} == \
+        {k: v for k, v in batched.items() if k not in ("batches", "widest_batch")}
+
+
+def test_a_crashed_local_node_is_reported_and_the_run_goes_on() -> None:
+    engine = LocalEngine()
+
+    def crash_node_2_once_bootstrapped(run: NetworkRun) -> None:
+        if run.states[2].ready:
+            run.engine.crash(2)
+
+    report = simulate_network(SMALL, engine, observe=crash_node_2_once_bootstrapped)
+    crashed = report.nodes[2]
+    assert crashed.crashed and crashed.crash_reason == "stopped"
+    assert crashed.crashed_at is not None and crashed.bootstrap_seconds is not None
+    assert report.totals["crashed"] == 1
+    assert report.totals["nodes_at_tip"] == SMALL.nodes - 1
+    assert report.totals["blocks_built"] == SMALL.live_blocks
+
+
+def test_a_network_needs_two_nodes_and_a_builder_short_of_all() -> None:
+    with pytest.raises(ValueError, match="at least 2 nodes"):
+        NetworkSimulationConfig(nodes=1)
+    with pytest.raises(ValueError, match="builders must be between 1 and"):
+        NetworkSimulationConfig(nodes=4, builders=4)
+    with pytest.raises(ValueError, match="need --engine ray"):
+        make_engine("local", workers=2)
+
+
+def test_cli_runs_a_network_and_names_the_engine(tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "network.json"
+    status = main(["simulate", "--nodes", "3", "--blocks", "12", "--txs-per-block", "1",
+                   "--live-blocks", "2", "--json", str(out)])
+    assert status == 0
+    report = json.loads(out.read_text())
+    assert report["engine"]["name"] == "local"
+    assert len(report["simulated"]["nodes"]) == 3
+    assert report["simulated"]["totals"]["nodes_at_tip"] == 3
+    assert "network totals" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    (["--nodes", "4", "--serial"], "--serial applies to the two-node run"),
+    (["--engine", "local", "--workers", "2"], "need --engine ray"),
+    (["--nodes", "4", "--builders", "4"], "builders must be between"),
+])
+def test_cli_refuses_options_a_network_does_not_take(
+        options: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simulate", "--blocks", "4", *options]) == 2
+    assert message in capsys.readouterr().err
+
+
+# --- Ray --------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def ray_session() -> Iterator[Any]:
+    """One local Ray for every test here (starting one costs seconds)."""
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+def test_ray_engine_gives_the_local_engine_figures(ray_session: Any,
+                                                   local_figures: dict[str, Any]) -> None:
+    # Two actors for four nodes: calls on the two run at once, two nodes share each.
+    engine = RayEngine(workers=2)
+    ray_figures = _simulated(engine)
+    assert engine.describe()["workers"] == 2
+    assert ray_figures == local_figures
+
+
+def _wait_until_dead(ray: Any, actor: Any) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            ray.get(actor.ping.remote(), timeout=5)
+        except ray.exceptions.RayActorError:
+            return
+        time.sleep(0.05)
+    raise AssertionError("the killed actor still answers")
+
+
+def test_a_killed_actor_is_reported_as_crashed_and_the_run_goes_on(ray_session: Any) -> None:
+    # One actor per node, the default.
+    engine = RayEngine(call_timeout=30.0)
+    killed: list[int] = []
+
+    def kill_node_2_once_bootstrapped(run: NetworkRun) -> None:
+        if run.states[2].ready and not killed:
+            actor = engine.actor_of(2)
+            ray_session.kill(actor)
+            _wait_until_dead(ray_session, actor)
+            killed.append(2)
+
+    report = simulate_network(SMALL, engine, observe=kill_node_2_once_bootstrapped)
+    assert killed == [2]
+    crashed = report.nodes[2]
+    assert crashed.crashed
+    assert crashed.crash_reason is not None and "died" in crashed.crash_reason
+    assert report.totals["crashed"] == 1
+    assert report.totals["nodes_at_tip"] == SMALL.nodes - 1
+    assert report.totals["blocks_built"] == SMALL.live_blocks
+    assert report.engine == {"name": "ray", "workers": SMALL.nodes, "address": None}
