@@ -326,6 +326,9 @@ class Engine(Protocol):
     def describe(self) -> dict[str, object]:
         """What the engine ran on (JSON-ready)."""
 
+    def peak_memory(self) -> list[int]:
+        """Peak resident bytes of each live process holding nodes (measured)."""
+
 
 class LocalEngine:
     """Every node in this process; calls run one after the other."""
@@ -361,6 +364,16 @@ class LocalEngine:
     def describe(self) -> dict[str, object]:
         return {"name": self.name}
 
+    def peak_memory(self) -> list[int]:
+        return [_peak_rss()]
+
+
+def _peak_rss() -> int:
+    """Peak resident set of this process, in bytes (Linux reports kilobytes)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
 
 class _NodeHost:
     """The body of a Ray actor: the nodes placed on it, each with its stack and store."""
@@ -373,6 +386,9 @@ class _NodeHost:
 
     def call(self, node: int, method: str, args: tuple[Any, ...]) -> Any:
         return self.nodes[node].call(method, args)
+
+    def peak_memory(self) -> int:
+        return _peak_rss()
 
     def ping(self) -> int:
         """The number of nodes on this actor (an answer proves the actor alive)."""
@@ -502,6 +518,13 @@ class RayEngine:
         if self._started_ray:
             ray.shutdown()
             self._started_ray = False
+
+    def peak_memory(self) -> list[int]:
+        live = [(index, actor.peak_memory.remote()) for index, actor in enumerate(self._actors)
+                if index not in self._dead]
+        deadline = time.monotonic() + self.call_timeout
+        answers = [self._await(ref, index, deadline) for index, ref in live]
+        return [answer for answer in answers if isinstance(answer, int)]
 
     def describe(self) -> dict[str, object]:
         return {"name": self.name, "workers": self._worker_count,

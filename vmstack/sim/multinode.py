@@ -232,7 +232,8 @@ class _Event:
 @attrs.frozen
 class NetworkReport:
     """Every figure of a network run; ``as_dict()["simulated"]`` depends only on the seed,
-    the configuration and the cost model."""
+    the configuration and the cost model. ``peak_memory_bytes`` is the peak resident size
+    of each process that held nodes (this one on the local engine, each actor on Ray)."""
 
     config: NetworkSimulationConfig
     costs: CostModel
@@ -241,6 +242,7 @@ class NetworkReport:
     totals: dict[str, float | int | None]
     setup_wall_seconds: float
     run_wall_seconds: float
+    peak_memory_bytes: tuple[int, ...] = ()
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -251,7 +253,8 @@ class NetworkReport:
             "simulated": {"nodes": [node.as_dict() for node in self.nodes],
                           "totals": self.totals},
             "measured": {"setup_wall_seconds": self.setup_wall_seconds,
-                         "run_wall_seconds": self.run_wall_seconds},
+                         "run_wall_seconds": self.run_wall_seconds,
+                         "peak_memory_bytes": list(self.peak_memory_bytes)},
         }
 
 
@@ -762,6 +765,7 @@ def simulate_network(
         return NetworkReport(config=config, costs=costs, engine=engine.describe(),
                              nodes=tuple(state.result for state in network.states),
                              totals=network.totals(), setup_wall_seconds=setup_wall,
-                             run_wall_seconds=run_wall)
+                             run_wall_seconds=run_wall,
+                             peak_memory_bytes=tuple(engine.peak_memory()))
     finally:
         engine.close()
