@@ -326,7 +326,10 @@ def _check_ecdsa(point: Any, digest: bytes, r: int, s: int) -> None:
     w = pow(s, -1, _P256_N)
     e = int.from_bytes(digest, "big")  # SHA-256 has the order's bit length: no truncation
     total = _P256_G * _public(e * w % _P256_N) + point * _public(r * w % _P256_N)
-    if total.is_point_at_infinity() or int(total.x) % _P256_N != r:
+    x, y = total.xy
+    # pycryptodome gives the point at infinity the affine form (0, 0), which is not on
+    # P-256; reading it that way spares building a point to compare with.
+    if (x == 0 and y == 0) or x % _P256_N != r:
         raise InvalidSignature("staking: ECDSA verification failure")
 
 
