@@ -47,12 +47,18 @@ Parsing and verifying. ``parse_block`` is strict but lazy: it hashes the header 
 ID), decodes the header, and checks the framing of the body fields; transactions are decoded
 when ``verify`` needs them. ``batched_parse_block`` is ``parse_block`` per element (there is
 no cheaper correct parse) with the batch rules of ARCHITECTURE.md, section 3. ``verify``
-checks the parent (processing here, or the last accepted block), the height, the timestamp
-(not before the parent's, at most :data:`MAX_FUTURE_SECONDS` ahead of the clock), the gas used, and
-that the header commits to the body as received: transactions, uncles and withdrawals roots,
-and on Avalanche the ExtDataHash (the zero hash over empty extData before Apricot Phase 1),
-no uncles and body version 0. Bytes that carry a known block's ID but other contents are
-refused. ``accept`` is one atomic write batch.
+checks, cheapest first so that hostile bytes cost little to refuse: the parent (processing
+here, or the last accepted block), the height, the timestamp (not before the parent's, at most
+:data:`MAX_FUTURE_SECONDS` ahead of the clock), the chain's gas limit and the gas used within
+it; the counts of transactions (at most ``gas_limit // TX_BASE_GAS``), uncles and withdrawals,
+read from the framing before anything is decoded; each transaction's chain ID, signature
+values and intrinsic gas (:func:`check_transaction_rules`); that the header commits to the
+body as received: transactions, uncles and withdrawals roots, and on Avalanche the
+ExtDataHash (the zero hash over empty extData before Apricot Phase 1), no uncles and body
+version 0; that it commits to the receipts the block's execution produces: gas used,
+receipts root and bloom (:func:`check_receipts_commitments`); and last, that every sender
+recovers. Bytes that carry a known block's ID but other contents are refused. ``accept`` is
+one atomic write batch.
 
 Settling. A block is settled once its receipts are written. With ``settle_lag=0`` that
 happens when it is accepted; with ``settle_lag=k`` a block's receipts are written when the
