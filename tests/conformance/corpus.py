@@ -263,6 +263,16 @@ class BoundaryBlock:
         self._decide("reject")
 
 
+class BoundaryDropsTheIndex(BoundaryVM):
+    """Copies errors across the boundary but loses the failing index of a batch."""
+
+    def _call(self, method: str, *args: Any) -> Any:
+        try:
+            return BoundaryVM._call(self, method, *args)
+        except InvalidBlock as error:
+            raise InvalidBlock(error.reason) from None
+
+
 class ReadThroughCacheVM(PassVM):
     """Answers get_block from its own memory of accepted, canonical blocks (accepted blocks
     never change), reading below only for blocks it does not hold."""
@@ -912,6 +922,13 @@ BROKEN: dict[str, tuple[Callable[[Any], ChainVM], frozenset[Declaration], str]] 
     "DropsSetPreference": (DropsSetPreference, frozenset(), "forwarding.set-preference"),
     "HeightIndexOffByOne": (HeightIndexOffByOne, frozenset(), "forwarding.height-index"),
     "StaleMemoryDeclaration": (PassVM, _MEMORY, "kit.declarations-hold"),
+    "StaleBoundaryDeclaration": (lambda inner: PassVM(inner),
+                                 frozenset({Declaration.PROCESS_BOUNDARY}),
+                                 "kit.declarations-hold"),
+    "BoundaryDropsTheIndex": (lambda inner: BoundaryDropsTheIndex(inner, clock=inner.clock),
+                              frozenset({Declaration.ANSWERS_BATCHED_CALLS_ITSELF,
+                                         Declaration.PROCESS_BOUNDARY}),
+                              "parse.all-or-nothing"),
 }
 
 
