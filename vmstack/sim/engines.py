@@ -157,7 +157,8 @@ class Call:
 
 class NodeServer:
     """One node: its stack over its own LMDB store in ``directory`` (a private temporary
-    directory, removed by :meth:`close`, when ``None``), on its own simulated clock.
+    directory, removed by :meth:`close`, when ``None``; committed without fsync), on its
+    own simulated clock.
 
     Every method that happens at a simulated time takes it as ``now``; the node's clock is
     moved there first (never back). The answers are plain data, the same whichever process
@@ -171,7 +172,9 @@ class NodeServer:
                           if directory is None else directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.clock = SimClock(spec.start_time)
-        self._store = LMDBStore(self.directory)
+        # A node's store lives as long as the run: commits skip the fsync that only an OS
+        # crash would need.
+        self._store = LMDBStore(self.directory, sync=False)
         key = (None if spec.staking_seed is None
                else StakingKey.generate(seed=spec.staking_seed))
         self.vm: ChainVM = build_stack(self._store, chain_id=spec.chain_id,
