@@ -403,3 +403,21 @@ def test_a_layer_without_a_batching_attribute_takes_its_inner_vms_capability() -
     assert not vmstack.supports_batching(Plain(memory_vm(batching=False)))
     assert vmstack.supports_batching(Plain(memory_vm(batching=True)))
     assert vmstack.supports_batching(Plain(Plain(memory_vm(batching=True))))
+
+
+@pytest.mark.parametrize("batching", [True, False])
+def test_the_time_budget_runs_on_the_stacks_clock_whatever_the_path(batching: bool) -> None:
+    """Without a clock argument the engine helpers measure the fallback walk's budget on the
+    stack's own clock, as the batched path does: under a SimClock whose time moves with each
+    block read, both paths stop at the same block."""
+    from vmstack.batching import serial_get_ancestors, stack_clock
+    from vmstack.clock import SimClock
+    from vmstack.conformance import memory_vm
+
+    clock = SimClock(0.0)
+    vm = memory_vm(batching=batching, blocks=50, clock=clock, fetch_cost=1 / 64)
+    assert stack_clock(vm) is clock
+    tip = vm.last_accepted()
+    answer = get_ancestors(vm, tip, max_retrieval_time=1 / 16)
+    assert 2 <= len(answer) <= 7
+    assert serial_get_ancestors(vm, tip, max_retrieval_time=1 / 16) == answer

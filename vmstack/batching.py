@@ -50,6 +50,7 @@ __all__ = [
     "parse_each",
     "serial_get_ancestors",
     "serial_parse_block",
+    "stack_clock",
     "supports_batching",
     "walk_ancestors",
 ]
@@ -265,6 +266,17 @@ def supports_batching(vm: object) -> bool:
     return True
 
 
+def stack_clock(vm: object) -> Clock:
+    """The clock ``vm``'s stack measures time with: the ``clock`` of its topmost layer that
+    has one (every layer of a stack from :func:`vmstack.build_stack` runs on the clock it
+    was given); ``time.monotonic`` for a stack with none."""
+    for layer in iter_layers(vm):
+        clock = getattr(layer, "clock", None)
+        if callable(clock):
+            return clock  # type: ignore[no-any-return]
+    return time.monotonic
+
+
 def fetch_through(vm: ChainVM) -> BlockFetch:
     """A walk's fetch over ``vm.get_block``: one call per block, as the fallback makes."""
 
@@ -282,7 +294,7 @@ def get_ancestors(
     max_blocks_num: int = DEFAULT_MAX_BLOCKS_NUM,
     max_blocks_size: int = MAX_CONTAINERS_LEN,
     max_retrieval_time: float = DEFAULT_MAX_RETRIEVAL_TIME,
-    clock: Clock = time.monotonic,
+    clock: Clock | None = None,
 ) -> list[bytes]:
     """Bytes of ``block_id`` and its ancestors, newest first, as a peer would be answered.
 
@@ -290,9 +302,14 @@ def get_ancestors(
     batched method); on ``BatchingNotImplemented`` (and only
     then) walks ``vm.get_block`` serially under the same budget. ``[]`` means the VM does
     not have ``block_id``. Bad limits or a malformed ``block_id`` raise ``ValueError``.
+
+    ``clock`` measures the fallback walk's time budget; by default it is the stack's own
+    clock (:func:`stack_clock`), the one its layers measure the batched path with, so under
+    a :class:`~vmstack.clock.SimClock` both paths are judged on simulated time.
     """
     block_id = check_block_id(block_id)
-    budget = AncestorBudget(max_blocks_num, max_blocks_size, max_retrieval_time, clock=clock)
+    budget = AncestorBudget(max_blocks_num, max_blocks_size, max_retrieval_time,
+                            clock=stack_clock(vm) if clock is None else clock)
     batched = getattr(vm, "get_ancestors", None)
     if callable(batched):
         try:
@@ -311,15 +328,17 @@ def serial_get_ancestors(
     max_blocks_num: int = DEFAULT_MAX_BLOCKS_NUM,
     max_blocks_size: int = MAX_CONTAINERS_LEN,
     max_retrieval_time: float = DEFAULT_MAX_RETRIEVAL_TIME,
-    clock: Clock = time.monotonic,
+    clock: Clock | None = None,
 ) -> list[bytes]:
     """The fallback answer of :func:`get_ancestors`, taken even when ``vm`` could batch.
 
     This is what an engine facing a VM without the batched protocol gets: the honest serial
-    baseline that benchmarks and the simulation compare the batched path with.
+    baseline that benchmarks and the simulation compare the batched path with. ``clock``
+    is as for :func:`get_ancestors` (the stack's own clock by default).
     """
     block_id = check_block_id(block_id)
-    budget = AncestorBudget(max_blocks_num, max_blocks_size, max_retrieval_time, clock=clock)
+    budget = AncestorBudget(max_blocks_num, max_blocks_size, max_retrieval_time,
+                            clock=stack_clock(vm) if clock is None else clock)
     return walk_ancestors(fetch_through(vm), block_id, budget)
 
 

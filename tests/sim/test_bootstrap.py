@@ -92,3 +92,25 @@ def test_network_config_refuses_nonsense(config: dict[str, float]) -> None:
     """A network that cannot work is refused when it is configured."""
     with pytest.raises(ValueError):
         NetworkConfig(**config)
+
+
+@MODES
+def test_the_time_budget_binds_both_paths_alike(batched: bool) -> None:
+    """A serving cost of 1/64 s a block lets four blocks into a 1/16 s budget, on the
+    batched path as on the serial one: the batched answer's cost is charged as its walk
+    proceeds, not after it."""
+    import attrs
+
+    from vmstack.sim.costs import OperationCost
+
+    per_block = OperationCost(per_block=1 / 64)
+    costs = attrs.evolve(REFERENCE_COSTS, serve_batched=per_block,
+                         serve_serial=OperationCost(base=1 / 64))
+    serving = memory_vm(batching=True, blocks=40)
+    node = memory_vm(batching=True)
+    network = Network(NetworkConfig(drop_probability=0.0), random.Random(1), 1)
+    result = Bootstrapper(node=node, peers=[serving], network=network, costs=costs,
+                          clock=SimClock(), batched=batched, max_retrieval_time=1 / 16
+                          ).run(serving.last_accepted())
+    assert node.last_accepted() == serving.last_accepted()
+    assert result.requests == 10  # 40 blocks, four an answer

@@ -27,6 +27,7 @@ from vmstack.batching import (
     DEFAULT_MAX_RETRIEVAL_TIME,
     MAX_CONTAINERS_LEN,
     AncestorBudget,
+    BlockFetch,
     batched_parse_block,
     fetch_through,
     get_ancestors,
@@ -34,7 +35,7 @@ from vmstack.batching import (
     walk_ancestors,
 )
 from vmstack.clock import SimClock
-from vmstack.errors import InvalidBlock, VMStackError
+from vmstack.errors import BlockNotFound, InvalidBlock, VMStackError
 from vmstack.interfaces import Block, ChainVM
 from vmstack.sim.costs import CostModel
 from vmstack.sim.events import EventLoop
@@ -212,7 +213,7 @@ class Bootstrapper:
         now = self.clock()
         start = max(now, peer.busy_until)
         wall = time.perf_counter()
-        answer, cost = (self._serve_batched(peer.vm, want) if self.batched
+        answer, cost = (self._serve_batched(peer.vm, want, start) if self.batched
                         else self._serve_serial(peer.vm, want, start))
         self._serving_wall += time.perf_counter() - wall
         peer.busy_until = start + cost
@@ -222,22 +223,46 @@ class Bootstrapper:
             self.loop.schedule(start - now + cost + delay,
                                lambda: self._receive(request_id, want, answer))
 
-    def _serve_batched(self, vm: ChainVM, want: bytes) -> tuple[list[bytes], float]:
-        answer = get_ancestors(vm, want, max_blocks_num=self.max_blocks_num,
-                               max_blocks_size=self.max_blocks_size,
-                               max_retrieval_time=self.max_retrieval_time,
-                               clock=self.clock)
-        return answer, self.costs.serve_batched(len(answer), sum(map(len, answer)))
+    def _serve_batched(self, vm: ChainVM, want: bytes,
+                       start: float) -> tuple[list[bytes], float]:
+        """One batched call on the peer's stack, then the same walk as the serial path over
+        its answer, charging each block as the walk reaches it: the time budget binds on
+        simulated time exactly as it binds the serial walk."""
+        answer = iter(get_ancestors(vm, want, max_blocks_num=self.max_blocks_num,
+                                    max_blocks_size=self.max_blocks_size,
+                                    max_retrieval_time=self.max_retrieval_time,
+                                    clock=self.clock))
+
+        def fetch(block_id: bytes) -> tuple[bytes, bytes]:
+            data = next(answer, None)
+            if data is None:
+                raise BlockNotFound("the end of the batched answer")
+            return data, block_id
+
+        # One call: its base cost once, then each block's share as the walk reaches it.
+        cost = self.costs.serve_batched
+        return self._charged_walk(fetch, want, start, cost.base,
+                                  lambda data: cost(1, len(data)) - cost.base)
 
     def _serve_serial(self, vm: ChainVM, want: bytes,
                       start: float) -> tuple[list[bytes], float]:
-        spent = 0.0
-        fetch_one = fetch_through(vm)
+        # One get_block call per block, each costing a whole call.
+        cost = self.costs.serve_serial
+        return self._charged_walk(fetch_through(vm), want, start, 0.0,
+                                  lambda data: cost(1, len(data)))
+
+    def _charged_walk(self, fetch_one: BlockFetch, want: bytes, start: float,
+                      upfront: float, per_fetch: Callable[[bytes], float]
+                      ) -> tuple[list[bytes], float]:
+        """The ancestors walk (rules 2-4) over ``fetch_one``, on a clock that starts at
+        ``start + upfront`` and moves by ``per_fetch(block)`` as each block is fetched; the
+        answer and the simulated seconds spent."""
+        spent = upfront
 
         def fetch(block_id: bytes) -> tuple[bytes, bytes]:
             nonlocal spent
             data, parent_id = fetch_one(block_id)
-            spent += self.costs.serve_serial(1, len(data))
+            spent += per_fetch(data)
             return data, parent_id
 
         budget = AncestorBudget(self.max_blocks_num, self.max_blocks_size,

@@ -149,6 +149,11 @@ class VMClient:
         return self._address
 
     @property
+    def clock(self) -> Clock | None:
+        """The caller's clock sent with every request (``None``: the server's own)."""
+        return self._clock
+
+    @property
     def timeout(self) -> float:
         """Seconds each call may take before it fails with ``VMUnavailable``."""
         return self._timeout
