@@ -23,11 +23,17 @@ from vmstack.cchain import (
     Withdrawal,
     execute_transactions,
 )
+from vmstack.cchain.codec import uncles_hash
 from vmstack.cchain.crypto import SECP256K1_HALF_N, SECP256K1_N
 from vmstack.cchain.genesis import GAS_LIMIT
 from vmstack.cchain.tries import derive_root, receipts_root, withdrawals_root
 from vmstack.cchain.types import logs_bloom
-from vmstack.cchain.vm import MAX_WITHDRAWALS, check_transaction_rules, intrinsic_gas
+from vmstack.cchain.vm import (
+    MAX_UNCLES,
+    MAX_WITHDRAWALS,
+    check_transaction_rules,
+    intrinsic_gas,
+)
 from vmstack.errors import InvalidBlock
 from vmstack.store import MemoryStore
 
@@ -53,7 +59,8 @@ def _item_encoding(tx: Transaction) -> bytes:
 
 
 def _block_over(vm: CChainVM, txs: Sequence[Transaction], *,
-                withdrawals: Sequence[Withdrawal] | None = None, **changes: Any) -> bytes:
+                withdrawals: Sequence[Withdrawal] | None = None, uncles: int = 0,
+                **changes: Any) -> bytes:
     """A block on the last accepted block carrying ``txs`` whose header commits to them
     and to their modelled receipts, then has ``changes`` applied: every rule but the ones
     ``txs`` or ``changes`` break holds."""
@@ -71,8 +78,11 @@ def _block_over(vm: CChainVM, txs: Sequence[Transaction], *,
     }
     if withdrawals is not None:
         fields["withdrawals_hash"] = withdrawals_root(withdrawals)
+    uncle_headers = [template.header] * uncles
+    if uncles:
+        fields["uncle_hash"] = uncles_hash(uncle_headers)
     header = attrs.evolve(template.header, **{**fields, **changes})
-    body = vm.flavour.body(list(txs), withdrawals=withdrawals or ())
+    body = vm.flavour.body(list(txs), uncle_headers, withdrawals=withdrawals or ())
     return vm.flavour.encode_block(Block(header, body))
 
 
@@ -228,6 +238,15 @@ def test_more_withdrawals_than_allowed_are_invalid() -> None:
     _refused(vm, _block_over(vm, [], withdrawals=many), "withdrawals")
     fine = vm.parse_block(_block_over(vm, [], withdrawals=many[:MAX_WITHDRAWALS]))
     fine.verify()
+
+
+def test_uncles_are_bounded_and_absent_on_avalanche() -> None:
+    """An Ethereum block carries at most MAX_UNCLES uncles; a C-chain block none."""
+    eth = new_vm(MemoryStore(), flavour=ETHEREUM)
+    _refused(eth, _block_over(eth, [], withdrawals=[], uncles=MAX_UNCLES + 1),
+             f"more than {MAX_UNCLES} uncles")
+    avalanche = new_vm(MemoryStore())
+    _refused(avalanche, _block_over(avalanche, [], uncles=1), "no uncles")
 
 
 def test_more_transactions_than_the_gas_limit_pays_for_are_refused_unread() -> None:
