@@ -15,8 +15,14 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry
 
-from vmstack import SimClock, batched_parse_block, describe_stack, get_ancestors
-from vmstack.cchain.generate import find_mempool, transaction_pool
+from vmstack import (
+    SimClock,
+    batched_parse_block,
+    describe_stack,
+    get_ancestors,
+    submit_transactions,
+)
+from vmstack.cchain.generate import transaction_pool
 from vmstack.stack import build_stack
 from vmstack.store import MemoryStore
 
@@ -34,8 +40,7 @@ def main() -> None:
 
     for round_number in range(ROUNDS):
         clock.advance(2.0)
-        find_mempool(node).add_transactions(
-            pool.take(round_number * TXS_PER_ROUND, TXS_PER_ROUND))
+        submit_transactions(node, pool.take(round_number * TXS_PER_ROUND, TXS_PER_ROUND))
         proposal = node.build_block()
         proposal.verify()
         node.set_preference(proposal.id)
@@ -48,7 +53,8 @@ def main() -> None:
     print(describe_stack(node))
 
     peer = build_stack(MemoryStore(), **config)  # type: ignore[arg-type]
-    answer = get_ancestors(node, tip, max_blocks_num=2000, clock=clock)
+    # The time budget runs on the stack's own clock (here the simulated one), on every path.
+    answer = get_ancestors(node, tip, max_blocks_num=2000)
     print(f"served {len(answer)} blocks ({sum(map(len, answer))} bytes) in one answer")
     blocks = batched_parse_block(peer, answer[:-1])  # the peer has genesis already
     for block in reversed(blocks):
