@@ -114,3 +114,14 @@ def test_the_time_budget_binds_both_paths_alike(batched: bool) -> None:
                           ).run(serving.last_accepted())
     assert node.last_accepted() == serving.last_accepted()
     assert result.requests == 10  # 40 blocks, four an answer
+
+
+def test_retries_are_recorded_with_their_time_and_reason() -> None:
+    """Every retry is in the result with the simulated time it happened and why, in order."""
+    lossy = bootstrap(False, drop_probability=0.3, seed=3)
+    assert len(lossy.retries_at) == lossy.retries > 0
+    times = [at for at, _ in lossy.retries_at]
+    assert times == sorted(times) and 0 < times[0] <= lossy.total_seconds
+    assert {reason for _, reason in lossy.retries_at} <= {"timeout", "empty", "invalid"}
+    assert "timeout" in {reason for _, reason in lossy.retries_at}
+    assert lossy.simulated()["retries_at"] == [list(point) for point in lossy.retries_at]

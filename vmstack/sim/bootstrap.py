@@ -63,6 +63,7 @@ class BootstrapResult:
     serving_wall_seconds: float
     parsing_wall_seconds: float
     timeline: tuple[tuple[float, int], ...]
+    retries_at: tuple[tuple[float, str], ...] = ()
 
     @property
     def blocks_per_second(self) -> float:
@@ -81,6 +82,7 @@ class BootstrapResult:
             "total_seconds": self.total_seconds,
             "blocks_per_second": self.blocks_per_second,
             "timeline": [list(point) for point in self.timeline],
+            "retries_at": [list(point) for point in self.retries_at],
         }
 
     def measured(self) -> dict[str, float]:
@@ -138,6 +140,7 @@ class Bootstrapper:
         self._timeline: list[tuple[float, int]] = []
         self._requests = 0
         self._retries = 0
+        self._retry_log: list[tuple[float, str]] = []
         self._attempts_for_want = 0
         self._next_peer = 0
         self._outstanding: int | None = None
@@ -179,6 +182,7 @@ class Bootstrapper:
             serving_wall_seconds=self._serving_wall,
             parsing_wall_seconds=self._parsing_wall,
             timeline=tuple((at - started, count) for at, count in self._timeline),
+            retries_at=tuple((at - started, reason) for at, reason in self._retry_log),
         )
 
     # --- fetching ------------------------------------------------------------------------
@@ -202,10 +206,13 @@ class Bootstrapper:
 
     def _timed_out(self, request_id: int, want: bytes) -> None:
         if self._outstanding == request_id:
-            self._retry(want)
+            self._retry(want, "timeout")
 
-    def _retry(self, want: bytes) -> None:
+    def _retry(self, want: bytes, reason: str) -> None:
+        """Ask the next peer; ``reason`` is ``"timeout"`` (no answer in time), ``"empty"``
+        (the peer lacks the block) or ``"invalid"`` (the answer did not parse or chain)."""
         self._retries += 1
+        self._retry_log.append((self.clock(), reason))
         self._request(want)
 
     def _serve(self, peer_index: int, request_id: int, want: bytes) -> None:
@@ -275,7 +282,7 @@ class Bootstrapper:
         self._outstanding = None
         self._bytes += sum(map(len, answer))
         if not answer:
-            self._retry(want)
+            self._retry(want, "empty")
             return
         wall = time.perf_counter()
         try:
@@ -292,7 +299,7 @@ class Bootstrapper:
 
     def _parsed(self, want: bytes, blocks: list[Block]) -> None:
         if not blocks or blocks[0].id != want or not self._is_chain(blocks):
-            self._retry(want)
+            self._retry(want, "invalid")
             return
         self._attempts_for_want = 0
         have = next((i for i, block in enumerate(blocks) if block.id == self._have), None)

@@ -75,8 +75,19 @@ def write_json(report: SimulationReport, path: Path) -> None:
     path.write_text(json.dumps(report.as_dict(), indent=2, sort_keys=True) + "\n")
 
 
+def _fetched_at(timeline: tuple[tuple[float, int], ...], at: float) -> int:
+    """Blocks fetched by simulated time ``at``, read off a bootstrap's timeline."""
+    fetched = 0
+    for time_point, count in timeline:
+        if time_point > at:
+            break
+        fetched = count
+    return fetched
+
+
 def write_plot(report: SimulationReport, path: Path) -> None:
-    """Blocks fetched over simulated time, one line per mode, as a PNG (needs matplotlib)."""
+    """Blocks fetched over simulated time, one line per mode, with the verify-and-accept
+    phase shaded and each retry marked; the format follows the suffix (needs matplotlib)."""
     try:
         import matplotlib
     except ImportError as error:
@@ -84,18 +95,34 @@ def write_plot(report: SimulationReport, path: Path) -> None:
     matplotlib.use("Agg")
     from matplotlib import pyplot
 
-    figure, axes = pyplot.subplots(figsize=(8, 4.5))
+    figure, axes = pyplot.subplots(figsize=(9, 5))
     for mode, result in report.results.items():
         times = [point[0] for point in result.timeline]
         counts = [point[1] for point in result.timeline]
-        axes.step(times, counts, where="post",
-                  label=f"{mode}: {result.total_seconds:.1f} s, {result.requests} requests")
+        (line,) = axes.step(times, counts, where="post",
+                            label=f"{mode}: {result.total_seconds:.1f} s, "
+                                  f"{plural(result.requests, 'request')}")
+        color = line.get_color()
+        # After the last block arrives the node verifies and accepts everything.
+        axes.axvspan(result.fetch_seconds, result.total_seconds, color=color, alpha=0.12,
+                     label=f"{mode}: verify + accept")
+        if result.retries_at:
+            retry_times = [at for at, _ in result.retries_at]
+            reasons = {reason for _, reason in result.retries_at}
+            why = ("a timeout" if reasons == {"timeout"}
+                   else "a timeout, an empty or a bad answer")
+            axes.plot(retry_times, [_fetched_at(result.timeline, at) for at in retry_times],
+                      "x", color=color, markersize=7,
+                      label=f"{mode}: retries ({why}, then the next peer)")
+    if any(result.retries_at for result in report.results.values()):
+        axes.text(0.99, 0.02, "flat stretches before an x: waiting for a request to time out",
+                  transform=axes.transAxes, ha="right", va="bottom", fontsize=8, alpha=0.7)
     axes.set_xlabel("simulated time (s)")
     axes.set_ylabel("blocks fetched")
     axes.set_title(f"Bootstrapping {report.config.blocks} blocks from "
                    f"{report.config.peers} peers (seed {report.config.seed})")
     axes.grid(alpha=0.3)
-    axes.legend()
+    axes.legend(fontsize=8, loc="upper left")
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     pyplot.close(figure)
