@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import attrs
 
-__all__ = ["Comparison", "median_seconds"]
+__all__ = ["Comparison", "calls_filling", "median_seconds"]
 
 
 def median_seconds(operation: Callable[[], object], *, repeat: int = 7, number: int = 1) -> float:
@@ -29,6 +29,17 @@ def median_seconds(operation: Callable[[], object], *, repeat: int = 7, number: 
             operation()
         rounds.append((time.perf_counter() - start) / number)
     return statistics.median(rounds)
+
+
+def calls_filling(operation: Callable[[], object], budget: float, *,
+                  most: int = 1000) -> int:
+    """How many calls of ``operation`` fill about ``budget`` seconds: one call timed, then
+    between 1 and ``most``. Short operations are timed in rounds of that many calls, so a
+    round is long against the clock's resolution."""
+    start = time.perf_counter()
+    operation()
+    once = max(time.perf_counter() - start, 1e-7)
+    return max(1, min(most, int(budget / once)))
 
 
 @attrs.frozen

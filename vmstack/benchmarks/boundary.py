@@ -29,7 +29,7 @@ from vmstack.batching import (
     serial_get_ancestors,
     serial_parse_block,
 )
-from vmstack.benchmarks import Comparison, median_seconds
+from vmstack.benchmarks import Comparison, calls_filling, median_seconds
 from vmstack.benchmarks.parse import BATCH_SIZES
 from vmstack.cchain.generate import generate_chain
 from vmstack.cchain.vm import CChainVM
@@ -53,10 +53,6 @@ PARSE_GOAL = ">= 5x at 100 blocks, >= 1x from 4"
 _START = 1_700_000_000.0
 _NO_LIMIT = 1 << 40
 _TIME_BUDGET = 600.0
-
-
-def _number_for(seconds_once: float, budget: float) -> int:
-    return max(1, min(1000, int(budget / max(seconds_once, 1e-7))))
 
 
 def run(quick: bool) -> list[Comparison]:
@@ -118,12 +114,10 @@ def run(quick: bool) -> list[Comparison]:
                 def in_process(data: list[bytes] = batch) -> object:
                     return batched_parse_block(local, data)
 
-                timings = []
-                for operation in (batched, one_by_one, in_process):
-                    once = median_seconds(operation, repeat=1)
-                    timings.append(median_seconds(operation, repeat=repeat,
-                                                  number=_number_for(once, budget)))
-                fast, serial, floor = timings
+                fast, serial, floor = (
+                    median_seconds(operation, repeat=repeat,
+                                   number=calls_filling(operation, budget))
+                    for operation in (batched, one_by_one, in_process))
                 rows.append(Comparison(
                     group="BatchedParseBlock over gRPC",
                     case=f"{size} blocks x {TXS_PER_BLOCK} txs, served process",

@@ -13,10 +13,7 @@ EIP-2930, EIP-1559), and Ethereum blocks with two uncles and with 16 withdrawals
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-
-from vmstack.benchmarks import Comparison, median_seconds
+from vmstack.benchmarks import Comparison, calls_filling, median_seconds
 from vmstack.cchain import (
     AVALANCHE,
     EMPTY_ROOT,
@@ -136,14 +133,6 @@ def _cases() -> list[tuple[str, Flavour, Block]]:
     return cases
 
 
-def _number_for(operation: Callable[[], object], budget: float) -> int:
-    """How many calls of ``operation`` fill about ``budget`` seconds (at least one)."""
-    start = time.perf_counter()
-    operation()
-    once = max(time.perf_counter() - start, 1e-7)
-    return max(1, min(20_000, int(budget / once)))
-
-
 def run(quick: bool) -> list[Comparison]:
     """One row per case: stitch vs decode + re-encode, with the single-copy floor."""
     budget = 0.002 if quick else 0.02
@@ -173,7 +162,7 @@ def run(quick: bool) -> list[Comparison]:
         if stitch() != expected or reencode() != expected:
             raise AssertionError(f"{case}: the paths disagree on the block bytes")
         timings = [
-            median_seconds(op, repeat=repeat, number=_number_for(op, budget))
+            median_seconds(op, repeat=repeat, number=calls_filling(op, budget, most=20_000))
             for op in (stitch, reencode, floor)
         ]
         rows.append(

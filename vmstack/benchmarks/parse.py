@@ -20,7 +20,6 @@ serial path pays every layer once per block.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 from vmstack.batching import (
@@ -29,7 +28,7 @@ from vmstack.batching import (
     get_ancestors,
     serial_parse_block,
 )
-from vmstack.benchmarks import Comparison, median_seconds
+from vmstack.benchmarks import Comparison, calls_filling, median_seconds
 from vmstack.cchain.codec import AVALANCHE
 from vmstack.cchain.crypto import keccak256
 from vmstack.cchain.generate import generate_chain
@@ -54,13 +53,6 @@ _START = 1_700_000_000.0
 
 def _bare_vm(store: KeyValueStore, clock: Clock) -> ChainVM:
     return CChainVM(store, clock=clock)
-
-
-def _number_for(operation: Callable[[], object], budget: float) -> int:
-    start = time.perf_counter()
-    operation()
-    once = max(time.perf_counter() - start, 1e-7)
-    return max(1, min(1000, int(budget / once)))
 
 
 def _are_chain_blocks(blocks: list[bytes]) -> bool:
@@ -105,7 +97,7 @@ def run(quick: bool, *,
             return [AVALANCHE.decode_block(data) for data in blocks]
 
         fast_seconds, serial_seconds = (
-            median_seconds(op, repeat=repeat, number=_number_for(op, budget))
+            median_seconds(op, repeat=repeat, number=calls_filling(op, budget))
             for op in (batched, serial))
         notes: dict[str, float | int | str] = {
             "blocks": size,
@@ -115,7 +107,7 @@ def run(quick: bool, *,
         floor_seconds = None
         if chain_blocks:
             floor_seconds = median_seconds(floor, repeat=repeat,
-                                           number=_number_for(floor, budget))
+                                           number=calls_filling(floor, budget))
             eager_seconds = median_seconds(eager, repeat=3, number=1)
             notes["eager_decode_us_per_block"] = round(eager_seconds / size * 1e6, 2)
         rows.append(Comparison(
