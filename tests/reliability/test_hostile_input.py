@@ -4,12 +4,15 @@ timed; the times are rows of ``vmstack bench`` (``vmstack.benchmarks.hostile``).
 
 from __future__ import annotations
 
+import functools
 import tracemalloc
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import attrs
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.reliability.stacks import FORK_TIME, full_stack, grow, staking_key
 from vmstack import SimClock
@@ -232,6 +235,45 @@ def test_a_batch_names_the_first_bad_element_as_the_fallback_does(
         serial_parse_block(vm, batch)
     assert batched.value.index == serial.value.index
     assert batched.value.reason == serial.value.reason
+
+
+@functools.cache
+def _element_pool() -> tuple[ChainVM, dict[str, list[bytes]]]:
+    """A stack past its fork and, for each kind, four distinct elements: valid envelopes,
+    envelopes with a bad signature, with an inner block the VM below refuses, cut short
+    (bad framing), and bytes that are no envelope at all."""
+    clock = SimClock(START)
+    vm = full_stack(MemoryStore(), clock)
+    grow(vm, clock, 14)
+    inner = _inner_bytes(vm)
+    good = [_signed(vm, n, inner) for n in range(4)]
+    pool = {
+        "good": good,
+        "bad signature": [_bad_signature(_signed(vm, 10 + n, inner)) for n in range(4)],
+        "bad inner": [_signed(vm, 20 + n, b"\xc1\x80") for n in range(4)],
+        "bad framing": [data[:-1 - n] for n, data in enumerate(good)],
+        "not an envelope": [bytes([0xF8 - n]) + b"\x01" for n in range(4)],
+    }
+    return vm, pool
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["good", "bad signature", "bad inner",
+                                           "bad framing", "not an envelope"]),
+                          st.integers(0, 3)), min_size=1, max_size=10))
+def test_any_mix_fails_where_the_fallback_fails(choices: list[tuple[str, int]]) -> None:
+    """For any arrangement of good and bad elements, the batched path answers as one
+    parse_block per element: the same blocks, or the same index and reason."""
+    vm, pool = _element_pool()
+    batch = [pool[kind][n] for kind, n in choices]
+    try:
+        serial = [bytes(block) for block in serial_parse_block(vm, batch)]
+    except InvalidBlock as expected:
+        with pytest.raises(InvalidBlock) as caught:
+            batched_parse_block(vm, batch)
+        assert (caught.value.index, caught.value.reason) == (expected.index, expected.reason)
+    else:
+        assert [bytes(block) for block in batched_parse_block(vm, batch)] == serial
 
 
 def test_a_valid_batch_still_parses_whole(stack: tuple[ChainVM, SimClock]) -> None:
