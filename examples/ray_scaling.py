@@ -98,8 +98,8 @@ def main() -> int:
     console.print(f"{config.nodes} nodes ({config.builder_count} builders), {config.blocks} "
                   f"blocks x {config.txs_per_block} txs + {config.live_blocks} live; "
                   f"simulated {totals['simulated_seconds']:.1f} s, {totals['messages']} "
-                  f"messages, {totals['events']} events; Ray started in {ray_start:.1f} s; "
-                  "same simulated figures on every run: yes")
+                  f"messages, {totals['events']} events; Ray started in {ray_start:.1f} s")
+    console.print("same simulated figures on every run: yes")
     table = Table(title="wall time by engine and workers (measured)", title_justify="left")
     for column in ("engine", "workers", "setup s", "run s", "run vs local", "calls",
                    "batches", "widest", "processes", "median peak MB", "total peak MB"):

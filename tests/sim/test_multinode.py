@@ -4,6 +4,8 @@ node whose process dies is reported as crashed while the run goes on."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -175,3 +177,21 @@ def test_a_killed_actor_is_reported_as_crashed_and_the_run_goes_on(ray_session: 
     assert report.totals["nodes_at_tip"] == SMALL.nodes - 1
     assert report.totals["blocks_built"] == SMALL.live_blocks
     assert report.engine == {"name": "ray", "workers": SMALL.nodes, "address": None}
+
+
+def test_scaling_example_compares_local_and_ray_on_a_running_cluster(
+        ray_session: Any, tmp_path: Path) -> None:
+    """examples/ray_scaling.py joins the cluster it is given and finds the same simulated
+    figures on every engine."""
+    script = Path(__file__).resolve().parents[2] / "examples" / "ray_scaling.py"
+    out = tmp_path / "scaling.json"
+    result = subprocess.run(
+        [sys.executable, str(script), "--nodes", "3", "--workers", "2", "--blocks", "6",
+         "--txs-per-block", "1", "--live-blocks", "1", "--json", str(out),
+         "--ray-address", ray_session.get_runtime_context().gcs_address],
+        capture_output=True, text=True, timeout=300, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "same simulated figures on every run: yes" in result.stdout
+    rows = json.loads(out.read_text())["rows"]
+    assert [(row["engine"], row["workers"]) for row in rows] == [("local", "-"), ("ray", 2)]
+    assert rows[0]["calls"] == rows[1]["calls"] > 0
