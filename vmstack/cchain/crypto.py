@@ -2,28 +2,21 @@
 
 ``keccak256`` is the original Keccak (not SHA3-256), from pycryptodome. Signatures are
 secp256k1 ECDSA over a 32-byte hash, carried as ``(y_parity, r, s)`` with a low ``s``
-(``s <= n / 2``, the Homestead rule). Signing is deterministic (RFC 6979 with HMAC-SHA256,
-the nonce rule libsecp256k1 uses), so a chain built from a seed is reproducible byte for byte.
+(``s <= n / 2``, the Homestead rule). Signing and public-key recovery run in libsecp256k1
+(through ``coincurve``), the library Ethereum clients use: signing is deterministic (RFC 6979
+with HMAC-SHA256), so a chain built from a seed is reproducible byte for byte.
 
-Public-key recovery is what a node does to learn a transaction's sender: from ``r`` and the
-parity it rebuilds the point ``R``, then ``Q = r^-1 (s R - z G)`` and the address is the last
-20 bytes of ``keccak256(Q.x || Q.y)``. The two scalar multiplications run in pycryptodome's C
-code with public scalars (no blinding: every value here is public); the rest is Python
-integer arithmetic. Signature values that cannot be a valid signature raise
+Recovery is what a node does to learn a transaction's sender: from the signature it rebuilds
+the signer's public key ``Q``, and the address is the last 20 bytes of
+``keccak256(Q.x || Q.y)``. The signature's values are checked against their ranges before
+libsecp256k1 sees them; values that cannot form a valid signature raise
 :class:`~vmstack.errors.InvalidBlock`, because they come from block bytes.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-from collections.abc import Iterator
-
+from coincurve import PrivateKey, PublicKey
 from Crypto.Hash import keccak as _keccak
-from Crypto.Math.Numbers import Integer
-
-# EccPoint is public API of Crypto.PublicKey.ECC, but newer releases define it elsewhere.
-from Crypto.PublicKey.ECC import EccPoint  # type: ignore[attr-defined, unused-ignore]
 
 from vmstack.errors import InvalidBlock
 
@@ -39,26 +32,13 @@ __all__ = [
 ]
 
 SECP256K1_P = 0xFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFEFFFFFC2F
-"""The field prime of secp256k1 (``p % 4 == 3``, so a square root is one exponentiation)."""
+"""The field prime of secp256k1."""
 
 SECP256K1_N = 0xFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFEBAAEDCE6AF48A03BBFD25E8CD0364141
 """The group order of secp256k1."""
 
 SECP256K1_HALF_N = SECP256K1_N // 2
 """The largest ``s`` a low-s (Homestead) signature may carry."""
-
-_CURVE = "secp256k1"
-_GX = 0x79BE667EF9DCBBAC55A06295CE870B07029BFCDB2DCE28D959F2815B16F81798
-_GY = 0x483ADA7726A3C4655DA4FBFC0E1108A8FD17B448A68554199C47D08FFB10D4B8
-_G = EccPoint(_GX, _GY, curve=_CURVE)
-_P_PUBLIC = Integer(SECP256K1_P, public=True)
-_SQRT_EXPONENT = Integer((SECP256K1_P + 1) // 4, public=True)
-
-
-def _public(scalar: int) -> int:
-    """``scalar`` as a public pycryptodome Integer: multiplying a point by it then skips the
-    side-channel blinding meant for secret scalars (every value in a recovery is public)."""
-    return Integer(scalar, public=True)  # type: ignore[return-value]
 
 
 def keccak256(data: bytes | bytearray | memoryview) -> bytes:
@@ -85,33 +65,14 @@ def private_key_int(private_key: bytes | int) -> int:
     return d
 
 
-def _address_of_point(point: EccPoint) -> bytes:
-    x, y = point.xy
-    return keccak256(x.to_bytes(32, "big") + y.to_bytes(32, "big"))[12:]
+def _address_of_public_key(public_key: PublicKey) -> bytes:
+    return keccak256(public_key.format(compressed=False)[1:])[12:]
 
 
 def address_of(private_key: bytes | int) -> bytes:
     """The 20-byte Ethereum address of a private key."""
-    return _address_of_point(_G * private_key_int(private_key))
-
-
-def _rfc6979_nonces(d: int, msg_hash: bytes) -> Iterator[int]:
-    """RFC 6979 section 3.2 nonces for key ``d`` and hash ``msg_hash`` (HMAC-SHA256)."""
-    x = d.to_bytes(32, "big")
-    h = (int.from_bytes(msg_hash, "big") % SECP256K1_N).to_bytes(32, "big")
-    v = b"\x01" * 32
-    k = b"\x00" * 32
-    k = hmac.new(k, v + b"\x00" + x + h, hashlib.sha256).digest()
-    v = hmac.new(k, v, hashlib.sha256).digest()
-    k = hmac.new(k, v + b"\x01" + x + h, hashlib.sha256).digest()
-    v = hmac.new(k, v, hashlib.sha256).digest()
-    while True:
-        v = hmac.new(k, v, hashlib.sha256).digest()
-        candidate = int.from_bytes(v, "big")
-        if 0 < candidate < SECP256K1_N:
-            yield candidate
-        k = hmac.new(k, v + b"\x00", hashlib.sha256).digest()
-        v = hmac.new(k, v, hashlib.sha256).digest()
+    key = PrivateKey(private_key_int(private_key).to_bytes(32, "big"))
+    return _address_of_public_key(key.public_key)
 
 
 def _check_hash(msg_hash: bytes) -> None:
@@ -122,27 +83,17 @@ def _check_hash(msg_hash: bytes) -> None:
 def sign_hash(msg_hash: bytes, private_key: bytes | int) -> tuple[int, int, int]:
     """Sign a 32-byte hash; returns ``(y_parity, r, s)`` with a low ``s``.
 
-    Deterministic: the same key and hash always give the same signature (RFC 6979), which
-    is what libsecp256k1 (and so geth) produces.
+    Deterministic: the same key and hash always give the same signature (RFC 6979, as
+    libsecp256k1, and so geth, signs).
     """
     _check_hash(msg_hash)
-    d = private_key_int(private_key)
-    z = int.from_bytes(msg_hash, "big") % SECP256K1_N
-    for k in _rfc6979_nonces(d, msg_hash):
-        x, y = (_G * k).xy
-        if x >= SECP256K1_N:
-            # Such an R needs a recovery id of 2 or 3, which Ethereum cannot carry.
-            continue
-        r = x
-        s = pow(k, -1, SECP256K1_N) * (z + r * d) % SECP256K1_N
-        if s == 0:
-            continue
-        parity = y & 1
-        if s > SECP256K1_HALF_N:
-            s = SECP256K1_N - s
-            parity ^= 1
-        return parity, r, s
-    raise AssertionError("unreachable: the nonce generator is infinite")
+    key = PrivateKey(private_key_int(private_key).to_bytes(32, "big"))
+    signature = key.sign_recoverable(bytes(msg_hash), hasher=None)
+    parity = signature[64]
+    if parity > 1:
+        # R.x >= n (probability about 2**-128): Ethereum cannot carry its recovery id.
+        raise ValueError("this key and hash give a signature Ethereum cannot carry")
+    return parity, int.from_bytes(signature[:32], "big"), int.from_bytes(signature[32:64], "big")
 
 
 def recover_address(msg_hash: bytes, y_parity: int, r: int, s: int, *, low_s: bool = True) -> bytes:
@@ -161,23 +112,12 @@ def recover_address(msg_hash: bytes, y_parity: int, r: int, s: int, *, low_s: bo
         raise InvalidBlock("signature s out of range")
     if low_s and s > SECP256K1_HALF_N:
         raise InvalidBlock("signature s is not low (s > n/2)")
-    p = SECP256K1_P
-    alpha = (r * r * r + 7) % p
-    # pycryptodome's modular power is several times faster than Python's for 256 bits.
-    y = int(pow(Integer(alpha, public=True), _SQRT_EXPONENT, _P_PUBLIC))
-    if y * y % p != alpha:
-        raise InvalidBlock("signature r is not the x coordinate of a curve point")
-    if y & 1 != y_parity:
-        y = p - y
-    big_r = EccPoint(r, y, curve=_CURVE)
-    r_inv = pow(r, -1, SECP256K1_N)
-    u1 = -int.from_bytes(msg_hash, "big") * r_inv % SECP256K1_N
-    u2 = s * r_inv % SECP256K1_N
-    q = big_r * _public(u2)
-    if u1:
-        q += _G * _public(u1)
-    qx, qy = q.xy
-    if qx == 0 and qy == 0:
-        # pycryptodome's affine form of the point at infinity; (0, 0) is not on the curve.
-        raise InvalidBlock("signature recovers to the point at infinity")
-    return keccak256(qx.to_bytes(32, "big") + qy.to_bytes(32, "big"))[12:]
+    signature = r.to_bytes(32, "big") + s.to_bytes(32, "big") + bytes((y_parity,))
+    try:
+        public_key = PublicKey.from_signature_and_message(signature, bytes(msg_hash),
+                                                          hasher=None)
+    except ValueError:
+        raise InvalidBlock("signature recovers no public key (r is not the x coordinate of "
+                           "a curve point, or the key would be the point at infinity)"
+                           ) from None
+    return _address_of_public_key(public_key)
