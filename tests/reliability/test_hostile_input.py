@@ -5,6 +5,7 @@ timed; the times are rows of ``vmstack bench`` (``vmstack.benchmarks.hostile``).
 from __future__ import annotations
 
 import functools
+import math
 import tracemalloc
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -22,6 +23,7 @@ from vmstack.cchain import AVALANCHE, Block, CChainVM
 from vmstack.cchain.genesis import GAS_LIMIT
 from vmstack.cchain.tries import derive_root
 from vmstack.cchain.vm import TX_BASE_GAS
+from vmstack.conformance import doubles
 from vmstack.errors import InvalidBlock
 from vmstack.interfaces import ChainVM
 from vmstack.store import MemoryStore
@@ -274,6 +276,22 @@ def test_any_mix_fails_where_the_fallback_fails(choices: list[tuple[str, int]]) 
         assert (caught.value.index, caught.value.reason) == (expected.index, expected.reason)
     else:
         assert [bytes(block) for block in batched_parse_block(vm, batch)] == serial
+
+
+def test_pre_fork_bytes_that_look_like_an_envelope_still_parse(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """An inner VM whose own blocks begin with two zero bytes (an envelope's codec
+    version): each fails as an envelope, ends a run, and parses below as a pre-fork block,
+    as one parse_block per element has it; the batch goes on past it."""
+    monkeypatch.setattr(doubles, "_MAGIC", b"\0\0")
+    inner = doubles.memory_vm(batching=True, blocks=4)
+    vm = proposer_module.ProposerVM(inner, fork_time=math.inf, chain_id=1)
+    batch = [bytes(inner.get_block(inner.get_block_id_at_height(h))) for h in (4, 3, 2)]
+    assert all(data[:2] == b"\0\0" for data in batch)
+    parsed = batched_parse_block(vm, batch)
+    assert [block.id for block in parsed] == [b.id for b in serial_parse_block(vm, batch)]
+    assert [bytes(block) for block in parsed] == batch
+    assert all(not block.post_fork for block in parsed)
 
 
 def test_a_valid_batch_still_parses_whole(stack: tuple[ChainVM, SimClock]) -> None:
