@@ -12,7 +12,7 @@ from vmstack import ChainVM, SimClock, batched_parse_block, describe_stack, get_
 from vmstack.batching import serial_get_ancestors
 from vmstack.cchain import CChainVM, generate_chain
 from vmstack.errors import ConfigMismatch, StoreCorrupted
-from vmstack.stack import CONFIG_KEY_PREFIX, build_stack
+from vmstack.stack import CONFIG_KEY_PREFIX, build_stack, find_layer
 from vmstack.store import KeyValueStore, LMDBStore, MemoryStore
 from vmstack.transition import TransitionVM
 
@@ -58,7 +58,7 @@ def test_chain_through_the_full_stack_crosses_transition_and_fork(
     store, ids = chain
     stack = full_stack(store, SimClock(START + 2 * BLOCKS))
     assert stack.last_accepted() == ids[-1]
-    transition = next(layer for layer in _layers(stack) if isinstance(layer, TransitionVM))
+    transition = find_layer(stack, TransitionVM)
     assert transition.transitioned
 
 
@@ -110,14 +110,6 @@ def test_restarted_lmdb_stack_serves_the_same_answers(tmp_path: Path) -> None:
         stack = full_stack(store, clock)
         assert stack.last_accepted() == ids[-1]
         assert get_ancestors(stack, ids[-1], clock=SimClock()) == before
-
-
-def _layers(vm: object) -> list[object]:
-    found = []
-    while vm is not None:
-        found.append(vm)
-        vm = getattr(vm, "inner", None)
-    return found
 
 
 @pytest.mark.parametrize(("change", "field"), [

@@ -26,7 +26,7 @@ from vmstack.batching import (
     walk_ancestors,
 )
 from vmstack.conformance.doubles import BatchedMemoryVM, MemoryVM, memory_vm
-from vmstack.interfaces import ChainVM
+from vmstack.interfaces import ChainVM, iter_layers
 from vmstack.stack import wrap_layers
 from vmstack.wrappers.proposer import ProposerVM
 
@@ -460,9 +460,7 @@ def test_malformed_ids_through_the_full_stack(real_stack: tuple[ChainVM, list[by
         get_ancestors(vm, block_id)
     with pytest.raises(ValueError):
         vm.get_ancestors(block_id, 10, 10_000, 1.0)  # type: ignore[attr-defined]
-    bottom: Any = vm
-    while getattr(bottom, "inner", None) is not None:
-        bottom = bottom.inner
+    *_, bottom = iter_layers(vm)
     with pytest.raises(ValueError):
         bottom.get_block(block_id)
 
