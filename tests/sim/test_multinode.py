@@ -177,6 +177,8 @@ def test_a_killed_actor_is_reported_as_crashed_and_the_run_goes_on(ray_session: 
     assert report.totals["nodes_at_tip"] == SMALL.nodes - 1
     assert report.totals["blocks_built"] == SMALL.live_blocks
     assert report.engine == {"name": "ray", "workers": SMALL.nodes, "address": None}
+    # Even the killed actor's store is gone once the engine is closed.
+    assert engine.store_root is not None and not engine.store_root.exists()
 
 
 def test_scaling_example_compares_local_and_ray_on_a_running_cluster(

@@ -25,6 +25,7 @@ import itertools
 import shutil
 import tempfile
 import time
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -157,17 +158,18 @@ class Call:
 
 class NodeServer:
     """One node: its stack over its own LMDB store in ``directory`` (a private temporary
-    directory, removed by :meth:`close`, when ``None``; committed without fsync), on its
-    own simulated clock.
+    directory when ``None``; committed without fsync), on its own simulated clock.
+    :meth:`close` removes the directory if ``remove`` (default: if the node made it).
 
     Every method that happens at a simulated time takes it as ``now``; the node's clock is
     moved there first (never back). The answers are plain data, the same whichever process
     the node lives in.
     """
 
-    def __init__(self, spec: NodeSpec, directory: Path | None = None) -> None:
+    def __init__(self, spec: NodeSpec, directory: Path | None = None, *,
+                 remove: bool | None = None) -> None:
         self.spec = spec
-        self._owned = directory is None
+        self._owned = directory is None if remove is None else remove
         self.directory = (Path(tempfile.mkdtemp(prefix=f"vmstack-node-{spec.index}-"))
                           if directory is None else directory)
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -384,8 +386,9 @@ class _NodeHost:
     def __init__(self) -> None:
         self.nodes: dict[int, NodeServer] = {}
 
-    def add(self, spec: NodeSpec) -> None:
-        self.nodes[spec.index] = NodeServer(spec)
+    def add(self, spec: NodeSpec, root: str) -> None:
+        self.nodes[spec.index] = NodeServer(spec, Path(root) / f"node-{spec.index}",
+                                            remove=True)
 
     def call(self, node: int, method: str, args: tuple[Any, ...]) -> Any:
         return self.nodes[node].call(method, args)
@@ -412,6 +415,9 @@ class RayEngine:
     shuts down again. Every answer is awaited at most ``call_timeout`` seconds from the
     moment the engine starts gathering a list of calls; an actor that dies or does not
     answer in time is killed and all its nodes answer :class:`NodeCrashed` from then on.
+    The nodes' stores live in one folder per run (:attr:`store_root`, in the temporary
+    directory of the machine each actor runs on); :meth:`close` removes it, including what
+    a killed actor left on this machine.
     """
 
     name = "ray"
@@ -436,6 +442,7 @@ class RayEngine:
         self._placement: list[int] = []
         self._dead: dict[int, str] = {}
         self._worker_count = 0
+        self._root: Path | None = None
 
     def _connect(self) -> None:
         ray = self._ray
@@ -460,9 +467,18 @@ class RayEngine:
         self._actors = [host.remote() for _ in range(workers)]
         self._worker_count = workers
         self._placement = [spec.index % workers for spec in specs]
-        adds = [self._actors[self._placement[spec.index]].add.remote(spec) for spec in specs]
+        # Every node's store under one folder per run: what a killed actor leaves behind on
+        # this machine goes when the engine closes.
+        self._root = Path(tempfile.gettempdir()) / f"vmstack-ray-{uuid.uuid4().hex[:12]}"
+        adds = [self._actors[self._placement[spec.index]].add.remote(spec, str(self._root))
+                for spec in specs]
         for spec, ref in zip(specs, adds, strict=True):
             self._await(ref, self._placement[spec.index], time.monotonic() + self.call_timeout)
+
+    @property
+    def store_root(self) -> Path | None:
+        """The folder holding this run's node stores (``None`` before :meth:`start`)."""
+        return self._root
 
     def actor_of(self, node: int) -> Any:
         """The Ray actor handle ``node`` lives on."""
@@ -518,6 +534,8 @@ class RayEngine:
             with contextlib.suppress(Exception):
                 ray.kill(actor, no_restart=True)
         self._actors = []
+        if self._root is not None:
+            shutil.rmtree(self._root, ignore_errors=True)
         if self._started_ray:
             ray.shutdown()
             self._started_ray = False
