@@ -176,7 +176,7 @@ def serve(data_dir: Path, *, address: str | None = None, sim_clock: float | None
     """
     from prometheus_client import CollectorRegistry
 
-    from vmstack.stack import build_stack, wrap_layers
+    from vmstack.stack import build_stack, describe_stack, wrap_layers
     from vmstack.store import LMDBStore
     from vmstack.wrappers.rpc.server import VMServer
 
@@ -192,6 +192,9 @@ def serve(data_dir: Path, *, address: str | None = None, sim_clock: float | None
         with VMServer(vm, address=address, clock=clock, registry=registry) as server:
             print(f"{HANDSHAKE} {_PROTOCOL_VERSION} {server.address} {os.getpid()}",
                   file=out, flush=True)
+            layers = " > ".join(layer.label for layer in describe_stack(vm))
+            print(f"vmstack serve: serving {layers} from {data_dir} at {server.address}; "
+                  "SIGTERM or Ctrl-C stops it", file=sys.stderr, flush=True)
             if stop_on_stdin_close:
                 threading.Thread(target=_wait_for_eof, args=(stopped,), daemon=True).start()
             while not stopped.wait(0.5):
