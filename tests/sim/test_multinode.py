@@ -90,6 +90,19 @@ def test_a_crashed_local_node_is_reported_and_the_run_goes_on() -> None:
     assert report.totals["blocks_built"] == SMALL.live_blocks
 
 
+def test_the_builders_left_take_the_turns_of_a_crashed_one() -> None:
+    def crash_builder_0_after_the_first_block(run: NetworkRun) -> None:
+        if run.built >= 1:
+            run.engine.crash(0)
+
+    report = simulate_network(SMALL, LocalEngine(),
+                              observe=crash_builder_0_after_the_first_block)
+    assert report.nodes[0].crashed and not report.nodes[1].crashed
+    assert report.totals["blocks_built"] == SMALL.live_blocks
+    assert report.totals["missed_slots"] >= 1
+    assert report.totals["nodes_at_tip"] == SMALL.nodes - 1
+
+
 def test_a_network_needs_two_nodes_and_a_builder_short_of_all() -> None:
     with pytest.raises(ValueError, match="at least 2 nodes"):
         NetworkSimulationConfig(nodes=1)

@@ -223,6 +223,7 @@ class _Event:
     read: bool
     call: Callable[[], Call | None] | None
     then: Callable[[Any], None]
+    always: bool = False
 
     @property
     def key(self) -> tuple[float, int]:
@@ -303,10 +304,13 @@ class NetworkRun:
     # --- the event loop --------------------------------------------------------------
 
     def schedule(self, delay: float, node: int, then: Callable[[Any], None], *,
-                 call: Callable[[], Call | None] | None = None, read: bool = False) -> None:
+                 call: Callable[[], Call | None] | None = None, read: bool = False,
+                 always: bool = False) -> None:
         """Run ``then(answer)`` for ``node`` ``delay`` seconds from now, ``answer`` being
         what ``call()`` (evaluated when the event is due; ``None`` for no call) answered.
 
+        An event for a crashed node is dropped, unless ``always`` (the network's own
+        events, such as a builder's turn): then ``then(None)`` runs.
         ``read`` events only read the node and only schedule events for other nodes. An
         event for another node than the one whose event is running must be at least one
         minimum link latency away: what makes batching exact."""
@@ -319,7 +323,8 @@ class NetworkRun:
                                  f"{self.lookahead:g} s (got {delay:g} s)")
             if current.read and current.node == node:
                 raise ValueError("a read event cannot schedule events for its own node")
-        event = _Event(self.clock() + delay, next(self._order), node, read, call, then)
+        event = _Event(self.clock() + delay, next(self._order), node, read, call, then,
+                       always)
         heapq.heappush(self._queue, (event.at, event.order, event))
 
     def run(self) -> None:
@@ -372,8 +377,8 @@ class NetworkRun:
         state = self.states[event.node]
         if isinstance(answer, NodeCrashed):
             self._crashed(event.node, answer.reason)
-            return
-        if state.result.crashed:
+            answer = None
+        if state.result.crashed and not event.always:
             return
         self._current = event
         try:
@@ -603,7 +608,8 @@ class NetworkRun:
         at = self.clock() + delay
 
         def build() -> Call | None:
-            if state.tip is None or tip is None or state.tip.block_id != tip.block_id:
+            if (state.result.crashed or state.tip is None or tip is None
+                    or state.tip.block_id != tip.block_id):
                 return None
             height = tip.height + 1
             return Call(builder, "build", (at, self.config.seed,
@@ -611,7 +617,7 @@ class NetworkRun:
                                            self.config.txs_per_block))
 
         self.schedule(delay, builder, lambda built: self._built(builder, slot, built),
-                      call=build)
+                      call=build, always=True)
 
     def _built(self, builder: int, slot: int, built: Built | None) -> None:
         if built is None:
