@@ -176,6 +176,32 @@ def test_a_sibling_of_the_accepted_block_cannot_be_accepted() -> None:
         vm.get_block(second.id)
 
 
+def test_before_the_fork_the_accepted_chain_holds_too() -> None:
+    """Pre-fork blocks over an inner VM that would take them: a new child of an older
+    accepted block fails verify, and a sibling of the accepted block cannot be accepted."""
+    vm, inner, clock = make_vm()
+    blocks = grow_proposer(vm, clock, 3)
+    head = blocks[-1]
+    inner.set_preference(blocks[0].id)
+    clock.advance(2)
+    stray = vm.parse_block(bytes(inner.build_block()))
+    inner.set_preference(head.id)
+    with pytest.raises(InvalidBlock, match="conflicts with the accepted chain"):
+        stray.verify()
+    clock.advance(2)
+    first = vm.build_block()
+    first.verify()
+    clock.advance(2)
+    second = vm.build_block()
+    second.verify()
+    first.accept()
+    with pytest.raises(InvalidBlock, match="not the last accepted block"):
+        second.accept()
+    assert vm.last_accepted() == inner.last_accepted() == first.id
+    blocks[1].verify()  # an accepted block verifies again as a no-op
+    assert vm.last_accepted() == first.id
+
+
 def test_an_accepted_block_cannot_be_rejected() -> None:
     vm, _, _, head = memory_chain()
     with pytest.raises(InvalidBlock, match="accepted"):

@@ -348,6 +348,11 @@ class ProposerVM:
     # --- configuration -------------------------------------------------------------------
 
     @property
+    def clock(self) -> Clock:
+        """The clock this layer runs on (fork rule, timestamps, its time budgets)."""
+        return self._clock
+
+    @property
     def inner(self) -> ChainVM:
         """The VM below this layer."""
         return self._inner
@@ -855,13 +860,36 @@ class ProposerVM:
                 raise InvalidBlock(f"block {block.id.hex()}: pre-fork block after the fork "
                                    f"(parent timestamp {parent.timestamp} >= fork time "
                                    f"{self._fork_time})")
+        self._check_pre_fork_extends_accepted_chain(block)
         block.inner.verify()
+
+    def _check_pre_fork_extends_accepted_chain(self, block: ProposerBlock, *,
+                                               accepting: bool = False) -> None:
+        """A pre-fork block that is not accepted itself builds on the last accepted block
+        or (to be verified) on a block that is not accepted, processing below: a new child
+        of an older accepted block conflicts with the accepted chain, and only a child of
+        the last accepted block can be accepted, whatever the inner VM allows."""
+        last = self.last_accepted()
+        parent_id = block.parent_id
+        if parent_id == last or block.id == last:
+            return
+        if not accepting and not self._inner_accepted(parent_id):
+            return
+        if self._inner_accepted(block.id):
+            return
+        if accepting:
+            raise InvalidBlock(f"block {block.id.hex()}: its parent {parent_id.hex()} is "
+                               f"not the last accepted block {last.hex()}")
+        raise InvalidBlock(f"block {block.id.hex()}: it conflicts with the accepted chain "
+                           f"(its parent {parent_id.hex()} is accepted but the last accepted "
+                           f"block is {last.hex()})")
 
     def _accept(self, block: ProposerBlock) -> None:
         envelope = block.envelope
         if block._rejected:
             raise InvalidBlock(f"block {block.id.hex()} was rejected and cannot be accepted")
         if envelope is None:
+            self._check_pre_fork_extends_accepted_chain(block, accepting=True)
             block.inner.accept()
             self._follow_preference(block)
             return
