@@ -4,6 +4,7 @@ node whose process dies is reported as crashed while the run goes on."""
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import time
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 
 from vmstack.cli import main
+from vmstack.errors import VMStackError
 from vmstack.sim.engines import LocalEngine, RayEngine, make_engine
 from vmstack.sim.multinode import NetworkRun, NetworkSimulationConfig, simulate_network
 from vmstack.sim.network import NetworkConfig
@@ -134,6 +136,16 @@ def test_cli_refuses_options_a_network_does_not_take(
         options: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["simulate", "--blocks", "4", *options]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_an_unreachable_cluster_is_a_clear_error_not_a_hang() -> None:
+    pytest.importorskip("ray")
+    with socket.socket() as closed:  # bound, never listening: connections are refused
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+        engine = RayEngine(address=f"127.0.0.1:{port}")
+        with pytest.raises(VMStackError, match="no Ray cluster answers at"):
+            simulate_network(SMALL, engine)
 
 
 # --- Ray --------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import shutil
+import socket
 import tempfile
 import time
 import uuid
@@ -317,10 +318,12 @@ class Engine(Protocol):
     def start(self, specs: Sequence[NodeSpec]) -> None:
         """Create one node per spec (indices 0..n-1, in order)."""
 
-    def run(self, calls: Sequence[Call]) -> list[Any]:
+    def run(self, calls: Sequence[Call], *, timeout: float | None = None) -> list[Any]:
         """Run ``calls`` and return one answer per call, in order: the method's result, or
         :class:`NodeCrashed` for a node that is gone. Calls on one node run in list order;
-        calls on different nodes may run at the same time."""
+        calls on different nodes may run at the same time. ``timeout`` replaces the
+        engine's bound on the wait for these calls (for long ones, such as building the
+        chain)."""
 
     def crash(self, node: int) -> None:
         """Make ``node`` fail as a dead process does (fault injection)."""
@@ -347,7 +350,7 @@ class LocalEngine:
     def start(self, specs: Sequence[NodeSpec]) -> None:
         self._nodes = [NodeServer(spec) for spec in specs]
 
-    def run(self, calls: Sequence[Call]) -> list[Any]:
+    def run(self, calls: Sequence[Call], *, timeout: float | None = None) -> list[Any]:
         answers: list[Any] = []
         for call in calls:
             reason = self._crashed.get(call.node)
@@ -371,6 +374,21 @@ class LocalEngine:
 
     def peak_memory(self) -> list[int]:
         return [_peak_rss()]
+
+
+def _check_reachable(address: str, timeout: float = 10.0) -> None:
+    """Refuse a ``host:port`` cluster address that does not accept a connection within
+    ``timeout`` seconds (Ray itself would keep retrying); other forms (``auto``,
+    ``ray://...``) are left to Ray."""
+    host, separator, port = address.rpartition(":")
+    if not separator or "://" in address or not port.isdigit():
+        return
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            pass
+    except OSError as error:
+        raise VMStackError(f"no Ray cluster answers at {address}: "
+                           f"{error.strerror or error}") from None
 
 
 def _peak_rss() -> int:
@@ -446,6 +464,8 @@ class RayEngine:
 
     def _connect(self) -> None:
         ray = self._ray
+        if self.address is not None:
+            _check_reachable(self.address)
         if ray.is_initialized():
             return
         try:
@@ -491,7 +511,7 @@ class RayEngine:
         try:
             return ray.get(ref, timeout=max(0.0, deadline - time.monotonic()))
         except ray.exceptions.GetTimeoutError:
-            self._bury(actor, f"no answer within {self.call_timeout:g} s")
+            self._bury(actor, "no answer in time")
         except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as error:
             self._bury(actor, f"its actor died ({type(error).__name__})")
         return None
@@ -504,13 +524,13 @@ class RayEngine:
         with contextlib.suppress(Exception):
             self._ray.kill(self._actors[actor], no_restart=True)
 
-    def run(self, calls: Sequence[Call]) -> list[Any]:
+    def run(self, calls: Sequence[Call], *, timeout: float | None = None) -> list[Any]:
         refs: list[Any] = []
         for call in calls:
             actor = self._placement[call.node]
             refs.append(None if actor in self._dead else
                         self._actors[actor].call.remote(call.node, call.method, call.args))
-        deadline = time.monotonic() + self.call_timeout
+        deadline = time.monotonic() + (self.call_timeout if timeout is None else timeout)
         answers: list[Any] = []
         for call, ref in zip(calls, refs, strict=True):
             actor = self._placement[call.node]

@@ -66,6 +66,9 @@ __all__ = [
 
 ROLES = ("builder", "node", "late")
 
+#: Seconds the engine may take to build, export or import the builders' chain.
+SETUP_TIMEOUT = 3600.0
+
 
 @attrs.frozen
 class NetworkSimulationConfig:
@@ -756,11 +759,13 @@ def simulate_network(
     try:
         engine.start(_specs(config))
         first = _answer(engine.run([Call(0, "generate", (
-            config.blocks, config.txs_per_block, config.seed, config.block_interval))])[0],
-            "building the chain")
-        chain = _answer(engine.run([Call(0, "export")])[0], "exporting the chain")
+            config.blocks, config.txs_per_block, config.seed, config.block_interval))],
+            timeout=SETUP_TIMEOUT)[0], "building the chain")
+        chain = _answer(engine.run([Call(0, "export")], timeout=SETUP_TIMEOUT)[0],
+                        "exporting the chain")
         imports = engine.run([Call(builder, "import_blocks", (chain,))
-                              for builder in range(1, config.builder_count)])
+                              for builder in range(1, config.builder_count)],
+                             timeout=SETUP_TIMEOUT)
         tips = [first] + [_answer(tip, "importing the chain") for tip in imports]
         setup_wall = time.perf_counter() - setup_started
         run_started = time.perf_counter()
