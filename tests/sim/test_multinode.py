@@ -114,6 +114,13 @@ def test_a_network_needs_two_nodes_and_a_builder_short_of_all() -> None:
         make_engine("local", workers=2)
 
 
+def test_a_run_that_does_not_settle_in_its_event_budget_fails_clearly() -> None:
+    config = NetworkSimulationConfig(nodes=3, blocks=6, txs_per_block=0, live_blocks=2,
+                                     max_events=10)
+    with pytest.raises(VMStackError, match="did not settle within 10 events"):
+        simulate_network(config, LocalEngine())
+
+
 def test_cli_runs_a_network_and_names_the_engine(tmp_path: Path,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "network.json"

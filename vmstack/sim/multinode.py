@@ -76,8 +76,10 @@ class NetworkSimulationConfig:
 
     ``builders`` nodes (default: 1 of 2 nodes, else an eighth of them, between 2 and 4)
     start with the ``blocks``-block chain; of the others, ``late_fraction`` join at a random
-    time in the first half of the ``live_blocks`` building phase. The chain's transition is
-    a third of the way up its first ``blocks`` blocks and the proposer fork two thirds up.
+    time in the first half of the ``live_blocks`` building phase. A node gives up a request
+    after ``max_attempts`` peers in a row failed it; a run still going after ``max_events``
+    events fails (a bound against a run that would not end). The chain's transition is a
+    third of the way up its first ``blocks`` blocks and the proposer fork two thirds up.
     """
 
     nodes: int = 8
@@ -93,6 +95,7 @@ class NetworkSimulationConfig:
     chain_id: int = 43114
     max_blocks_num: int = DEFAULT_MAX_BLOCKS_NUM
     max_attempts: int = 100
+    max_events: int = 10_000_000
 
     def __attrs_post_init__(self) -> None:
         if self.nodes < 2:
@@ -109,8 +112,9 @@ class NetworkSimulationConfig:
         if not self.block_interval > slowest_link:
             raise ValueError(f"block_interval must exceed the slowest link's latency "
                              f"({slowest_link:g} s), got {self.block_interval}")
-        if self.max_attempts < 1:
-            raise ValueError(f"max_attempts must be at least 1, got {self.max_attempts}")
+        if self.max_attempts < 1 or self.max_events < 1:
+            raise ValueError(f"max_attempts and max_events must be at least 1, got "
+                             f"{self.max_attempts} and {self.max_events}")
 
     @property
     def builder_count(self) -> int:
@@ -375,6 +379,9 @@ class NetworkRun:
             self._complete(event, answer)
 
     def _complete(self, event: _Event, answer: Any) -> None:
+        if self.events_run >= self.config.max_events:
+            raise VMStackError(f"the network did not settle within {self.config.max_events} "
+                               "events")
         self.clock.advance(event.at - self.clock())
         self.events_run += 1
         state = self.states[event.node]
