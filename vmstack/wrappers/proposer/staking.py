@@ -400,12 +400,12 @@ class Certificate:
         digest, ECDSA signatures are ASN.1 DER ``(r, s)`` over it. Raises
         :class:`InvalidSignature` when the signature does not verify.
         """
-        digest = SHA256.new(message)
+        digest = hashlib.sha256(message).digest()
         if self.algorithm == "RSA":
-            _check_rsa(self.public_numbers[0], self._verifier, digest.digest(), signature)
+            _check_rsa(self.public_numbers[0], self._verifier, digest, signature)
             return
         r, s = _ecdsa_signature_numbers(signature)
-        _check_ecdsa(self._verifier.pointQ, digest.digest(), r, s)
+        _check_ecdsa(self._verifier.pointQ, digest, r, s)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Certificate) and other.raw == self.raw
