@@ -285,7 +285,7 @@ class ProposerVM:
     """
 
     __slots__ = ("_chain_id", "_clock", "_fork_time", "_inner", "_pchain_height",
-                 "_preferred", "_processing", "_shared", "_signer", "_store", "_writer")
+                 "_preferred", "_processing", "_shared", "_signer", "_store")
 
     def __init__(
         self,
@@ -337,12 +337,11 @@ class ProposerVM:
         self._chain_id = chain_id
         self._clock = clock
         store = MemoryStore() if store is None else store
-        self._writer = is_writer(store)
         self._store = PrefixedStore(store, STORE_PREFIX)
         self._processing: dict[bytes, ProposerBlock] = {}
         self._shared: dict[bytes, _SharedInner] = {}
         self._preferred: bytes | None = None
-        if self._writer:
+        if is_writer(store):
             self._recover()
 
     # --- configuration -------------------------------------------------------------------
@@ -479,8 +478,7 @@ class ProposerVM:
             found = self._accepted_envelope_of_inner(inner_id)
             if found is not None:
                 return found
-            newest = self._read_last_pointer()
-            if newest is None or self._newest_parent(newest) == inner_id:
+            if self._newest_parent() in (None, inner_id):
                 # No post-fork block yet, or the first one is being accepted on top of
                 # this last pre-fork block: a pre-fork block, served as itself.
                 return inner_id
@@ -492,14 +490,22 @@ class ProposerVM:
                                      "fork but has no entry in the post-fork index")
             inner_id = again
 
-    def _newest_parent(self, newest: bytes) -> bytes:
-        """The parent ID of the newest post-fork block written (its record must exist)."""
-        try:
-            record = self._store.get(_BLOCK + newest)
-        except KeyError:
-            raise StoreCorrupted(f"the newest post-fork block pointer names {newest.hex()}, "
-                                 "which has no record") from None
-        return _record_parts(newest, record)[1]
+    def _newest_parent(self) -> bytes | None:
+        """The parent ID of the newest post-fork block written (accepted or being
+        accepted), or ``None`` before the first; pointer and record are read in one
+        snapshot, and the record must exist."""
+        with self._store.snapshot() as snapshot:
+            try:
+                value = snapshot.get(_LAST)
+            except KeyError:
+                return None
+            newest = _decode_pointer(_LAST, value, "newest post-fork block pointer")
+            try:
+                record = snapshot.get(_BLOCK + newest)
+            except KeyError:
+                raise StoreCorrupted(f"the newest post-fork block pointer names "
+                                     f"{newest.hex()}, which has no record") from None
+            return _record_parts(newest, record)[1]
 
     def get_block_id_at_height(self, height: int) -> bytes:
         """The inner VM's accepted block at ``height``, as its envelope after the fork;
