@@ -20,6 +20,7 @@ from tests.reliability.stacks import START, full_stack, grow
 from tests.reliability.test_concurrency import check_linked
 from vmstack import BlockNotFound, InvalidBlock, SimClock, get_ancestors
 from vmstack.batching import serial_get_ancestors
+from vmstack.cchain import CChainVM
 from vmstack.cchain.generate import find_mempool, transaction_pool
 from vmstack.conformance import MemoryVM
 from vmstack.interfaces import ChainVM
@@ -232,14 +233,19 @@ def test_restarted_layer_keeps_the_accepted_wrapper() -> None:
 @pytest.mark.parametrize("accept_first", [True, False], ids=["accept-first", "reject-first"])
 def test_two_wrappers_through_the_full_stack(accept_first: bool) -> None:
     """Over the C-chain VM (which refuses to reject an accepted block), two envelopes of one
-    inner block decide in either order; the chain keeps growing and the answers agree."""
+    inner block decide in either order; the built block's transactions stay spent (none go
+    back to the mempool), the chain keeps growing and the answers agree."""
     store, clock = MemoryStore(), SimClock(START)
     vm = full_stack(store, clock)
     grow(vm, clock, 12)
     head = vm.get_block(vm.last_accepted())
     clock.advance(2)
+    mempool = find_mempool(vm)
+    assert isinstance(mempool, CChainVM)
+    mempool.add_transactions(transaction_pool(seed=8, chain_id=mempool.chain_id).take(0, 3))
     built = vm.build_block()
     built.verify()
+    assert mempool.pending_transactions() == 0
     envelope = _proposer_block(built)
     other = vm.parse_block(rewrap(_proposer_block(head), bytes(envelope.inner),
                                   chain_id=_proposer_vm(vm).chain_id))
@@ -251,6 +257,7 @@ def test_two_wrappers_through_the_full_stack(accept_first: bool) -> None:
         other.reject()
         built.accept()
     assert vm.last_accepted() == built.id
+    assert mempool.pending_transactions() == 0
     with pytest.raises(BlockNotFound):
         vm.get_block(other.id)
     vm.set_preference(built.id)
