@@ -25,7 +25,7 @@ from vmstack import BlockNotFound, SimClock, StoreCorrupted, get_ancestors
 from vmstack.batching import serial_get_ancestors
 from vmstack.cchain import CChainVM, rawdb
 from vmstack.interfaces import ChainVM
-from vmstack.store import MemoryStore
+from vmstack.store import KeyValueStore, MemoryStore
 from vmstack.wrappers.proposer.vm import STORE_PREFIX
 
 REFUSED = (StoreCorrupted, BlockNotFound)
@@ -47,6 +47,17 @@ def bare_chain() -> Chain:
 @pytest.fixture(scope="module")
 def stack_chain() -> Chain:
     return build_chain(full_stack, 13)
+
+
+def lagging_vm(store: KeyValueStore, clock: SimClock) -> ChainVM:
+    """A C-chain VM whose blocks settle three blocks late (its last settled pointer trails
+    the last accepted one)."""
+    return CChainVM(store, clock=clock, settle_lag=3)
+
+
+@pytest.fixture(scope="module")
+def lagging_chain() -> Chain:
+    return build_chain(lagging_vm, 8)
 
 
 def damaged_values(value: bytes) -> Iterator[tuple[str, bytes | None]]:
@@ -115,11 +126,13 @@ def with_value(items: dict[bytes, bytes], key: bytes, value: bytes | None
 
 
 @pytest.mark.parametrize("kind", list(HEAD_KEYS))
-@pytest.mark.parametrize("stack", ["bare", "full stack"])
-def test_damaged_head_pointer_or_marker_is_never_trusted(bare_chain: Chain,
-                                                         stack_chain: Chain, kind: str,
-                                                         stack: str) -> None:
-    factory, chain = (bare_vm, bare_chain) if stack == "bare" else (full_stack, stack_chain)
+@pytest.mark.parametrize("stack", ["bare", "settling late", "full stack"])
+def test_damaged_head_pointer_or_marker_is_never_trusted(
+        bare_chain: Chain, lagging_chain: Chain, stack_chain: Chain, kind: str,
+        stack: str) -> None:
+    factory, chain = {"bare": (bare_vm, bare_chain),
+                      "settling late": (lagging_vm, lagging_chain),
+                      "full stack": (full_stack, stack_chain)}[stack]
     key = HEAD_KEYS[kind]
     for what, value in damaged_values(chain.items[key]):
         check_never_wrong(factory, chain, with_value(chain.items, key, value),
