@@ -134,9 +134,9 @@ def time_call(call: Callable[[], object]) -> float:
 # Calibrated with `vmstack simulate --calibrate` on the reference machine (2 cores,
 # CPython 3.11) on the default chain: 10 transactions a block, the full stack.
 REFERENCE_COSTS = CostModel(
-    serve_batched=OperationCost(per_block=1.6e-5),
-    serve_serial=OperationCost(base=8.8e-3, per_byte=2.5e-7),
-    parse_batched=OperationCost(per_block=4.0e-4),
-    parse_serial=OperationCost(per_block=4.2e-4),
-    execute=OperationCost(base=2.9e-3, per_byte=1.1e-7),
+    serve_batched=OperationCost(base=4.3e-6, per_block=1.35e-5),
+    serve_serial=OperationCost(base=4.0e-3, per_byte=1.1e-7),
+    parse_batched=OperationCost(per_block=2.8e-4),
+    parse_serial=OperationCost(per_block=3.0e-4),
+    execute=OperationCost(base=3.45e-3, per_byte=5.5e-7),
 )
