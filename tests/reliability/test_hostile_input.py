@@ -30,7 +30,7 @@ from vmstack.store import MemoryStore
 from vmstack.wrappers.proposer import staking
 from vmstack.wrappers.proposer import vm as proposer_module
 from vmstack.wrappers.proposer.block import PostForkBlock, build_signed, build_unsigned
-from vmstack.wrappers.proposer.staking import MAX_ECDSA_SIGNATURE_LEN
+from vmstack.wrappers.proposer.staking import MAX_ECDSA_SIGNATURE_LEN, der_element
 
 START = 1_000.0
 
@@ -72,14 +72,6 @@ def _inner_bytes(vm: ChainVM) -> bytes:
     return envelope.inner
 
 
-def _der(tag: int, content: bytes) -> bytes:
-    length = len(content)
-    if length < 0x80:
-        return bytes((tag, length)) + content
-    size = (length.bit_length() + 7) // 8
-    return bytes((tag, 0x80 | size)) + length.to_bytes(size, "big") + content
-
-
 def _with_signature(envelope: PostForkBlock, signature: bytes) -> bytes:
     raw = bytes(envelope)
     return raw[:envelope.unsigned_len] + len(signature).to_bytes(4, "big") + signature
@@ -106,7 +98,8 @@ def test_an_oversized_der_signature_is_refused_without_verification(
     vm, _ = stack
     checks = Counter(monkeypatch, staking, "_check_ecdsa")
     unsigned = PostForkBlock(b"\1" * 32, int(START), 0, staking_key().certificate.raw, b"\xc0")
-    signature = _der(0x30, _der(0x02, b"\x01" + bytes(size)) + _der(0x02, b"\x01"))
+    signature = der_element(0x30, der_element(0x02, b"\x01" + bytes(size))
+                            + der_element(0x02, b"\x01"))
     assert len(signature) > MAX_ECDSA_SIGNATURE_LEN
     with pytest.raises(InvalidBlock, match="signature verification failed"):
         vm.parse_block(_with_signature(unsigned, signature))
@@ -145,7 +138,7 @@ def test_an_oversized_certificate_is_refused_before_it_is_parsed(
     its cache, which would hash it) never sees it."""
     vm, _ = stack
     parses = Counter(monkeypatch, staking, "_parse_certificate")
-    certificate = _der(0x30, bytes(1_000_000))
+    certificate = der_element(0x30, bytes(1_000_000))
     fields = (b"\0\0" + bytes(4) + b"\1" * 32 + int(START).to_bytes(8, "big") + bytes(8))
     data = b"".join((fields, len(certificate).to_bytes(4, "big"), certificate,
                      (1).to_bytes(4, "big"), b"\xc0", (72).to_bytes(4, "big"), bytes(72)))

@@ -50,7 +50,7 @@ from vmstack.interfaces import ChainVM
 from vmstack.stack import build_stack
 from vmstack.store import MemoryStore
 from vmstack.wrappers.proposer.block import PostForkBlock, build_signed, build_unsigned
-from vmstack.wrappers.proposer.staking import StakingKey
+from vmstack.wrappers.proposer.staking import StakingKey, der_element
 
 __all__ = ["GOAL_MB", "GOAL_SECONDS", "MESSAGE_BYTES", "recoverable_transfers", "run"]
 
@@ -145,20 +145,13 @@ def _with_signature(envelope: PostForkBlock, signature: bytes) -> bytes:
     return raw[:envelope.unsigned_len] + _packed(signature)
 
 
-def _der(tag: int, content: bytes) -> bytes:
-    length = len(content)
-    if length < 0x80:
-        return bytes((tag, length)) + content
-    size = (length.bit_length() + 7) // 8
-    return bytes((tag, 0x80 | size)) + length.to_bytes(size, "big") + content
-
-
 def _oversized_signature(vm: ChainVM, key: StakingKey, size: int) -> _Attack:
     """A signed envelope whose ECDSA signature is one huge DER INTEGER (quadratic to
     decode for a general DER parser)."""
     unsigned = PostForkBlock(b"\1" * 32, int(_START), 0, key.certificate.raw, b"\xc0")
     body = size - unsigned.unsigned_len - 4 - 16
-    signature = _der(0x30, _der(0x02, b"\x01" + bytes(body)) + _der(0x02, b"\x01"))
+    signature = der_element(0x30, der_element(0x02, b"\x01" + bytes(body))
+                            + der_element(0x02, b"\x01"))
     data = _with_signature(unsigned, signature)
     return _Attack("parse_block: envelope with an oversized DER signature", len(data),
                    lambda: vm.parse_block(data))
@@ -166,7 +159,7 @@ def _oversized_signature(vm: ChainVM, key: StakingKey, size: int) -> _Attack:
 
 def _oversized_certificate(vm: ChainVM, size: int) -> _Attack:
     """An envelope whose certificate field is nearly the whole message."""
-    certificate = _der(0x30, bytes(size - 200))
+    certificate = der_element(0x30, bytes(size - 200))
     fields = struct.pack(">HI32sqQ", 0, 0, b"\1" * 32, int(_START), 0)
     data = b"".join((fields, _packed(certificate), _packed(b"\xc0"), _packed(bytes(72))))
     return _Attack("parse_block: envelope with an oversized certificate", len(data),

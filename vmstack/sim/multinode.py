@@ -53,7 +53,7 @@ from vmstack.sim.engines import (
     Received,
     Tip,
 )
-from vmstack.sim.network import NetworkConfig
+from vmstack.sim.network import Messages, NetworkConfig
 
 __all__ = [
     "Mesh",
@@ -137,21 +137,15 @@ class NetworkSimulationConfig:
         return data
 
 
-class Mesh:
+class Mesh(Messages):
     """Every pair of nodes linked, each link's latency drawn once (pairs in order), then
     jitter, bandwidth and drops per message, all from the one seeded ``rng``."""
 
     def __init__(self, config: NetworkConfig, rng: random.Random, nodes: int) -> None:
-        self.config = config
-        self.rng = rng
-        self._latency: dict[tuple[int, int], float] = {}
-        for pair in itertools.combinations(range(nodes), 2):
-            self._latency[pair] = config.latency + rng.uniform(-config.latency_spread,
-                                                               config.latency_spread)
+        super().__init__(config, rng)
+        self._latency: dict[tuple[int, int], float] = {
+            pair: self.link_latency() for pair in itertools.combinations(range(nodes), 2)}
         self.min_latency = min(self._latency.values())
-        self.messages = 0
-        self.dropped = 0
-        self.bytes_sent = 0
 
     def latency(self, a: int, b: int) -> float:
         """The link latency between nodes ``a`` and ``b``."""
@@ -159,14 +153,7 @@ class Mesh:
 
     def transfer(self, source: int, destination: int, size: int) -> float | None:
         """Seconds a message of ``size`` bytes takes, or ``None`` if it is dropped."""
-        self.messages += 1
-        dropped = self.rng.random() < self.config.drop_probability
-        jitter = self.rng.uniform(0.0, self.config.jitter)
-        if dropped:
-            self.dropped += 1
-            return None
-        self.bytes_sent += size
-        return self.latency(source, destination) + jitter + size / self.config.bandwidth
+        return self.deliver(self.latency(source, destination), size)
 
 
 @attrs.define

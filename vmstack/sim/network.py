@@ -10,7 +10,7 @@ import random
 
 import attrs
 
-__all__ = ["Link", "Network", "NetworkConfig"]
+__all__ = ["Link", "Messages", "Network", "NetworkConfig"]
 
 
 @attrs.frozen
@@ -48,26 +48,26 @@ class Link:
     latency: float
 
 
-class Network:
-    """Links to ``peers`` peers and the time each message takes (``None`` when dropped)."""
+class Messages:
+    """The per-message part of a simulated network: each message is dropped or not, then
+    takes its link's latency, a jitter and its size over the bandwidth, all drawn from the
+    one seeded ``rng``; counts are kept."""
 
-    def __init__(self, config: NetworkConfig, rng: random.Random, peers: int) -> None:
-        if peers < 1:
-            raise ValueError(f"a bootstrap needs at least one peer, got {peers}")
+    def __init__(self, config: NetworkConfig, rng: random.Random) -> None:
         self.config = config
         self.rng = rng
-        self.links = [
-            Link(peer, config.latency + rng.uniform(-config.latency_spread,
-                                                    config.latency_spread))
-            for peer in range(peers)
-        ]
         self.messages = 0
         self.dropped = 0
         self.bytes_sent = 0
 
-    def transfer(self, peer: int, size: int) -> float | None:
-        """Seconds a message of ``size`` bytes takes to reach the other end, or ``None``
-        if the network drops it."""
+    def link_latency(self) -> float:
+        """A new link's latency, drawn once per link."""
+        return self.config.latency + self.rng.uniform(-self.config.latency_spread,
+                                                      self.config.latency_spread)
+
+    def deliver(self, latency: float, size: int) -> float | None:
+        """Seconds a message of ``size`` bytes takes over a link of ``latency``, or
+        ``None`` if the network drops it."""
         self.messages += 1
         dropped = self.rng.random() < self.config.drop_probability
         jitter = self.rng.uniform(0.0, self.config.jitter)
@@ -75,4 +75,19 @@ class Network:
             self.dropped += 1
             return None
         self.bytes_sent += size
-        return self.links[peer].latency + jitter + size / self.config.bandwidth
+        return latency + jitter + size / self.config.bandwidth
+
+
+class Network(Messages):
+    """Links to ``peers`` peers and the time each message takes (``None`` when dropped)."""
+
+    def __init__(self, config: NetworkConfig, rng: random.Random, peers: int) -> None:
+        if peers < 1:
+            raise ValueError(f"a bootstrap needs at least one peer, got {peers}")
+        super().__init__(config, rng)
+        self.links = [Link(peer, self.link_latency()) for peer in range(peers)]
+
+    def transfer(self, peer: int, size: int) -> float | None:
+        """Seconds a message of ``size`` bytes takes to reach the other end, or ``None``
+        if the network drops it."""
+        return self.deliver(self.links[peer].latency, size)

@@ -45,6 +45,7 @@ __all__ = [
     "StakingKey",
     "cb58decode",
     "cb58encode",
+    "der_element",
     "format_node_id",
     "node_id_from_certificate",
     "parse_node_id",
@@ -454,7 +455,8 @@ def _check_rsa(modulus: int, modulus_integer: Any, digest: bytes, signature: byt
 # --- a node's own identity --------------------------------------------------------------
 
 
-def _der(tag: int, content: bytes) -> bytes:
+def der_element(tag: int, content: bytes) -> bytes:
+    """One DER element: ``tag``, its definite length (short or long form), ``content``."""
     length = len(content)
     if length < 0x80:
         return bytes((tag, length)) + content
@@ -470,18 +472,20 @@ def _self_signed_certificate(private_key: Any) -> bytes:
     """
     is_rsa = isinstance(private_key, RSA.RsaKey)
     if is_rsa:
-        algorithm = _der(_TAG_SEQUENCE, _der(_TAG_OID, _OID_SHA256_RSA) + _der(_TAG_NULL, b""))
+        algorithm = der_element(_TAG_SEQUENCE, der_element(_TAG_OID, _OID_SHA256_RSA)
+                                + der_element(_TAG_NULL, b""))
         spki = private_key.publickey().export_key(format="DER")
     else:
-        algorithm = _der(_TAG_SEQUENCE, _der(_TAG_OID, _OID_SHA256_ECDSA))
+        algorithm = der_element(_TAG_SEQUENCE, der_element(_TAG_OID, _OID_SHA256_ECDSA))
         spki = private_key.public_key().export_key(format="DER")
-    empty_name = _der(_TAG_SEQUENCE, b"")
-    validity = _der(_TAG_SEQUENCE, _der(_TAG_UTC_TIME, b"000101000000Z")
-                    + _der(_TAG_GENERALIZED_TIME, b"99991231235959Z"))
-    tbs = _der(_TAG_SEQUENCE, _der(_TAG_INTEGER, b"\0") + algorithm + empty_name + validity
-               + empty_name + spki)
+    empty_name = der_element(_TAG_SEQUENCE, b"")
+    validity = der_element(_TAG_SEQUENCE, der_element(_TAG_UTC_TIME, b"000101000000Z")
+                    + der_element(_TAG_GENERALIZED_TIME, b"99991231235959Z"))
+    tbs = der_element(_TAG_SEQUENCE, der_element(_TAG_INTEGER, b"\0") + algorithm + empty_name
+                      + validity + empty_name + spki)
     signature = _sign(private_key, tbs)
-    return _der(_TAG_SEQUENCE, tbs + algorithm + _der(_TAG_BIT_STRING, b"\0" + signature))
+    return der_element(_TAG_SEQUENCE,
+                       tbs + algorithm + der_element(_TAG_BIT_STRING, b"\0" + signature))
 
 
 def _sign(private_key: Any, message: bytes) -> bytes:
