@@ -879,9 +879,9 @@ class ProposerVM:
         parent_id = block.parent_id
         if parent_id == last or block.id == last:
             return
-        if not accepting and not self._inner_accepted(parent_id):
+        if not accepting and not self._inner_accepted(parent_id, block.height - 1):
             return
-        if self._inner_accepted(block.id):
+        if self._inner_accepted(block.id, block.height):
             return
         if accepting:
             raise InvalidBlock(f"block {block.id.hex()}: its parent {parent_id.hex()} is "
@@ -961,12 +961,16 @@ class ProposerVM:
                            last.hex())
             self._undo_record(last, inner_id, envelope.parent_id)
 
-    def _inner_accepted(self, inner_id: bytes) -> bool:
+    def _inner_accepted(self, inner_id: bytes, height: int | None = None) -> bool:
+        """Whether the inner VM has accepted ``inner_id``; ``height``, when the caller knows
+        it, spares asking the inner VM for the whole block (a slow restore) just to learn
+        it."""
         if inner_id == self._inner.last_accepted():
             return True
         try:
-            height = self._inner.get_block(inner_id).height
-            return self._inner.get_block_id_at_height(height) == inner_id
+            if height is None:
+                height = self._inner.get_block(inner_id).height
+            return height >= 0 and self._inner.get_block_id_at_height(height) == inner_id
         except BlockNotFound:
             return False
 
