@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
@@ -27,15 +26,14 @@ from tests.reliability.stacks import (
     grow,
 )
 from tests.reliability.test_concurrency import check_linked
+from tests.reliability.test_crash import CrashingStore
 from vmstack import SimClock, get_ancestors
 from vmstack.batching import serial_get_ancestors
 from vmstack.store import (
     BufferedWriteBatch,
-    BytesLike,
     KeyValueStore,
     LMDBStore,
     MemoryStore,
-    ReadSnapshot,
     StoreError,
     WriteBatch,
     is_writer,
@@ -184,46 +182,14 @@ def test_one_writer_per_store_in_one_process(tmp_path: Path) -> None:
 # --- the in-flight record, deterministically -----------------------------------------------
 
 
-class ReaderView:
+class ReaderView(CrashingStore):
     """Another opener of ``store`` that is not its writer (as a read-only LMDB handle is);
-    it forwards everything and counts the writes it is asked for."""
+    it forwards everything and counts the writes it is asked for (``writes``)."""
 
     writer = False
 
     def __init__(self, store: KeyValueStore) -> None:
-        self.store = store
-        self.writes = 0
-
-    def _commit(self, ops: Sequence[WriteOp]) -> None:
-        self.writes += 1
-        with self.store.write_batch() as batch:
-            for key, value in ops:
-                if value is None:
-                    batch.delete(key)
-                else:
-                    batch.put(key, value)
-
-    def get(self, key: bytes) -> bytes:
-        return self.store.get(key)
-
-    def has(self, key: bytes) -> bool:
-        return self.store.has(key)
-
-    def put(self, key: bytes, value: BytesLike) -> None:
-        self._commit([(key, bytes(value))])
-
-    def delete(self, key: bytes) -> None:
-        self._commit([(key, None)])
-
-    def write_batch(self) -> WriteBatch:
-        return BufferedWriteBatch(self._commit)
-
-    def iterate(self, prefix: bytes = b"", *, start: bytes | None = None
-                ) -> Iterator[tuple[bytes, bytes]]:
-        return self.store.iterate(prefix, start=start)
-
-    def snapshot(self) -> AbstractContextManager[ReadSnapshot]:
-        return self.store.snapshot()
+        super().__init__(store, crash_at=None)
 
     def close(self) -> None:
         """The view does not own the store."""
