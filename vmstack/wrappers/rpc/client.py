@@ -29,7 +29,7 @@ import attrs
 import grpc
 from google.protobuf.message import Message
 
-from vmstack.batching import check_block_id, check_parse_batch
+from vmstack.batching import AncestorBudget, check_block_id, check_parse_batch
 from vmstack.clock import Clock
 from vmstack.errors import BlockNotFound, InvalidBlock, VMUnavailable
 from vmstack.stack import LayerInfo, StackDescription
@@ -259,8 +259,6 @@ class VMClient:
                       max_retrieval_time: float) -> list[bytes]:
         # The served VM judges the budget; only what a request cannot carry is judged here,
         # by the rule's own checks.
-        from vmstack.batching import AncestorBudget
-
         AncestorBudget(max_blocks_num, max_blocks_size, max_retrieval_time, clock=_zero)
         response = self.call("GetAncestors", vm_pb2.GetAncestorsRequest(
             id=_wire_id(block_id), max_blocks_num=min(max_blocks_num, _INT64_MAX),
