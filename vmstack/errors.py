@@ -8,8 +8,17 @@ One shallow tree, so a caller can catch everything the stack raises on purpose w
     ├── InvalidBlock             bytes or a block that fail a rule (also a ValueError)
     ├── BatchingNotImplemented   the optional batched protocol is not offered here
     ├── StoreCorrupted           a stored value fails its check (wrong hash, truncated RLP)
+    ├── StoreError               the store cannot do what was asked (also a RuntimeError)
+    │   └── StoreClosed          the store, snapshot or batch used is closed
     ├── ConfigMismatch           a store opened with another stack configuration (a ValueError)
-    └── VMUnavailable            a VM behind a process boundary is gone or did not answer in time
+    ├── InvalidCertificate       a staking certificate that does not parse (a ValueError)
+    ├── InvalidSignature         a signature that does not verify (a ValueError)
+    ├── MalformedRequest         a request across the process boundary that cannot be read
+    │                            (a ValueError)
+    ├── VMUnavailable            a VM behind a process boundary is gone or did not answer in time
+    ├── NodeCrashed              a node of a network simulation died or stopped answering
+    └── KitDeclarationError      a conformance test class declares what the kit does not know
+                                 (a TypeError)
 
 Wrappers pass errors through unchanged: a layer never re-wraps an error of the layer
 below, so the engine sees the very object the bottom raised. A store's ``KeyError``
@@ -23,7 +32,14 @@ __all__ = [
     "BlockNotFound",
     "ConfigMismatch",
     "InvalidBlock",
+    "InvalidCertificate",
+    "InvalidSignature",
+    "KitDeclarationError",
+    "MalformedRequest",
+    "NodeCrashed",
+    "StoreClosed",
     "StoreCorrupted",
+    "StoreError",
     "VMStackError",
     "VMUnavailable",
 ]
@@ -69,6 +85,14 @@ class StoreCorrupted(VMStackError):
     """A stored value failed its check; it is never returned as data."""
 
 
+class StoreError(VMStackError, RuntimeError):
+    """The store cannot do what was asked: it is read-only, full beyond repair, or failed I/O."""
+
+
+class StoreClosed(StoreError):
+    """The store (or the snapshot or batch used) is closed."""
+
+
 class ConfigMismatch(VMStackError, ValueError):
     """A store opened with a stack configuration other than the one it was written with.
 
@@ -88,3 +112,38 @@ class VMUnavailable(VMStackError):
     """A VM served in another process did not answer: the process is gone, the connection
     broke, or the caller's deadline passed. Raised by :class:`vmstack.wrappers.rpc.VMClient`
     within its timeout, never as a transport library's own exception."""
+
+
+class InvalidCertificate(VMStackError, ValueError):
+    """A staking certificate that avalanchego would not parse; ``reason`` says why."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
+
+
+class InvalidSignature(VMStackError, ValueError):
+    """A signature that does not verify against the certificate's public key."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
+
+
+class MalformedRequest(VMStackError, ValueError):
+    """A request across the process boundary that cannot be read: not a message of its type,
+    or with unknown fields."""
+
+
+class NodeCrashed(VMStackError):
+    """A node's process died or stopped answering; it takes no further part in the run."""
+
+    def __init__(self, node: int, reason: str) -> None:
+        self.node = node
+        self.reason = reason
+        super().__init__(f"node {node} crashed: {reason}")
+
+
+class KitDeclarationError(VMStackError, TypeError):
+    """A conformance test class declares something the kit does not know (or no longer
+    knows)."""

@@ -46,7 +46,7 @@ from vmstack.batching import (
 from vmstack.clock import SimClock
 from vmstack.conformance.doubles import Call, MemoryVM, memory_vm
 from vmstack.conformance.plugin import MAX_EXAMPLES_OPTION
-from vmstack.errors import BatchingNotImplemented, BlockNotFound
+from vmstack.errors import BatchingNotImplemented, BlockNotFound, KitDeclarationError
 from vmstack.interfaces import BatchedChainVM, Block, ChainVM
 
 __all__ = [
@@ -111,10 +111,6 @@ class Declaration(enum.StrEnum):
     #: errors outside vmstack's error tree come up as ``VMStackError`` carrying the message,
     #: and the VM below is not reachable as ``inner``.
     PROCESS_BOUNDARY = "process-boundary"
-
-
-class KitDeclarationError(TypeError):
-    """A test class declares something the kit does not know (or no longer knows)."""
 
 
 class KitFault(RuntimeError):

@@ -41,7 +41,7 @@ from vmstack.batching import (
 from vmstack.cchain import generate_chain
 from vmstack.cchain.generate import find_mempool, transaction_pool
 from vmstack.clock import SimClock
-from vmstack.errors import BlockNotFound, InvalidBlock, VMStackError
+from vmstack.errors import BlockNotFound, InvalidBlock, NodeCrashed, VMStackError
 from vmstack.interfaces import Block, ChainVM
 from vmstack.stack import build_stack
 from vmstack.store import LMDBStore
@@ -69,15 +69,6 @@ ENGINES = ("local", "ray")
 #: The node methods a :class:`Call` may name.
 NODE_METHODS = frozenset({"generate", "export", "import_blocks", "tip", "serve", "receive",
                           "execute", "deliver", "build"})
-
-
-class NodeCrashed(VMStackError):
-    """A node's process died or stopped answering; it takes no further part in the run."""
-
-    def __init__(self, node: int, reason: str) -> None:
-        self.node = node
-        self.reason = reason
-        super().__init__(f"node {node} crashed: {reason}")
 
 
 @attrs.frozen

@@ -30,7 +30,7 @@ from contextlib import AbstractContextManager
 from types import TracebackType
 from typing import Protocol, Self, TypeAlias, runtime_checkable
 
-from vmstack.errors import VMStackError
+from vmstack.errors import StoreClosed, StoreError
 
 __all__ = [
     "MAX_KEY_LEN",
@@ -61,14 +61,6 @@ BytesLike: TypeAlias = bytes | bytearray | memoryview
 
 WriteOp: TypeAlias = tuple[bytes, bytes | None]
 """One queued write: ``(key, value)`` puts, ``(key, None)`` deletes."""
-
-
-class StoreError(VMStackError, RuntimeError):
-    """The store cannot do what was asked: it is read-only, full beyond repair, or failed I/O."""
-
-
-class StoreClosed(StoreError):
-    """The store (or the snapshot or batch used) is closed."""
 
 
 def check_key(key: object) -> bytes:

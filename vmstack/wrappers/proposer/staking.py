@@ -35,6 +35,8 @@ from Crypto.PublicKey import ECC, RSA
 from Crypto.PublicKey.ECC import EccPoint  # type: ignore[attr-defined, unused-ignore]
 from Crypto.Signature import DSS, pkcs1_15
 
+from vmstack.errors import InvalidCertificate, InvalidSignature
+
 __all__ = [
     "MAX_CERTIFICATE_LEN",
     "MAX_ECDSA_SIGNATURE_LEN",
@@ -83,22 +85,6 @@ _TAG_SEQUENCE = 0x30
 _TAG_UTC_TIME = 0x17
 _TAG_GENERALIZED_TIME = 0x18
 _TAG_VERSION = 0xA0  # [0] EXPLICIT, constructed, context-specific
-
-
-class InvalidCertificate(ValueError):
-    """A staking certificate that avalanchego would not parse; ``reason`` says why."""
-
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
-        super().__init__(reason)
-
-
-class InvalidSignature(ValueError):
-    """A signature that does not verify against the certificate's public key."""
-
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
-        super().__init__(reason)
 
 
 # --- identifiers ------------------------------------------------------------------------

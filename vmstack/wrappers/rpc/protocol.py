@@ -21,6 +21,7 @@ from vmstack.errors import (
     BatchingNotImplemented,
     BlockNotFound,
     InvalidBlock,
+    MalformedRequest,
     StoreCorrupted,
     VMStackError,
     VMUnavailable,
@@ -82,10 +83,6 @@ def _methods() -> dict[str, Method]:
 METHODS: dict[str, Method] = _methods()
 
 
-class MalformedRequest(ValueError):
-    """A request that cannot be read: not a message of its type, or with unknown fields."""
-
-
 def _unknown_fields(message: Message) -> bool:
     if len(UnknownFieldSet(message)):
         return True
@@ -135,8 +132,8 @@ def failure_of(error: BaseException) -> vm_pb2.Failure:
         (StoreCorrupted, _KIND.STORE_CORRUPTED),
         (BatchingNotImplemented, _KIND.BATCHING_NOT_IMPLEMENTED),
         (VMUnavailable, _KIND.VM_UNAVAILABLE),
-        (VMStackError, _KIND.VM_STACK_ERROR),
         (MalformedRequest, _KIND.MALFORMED_REQUEST),
+        (VMStackError, _KIND.VM_STACK_ERROR),
         (ValueError, _KIND.VALUE_ERROR),
     )
     for error_type, kind in kinds:
