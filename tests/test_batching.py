@@ -332,10 +332,10 @@ def test_walk_continues_a_partial_answer_as_mid_walk() -> None:
     vm, ids = chain(False)
     budget = AncestorBudget(3, 10_000, 1.0, clock=SimClock())
     budget.admit(b"from the layer above")
-    answer = walk_ancestors(vm._fetch, ids[5], budget)
+    answer = walk_ancestors(vm._fetch, ids[5], budget).blocks
     assert answer[0] == b"from the layer above"
     assert len(answer) == 3
-    assert walk_ancestors(vm._fetch, b"\x09" * 32, budget) == answer
+    assert walk_ancestors(vm._fetch, b"\x09" * 32, budget).blocks == answer
 
 
 def test_genesis_parent_ends_the_walk() -> None:

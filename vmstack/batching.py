@@ -22,12 +22,15 @@ The rules (ARCHITECTURE.md, section 3), in the order the code applies them:
 
 from __future__ import annotations
 
+import enum
 import itertools
 import logging
 import math
 import time
 from collections.abc import Callable, Iterable, Sequence, Sized
 from typing import TypeGuard, TypeVar
+
+import attrs
 
 from vmstack.clock import Clock
 from vmstack.errors import BatchingNotImplemented, BlockNotFound, InvalidBlock
@@ -41,6 +44,7 @@ __all__ = [
     "MAX_CONTAINERS_LEN",
     "MAX_PARSE_BATCH",
     "AncestorBudget",
+    "AncestorWalk",
     "batched_parse_block",
     "check_block_id",
     "check_parse_batch",
@@ -52,6 +56,7 @@ __all__ = [
     "serial_parse_block",
     "stack_clock",
     "supports_batching",
+    "WalkEnd",
     "walk_ancestors",
 ]
 
@@ -207,34 +212,62 @@ class AncestorBudget:
                 return
 
 
-def walk_ancestors(fetch: BlockFetch, block_id: bytes, budget: AncestorBudget) -> list[bytes]:
+class WalkEnd(enum.Enum):
+    """Why an ancestors walk left out the block it names in :attr:`AncestorWalk.stopped_at`."""
+
+    #: ``fetch`` raised ``BlockNotFound`` for it: the VM does not serve it (a layer walking
+    #: its own blocks hands that block to the VM below).
+    NOT_SERVED = "not served"
+    #: The budget held no room for it (count, size or time; rule 4).
+    BUDGET = "budget"
+    #: ``fetch`` raised another error for it mid-walk; the walk logged it (rule 2).
+    FAILED = "failed"
+
+
+@attrs.frozen
+class AncestorWalk:
+    """Where an ancestors walk stopped: the answer, the first block it leaves out, and why.
+
+    ``blocks`` is the budget's list of blocks (the whole answer, including any the budget
+    held before the walk began); ``stopped_at`` is the ID of the block the walk did not add,
+    which for :attr:`WalkEnd.NOT_SERVED` is where a VM below could take over.
+    """
+
+    blocks: list[bytes]
+    stopped_at: bytes
+    reason: WalkEnd
+
+
+def walk_ancestors(fetch: BlockFetch, block_id: bytes, budget: AncestorBudget) -> AncestorWalk:
     """The serial ancestors walk (rules 2-4): ``fetch`` one block, then each parent.
 
     ``fetch`` returns a block's bytes and its parent ID, raising ``BlockNotFound`` for a
-    block that is not served. Blocks go into ``budget``, whose blocks are returned. When the
-    budget already holds blocks (a layer above answered the newest part itself),
-    ``block_id`` is the parent of the last of them and is fetched as a mid-walk block.
+    block that is not served. Blocks go into ``budget``; the result holds its blocks and
+    says where and why the walk stopped. When the budget already holds blocks (a layer
+    above answered the newest part itself), ``block_id`` is the parent of the last of them
+    and is fetched as a mid-walk block. Any error but ``BlockNotFound`` on the first block
+    propagates.
     """
     next_id = block_id
     if not budget.blocks:
         try:
             data, next_id = fetch(block_id)
         except BlockNotFound:
-            return []
+            return AncestorWalk(budget.blocks, block_id, WalkEnd.NOT_SERVED)
         budget.admit(data)
     while budget.may_fetch_parent():
         try:
             data, parent_id = fetch(next_id)
         except BlockNotFound:
-            break
+            return AncestorWalk(budget.blocks, next_id, WalkEnd.NOT_SERVED)
         except Exception:
             logger.warning("ancestors walk stopped at block %s after %d blocks",
                            next_id.hex(), len(budget.blocks), exc_info=True)
-            break
+            return AncestorWalk(budget.blocks, next_id, WalkEnd.FAILED)
         if not budget.admit(data):
             break
         next_id = parent_id
-    return budget.blocks
+    return AncestorWalk(budget.blocks, next_id, WalkEnd.BUDGET)
 
 
 def has_batched_methods(vm: object) -> TypeGuard[BatchedChainVM]:
@@ -318,7 +351,7 @@ def get_ancestors(
             return answer
         except BatchingNotImplemented:
             pass
-    return walk_ancestors(fetch_through(vm), block_id, budget)
+    return walk_ancestors(fetch_through(vm), block_id, budget).blocks
 
 
 def serial_get_ancestors(
@@ -339,7 +372,7 @@ def serial_get_ancestors(
     block_id = check_block_id(block_id)
     budget = AncestorBudget(max_blocks_num, max_blocks_size, max_retrieval_time,
                             clock=stack_clock(vm) if clock is None else clock)
-    return walk_ancestors(fetch_through(vm), block_id, budget)
+    return walk_ancestors(fetch_through(vm), block_id, budget).blocks
 
 
 def parse_each(parse: Callable[[bytes], BlockT], blocks: Sequence[bytes]) -> list[BlockT]:

@@ -531,7 +531,8 @@ class _SelfWalkingVM(PassVM):
                       max_retrieval_time: float) -> list[bytes]:
         budget = AncestorBudget(max_blocks_num, max_blocks_size, max_retrieval_time,
                                 clock=self.clock)
-        return walk_ancestors(fetch_through(self._inner), check_block_id(block_id), budget)
+        walk = walk_ancestors(fetch_through(self._inner), check_block_id(block_id), budget)
+        return walk.blocks
 
     def batched_parse_block(self, blocks: Sequence[bytes]) -> list[Block]:
         return [self.wrap_block(block) for block in batched_parse_block(self._inner, blocks)]
@@ -550,7 +551,7 @@ class RestartsTime(_SelfWalkingVM):
         budget = AncestorBudget(max_blocks_num, max_blocks_size, max_retrieval_time,
                                 clock=self.clock)
         budget.admit(first)
-        return walk_ancestors(fetch, parent, budget)
+        return walk_ancestors(fetch, parent, budget).blocks
 
 
 class WallClockWalk(_SelfWalkingVM):
@@ -786,7 +787,8 @@ class PerBlockWalk(PassVM):
         self.below()
         budget = AncestorBudget(max_blocks_num, max_blocks_size, max_retrieval_time,
                                 clock=self._inner.clock)  # type: ignore[attr-defined]
-        return walk_ancestors(fetch_through(self._inner), check_block_id(block_id), budget)
+        walk = walk_ancestors(fetch_through(self._inner), check_block_id(block_id), budget)
+        return walk.blocks
 
 
 class RetriesGetAncestors(PassVM):

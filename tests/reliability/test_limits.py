@@ -279,7 +279,7 @@ class BatchedRingVM(RingVM):
             block = self.get_block(wanted)
             return bytes(block), block.parent_id
 
-        return walk_ancestors(fetch, block_id, budget)
+        return walk_ancestors(fetch, block_id, budget).blocks
 
     def batched_parse_block(self, blocks: Sequence[bytes]) -> list[RingBlock]:
         raise InvalidBlock("a ring VM parses nothing", index=0)

@@ -130,7 +130,7 @@ def run(quick: bool, *, inner: ChainVM | None = None,
                 return bytes(block), block.parent_id
 
             budget = AncestorBudget(BLOCKS, MAX_CONTAINERS_LEN * 64, _TIME_BUDGET)
-            return walk_ancestors(fetch, tip, budget)
+            return walk_ancestors(fetch, tip, budget).blocks
         return operation
 
     expected = ask(bare_vm)()

@@ -931,7 +931,7 @@ class CChainVM:
         processing = dict(self._processing)
         with self._store.snapshot() as snap:
             walk = _AncestorWalk(self, snap, processing)
-            return walk_ancestors(walk.fetch, block_id, budget)
+            return walk_ancestors(walk.fetch, block_id, budget).blocks
 
     def batched_parse_block(self, blocks: Sequence[bytes]) -> list[CChainBlock]:
         """Every element parsed as :meth:`parse_block` parses it, in input order; an invalid

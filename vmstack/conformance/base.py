@@ -233,7 +233,7 @@ def timed_expected(chain: Sequence[bytes], index: int, max_blocks_num: int,
         return newest_first[at], (at + 1).to_bytes(32, "big")
 
     budget = AncestorBudget(max_blocks_num, max_blocks_size, max_retrieval_time, clock=clock)
-    return walk_ancestors(fetch, bytes(32), budget)
+    return walk_ancestors(fetch, bytes(32), budget).blocks
 
 
 def batched(layer: ChainVM) -> BatchedChainVM:

@@ -255,7 +255,7 @@ class ForwardingContract(KitBase):
                 return bytes(block), block.parent_id
 
             walked = walk_ancestors(fetch, block_id, AncestorBudget(
-                num, size, KIT_TIME_BUDGET, clock=batching.clock))
+                num, size, KIT_TIME_BUDGET, clock=batching.clock)).blocks
             assert answers[0] == answers[1] == walked, (
                 "over a VM that batches, over one that does not, and walked block by block "
                 "through the layer, get_ancestors must give the same bytes")

@@ -307,7 +307,7 @@ class BatchedMemoryVM(MemoryVM):
         self._refuse_unless_batching("get_ancestors")
         budget = AncestorBudget(max_blocks_num, max_blocks_size, max_retrieval_time,
                                 clock=self.clock)
-        return walk_ancestors(self._fetch, block_id, budget)
+        return walk_ancestors(self._fetch, block_id, budget).blocks
 
     def batched_parse_block(self, blocks: Sequence[bytes]) -> list[MemoryBlock]:
         batch = check_parse_batch(blocks)

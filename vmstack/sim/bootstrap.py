@@ -274,7 +274,7 @@ class Bootstrapper:
 
         budget = AncestorBudget(self.max_blocks_num, self.max_blocks_size,
                                 self.max_retrieval_time, clock=lambda: start + spent)
-        return walk_ancestors(fetch, want, budget), spent
+        return walk_ancestors(fetch, want, budget).blocks, spent
 
     def _receive(self, request_id: int, want: bytes, answer: list[bytes]) -> None:
         if self._outstanding != request_id:

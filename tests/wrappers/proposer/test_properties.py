@@ -81,4 +81,4 @@ def test_batched_parse_equals_parsing_one_by_one(data: st.DataObject) -> None:
     assert [bytes(block) for block in parsed] == batch
     assert [block.post_fork for block in parsed] == [block.post_fork for block in one_by_one]
     assert walk_ancestors(fetch_through(inner), parsed[0].inner.id,
-                          AncestorBudget(clock=SimClock())) == []
+                          AncestorBudget(clock=SimClock())).blocks == []

@@ -59,6 +59,7 @@ from vmstack import batching
 from vmstack.batching import (
     BLOCK_ID_LEN,
     AncestorBudget,
+    WalkEnd,
     check_block_id,
     check_parse_batch,
     fetch_through,
@@ -162,10 +163,6 @@ class _Facts:
     timestamp: int
     pchain_height: int
     inner_id: bytes
-
-
-class _NotOwn(BlockNotFound):
-    """The ancestors walk reached a block that is not one of the layer's post-fork blocks."""
 
 
 @attrs.define
@@ -565,7 +562,7 @@ class ProposerVM:
             else:
                 budget.extend(answer)
                 return budget.blocks
-        return walk_ancestors(fetch_through(inner), handoff, budget)
+        return walk_ancestors(fetch_through(inner), handoff, budget).blocks
 
     def batched_parse_block(self, blocks: Sequence[bytes]) -> list[ProposerBlock]:
         """Parse ``blocks`` in input order: envelopes decoded here, all inner bytes parsed
@@ -694,8 +691,7 @@ class ProposerVM:
         """Walk the layer's own blocks (``processing``, then the accepted ones in
         ``snapshot``) into ``budget``; return the ID of the first block that is not one of
         them (where the inner VM takes over), or ``None`` if the walk stopped for another
-        reason (budget, or a block not served)."""
-        reached: list[bytes] = []
+        reason (budget, or a block that failed to read)."""
 
         def fetch(wanted: bytes) -> tuple[bytes, bytes]:
             block = processing.get(wanted)
@@ -704,13 +700,13 @@ class ProposerVM:
             try:
                 record = snapshot.get(_BLOCK + wanted)
             except KeyError:
-                reached.append(wanted)
-                raise _NotOwn(wanted.hex()) from None
+                raise BlockNotFound(f"block {wanted.hex()} is not a post-fork block of the "
+                                    "layer") from None
             _, parent_id, data = _record_parts(wanted, record)
             return data, parent_id
 
-        walk_ancestors(fetch, block_id, budget)
-        return reached[0] if reached else None
+        walk = walk_ancestors(fetch, block_id, budget)
+        return walk.stopped_at if walk.reason is WalkEnd.NOT_SERVED else None
 
     def _envelope_of_inner(self, inner_id: bytes) -> bytes | None:
         """A post-fork block (processing or accepted) whose inner block is ``inner_id``."""
