@@ -1,0 +1,289 @@
+"""A node of a simulated network: :class:`NodeServer`, and the plain data it is called with
+and answers.
+
+A node is its own full stack over its own LMDB store, on a simulated clock of its own that
+every call sets to the simulated time the call happens at. The coordinator
+(:mod:`vmstack.sim.multinode`) never touches a node's stack: it names a node method in a
+:class:`Call` (one of :data:`NODE_METHODS`, the only methods a call may name) and gets back
+plain data (:class:`Tip`, :class:`Received`, :class:`Executed`, :class:`Delivered`,
+:class:`Built`), the same whichever process the node lives in, so the simulated figures do
+not depend on the engine (:mod:`vmstack.sim.engines`) that hosts the node.
+"""
+
+from __future__ import annotations
+
+import itertools
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from vmstack.batching import (
+    MAX_CONTAINERS_LEN,
+    batched_parse_block,
+    get_ancestors,
+)
+from vmstack.cchain import generate_chain
+from vmstack.cchain.generate import find_mempool, transaction_pool
+from vmstack.clock import SimClock
+from vmstack.errors import BlockNotFound, InvalidBlock
+from vmstack.interfaces import Block, ChainVM
+from vmstack.stack import build_stack
+from vmstack.store import LMDBStore
+from vmstack.wrappers.proposer import StakingKey
+
+__all__ = [
+    "Built",
+    "Call",
+    "Delivered",
+    "Executed",
+    "NODE_METHODS",
+    "NodeServer",
+    "NodeSpec",
+    "Received",
+    "Tip",
+    "peak_rss",
+]
+
+#: The node methods a :class:`Call` may name.
+NODE_METHODS = frozenset({"generate", "export", "import_blocks", "tip", "serve", "receive",
+                          "execute", "deliver", "build"})
+
+
+@attrs.frozen
+class NodeSpec:
+    """What a node needs to build its stack: the chain's parameters and, for a node that
+    builds blocks, the seed of its staking key (its post-fork blocks are signed with it)."""
+
+    index: int
+    chain_id: int
+    start_time: float
+    fork_time: float
+    transition_time: float
+    staking_seed: bytes | None = None
+
+
+@attrs.frozen
+class Tip:
+    """A node's last accepted block."""
+
+    block_id: bytes
+    height: int
+
+
+@attrs.frozen
+class Received:
+    """What a node made of an answer to its ``get_ancestors`` request.
+
+    ``usable`` is False when the answer was empty, did not parse, did not start with the
+    block asked for or was not a chain; then nothing was kept. Otherwise ``new_blocks``
+    blocks were kept for execution; ``reached`` says the answer reached a block the node
+    has (the fetch is over), and ``next_want`` is the block to ask for next when not.
+    """
+
+    usable: bool
+    new_blocks: int = 0
+    reached: bool = False
+    next_want: bytes | None = None
+
+
+@attrs.frozen
+class Executed:
+    """The fetched blocks a node verified and accepted, oldest first, by size."""
+
+    sizes: tuple[int, ...]
+    tip: Tip
+
+
+@attrs.frozen
+class Delivered:
+    """A gossiped block at a node: ``accepted`` when it extended the node's chain,
+    ``known`` when the node already had it, neither when its parent is missing (a gap the
+    node has to fetch)."""
+
+    accepted: bool
+    known: bool
+    tip: Tip
+
+
+@attrs.frozen
+class Built:
+    """A block a builder built, verified and accepted: its bytes and the builder's tip."""
+
+    block: bytes
+    tip: Tip
+
+
+@attrs.frozen
+class Call:
+    """One call on one node: ``method`` (one of :data:`NODE_METHODS`) with ``args``."""
+
+    node: int
+    method: str
+    args: tuple[Any, ...] = ()
+
+    def __attrs_post_init__(self) -> None:
+        if self.method not in NODE_METHODS:
+            raise ValueError(f"a node has no method {self.method!r}")
+
+
+class NodeServer:
+    """One node: its stack over its own LMDB store in ``directory`` (a private temporary
+    directory when ``None``; committed without fsync), on its own simulated clock.
+    :meth:`close` removes the directory if ``remove`` (default: if the node made it).
+
+    Every method that happens at a simulated time takes it as ``now``; the node's clock is
+    moved there first (never back). The answers are plain data, the same whichever process
+    the node lives in.
+    """
+
+    def __init__(self, spec: NodeSpec, directory: Path | None = None, *,
+                 remove: bool | None = None) -> None:
+        self.spec = spec
+        self._owned = directory is None if remove is None else remove
+        self.directory = (Path(tempfile.mkdtemp(prefix=f"vmstack-node-{spec.index}-"))
+                          if directory is None else directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.clock = SimClock(spec.start_time)
+        # A node's store lives as long as the run: commits skip the fsync that only an OS
+        # crash would need.
+        self._store = LMDBStore(self.directory, sync=False)
+        key = (None if spec.staking_seed is None
+               else StakingKey.generate(seed=spec.staking_seed))
+        self.vm: ChainVM = build_stack(self._store, chain_id=spec.chain_id,
+                                       fork_time=spec.fork_time,
+                                       transition_time=spec.transition_time,
+                                       clock=self.clock, staking_key=key)
+        self._fetched: list[Block] = []
+
+    def close(self) -> None:
+        """Close the store; remove the directory if the node made it."""
+        self._store.close()
+        if self._owned:
+            shutil.rmtree(self.directory, ignore_errors=True)
+
+    def _at(self, now: float) -> None:
+        self.clock.advance(max(0.0, now - self.clock()))
+
+    def tip(self) -> Tip:
+        """The node's last accepted block."""
+        block_id = self.vm.last_accepted()
+        return Tip(block_id, self.vm.get_block(block_id).height)
+
+    # --- before the run: the chain the builders start with --------------------------
+
+    def generate(self, blocks: int, txs_per_block: int, seed: int,
+                 block_interval: float) -> Tip:
+        """Build the first ``blocks`` blocks (deterministic for ``seed``)."""
+        generate_chain(self.vm, blocks=blocks, txs_per_block=txs_per_block, seed=seed,
+                       clock=self.clock, block_interval=block_interval)
+        return self.tip()
+
+    def export(self) -> list[bytes]:
+        """Every accepted block above genesis, oldest first."""
+        height = self.tip().height
+        return [bytes(self.vm.get_block(self.vm.get_block_id_at_height(h)))
+                for h in range(1, height + 1)]
+
+    def import_blocks(self, blocks: list[bytes]) -> Tip:
+        """Parse, verify and accept ``blocks`` (oldest first) as the chain this node holds."""
+        for data in blocks:
+            block = self.vm.parse_block(data)
+            self._at(float(block.timestamp))
+            block.verify()
+            block.accept()
+        return self.tip()
+
+    # --- bootstrapping: serving, fetching, executing -----------------------------------
+
+    def serve(self, want: bytes, now: float, max_blocks_num: int) -> list[bytes]:
+        """``get_ancestors`` of ``want`` with the engine's limits; ``[]`` if the node does
+        not have it."""
+        self._at(now)
+        try:
+            return get_ancestors(self.vm, want, max_blocks_num=max_blocks_num,
+                                 max_blocks_size=MAX_CONTAINERS_LEN, clock=self.clock)
+        except BlockNotFound:
+            return []
+
+    def receive(self, want: bytes, answer: list[bytes], now: float) -> Received:
+        """Parse an answer to a request for ``want`` with ``batched_parse_block`` and keep
+        the blocks the node does not have yet, down to its last accepted block."""
+        self._at(now)
+        if not answer:
+            return Received(usable=False)
+        try:
+            blocks = batched_parse_block(self.vm, answer)
+        except InvalidBlock:
+            return Received(usable=False)
+        if (not blocks or blocks[0].id != want
+                or any(child.parent_id != parent.id
+                       for child, parent in itertools.pairwise(blocks))):
+            return Received(usable=False)
+        have = self.vm.last_accepted()
+        reached_at = next((i for i, block in enumerate(blocks) if block.id == have), None)
+        if reached_at is not None:
+            blocks = blocks[:reached_at]
+        self._fetched.extend(blocks)
+        reached = reached_at is not None or (bool(blocks) and blocks[-1].parent_id == have)
+        return Received(usable=True, new_blocks=len(blocks), reached=reached,
+                        next_want=None if reached else blocks[-1].parent_id)
+
+    def execute(self, now: float) -> Executed:
+        """Verify and accept every fetched block, oldest first, and forget them."""
+        self._at(now)
+        fetched, self._fetched = self._fetched, []
+        sizes = []
+        for block in reversed(fetched):
+            block.verify()
+            block.accept()
+            sizes.append(len(bytes(block)))
+        return Executed(tuple(sizes), self.tip())
+
+    # --- after bootstrapping: gossip and building ----------------------------------------
+
+    def deliver(self, data: bytes, now: float) -> Delivered:
+        """Take a gossiped block: accept it if it extends the node's chain."""
+        self._at(now)
+        tip = self.tip()
+        try:
+            block = self.vm.parse_block(data)
+        except (InvalidBlock, BlockNotFound):
+            return Delivered(accepted=False, known=False, tip=tip)
+        if block.height <= tip.height:
+            return Delivered(accepted=False, known=True, tip=tip)
+        if block.parent_id != tip.block_id:
+            return Delivered(accepted=False, known=False, tip=tip)
+        block.verify()
+        self.vm.set_preference(block.id)
+        block.accept()
+        return Delivered(accepted=True, known=False, tip=self.tip())
+
+    def build(self, now: float, seed: int, position: int, txs: int) -> Built:
+        """Build the next block on the node's chain with ``txs`` transactions of the
+        seed's pool from ``position``, verify and accept it."""
+        self._at(now)
+        mempool = find_mempool(self.vm)
+        if txs:
+            pool = transaction_pool(seed=seed, chain_id=mempool.chain_id)
+            mempool.add_transactions(pool.take(position, txs))
+        block = self.vm.build_block()
+        block.verify()
+        self.vm.set_preference(block.id)
+        block.accept()
+        return Built(bytes(block), self.tip())
+
+    def call(self, method: str, args: tuple[Any, ...]) -> Any:
+        """Run one of :data:`NODE_METHODS` with ``args``."""
+        if method not in NODE_METHODS:
+            raise ValueError(f"a node has no method {method!r}")
+        return getattr(self, method)(*args)
+
+
+def peak_rss() -> int:
+    """Peak resident set of this process, in bytes (Linux reports kilobytes)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
