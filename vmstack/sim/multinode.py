@@ -37,7 +37,7 @@ from typing import Any
 
 import attrs
 
-from vmstack.batching import CONTAINER_LEN_OVERHEAD, DEFAULT_MAX_BLOCKS_NUM
+from vmstack.batching import CONTAINER_LEN_OVERHEAD
 from vmstack.clock import SimClock
 from vmstack.errors import VMStackError
 from vmstack.sim.bootstrap import REQUEST_BYTES
@@ -53,7 +53,8 @@ from vmstack.sim.engines import (
     Received,
     Tip,
 )
-from vmstack.sim.network import Messages, NetworkConfig
+from vmstack.sim.network import Mesh
+from vmstack.sim.network_records import NetworkReport, NetworkSimulationConfig, NodeResult
 
 __all__ = [
     "Mesh",
@@ -64,133 +65,8 @@ __all__ = [
     "simulate_network",
 ]
 
-ROLES = ("builder", "node", "late")
-
 #: Seconds the engine may take to build, export or import the builders' chain.
 SETUP_TIMEOUT = 3600.0
-
-
-@attrs.frozen
-class NetworkSimulationConfig:
-    """What to simulate.
-
-    ``builders`` nodes (default: 1 of 2 nodes, else an eighth of them, between 2 and 4)
-    start with the ``blocks``-block chain; of the others, ``late_fraction`` join at a random
-    time in the first half of the ``live_blocks`` building phase. A node gives up a request
-    after ``max_attempts`` peers in a row failed it; a run still going after ``max_events``
-    events fails (a bound against a run that would not end). The chain's transition is a
-    third of the way up its first ``blocks`` blocks and the proposer fork two thirds up.
-    """
-
-    nodes: int = 8
-    builders: int | None = None
-    blocks: int = 120
-    txs_per_block: int = 4
-    live_blocks: int = 20
-    late_fraction: float = 0.25
-    seed: int = 1
-    network: NetworkConfig = attrs.field(factory=NetworkConfig)
-    block_interval: float = 2.0
-    start_time: float = 1_700_000_000.0
-    chain_id: int = 43114
-    max_blocks_num: int = DEFAULT_MAX_BLOCKS_NUM
-    max_attempts: int = 100
-    max_events: int = 10_000_000
-
-    def __attrs_post_init__(self) -> None:
-        if self.nodes < 2:
-            raise ValueError(f"a network needs at least 2 nodes, got {self.nodes}")
-        if not 1 <= self.builder_count < self.nodes:
-            raise ValueError(f"builders must be between 1 and nodes - 1 ({self.nodes - 1}), "
-                             f"got {self.builder_count}")
-        if self.blocks < 1 or self.txs_per_block < 0 or self.live_blocks < 0:
-            raise ValueError("blocks must be at least 1, txs_per_block and live_blocks at "
-                             "least 0")
-        if not 0 <= self.late_fraction <= 1:
-            raise ValueError(f"late_fraction must be in [0, 1], got {self.late_fraction}")
-        slowest_link = self.network.latency + self.network.latency_spread
-        if not self.block_interval > slowest_link:
-            raise ValueError(f"block_interval must exceed the slowest link's latency "
-                             f"({slowest_link:g} s), got {self.block_interval}")
-        if self.max_attempts < 1 or self.max_events < 1:
-            raise ValueError(f"max_attempts and max_events must be at least 1, got "
-                             f"{self.max_attempts} and {self.max_events}")
-
-    @property
-    def builder_count(self) -> int:
-        """How many nodes build and serve the chain from the start."""
-        if self.builders is not None:
-            return self.builders
-        return 1 if self.nodes == 2 else max(2, min(4, self.nodes // 8))
-
-    @property
-    def transition_time(self) -> float:
-        return self.start_time + self.block_interval * (self.blocks // 3)
-
-    @property
-    def fork_time(self) -> float:
-        return self.start_time + self.block_interval * (2 * self.blocks // 3)
-
-    def as_dict(self) -> dict[str, object]:
-        data = attrs.asdict(self)
-        data["builders"] = self.builder_count
-        return data
-
-
-class Mesh(Messages):
-    """Every pair of nodes linked, each link's latency drawn once (pairs in order), then
-    jitter, bandwidth and drops per message, all from the one seeded ``rng``."""
-
-    def __init__(self, config: NetworkConfig, rng: random.Random, nodes: int) -> None:
-        super().__init__(config, rng)
-        self._latency: dict[tuple[int, int], float] = {
-            pair: self.link_latency() for pair in itertools.combinations(range(nodes), 2)}
-        self.min_latency = min(self._latency.values())
-
-    def latency(self, a: int, b: int) -> float:
-        """The link latency between nodes ``a`` and ``b``."""
-        return self._latency[(a, b) if a < b else (b, a)]
-
-    def transfer(self, source: int, destination: int, size: int) -> float | None:
-        """Seconds a message of ``size`` bytes takes, or ``None`` if it is dropped."""
-        return self.deliver(self.latency(source, destination), size)
-
-
-@attrs.define
-class NodeResult:
-    """What one node did. Every field but the wall times of the run is simulated.
-
-    ``bootstrap_seconds`` is the simulated time from joining to having caught up with its
-    peers the first time (``None`` if it never did); ``crashed_at`` the simulated time its
-    process was found dead (``None`` if it was not)."""
-
-    index: int
-    role: str
-    joined_at: float = 0.0
-    requests: int = 0
-    retries: int = 0
-    bytes_received: int = 0
-    blocks_fetched: int = 0
-    rounds: int = 0
-    gossip_accepted: int = 0
-    gossip_ignored: int = 0
-    polls: int = 0
-    height: int = 0
-    bootstrap_seconds: float | None = None
-    crashed_at: float | None = None
-    crash_reason: str | None = None
-    stalled: str | None = None
-    timeline: list[tuple[float, int]] = attrs.field(factory=list)
-
-    @property
-    def crashed(self) -> bool:
-        return self.crashed_at is not None
-
-    def as_dict(self) -> dict[str, object]:
-        data = attrs.asdict(self)
-        data["crashed"] = self.crashed
-        data["timeline"] = [list(point) for point in self.timeline]
-        return data
 
 
 @attrs.define
@@ -222,35 +98,6 @@ class _Event:
     @property
     def key(self) -> tuple[float, int]:
         return (self.at, self.order)
-
-
-@attrs.frozen
-class NetworkReport:
-    """Every figure of a network run; ``as_dict()["simulated"]`` depends only on the seed,
-    the configuration and the cost model. ``peak_memory_bytes`` is the peak resident size
-    of each process that held nodes (this one on the local engine, each actor on Ray)."""
-
-    config: NetworkSimulationConfig
-    costs: CostModel
-    engine: dict[str, object]
-    nodes: tuple[NodeResult, ...]
-    totals: dict[str, float | int | None]
-    setup_wall_seconds: float
-    run_wall_seconds: float
-    peak_memory_bytes: tuple[int, ...] = ()
-
-    def as_dict(self) -> dict[str, object]:
-        return {
-            "engine": self.engine,
-            "seed": self.config.seed,
-            "config": self.config.as_dict(),
-            "costs": self.costs.as_dict(),
-            "simulated": {"nodes": [node.as_dict() for node in self.nodes],
-                          "totals": self.totals},
-            "measured": {"setup_wall_seconds": self.setup_wall_seconds,
-                         "run_wall_seconds": self.run_wall_seconds,
-                         "peak_memory_bytes": list(self.peak_memory_bytes)},
-        }
 
 
 class NetworkRun:

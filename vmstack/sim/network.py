@@ -1,16 +1,19 @@
 """The simulated network: per-link latency drawn once, jitter, bandwidth, and drops.
 
-Every random draw comes from the one seeded ``random.Random`` handed in, in a fixed order,
-so the same seed gives the same network.
+:class:`Messages` is the one message model: :class:`Network` links one bootstrapping node to
+its peers, :class:`Mesh` links every pair of a network's nodes. Every random draw comes from
+the one seeded ``random.Random`` handed in, in a fixed order, so the same seed gives the same
+network.
 """
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import attrs
 
-__all__ = ["Link", "Messages", "Network", "NetworkConfig"]
+__all__ = ["Link", "Mesh", "Messages", "Network", "NetworkConfig"]
 
 
 @attrs.frozen
@@ -91,3 +94,22 @@ class Network(Messages):
         """Seconds a message of ``size`` bytes takes to reach the other end, or ``None``
         if the network drops it."""
         return self.deliver(self.links[peer].latency, size)
+
+
+class Mesh(Messages):
+    """Every pair of nodes linked, each link's latency drawn once (pairs in order), then
+    jitter, bandwidth and drops per message, all from the one seeded ``rng``."""
+
+    def __init__(self, config: NetworkConfig, rng: random.Random, nodes: int) -> None:
+        super().__init__(config, rng)
+        self._latency: dict[tuple[int, int], float] = {
+            pair: self.link_latency() for pair in itertools.combinations(range(nodes), 2)}
+        self.min_latency = min(self._latency.values())
+
+    def latency(self, a: int, b: int) -> float:
+        """The link latency between nodes ``a`` and ``b``."""
+        return self._latency[(a, b) if a < b else (b, a)]
+
+    def transfer(self, source: int, destination: int, size: int) -> float | None:
+        """Seconds a message of ``size`` bytes takes, or ``None`` if it is dropped."""
+        return self.deliver(self.latency(source, destination), size)
