@@ -27,6 +27,7 @@ from vmstack.conformance import doubles
 from vmstack.errors import InvalidBlock
 from vmstack.interfaces import ChainVM
 from vmstack.store import MemoryStore
+from vmstack.wrappers.proposer import certificate as certificate_module
 from vmstack.wrappers.proposer import staking
 from vmstack.wrappers.proposer import vm as proposer_module
 from vmstack.wrappers.proposer.block import PostForkBlock, build_signed, build_unsigned
@@ -96,7 +97,7 @@ def test_an_oversized_der_signature_is_refused_without_verification(
     """A signature longer than any P-256 DER signature never reaches the curve arithmetic
     (nor a general DER parser); the envelope is InvalidBlock."""
     vm, _ = stack
-    checks = Counter(monkeypatch, staking, "_check_ecdsa")
+    checks = Counter(monkeypatch, certificate_module, "_check_ecdsa")
     unsigned = PostForkBlock(b"\1" * 32, int(START), 0, staking_key().certificate.raw, b"\xc0")
     signature = der_element(0x30, der_element(0x02, b"\x01" + bytes(size))
                             + der_element(0x02, b"\x01"))
@@ -117,7 +118,7 @@ def test_malformed_der_signatures_are_refused_before_the_curve(
         monkeypatch: pytest.MonkeyPatch, signature: bytes) -> None:
     """The DER reader is strict: any shape but SEQUENCE { INTEGER r, INTEGER s } with r, s
     in [1, n - 1] is refused before any point is multiplied."""
-    checks = Counter(monkeypatch, staking, "_check_ecdsa")
+    checks = Counter(monkeypatch, certificate_module, "_check_ecdsa")
     with pytest.raises(staking.InvalidSignature):
         staking_key().certificate.check_signature(b"message", signature)
     assert checks.calls == 0
@@ -137,7 +138,7 @@ def test_an_oversized_certificate_is_refused_before_it_is_parsed(
     """A certificate field of 1 MB is refused on its length: the certificate parser (and
     its cache, which would hash it) never sees it."""
     vm, _ = stack
-    parses = Counter(monkeypatch, staking, "_parse_certificate")
+    parses = Counter(monkeypatch, certificate_module, "_parse_certificate")
     certificate = der_element(0x30, bytes(1_000_000))
     fields = (b"\0\0" + bytes(4) + b"\1" * 32 + int(START).to_bytes(8, "big") + bytes(8))
     data = b"".join((fields, len(certificate).to_bytes(4, "big"), certificate,
@@ -187,7 +188,7 @@ def test_signatures_are_checked_only_up_to_the_first_bad_element(
     inner = _inner_bytes(vm)
     batch = [_signed(vm, n, inner) for n in range(12)]
     batch[2] = _signed(vm, 2, b"\xc0")
-    checks = Counter(monkeypatch, staking, "_check_ecdsa")
+    checks = Counter(monkeypatch, certificate_module, "_check_ecdsa")
     with pytest.raises(InvalidBlock) as caught:
         batched_parse_block(vm, batch)
     assert caught.value.index == 2

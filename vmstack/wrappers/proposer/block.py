@@ -32,16 +32,14 @@ import struct
 
 import attrs
 
-from vmstack.errors import InvalidBlock
-from vmstack.wrappers.proposer.staking import (
+from vmstack.errors import InvalidBlock, InvalidCertificate, InvalidSignature
+from vmstack.wrappers.proposer.certificate import (
     MAX_CERTIFICATE_LEN,
     Certificate,
-    InvalidCertificate,
-    InvalidSignature,
-    StakingKey,
     cb58encode,
     format_node_id,
 )
+from vmstack.wrappers.proposer.staking import StakingKey
 
 __all__ = [
     "CODEC_VERSION",
