@@ -19,11 +19,9 @@ from vmstack.conformance import (
     LayerConformance,
     memory_vm,
 )
-from vmstack.conformance.base import (
-    KIT_FETCH_COST,
-    RULES,
-    timed_expected,
-)
+from vmstack.conformance.checks import timed_expected
+from vmstack.conformance.declarations import RULES
+from vmstack.conformance.stacks import KIT_FETCH_COST
 from vmstack.errors import InvalidBlock
 from vmstack.interfaces import ChainVM
 

@@ -42,26 +42,21 @@ from vmstack.batching import (
     walk_ancestors,
 )
 from vmstack.clock import SimClock
-from vmstack.conformance.base import (
+from vmstack.conformance.base import KitBase
+from vmstack.conformance.checks import batched, cost, reaches, untimed_expected
+from vmstack.conformance.declarations import DECLARATIONS_HOLD, Declaration, rule
+from vmstack.conformance.doubles import BatchedMemoryVM, Call, MemoryBlock
+from vmstack.conformance.stacks import (
     CAPABILITIES,
-    DECLARATIONS_HOLD,
     INNER_BATCHES,
     INNER_SERIAL,
     KIT_FETCH_COST,
     KIT_START_TIME,
     KIT_TIME_BUDGET,
     UNKNOWN_ID,
-    Declaration,
-    KitBase,
     KitFault,
     KitStack,
-    batched,
-    cost,
-    reaches,
-    rule,
-    untimed_expected,
 )
-from vmstack.conformance.doubles import BatchedMemoryVM, Call, MemoryBlock
 from vmstack.errors import (
     BatchingNotImplemented,
     BlockNotFound,

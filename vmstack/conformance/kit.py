@@ -34,18 +34,7 @@ This module imports pytest and Hypothesis: it is for test suites, and
 
 from __future__ import annotations
 
-from vmstack.conformance.base import (
-    DECLARATIONS_HOLD,
-    KIT_FETCH_COST,
-    KIT_START_TIME,
-    KIT_TIME_BUDGET,
-    RULES,
-    Declaration,
-    KitBase,
-    KitDeclarationError,
-    KitFault,
-    KitStack,
-)
+from vmstack.conformance.base import KitBase
 from vmstack.conformance.contracts import (
     BudgetContract,
     DecisionContract,
@@ -53,6 +42,19 @@ from vmstack.conformance.contracts import (
     ForwardingContract,
     ParsingContract,
     WrappingContract,
+)
+from vmstack.conformance.declarations import (
+    DECLARATIONS_HOLD,
+    RULES,
+    Declaration,
+    KitDeclarationError,
+)
+from vmstack.conformance.stacks import (
+    KIT_FETCH_COST,
+    KIT_START_TIME,
+    KIT_TIME_BUDGET,
+    KitFault,
+    KitStack,
 )
 
 __all__ = [

@@ -33,13 +33,21 @@ if TYPE_CHECKING:
 
     from vmstack.conformance.doubles import MemoryVM
 
-__all__ = ["MAX_EXAMPLES_OPTION", "SpanRecorder"]
+__all__ = ["KIT_MODULES", "MAX_EXAMPLES_OPTION", "SpanRecorder"]
 
-# The kit's failures show the compared values only if pytest rewrites its asserts. pytest
-# does that by itself for plugin modules of a regular install, not of an editable one; so
-# the kit's modules are registered here, before anything imports them.
-pytest.register_assert_rewrite(
-    "vmstack.conformance.base", "vmstack.conformance.contracts", "vmstack.conformance.kit")
+#: The kit's modules that hold its assertions (a package stands for all its submodules).
+#: The kit's failures show the compared values only if pytest rewrites these asserts.
+#: pytest does that by itself for plugin modules of a regular install, not of an editable
+#: one; so they are registered here, before anything imports them.
+KIT_MODULES = (
+    "vmstack.conformance.base",
+    "vmstack.conformance.checks",
+    "vmstack.conformance.contracts",
+    "vmstack.conformance.declarations",
+    "vmstack.conformance.kit",
+    "vmstack.conformance.stacks",
+)
+pytest.register_assert_rewrite(*KIT_MODULES)
 
 #: The ``config.getoption`` name of ``--vmstack-max-examples``.
 MAX_EXAMPLES_OPTION = "vmstack_max_examples"
