@@ -3,13 +3,20 @@ clock that moves with every block read."""
 
 from __future__ import annotations
 
+import ast
+import importlib
+import inspect
+import pkgutil
 import time
+from collections.abc import Iterator
+from types import ModuleType
 from typing import ClassVar
 
 import pytest
 from _pytest.assertion.rewrite import AssertionRewritingHook
 
 import vmstack.conformance.base as kit_base
+from tests.conformance.corpus import kit_class
 from vmstack import get_ancestors
 from vmstack.clock import SimClock
 from vmstack.conformance import (
@@ -21,6 +28,7 @@ from vmstack.conformance import (
 )
 from vmstack.conformance.checks import timed_expected
 from vmstack.conformance.declarations import RULES
+from vmstack.conformance.plugin import KIT_MODULES
 from vmstack.conformance.stacks import KIT_FETCH_COST
 from vmstack.errors import InvalidBlock
 from vmstack.interfaces import ChainVM
@@ -42,6 +50,43 @@ def test_every_kit_test_checks_a_registered_rule() -> None:
 def test_the_kit_asserts_are_rewritten() -> None:
     """The plugin registers the kit's modules for assertion rewriting before they load."""
     assert isinstance(kit_base.__loader__, AssertionRewritingHook)
+
+
+def _conformance_modules() -> Iterator[ModuleType]:
+    package = importlib.import_module("vmstack.conformance")
+    yield package
+    for found in pkgutil.walk_packages(package.__path__, f"{package.__name__}."):
+        yield importlib.import_module(found.name)
+
+
+def test_every_module_with_kit_asserts_is_rewritten() -> None:
+    """Each module of the kit that holds an assert statement is registered with the plugin
+    and was loaded by pytest's rewriting hook (a module added later must be registered)."""
+    holding_asserts = []
+    for module in _conformance_modules():
+        tree = ast.parse(inspect.getsource(module))
+        if any(isinstance(node, ast.Assert) for node in ast.walk(tree)):
+            holding_asserts.append(module.__name__)
+            assert any(module.__name__ == name or module.__name__.startswith(f"{name}.")
+                       for name in KIT_MODULES), f"{module.__name__} is not in KIT_MODULES"
+            assert isinstance(module.__loader__, AssertionRewritingHook), module.__name__
+    assert "vmstack.conformance.contracts.budgets" in holding_asserts
+    assert "vmstack.conformance.checks" in holding_asserts
+
+
+def test_a_kit_failure_shows_the_compared_values() -> None:
+    """A failing rule names itself and, below its message, shows pytest's rewritten detail:
+    the expression compared and the values it had."""
+    kit = kit_class("HeightIndexOffByOne")()
+    with pytest.raises(AssertionError) as raised:
+        kit.test_get_block_id_at_height_forwards(inner_batches=True)  # type: ignore[attr-defined]
+    shown = str(raised.value)
+    assert shown.startswith("[kit rule forwarding.height-index] expected: ")
+    assert "get_block_id_at_height(1) must name the block at that height" in shown
+    assert "\nassert b" in shown and "At index 0 diff: b" in shown
+    with pytest.raises(AssertionError) as raised:
+        kit.check_answer_types("not a list", "get_ancestors")
+    assert "where False = isinstance('not a list', list)" in str(raised.value)
 
 
 class _Layer(LayerConformance):
