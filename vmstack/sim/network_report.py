@@ -8,7 +8,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from vmstack.sim.multinode import NetworkReport, NodeResult
+from vmstack.sim.network_records import NetworkReport, NodeResult
 
 __all__ = ["print_network_report", "write_network_json", "write_network_plot"]
 

@@ -1,0 +1,23 @@
+"""The small network the network-run tests share, and its simulated figures."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vmstack.sim.multinode import NetworkSimulationConfig, simulate_network
+from vmstack.sim.network import NetworkConfig
+
+__all__ = ["SMALL", "simulated"]
+
+# Four nodes (two builders, one late joiner), short answers so a bootstrap takes several
+# requests, and drops often enough that some requests time out and are retried.
+SMALL = NetworkSimulationConfig(nodes=4, blocks=30, txs_per_block=1, live_blocks=6,
+                                late_fraction=0.5, max_blocks_num=8, seed=3,
+                                network=NetworkConfig(drop_probability=0.05))
+
+
+def simulated(engine: Any, **options: Any) -> dict[str, Any]:
+    """The simulated figures of :data:`SMALL` run on ``engine``."""
+    report = simulate_network(SMALL, engine, **options)
+    figures: dict[str, Any] = report.as_dict()["simulated"]  # type: ignore[assignment]
+    return figures
