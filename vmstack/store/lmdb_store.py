@@ -43,22 +43,24 @@ Errors. LMDB errors that mean the files are damaged or are not an LMDB database 
 page, bad meta page, checksum or version mismatch) surface as
 :class:`~vmstack.errors.StoreCorrupted`; other LMDB failures as :class:`StoreError`; using a
 closed store, snapshot or batch raises :class:`StoreClosed`.
+
+This module holds the store itself: opening, short reads, batches committed in one write
+transaction and the map's growth. The writer lock and the read gate are in
+:mod:`vmstack.store.lmdb_locks`, snapshots and the key scan in
+:mod:`vmstack.store.lmdb_snapshot`, the error mapping in :mod:`vmstack.store.lmdb_errors`.
 """
 
 from __future__ import annotations
 
-import fcntl
 import os
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from itertools import islice
-from types import TracebackType
-from typing import Any, NoReturn, TypeVar
+from typing import Any
 
 import lmdb
 
-from vmstack.errors import StoreCorrupted, VMStackError
 from vmstack.store.base import (
     BufferedWriteBatch,
     BytesLike,
@@ -72,133 +74,23 @@ from vmstack.store.base import (
     check_prefix,
     check_value,
 )
+from vmstack.store.lmdb_errors import translate_error
+from vmstack.store.lmdb_locks import (
+    WRITER_LOCK_FILE,
+    ReadGate,
+    release_writer_lock,
+    take_writer_lock,
+)
+from vmstack.store.lmdb_snapshot import LMDBSnapshot, ReadTxn, scan
 
-__all__ = ["DEFAULT_MAP_SIZE", "DEFAULT_MAX_READERS", "WRITER_LOCK_FILE", "LMDBStore"]
+__all__ = ["DEFAULT_MAP_SIZE", "DEFAULT_MAX_READERS", "LMDBStore", "WRITER_LOCK_FILE"]
 
 #: Initial map size: address space only (the file grows with the data), doubled when full.
 DEFAULT_MAP_SIZE = 1 << 30
 #: Concurrent read transactions (open snapshots and short reads) across all processes.
 DEFAULT_MAX_READERS = 256
 
-#: The file in the environment directory whose exclusive lock the writing handle holds.
-WRITER_LOCK_FILE = "writer.lock"
-
 _ITERATE_CHUNK = 256
-
-_CORRUPTION_ERRORS: tuple[type[lmdb.Error], ...] = tuple(
-    getattr(lmdb, name)
-    for name in (
-        "CorruptedError",
-        "PageNotFoundError",
-        "InvalidError",
-        "VersionMismatchError",
-        "BadChecksumError",
-        "PanicError",
-        "ProblemError",
-    )
-    if hasattr(lmdb, name)
-)
-
-V = TypeVar("V", bytes, memoryview)
-
-
-def _take_writer_lock(path: str) -> int:
-    """Open and exclusively lock the writer lock file of the store at ``path``; the open
-    descriptor holds the lock. :class:`StoreError` if another handle holds it."""
-    lock_path = os.path.join(path, WRITER_LOCK_FILE)
-    try:
-        os.makedirs(path, exist_ok=True)
-        descriptor = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    except OSError as exc:
-        raise StoreError(f"cannot open the writer lock {lock_path}: {exc}") from exc
-    try:
-        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(descriptor)
-        raise StoreError(f"the LMDB store at {path} is open for writing by another handle "
-                         "(it holds the writer lock); open it with readonly=True to read "
-                         "it") from None
-    except OSError as exc:
-        os.close(descriptor)
-        raise StoreError(f"cannot lock {lock_path}: {exc}") from exc
-    return descriptor
-
-
-def _release_writer_lock(descriptor: int) -> None:
-    """Drop the writer lock (closing its descriptor releases it)."""
-    os.close(descriptor)
-
-
-def _translate(exc: lmdb.Error, what: str) -> VMStackError:
-    """The project error for an LMDB error: corruption or an operational failure."""
-    if isinstance(exc, _CORRUPTION_ERRORS):
-        return StoreCorrupted(f"{what}: {exc}")
-    return StoreError(f"{what}: {exc}")
-
-
-class _ReadGate:
-    """Readers (shared, re-entrant per thread) versus remapping or closing the map (exclusive).
-
-    A pending exclusive request stops new readers, so a remap waits only for the snapshots
-    already open. Re-entry by a thread that already reads never waits, so nested snapshots
-    cannot deadlock against a pending remap. The uncontended path is one lock round trip.
-    """
-
-    __slots__ = ("_blocked", "_cond", "_local", "_lock", "_readers")
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._cond = threading.Condition(self._lock)
-        self._readers = 0
-        self._blocked = False
-        self._local = threading.local()
-
-    def depth(self) -> int:
-        """How many reads the current thread holds open."""
-        depth: int = getattr(self._local, "depth", 0)
-        return depth
-
-    def enter_shared(self) -> None:
-        depth: int = getattr(self._local, "depth", 0)
-        if depth == 0:
-            self._lock.acquire()
-            try:
-                while self._blocked:
-                    self._cond.wait()
-                self._readers += 1
-            finally:
-                self._lock.release()
-        self._local.depth = depth + 1
-
-    def exit_shared(self) -> None:
-        depth: int = self._local.depth - 1
-        self._local.depth = depth
-        if depth == 0:
-            self._lock.acquire()
-            self._readers -= 1
-            if self._blocked and self._readers <= 1:
-                self._cond.notify_all()
-            self._lock.release()
-
-    def enter_exclusive(self) -> None:
-        """Stop new readers and wait until no other thread reads; callers hold the store's
-        write lock, so at most one exclusive holder exists. Reads the calling thread itself
-        holds are not waited for (the caller decides what is safe with them open)."""
-        own = 1 if self.depth() else 0
-        with self._cond:
-            self._blocked = True
-            try:
-                while self._readers > own:
-                    self._cond.wait()
-            except BaseException:
-                self._blocked = False
-                self._cond.notify_all()
-                raise
-
-    def exit_exclusive(self) -> None:
-        with self._cond:
-            self._blocked = False
-            self._cond.notify_all()
 
 
 class LMDBStore(ClosesOnExit):
@@ -244,7 +136,7 @@ class LMDBStore(ClosesOnExit):
         if readonly and not os.path.isdir(self._path):
             raise StoreError(f"no LMDB store to open read-only at {self._path}")
         if not readonly:
-            self._lock_descriptor = _take_writer_lock(self._path)
+            self._lock_descriptor = take_writer_lock(self._path)
         try:
             self._env = lmdb.open(
                 self._path,
@@ -260,8 +152,8 @@ class LMDBStore(ClosesOnExit):
             )
         except lmdb.Error as exc:
             self._drop_writer_lock()
-            raise _translate(exc, f"cannot open the LMDB store at {self._path}") from exc
-        self._gate = _ReadGate()
+            raise translate_error(exc, f"cannot open the LMDB store at {self._path}") from exc
+        self._gate = ReadGate()
         self._write_lock = threading.RLock()
         self._closed = False
         try:
@@ -270,12 +162,12 @@ class LMDBStore(ClosesOnExit):
             self._env.close()
             self._closed = True
             self._drop_writer_lock()
-            raise _translate(exc, f"cannot open the LMDB store at {self._path}") from exc
+            raise translate_error(exc, f"cannot open the LMDB store at {self._path}") from exc
 
     def _drop_writer_lock(self) -> None:
         descriptor, self._lock_descriptor = self._lock_descriptor, None
         if descriptor is not None:
-            _release_writer_lock(descriptor)
+            release_writer_lock(descriptor)
 
     @property
     def path(self) -> str:
@@ -329,7 +221,7 @@ class LMDBStore(ClosesOnExit):
                 self._adopt_map_size()
             except lmdb.Error as exc:
                 self._gate.exit_shared()
-                raise _translate(exc, "cannot begin a read transaction") from exc
+                raise translate_error(exc, "cannot begin a read transaction") from exc
             except BaseException:
                 self._gate.exit_shared()
                 raise
@@ -340,8 +232,8 @@ class LMDBStore(ClosesOnExit):
         finally:
             self._gate.exit_shared()
 
-    def _reading(self, *, buffers: bool) -> _ReadTxn:
-        return _ReadTxn(self, buffers)
+    def _reading(self, *, buffers: bool) -> ReadTxn:
+        return ReadTxn(self, buffers)
 
     def get(self, key: bytes) -> bytes:
         """A copy of the value under ``key``; ``KeyError`` if there is none."""
@@ -350,7 +242,7 @@ class LMDBStore(ClosesOnExit):
             try:
                 value: bytes | None = txn.get(key)
             except lmdb.Error as exc:
-                raise _translate(exc, f"cannot read key {key.hex()}") from exc
+                raise translate_error(exc, f"cannot read key {key.hex()}") from exc
         if value is None:
             raise KeyError(key)
         return value
@@ -362,7 +254,7 @@ class LMDBStore(ClosesOnExit):
             try:
                 return txn.get(key) is not None
             except lmdb.Error as exc:
-                raise _translate(exc, f"cannot read key {key.hex()}") from exc
+                raise translate_error(exc, f"cannot read key {key.hex()}") from exc
 
     def put(self, key: bytes, value: BytesLike) -> None:
         """Store ``value`` under ``key`` in a transaction of its own."""
@@ -392,7 +284,7 @@ class LMDBStore(ClosesOnExit):
         after: bytes | None = None
         while True:
             with self._reading(buffers=False) as txn:
-                chunk = list(islice(_scan(txn, prefix, start, after), _ITERATE_CHUNK))
+                chunk = list(islice(scan(txn, prefix, start, after), _ITERATE_CHUNK))
             yield from chunk
             if len(chunk) < _ITERATE_CHUNK:
                 return
@@ -401,7 +293,7 @@ class LMDBStore(ClosesOnExit):
     def snapshot(self) -> AbstractContextManager[ReadSnapshot]:
         """One read transaction with zero-copy values, for the duration of the with-block."""
         self._check_open()
-        return _LMDBSnapshot(self)
+        return LMDBSnapshot(self)
 
     def sync(self) -> None:
         """Flush committed data to disk (useful with ``sync=False``)."""
@@ -409,7 +301,7 @@ class LMDBStore(ClosesOnExit):
         try:
             self._env.sync(True)
         except lmdb.Error as exc:
-            raise _translate(exc, "cannot flush the store") from exc
+            raise translate_error(exc, "cannot flush the store") from exc
 
     def close(self) -> None:
         """Wait for open snapshots and writes to finish, then close the environment.
@@ -430,7 +322,6 @@ class LMDBStore(ClosesOnExit):
                     self._drop_writer_lock()
             finally:
                 self._gate.exit_exclusive()
-
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else ("read-only" if self._readonly else "open")
@@ -453,7 +344,7 @@ class LMDBStore(ClosesOnExit):
                     self._adopt_map_size()
                     continue
                 except lmdb.Error as exc:
-                    raise _translate(exc, "cannot begin a write transaction") from exc
+                    raise translate_error(exc, "cannot begin a write transaction") from exc
                 try:
                     for key, value in ops:
                         if value is None:
@@ -466,7 +357,7 @@ class LMDBStore(ClosesOnExit):
                     self._abort_and_grow(txn)
                 except lmdb.Error as exc:
                     self._abort(txn)
-                    raise _translate(exc, "cannot commit a write batch") from exc
+                    raise translate_error(exc, "cannot commit a write batch") from exc
                 except BaseException:
                     self._abort(txn)
                     raise
@@ -501,7 +392,7 @@ class LMDBStore(ClosesOnExit):
             try:
                 self._env.set_mapsize(current * 2)
             except lmdb.Error as exc:
-                raise _translate(exc, f"cannot grow the map beyond {current} bytes") from exc
+                raise translate_error(exc, f"cannot grow the map beyond {current} bytes") from exc
         finally:
             self._gate.exit_exclusive()
 
@@ -516,138 +407,8 @@ class LMDBStore(ClosesOnExit):
                 try:
                     self._env.set_mapsize(0)
                 except lmdb.Error as exc:
-                    raise _translate(exc, "cannot adopt the grown map size") from exc
+                    raise translate_error(exc, "cannot adopt the grown map size") from exc
             finally:
                 self._gate.exit_exclusive()
 
-
-class _ReadTxn:
-    """A short read transaction as a context manager (gate held for its duration)."""
-
-    __slots__ = ("_buffers", "_store", "_txn")
-
-    def __init__(self, store: LMDBStore, buffers: bool) -> None:
-        self._store = store
-        self._buffers = buffers
-
-    def __enter__(self) -> lmdb.Transaction[Any]:
-        self._txn = self._store._begin_read(buffers=self._buffers)
-        return self._txn
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self._store._end_read(self._txn)
-
-
-def _closed_get(key: bytes) -> NoReturn:
-    raise StoreClosed("the snapshot is used outside its with-block")
-
-
-class _LMDBSnapshot:
-    """One LMDB read transaction with ``buffers=True``: consistent and zero-copy."""
-
-    __slots__ = ("_get", "_state", "_store", "_txn")
-
-    def __init__(self, store: LMDBStore) -> None:
-        self._store = store
-        self._txn: lmdb.Transaction[memoryview] | None = None
-        self._get: Any = _closed_get
-        self._state = 0
-
-    def __enter__(self) -> _LMDBSnapshot:
-        if self._state:
-            raise StoreClosed("a snapshot can be entered only once")
-        self._state = 1
-        self._txn = self._store._begin_read(buffers=True)
-        self._get = self._txn.get
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        txn, self._txn = self._txn, None
-        self._get = _closed_get
-        self._state = 2
-        if txn is not None:
-            self._store._end_read(txn)
-
-    def _failure(self, exc: lmdb.Error, key: bytes) -> BaseException:
-        check_key(key)
-        if self._txn is None:
-            return StoreClosed("the snapshot is used outside its with-block")
-        return _translate(exc, f"cannot read key {key.hex()}")
-
-    def get(self, key: bytes) -> memoryview:
-        """The value as a zero-copy view, valid inside the with-block; ``KeyError`` if none."""
-        if type(key) is not bytes:
-            check_key(key)
-        try:
-            value: memoryview | None = self._get(key)
-        except lmdb.Error as exc:
-            raise self._failure(exc, key) from exc
-        if value is None:
-            check_key(key)
-            raise KeyError(key)
-        return value
-
-    def has(self, key: bytes) -> bool:
-        """Whether ``key`` had a value when the snapshot opened."""
-        if type(key) is not bytes:
-            check_key(key)
-        try:
-            found = self._get(key) is not None
-        except lmdb.Error as exc:
-            raise self._failure(exc, key) from exc
-        if not found:
-            check_key(key)
-        return found
-
-    def iterate(
-        self, prefix: bytes = b"", *, start: bytes | None = None
-    ) -> Iterator[tuple[bytes, memoryview]]:
-        """Pairs in key order as of the snapshot; values are zero-copy views."""
-        prefix, start = check_prefix(prefix, start)
-        if self._txn is None:
-            raise StoreClosed("the snapshot is used outside its with-block")
-        return self._guarded(_scan(self._txn, prefix, start, None))
-
-    def _guarded(
-        self, pairs: Iterator[tuple[bytes, memoryview]]
-    ) -> Iterator[tuple[bytes, memoryview]]:
-        try:
-            yield from pairs
-        except StoreError:
-            if self._txn is None:
-                raise StoreClosed("the snapshot is used outside its with-block") from None
-            raise
-
-
-def _scan(
-    txn: lmdb.Transaction[V], prefix: bytes, start: bytes | None, after: bytes | None
-) -> Iterator[tuple[bytes, V]]:
-    """Pairs of ``txn`` under ``prefix``, from ``start`` on, strictly after ``after``."""
-    first = prefix if start is None or start < prefix else start
-    if after is not None and after > first:
-        first = after
-    try:
-        cursor = txn.cursor()
-        positioned = cursor.set_range(first) if first else cursor.first()
-        if not positioned:
-            return
-        if after is not None and cursor.key() == after and not cursor.next():
-            return
-        for raw_key, value in cursor.iternext():
-            key = bytes(raw_key)
-            if not key.startswith(prefix):
-                return
-            yield key, value
-    except lmdb.Error as exc:
-        raise _translate(exc, "cannot iterate the store") from exc
 
