@@ -16,13 +16,13 @@ from opentelemetry.trace import NoOpTracer
 from prometheus_client import CollectorRegistry
 
 from tests.reliability.stacks import START, TRANSITION_TIME, chain_of, full_stack, grow
+from tests.reliability.stores import PausingStore
 from vmstack import BlockNotFound, InvalidBlock, SimClock, batched_parse_block, get_ancestors
 from vmstack.batching import serial_get_ancestors
 from vmstack.cchain import header_parent_hash, header_slice, keccak256
 from vmstack.interfaces import ChainVM
 from vmstack.stack import build_stack
-from vmstack.store import BufferedWriteBatch, KeyValueStore, LMDBStore, MemoryStore, WriteBatch
-from vmstack.store.base import WriteOp
+from vmstack.store import KeyValueStore, LMDBStore, MemoryStore
 from vmstack.wrappers.proposer.block import decode_block
 
 BLOCKS = 36
@@ -203,37 +203,13 @@ def test_readers_see_consistent_prefixes_while_a_writer_accepts(tmp_path: Path, 
     store.close()
 
 
-class PausingStore(MemoryStore):
-    """A memory store that calls ``pause`` just before committing a batch that writes a key
-    starting with ``prefix``: a window into the middle of an accept."""
-
-    def __init__(self, prefix: bytes) -> None:
-        super().__init__()
-        self.prefix = prefix
-        self.pause: Callable[[], None] | None = None
-
-    def write_batch(self) -> WriteBatch:
-        inner = super().write_batch()
-
-        def commit(ops: Sequence[WriteOp]) -> None:
-            if self.pause is not None and any(key.startswith(self.prefix) for key, _ in ops):
-                self.pause()
-            with inner as batch:
-                for key, value in ops:
-                    if value is None:
-                        batch.delete(key)
-                    else:
-                        batch.put(key, value)
-
-        return BufferedWriteBatch(commit)
-
-
 def test_last_accepted_is_served_in_the_middle_of_an_accept() -> None:
     """A reader asking for the last accepted block while a post-fork block is being accepted
     (inner block accepted, the proposer's record not yet written) gets a served block."""
     from vmstack.wrappers.proposer.vm import STORE_PREFIX
 
-    store = PausingStore(STORE_PREFIX)
+    # Paused just before the commit of a batch that writes a key of the proposer's.
+    store = PausingStore(lambda ops: any(key.startswith(STORE_PREFIX) for key, _ in ops))
     clock = SimClock(START)
     vm = full_stack(store, clock)
     heads = [vm.last_accepted(), *grow(vm, clock, 11)]

@@ -29,6 +29,7 @@ from tests.reliability.stacks import (
     check_store,
     full_stack,
 )
+from tests.reliability.stores import replay
 from vmstack import SimClock
 from vmstack.cchain import CChainVM, rawdb
 from vmstack.cchain.generate import find_mempool, transaction_pool
@@ -157,11 +158,7 @@ class CrashingStore:
             raise Crash(f"crash before write {self.writes}")
         self.writes += 1
         with self.inner.write_batch() as batch:
-            for key, value in ops:
-                if value is None:
-                    batch.delete(key)
-                else:
-                    batch.put(key, value)
+            replay(ops, batch)
 
     def get(self, key: bytes) -> bytes:
         return self.inner.get(key)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -25,17 +25,15 @@ from tests.reliability.stacks import (
     full_stack,
     grow,
 )
+from tests.reliability.stores import PausingStore
 from tests.reliability.test_concurrency import check_linked
 from tests.reliability.test_crash import CrashingStore
 from vmstack import SimClock, get_ancestors
 from vmstack.batching import serial_get_ancestors
 from vmstack.store import (
-    BufferedWriteBatch,
     KeyValueStore,
     LMDBStore,
-    MemoryStore,
     StoreError,
-    WriteBatch,
     is_writer,
 )
 from vmstack.store.base import WriteOp
@@ -195,38 +193,17 @@ class ReaderView(CrashingStore):
         """The view does not own the store."""
 
 
-class PausingStore(MemoryStore):
-    """A memory store that runs ``pause`` right after committing a batch that writes a key
-    under ``prefix``: the moment the proposer's write-ahead record is in the store and its
-    inner block not yet accepted."""
-
-    def __init__(self, prefix: bytes) -> None:
-        super().__init__()
-        self.prefix = prefix
-        self.pause: Callable[[], None] | None = None
-
-    def write_batch(self) -> WriteBatch:
-        inner = super().write_batch()
-
-        def commit(ops: Sequence[WriteOp]) -> None:
-            with inner as batch:
-                for key, value in ops:
-                    if value is None:
-                        batch.delete(key)
-                    else:
-                        batch.put(key, value)
-            writes_record = any(key.startswith(self.prefix + b"b") and value is not None
-                                for key, value in ops)
-            if self.pause is not None and writes_record:
-                self.pause()
-
-        return BufferedWriteBatch(commit)
+def _writes_a_record(ops: Sequence[WriteOp]) -> bool:
+    """Whether a batch puts a proposer block record: paused right after its commit, the
+    proposer's write-ahead record is in the store and its inner block not yet accepted."""
+    return any(key.startswith(STORE_PREFIX + b"b") and value is not None
+               for key, value in ops)
 
 
 def test_an_opener_that_is_not_the_writer_leaves_the_in_flight_record() -> None:
     """A stack opened, in the middle of the writer's accept, over a handle that is not the
     writer writes nothing; the writer's accept completes and the block keeps its envelope."""
-    store = PausingStore(STORE_PREFIX)
+    store = PausingStore(_writes_a_record, after=True)
     clock = SimClock(START)
     vm = full_stack(store, clock)
     grow(vm, clock, LAST_PRE_FORK + 2)
@@ -251,7 +228,7 @@ def test_an_opener_that_is_not_the_writer_leaves_the_in_flight_record() -> None:
 def test_a_writer_opener_undoes_a_record_left_by_a_crash() -> None:
     """The same record left behind with no live writer (the writer died mid-accept) is
     undone by the next writer: the store's writer still recovers."""
-    store = PausingStore(STORE_PREFIX)
+    store = PausingStore(_writes_a_record, after=True)
     clock = SimClock(START)
     vm = full_stack(store, clock)
     before = [vm.last_accepted(), *grow(vm, clock, LAST_PRE_FORK + 2)]
