@@ -1,16 +1,19 @@
-"""One writer per store: the LMDB writer lock, and which handles count as a store's writer."""
+"""One writer per store: the LMDB writer lock, and which handles count as a store's writer;
+and the read gate: readers share it, re-enter it freely, and an exclusive holder waits for
+the other threads' readers and holds new ones back."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 
 from vmstack.errors import StoreCorrupted
 from vmstack.store import LMDBStore, MemoryStore, PrefixedStore, StoreError, is_writer
-from vmstack.store.lmdb_store import WRITER_LOCK_FILE
+from vmstack.store.lmdb_locks import WRITER_LOCK_FILE, ReadGate
 
 HOLDER = r"""
 import sys
@@ -84,3 +87,73 @@ def test_a_failed_open_does_not_keep_the_lock(tmp_path: Path) -> None:
     (path / "data.mdb").unlink()
     with LMDBStore(path) as store:
         assert store.writer
+
+
+def test_readers_share_the_gate_and_reenter_it() -> None:
+    gate = ReadGate()
+    gate.enter_shared()
+    gate.enter_shared()
+    assert gate.depth() == 2
+    entered = threading.Event()
+
+    def other_reader() -> None:
+        gate.enter_shared()
+        entered.set()
+        gate.exit_shared()
+
+    thread = threading.Thread(target=other_reader)
+    thread.start()
+    thread.join(timeout=30)
+    assert entered.is_set()
+    gate.exit_shared()
+    gate.exit_shared()
+    assert gate.depth() == 0
+
+
+def test_an_exclusive_holder_waits_for_other_readers_and_holds_new_ones_back() -> None:
+    gate = ReadGate()
+    reading, release_reader = threading.Event(), threading.Event()
+    order: list[str] = []
+
+    def reader() -> None:
+        gate.enter_shared()
+        reading.set()
+        release_reader.wait(timeout=30)
+        order.append("reader leaves")
+        gate.exit_shared()
+
+    def exclusive() -> None:
+        gate.enter_exclusive()
+        order.append("exclusive in")
+        late = threading.Thread(target=late_reader)
+        late.start()
+        late.join(timeout=0.2)  # the late reader waits behind the exclusive holder
+        order.append("exclusive out")
+        gate.exit_exclusive()
+        late.join(timeout=30)
+
+    def late_reader() -> None:
+        gate.enter_shared()
+        order.append("late reader in")
+        gate.exit_shared()
+
+    first = threading.Thread(target=reader)
+    first.start()
+    assert reading.wait(timeout=30)
+    holder = threading.Thread(target=exclusive)
+    holder.start()
+    holder.join(timeout=0.2)
+    assert order == []  # still waiting for the reader
+    release_reader.set()
+    for thread in (first, holder):
+        thread.join(timeout=30)
+    assert order == ["reader leaves", "exclusive in", "exclusive out", "late reader in"]
+
+
+def test_an_exclusive_holder_does_not_wait_for_its_own_reads() -> None:
+    gate = ReadGate()
+    gate.enter_shared()
+    gate.enter_exclusive()
+    gate.exit_exclusive()
+    gate.exit_shared()
+    assert gate.depth() == 0
