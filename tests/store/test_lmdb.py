@@ -48,6 +48,17 @@ def test_read_only_store_reads_but_refuses_writes(tmp_path: Path) -> None:
             reader.put(b"k", b"w")
         with pytest.raises(StoreError):
             reader.write_batch()
+        with pytest.raises(StoreError, match="read-only"):
+            reader.sync()
+        assert reader.get(b"k") == b"v"
+
+
+def test_an_unsynced_store_flushes_on_request_and_keeps_its_data(tmp_path: Path) -> None:
+    """``sync=False`` skips the flush per commit; ``sync()`` flushes what was committed."""
+    with LMDBStore(tmp_path / "db", sync=False) as store:
+        store.put(b"k", b"v")
+        store.sync()
+    with LMDBStore(tmp_path / "db", readonly=True) as reader:
         assert reader.get(b"k") == b"v"
 
 
