@@ -252,12 +252,7 @@ class MemoryVM:
         self._record("block.accept", block.id)
         if block.id not in self._processing:
             raise InvalidBlock(f"block {block.id.hex()} is not processing")
-        del self._processing[block.id]
-        self._accepted[block.id] = block
-        self._by_height[block.height] = block.id
-        self._last_accepted = block.id
-        if self._preferred == block.parent_id:
-            self._preferred = block.id
+        self._settle_accepted(block, preferred=self._preferred == block.parent_id)
 
     def _reject(self, block: MemoryBlock) -> None:
         self._record("block.reject", block.id)
@@ -274,16 +269,19 @@ class MemoryVM:
                                             parent.timestamp + timestamp_step,
                                             self._build_counter.to_bytes(8, "big")))
             self._processing[block.id] = block
-            self._accept_quietly(block)
+            self._settle_accepted(block, preferred=True)
             ids.append(block.id)
         return ids
 
-    def _accept_quietly(self, block: MemoryBlock) -> None:
+    def _settle_accepted(self, block: MemoryBlock, *, preferred: bool) -> None:
+        """Move the processing ``block`` to the accepted chain: it names its height and is
+        the last accepted block, and the preferred one too if ``preferred``."""
         del self._processing[block.id]
         self._accepted[block.id] = block
         self._by_height[block.height] = block.id
         self._last_accepted = block.id
-        self._preferred = block.id
+        if preferred:
+            self._preferred = block.id
 
 
 class BatchedMemoryVM(MemoryVM):
