@@ -29,6 +29,7 @@ from vmstack.interfaces import ChainVM
 from vmstack.store import MemoryStore
 from vmstack.wrappers.proposer import certificate as certificate_module
 from vmstack.wrappers.proposer import staking
+from vmstack.wrappers.proposer import verify as proposer_verify
 from vmstack.wrappers.proposer import vm as proposer_module
 from vmstack.wrappers.proposer.block import PostForkBlock, build_signed, build_unsigned
 from vmstack.wrappers.proposer.staking import MAX_ECDSA_SIGNATURE_LEN, der_element
@@ -156,7 +157,7 @@ def test_a_batch_of_bogus_envelopes_stops_at_the_first(
     """279,620 two-byte elements (one Ancestors message): one envelope decoded, the
     failure named at index 0."""
     vm, _ = stack
-    decodes = Counter(monkeypatch, proposer_module, "decode_block")
+    decodes = Counter(monkeypatch, proposer_verify, "decode_block")
     batch = [b"\0\0"] * (MAX_CONTAINERS_LEN // 6)
     with pytest.raises(InvalidBlock) as caught:
         batched_parse_block(vm, batch)
@@ -309,7 +310,7 @@ def test_a_block_with_more_transactions_than_its_gas_pays_for_is_refused_unread(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A 1 MB block of 14,000 transfers (its transactions root consistent) is refused by
     counting: no transaction is decoded and no sender recovered."""
-    import vmstack.cchain.types as types
+    import vmstack.cchain.types.transactions as types
 
     vm = _verifier()
     template = vm.build_block()
@@ -329,7 +330,7 @@ def test_a_block_with_more_transactions_than_its_gas_pays_for_is_refused_unread(
 def test_verify_recovers_at_most_the_senders_the_gas_limit_allows(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The most senders one valid block makes a node recover is gas_limit // 21000."""
-    import vmstack.cchain.types as types
+    import vmstack.cchain.types.transactions as types
 
     builder = _verifier()
     builder.add_transactions(recoverable_transfers(GAS_LIMIT // TX_BASE_GAS + 50))

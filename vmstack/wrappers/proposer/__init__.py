@@ -1,8 +1,12 @@
 """The proposer layer ("snowman++"): avalanchego-compatible post-fork blocks over an inner VM.
 
-:class:`ProposerVM` is the layer (:mod:`~vmstack.wrappers.proposer.vm`),
-:mod:`~vmstack.wrappers.proposer.block` the byte format and
-:mod:`~vmstack.wrappers.proposer.staking` the certificates, NodeIDs, keys and signatures.
+:class:`ProposerVM` is the layer's lifecycle (:mod:`~vmstack.wrappers.proposer.vm`);
+:mod:`~vmstack.wrappers.proposer.state` its records in the store and their crash recovery,
+:mod:`~vmstack.wrappers.proposer.verify` the rules per block kind,
+:mod:`~vmstack.wrappers.proposer.batched` its answers to the batched protocol,
+:mod:`~vmstack.wrappers.proposer.block` the byte format,
+:mod:`~vmstack.wrappers.proposer.certificate` certificates, NodeIDs and signature checks,
+and :mod:`~vmstack.wrappers.proposer.staking` a node's own key and signing.
 """
 
 from vmstack.wrappers.proposer.block import (

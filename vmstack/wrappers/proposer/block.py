@@ -54,6 +54,7 @@ __all__ = [
     "build_option",
     "build_signed",
     "build_unsigned",
+    "chain_id_bytes",
     "decode_block",
     "format_id",
     "parse_block",
@@ -81,6 +82,18 @@ _HEADER = struct.Struct(">H32s32s32s")
 _INT64 = (-(2**63), 2**63 - 1)
 _UINT64_MAX = 2**64 - 1
 _UINT32_MAX = 2**32 - 1
+
+
+def chain_id_bytes(chain_id: bytes | int) -> bytes:
+    """The 32-byte chain ID a :class:`Header` carries, from its bytes or from an int taken
+    as a 32-byte big-endian number; ``ValueError`` for anything else."""
+    if isinstance(chain_id, int) and not isinstance(chain_id, bool):
+        if not 0 <= chain_id < 1 << (8 * _ID_LEN):
+            raise ValueError(f"an int chain_id must fit in {_ID_LEN} bytes")
+        chain_id = chain_id.to_bytes(_ID_LEN, "big")
+    if not isinstance(chain_id, bytes) or len(chain_id) != _ID_LEN:
+        raise ValueError(f"chain_id must be {_ID_LEN} bytes, got {chain_id!r}")
+    return chain_id
 
 
 def format_id(block_id: bytes) -> str:

@@ -52,6 +52,7 @@ __all__ = [
     "format_node_id",
     "node_id_from_certificate",
     "parse_node_id",
+    "signing_identity",
 ]
 
 _OID_SHA256_RSA = bytes.fromhex("2a864886f70d01010b")  # 1.2.840.113549.1.1.11
@@ -187,3 +188,25 @@ class StakingKey:
 
     def __repr__(self) -> str:
         return f"StakingKey({self.certificate.key_type}, {self.certificate.node_id_str})"
+
+
+def signing_identity(staking_key: StakingKey | Any, certificate: Certificate | bytes | None,
+                     *, signer: StakingKey | Any = None) -> StakingKey | None:
+    """The identity a layer signs with, from what its caller passed: a :class:`StakingKey`
+    (no ``certificate``), a pycryptodome key with its certificate (or ``None`` for a
+    self-signed one), or nothing (``None``: the node builds unsigned blocks). ``signer``
+    is another name for ``staking_key``; passing both, or a certificate without a key or
+    beside a ``StakingKey``, is ``ValueError``."""
+    if signer is not None:
+        if staking_key is not None:
+            raise ValueError("signer and staking_key name the same key: pass one")
+        staking_key = signer
+    if isinstance(staking_key, StakingKey):
+        if certificate is not None:
+            raise ValueError("a StakingKey carries its certificate: pass no certificate")
+        return staking_key
+    if staking_key is None:
+        if certificate is not None:
+            raise ValueError("a certificate without its staking key cannot sign")
+        return None
+    return StakingKey(staking_key, certificate)

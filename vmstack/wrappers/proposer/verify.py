@@ -1,0 +1,256 @@
+"""The proposer layer's rules per block kind: which bytes are which kind, and what each
+kind must satisfy against its parent and the accepted chain.
+
+- Bytes (:func:`decode_envelope`, :func:`try_envelope`): a valid envelope is a post-fork
+  block; bytes that fail as one are pre-fork bytes for the inner VM, and the envelope's
+  failure is kept when they looked like an envelope (codec version 0). Option blocks are
+  refused: they follow oracle blocks, which no inner VM of this stack builds.
+- A post-fork block (:func:`check_post_fork`): its parent is served and is a processing
+  block or the last accepted block; a pre-fork parent is from at or after the fork time
+  and has an unsigned child; P-chain heights and timestamps never go down from parent to
+  child; the timestamp runs at most :data:`MAX_CLOCK_SKEW` ahead of the clock and the
+  P-chain height not ahead of the P-chain; the inner block's parent is the parent's inner
+  block, and the inner block is not accepted already.
+- A pre-fork block (:func:`check_pre_fork`): its parent is pre-fork and from before the
+  fork time, and the block extends the accepted chain.
+
+Each check raises ``InvalidBlock`` naming the broken rule and changes nothing; the layer
+(:mod:`~vmstack.wrappers.proposer.vm`) calls them with itself, then verifies the inner
+block and records the block as processing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import attrs
+
+from vmstack.errors import BlockNotFound, InvalidBlock
+from vmstack.interfaces import ChainVM
+from vmstack.wrappers.proposer.block import OptionBlock, PostForkBlock, decode_block
+
+if TYPE_CHECKING:
+    from vmstack.wrappers.proposer.vm import ProposerBlock, ProposerVM
+
+__all__ = ["MAX_CLOCK_SKEW", "BlockFacts", "block_facts", "check_extends_accepted_chain",
+           "check_post_fork", "check_pre_fork", "check_pre_fork_extends_accepted_chain",
+           "decode_envelope", "inner_accepted", "own_facts", "parent_facts", "pchain_height_source",
+           "try_envelope"]
+
+#: How far (seconds) a post-fork block's timestamp may run ahead of the local clock
+#: (avalanchego's ``maxSkew``).
+MAX_CLOCK_SKEW = 10
+
+_UINT64_MAX = 2**64 - 1
+
+
+@attrs.frozen
+class BlockFacts:
+    """What building on or verifying against a parent needs to know of it."""
+
+    post_fork: bool
+    timestamp: int
+    pchain_height: int
+    inner_id: bytes
+
+
+# --- what the rules know of a block ------------------------------------------------------
+
+
+def own_facts(vm: ProposerVM, block_id: bytes) -> BlockFacts | None:
+    """What ``vm`` knows of its own post-fork block ``block_id``, without asking the
+    inner VM; ``None`` if it is not one of them."""
+    block_id = bytes(block_id)
+    processing = vm._processing.get(block_id)
+    if processing is not None and processing.envelope is not None:
+        return BlockFacts(True, processing.envelope.timestamp,
+                          processing.envelope.pchain_height, processing.inner.id)
+    record = vm._state.record(block_id)
+    if record is None:
+        return None
+    inner_id, envelope = record
+    return BlockFacts(True, envelope.timestamp, envelope.pchain_height, inner_id)
+
+
+def block_facts(vm: ProposerVM, block_id: bytes) -> BlockFacts:
+    """What building and verifying need to know of a block ``vm`` serves
+    (``BlockNotFound`` otherwise); only a pre-fork block is looked up below."""
+    facts = own_facts(vm, block_id)
+    if facts is not None:
+        return facts
+    if vm._envelope_of_inner(block_id) is not None:
+        raise BlockNotFound(f"block {block_id.hex()} is the inner block of a post-fork "
+                            "block")
+    inner_block = vm.inner.get_block(block_id)
+    return BlockFacts(False, inner_block.timestamp, 0, inner_block.id)
+
+
+def inner_accepted(inner: ChainVM, inner_id: bytes, height: int | None = None) -> bool:
+    """Whether ``inner`` has accepted ``inner_id``; ``height``, when the caller knows
+    it, spares asking the inner VM for the whole block (a slow restore) just to learn
+    it."""
+    if inner_id == inner.last_accepted():
+        return True
+    try:
+        if height is None:
+            height = inner.get_block(inner_id).height
+        return height >= 0 and inner.get_block_id_at_height(height) == inner_id
+    except BlockNotFound:
+        return False
+
+
+def pchain_height_source(pchain_height: Callable[[], int] | int) -> Callable[[], int]:
+    """The current P-chain height as a zero-argument callable, from a fixed u64 or a
+    callable; ``ValueError`` for anything else."""
+    if isinstance(pchain_height, int) and not isinstance(pchain_height, bool):
+        if not 0 <= pchain_height <= _UINT64_MAX:
+            raise ValueError(f"pchain_height must be a u64, got {pchain_height}")
+        fixed_height = pchain_height
+        return lambda: fixed_height
+    if callable(pchain_height):
+        return pchain_height
+    raise ValueError(f"pchain_height is an int or a callable, got {pchain_height!r}")
+
+
+# --- which kind of block bytes are --------------------------------------------------------
+
+
+def try_envelope(data: bytes, chain_id: bytes,
+                 ) -> tuple[PostForkBlock | None, InvalidBlock | None]:
+    """``(envelope, None)`` for a valid post-fork block; ``(None, failure)`` for bytes
+    that look like an envelope but fail; ``(None, None)`` for anything else."""
+    decoded, failure = decode_envelope(data)
+    if decoded is None:
+        return None, failure
+    try:
+        decoded.verify(chain_id)
+    except InvalidBlock as error:
+        return None, error
+    return decoded, None
+
+
+def decode_envelope(data: bytes) -> tuple[PostForkBlock | None, InvalidBlock | None]:
+    """As :func:`try_envelope`, without the epoch and signature checks (the costly
+    part, which a batch runs last)."""
+    try:
+        decoded = decode_block(data)
+    except InvalidBlock as error:
+        return None, (error if data[:2] == b"\0\0" else None)
+    if isinstance(decoded, OptionBlock):
+        return None, InvalidBlock("option blocks follow oracle blocks, which no inner VM "
+                                  "of this stack builds")
+    return decoded, None
+
+
+# --- post-fork blocks ----------------------------------------------------------------------
+
+
+def parent_facts(vm: ProposerVM, child: ProposerBlock) -> BlockFacts:
+    """What ``vm`` knows of ``child``'s parent; ``InvalidBlock`` if it serves no such block."""
+    try:
+        return block_facts(vm, child.parent_id)
+    except BlockNotFound:
+        raise InvalidBlock(f"block {child.id.hex()}: parent {child.parent_id.hex()} is "
+                           "not known") from None
+
+
+def check_post_fork(vm: ProposerVM, block: ProposerBlock, envelope: PostForkBlock) -> None:
+    """The rules of a post-fork block ``block`` (its ``envelope``) against its parent, the
+    accepted chain, the clock and the P-chain."""
+    parent = parent_facts(vm, block)
+    check_extends_accepted_chain(vm, block, parent)
+    if not parent.post_fork:
+        if parent.timestamp < vm.fork_time:
+            raise InvalidBlock(f"block {block.id.hex()}: post-fork block before the fork "
+                               f"(parent timestamp {parent.timestamp} < fork time "
+                               f"{vm.fork_time})")
+        if envelope.certificate or envelope.signature:
+            raise InvalidBlock(f"block {block.id.hex()}: the first post-fork block is "
+                               "unsigned")
+    elif envelope.pchain_height < parent.pchain_height:
+        raise InvalidBlock(f"block {block.id.hex()}: P-chain height "
+                           f"{envelope.pchain_height} is below its parent's "
+                           f"{parent.pchain_height}")
+    if block.inner.parent_id != parent.inner_id:
+        raise InvalidBlock(f"block {block.id.hex()}: its inner block's parent "
+                           f"{block.inner.parent_id.hex()} is not the inner block of its "
+                           f"parent ({parent.inner_id.hex()})")
+    if envelope.timestamp < parent.timestamp:
+        raise InvalidBlock(f"block {block.id.hex()}: timestamp {envelope.timestamp} is "
+                           f"before its parent's {parent.timestamp}")
+    if envelope.timestamp > vm.clock() + MAX_CLOCK_SKEW:
+        raise InvalidBlock(f"block {block.id.hex()}: timestamp {envelope.timestamp} is "
+                           "too far in the future")
+    current = vm._pchain_height()
+    if envelope.pchain_height > current:
+        raise InvalidBlock(f"block {block.id.hex()}: P-chain height "
+                           f"{envelope.pchain_height} is ahead of the P-chain ({current})")
+    inner_id = block.inner.id
+    if vm._state.accepted_envelope_of_inner(inner_id) is not None:
+        raise InvalidBlock(f"block {block.id.hex()}: its inner block {inner_id.hex()} is "
+                           "already accepted (in another post-fork block)")
+
+
+def check_extends_accepted_chain(vm: ProposerVM, block: ProposerBlock,
+                                 parent: BlockFacts) -> None:
+    """A post-fork block builds on a processing block or on the last accepted block:
+    a child of any other accepted block conflicts with the accepted chain (it would
+    re-decide an accepted height), so it is ``InvalidBlock``."""
+    parent_id = block.parent_id
+    if parent_id in vm._processing:
+        return
+    last = vm.last_accepted()
+    if parent_id == last:
+        return
+    if parent.post_fork or inner_accepted(vm.inner, parent.inner_id):
+        raise InvalidBlock(f"block {block.id.hex()}: it conflicts with the accepted chain "
+                           f"(its parent {parent_id.hex()} is accepted but the last "
+                           f"accepted block is {last.hex()})")
+
+
+# --- pre-fork blocks -----------------------------------------------------------------------
+
+
+def check_pre_fork(vm: ProposerVM, block: ProposerBlock) -> None:
+    """A pre-fork block needs a pre-fork parent from before the fork time, and extends the
+    accepted chain (:func:`check_pre_fork_extends_accepted_chain`).
+
+    A parent is fetched only when the block itself is at or after the fork time: a
+    block before it has a parent before it too, as chain VMs never let time run
+    backwards from parent to child (the inner VM's verify checks that).
+    """
+    parent_id = block.parent_id
+    if (parent_id in vm._processing or vm._state.is_accepted(parent_id)
+            or vm._envelope_of_inner(parent_id) is not None):
+        raise InvalidBlock(f"block {block.id.hex()}: a post-fork block never has a "
+                           "pre-fork child")
+    if block.timestamp >= vm.fork_time:
+        parent = parent_facts(vm, block)
+        if parent.timestamp >= vm.fork_time:
+            raise InvalidBlock(f"block {block.id.hex()}: pre-fork block after the fork "
+                               f"(parent timestamp {parent.timestamp} >= fork time "
+                               f"{vm.fork_time})")
+    check_pre_fork_extends_accepted_chain(vm, block)
+
+
+def check_pre_fork_extends_accepted_chain(vm: ProposerVM, block: ProposerBlock, *,
+                                          accepting: bool = False) -> None:
+    """A pre-fork block that is not accepted itself builds on the last accepted block
+    or (to be verified) on a block that is not accepted, processing below: a new child
+    of an older accepted block conflicts with the accepted chain, and only a child of
+    the last accepted block can be accepted, whatever the inner VM allows."""
+    last = vm.last_accepted()
+    parent_id = block.parent_id
+    if parent_id == last or block.id == last:
+        return
+    if not accepting and not inner_accepted(vm.inner, parent_id, block.height - 1):
+        return
+    if inner_accepted(vm.inner, block.id, block.height):
+        return
+    if accepting:
+        raise InvalidBlock(f"block {block.id.hex()}: its parent {parent_id.hex()} is "
+                           f"not the last accepted block {last.hex()}")
+    raise InvalidBlock(f"block {block.id.hex()}: it conflicts with the accepted chain "
+                       f"(its parent {parent_id.hex()} is accepted but the last accepted "
+                       f"block is {last.hex()})")
