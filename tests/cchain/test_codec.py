@@ -626,7 +626,7 @@ def test_the_rusty_rlp_backend_is_refused_loudly() -> None:
     """An rlp codec that switched to rusty-rlp is refused with a message saying what to do."""
     import types
 
-    from vmstack.cchain.types import require_pyrlp_backend
+    from vmstack.cchain.types.fields import require_pyrlp_backend
 
     require_pyrlp_backend(types.SimpleNamespace())
     with pytest.raises(ImportError, match="uninstall rusty-rlp"):

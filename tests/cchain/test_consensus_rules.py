@@ -178,7 +178,7 @@ def test_a_bad_signature_is_found_before_any_sender_is_recovered(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The range checks of every transaction run before the first recovery: a block whose
     last transaction has a zero s costs no recovery at all."""
-    import vmstack.cchain.types as types
+    import vmstack.cchain.types.transactions as types
 
     vm = new_vm(MemoryStore())
     txs: list[Transaction] = [_dynamic(n) for n in range(20)]

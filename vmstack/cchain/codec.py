@@ -31,7 +31,6 @@ from vmstack.cchain.crypto import keccak256
 from vmstack.cchain.rlpbytes import Buffer, decode_string_list, header_slice
 from vmstack.cchain.tries import receipts_root, transactions_root, withdrawals_root
 from vmstack.cchain.types import (
-    UINT32,
     AccessListTx,
     AnyHeader,
     AvalancheHeader,
@@ -44,11 +43,11 @@ from vmstack.cchain.types import (
     RLPItem,
     Transaction,
     Withdrawal,
-    _rlp_encode,
     decode_rlp,
     logs_bloom,
     transaction_from_item,
 )
+from vmstack.cchain.types.fields import UINT32, _rlp_encode
 from vmstack.errors import InvalidBlock
 
 __all__ = [

@@ -1,0 +1,340 @@
+"""Transactions: the legacy and the four typed kinds, their access lists and authorizations.
+
+Each kind's canonical bytes (what the transactions trie stores and its hash covers), its
+signing hash, its signing and the recovery of its sender are defined here, and
+:func:`decode_transaction` / :func:`transaction_from_item` are the one way to read a
+transaction from bytes or from a block's transaction list.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Self, TypeAlias, TypeVar
+
+import attrs
+
+from vmstack.cchain.crypto import keccak256, recover_address, sign_hash
+from vmstack.cchain.types.fields import (
+    ADDRESS,
+    BYTES,
+    HASHES,
+    TO,
+    UINT8,
+    UINT64,
+    UINT256,
+    ZERO_ADDRESS,
+    RLPItem,
+    _field,
+    _list_kind,
+    _Record,
+    _record_kind,
+    _rlp_encode,
+    _seal,
+    _uint_encoder,
+    decode_rlp,
+)
+from vmstack.errors import InvalidBlock
+
+
+@attrs.frozen
+class AccessTuple(_Record):
+    """One EIP-2930 access-list entry: an address and the storage keys it will touch."""
+
+    address: bytes = _field(ADDRESS, ZERO_ADDRESS)
+    storage_keys: tuple[bytes, ...] = _field(HASHES, ())
+
+
+@attrs.frozen
+class Authorization(_Record):
+    """An EIP-7702 set-code authorization, signed by the account that delegates."""
+
+    chain_id: int = _field(UINT256, 0)
+    address: bytes = _field(ADDRESS, ZERO_ADDRESS)
+    nonce: int = _field(UINT64, 0)
+    y_parity: int = _field(UINT8, 0)
+    r: int = _field(UINT256, 0)
+    s: int = _field(UINT256, 0)
+
+    def signing_hash(self) -> bytes:
+        """keccak256(0x05 || rlp([chain_id, address, nonce])), what the authority signs."""
+        return keccak256(b"\x05" + _rlp_encode(self.to_items()[:3]))
+
+    def authority(self) -> bytes:
+        """The address that signed this authorization (``InvalidBlock`` if it cannot be)."""
+        return recover_address(self.signing_hash(), self.y_parity, self.r, self.s)
+
+
+_seal(AccessTuple, "access list entry")
+_seal(Authorization, "authorization")
+
+ACCESS_LIST = _list_kind(_record_kind(AccessTuple))
+AUTH_LIST = _list_kind(_record_kind(Authorization))
+
+
+class _TxBase(_Record):
+    """What every transaction type shares: canonical bytes, hash, signing and sender."""
+
+    __slots__ = ()
+    TYPE: ClassVar[int]
+    r: int
+    s: int
+
+    def encode(self) -> bytes:
+        """The canonical transaction bytes (what the transactions trie stores and the hash
+        covers): the RLP list for a legacy transaction, ``type || rlp(fields)`` otherwise."""
+        return bytes((self.TYPE,)) + _rlp_encode(self.to_items())
+
+    def block_item(self) -> RLPItem:
+        """The transaction as an item of a block's transaction list (typed: an RLP string)."""
+        return self.encode()
+
+    @property
+    def hash(self) -> bytes:
+        """The transaction hash: keccak256 of :meth:`encode` (computed on each access)."""
+        return keccak256(self.encode())
+
+    def _check_chain(self, chain_id: int | None) -> int:
+        own: int = getattr(self, "chain_id")  # noqa: B009
+        if chain_id is not None and chain_id != own:
+            raise InvalidBlock(f"transaction chain id {own} does not match chain {chain_id}")
+        return own
+
+    def signing_hash(self, chain_id: int | None = None) -> bytes:
+        """The hash the sender signs: ``keccak256(type || rlp(fields without signature))``.
+
+        A typed transaction carries its chain id; ``chain_id``, if given, must match it.
+        """
+        self._check_chain(chain_id)
+        return keccak256(bytes((self.TYPE,)) + _rlp_encode(self.to_items()[:-3]))
+
+    def sender(self, chain_id: int | None = None) -> bytes:
+        """The 20-byte sender, recovered from the signature (``InvalidBlock`` if invalid).
+
+        With ``chain_id``, a transaction signed for another chain is rejected.
+        """
+        digest = self.signing_hash(chain_id)
+        return recover_address(digest, getattr(self, "y_parity"), self.r, self.s)  # noqa: B009
+
+    def signed(self, y_parity: int, r: int, s: int) -> Self:
+        """A copy carrying the signature ``(y_parity, r, s)``."""
+        return attrs.evolve(self, y_parity=y_parity, r=r, s=s)  # type: ignore[misc]
+
+    def sign(self, private_key: bytes | int, chain_id: int | None = None) -> Self:
+        """A copy signed with ``private_key`` (deterministic, low-s) for its own chain id;
+        ``chain_id``, if given, must equal it (else ``ValueError``)."""
+        own = getattr(self, "chain_id")  # noqa: B009
+        if chain_id is not None and chain_id != own:
+            raise ValueError(f"transaction chain id {own} differs from {chain_id}")
+        return self.signed(*sign_hash(self.signing_hash(), private_key))
+
+
+@attrs.frozen
+class LegacyTx(_TxBase):
+    """A pre-EIP-2718 transaction: ``[nonce, gas_price, gas, to, value, data, v, r, s]``.
+
+    ``v`` is 27/28 for an unprotected signature and ``chain_id * 2 + 35 + y_parity`` for an
+    EIP-155 one; ``to`` is ``None`` for a contract creation.
+    """
+
+    TYPE: ClassVar[int] = 0
+    nonce: int = _field(UINT64, 0)
+    gas_price: int = _field(UINT256, 0)
+    gas: int = _field(UINT64, 0)
+    to: bytes | None = _field(TO, None)
+    value: int = _field(UINT256, 0)
+    data: bytes = _field(BYTES, b"")
+    v: int = _field(UINT256, 0)
+    r: int = _field(UINT256, 0)
+    s: int = _field(UINT256, 0)
+
+    def encode(self) -> bytes:
+        return _rlp_encode(self.to_items())
+
+    def block_item(self) -> RLPItem:
+        return self.to_items()
+
+    @property
+    def chain_id(self) -> int | None:
+        """The chain id an EIP-155 ``v`` commits to; ``None`` for an unprotected one."""
+        if self.v >= 35:
+            return (self.v - 35) // 2
+        return None
+
+    @property
+    def y_parity(self) -> int:
+        """The signature's y parity, decoded from ``v`` (``InvalidBlock`` for a bad ``v``)."""
+        if self.v in (27, 28):
+            return self.v - 27
+        if self.v >= 35:
+            return (self.v - 35) % 2
+        raise InvalidBlock(f"legacy transaction v = {self.v} is neither 27/28 nor EIP-155")
+
+    def signing_hash(self, chain_id: int | None = None) -> bytes:
+        """``keccak256(rlp([nonce, gas_price, gas, to, value, data] + [chain_id, 0, 0]))``
+        for EIP-155 (``chain_id`` given), without the last three for an unprotected one."""
+        items = self.to_items()[:6]
+        if chain_id is not None:
+            items += [_uint_encoder(256)(chain_id, "chain id"), b"", b""]
+        return keccak256(_rlp_encode(items))
+
+    def sender(self, chain_id: int | None = None) -> bytes:
+        """The sender, for the chain id ``v`` commits to (EIP-155) or none (27/28).
+
+        With ``chain_id``, a protected transaction for another chain is rejected; an
+        unprotected one is accepted, as geth's signers do.
+        """
+        parity = self.y_parity
+        own = self.chain_id
+        if own is not None and chain_id is not None and own != chain_id:
+            raise InvalidBlock(f"transaction chain id {own} does not match chain {chain_id}")
+        return recover_address(self.signing_hash(own), parity, self.r, self.s)
+
+    def signed(self, y_parity: int, r: int, s: int, chain_id: int | None = None) -> Self:
+        """A copy signed with ``(y_parity, r, s)``; ``v`` encodes ``chain_id`` if given."""
+        v = 27 + y_parity if chain_id is None else chain_id * 2 + 35 + y_parity
+        return attrs.evolve(self, v=v, r=r, s=s)
+
+    def sign(self, private_key: bytes | int, chain_id: int | None = None) -> Self:
+        """A copy signed with ``private_key``: EIP-155 for ``chain_id``, unprotected (v = 27/28)
+        when it is ``None``."""
+        parity, r, s = sign_hash(self.signing_hash(chain_id), private_key)
+        return self.signed(parity, r, s, chain_id)
+
+
+@attrs.frozen
+class AccessListTx(_TxBase):
+    """An EIP-2930 transaction (type 1)."""
+
+    TYPE: ClassVar[int] = 1
+    chain_id: int = _field(UINT256, 0)
+    nonce: int = _field(UINT64, 0)
+    gas_price: int = _field(UINT256, 0)
+    gas: int = _field(UINT64, 0)
+    to: bytes | None = _field(TO, None)
+    value: int = _field(UINT256, 0)
+    data: bytes = _field(BYTES, b"")
+    access_list: tuple[AccessTuple, ...] = _field(ACCESS_LIST, ())
+    y_parity: int = _field(UINT256, 0)
+    r: int = _field(UINT256, 0)
+    s: int = _field(UINT256, 0)
+
+
+@attrs.frozen
+class DynamicFeeTx(_TxBase):
+    """An EIP-1559 transaction (type 2)."""
+
+    TYPE: ClassVar[int] = 2
+    chain_id: int = _field(UINT256, 0)
+    nonce: int = _field(UINT64, 0)
+    max_priority_fee_per_gas: int = _field(UINT256, 0)
+    max_fee_per_gas: int = _field(UINT256, 0)
+    gas: int = _field(UINT64, 0)
+    to: bytes | None = _field(TO, None)
+    value: int = _field(UINT256, 0)
+    data: bytes = _field(BYTES, b"")
+    access_list: tuple[AccessTuple, ...] = _field(ACCESS_LIST, ())
+    y_parity: int = _field(UINT256, 0)
+    r: int = _field(UINT256, 0)
+    s: int = _field(UINT256, 0)
+
+
+@attrs.frozen
+class BlobTx(_TxBase):
+    """An EIP-4844 blob transaction (type 3), as a block carries it (no sidecar).
+
+    ``to`` is required: a blob transaction cannot create a contract.
+    """
+
+    TYPE: ClassVar[int] = 3
+    chain_id: int = _field(UINT256, 0)
+    nonce: int = _field(UINT64, 0)
+    max_priority_fee_per_gas: int = _field(UINT256, 0)
+    max_fee_per_gas: int = _field(UINT256, 0)
+    gas: int = _field(UINT64, 0)
+    to: bytes = _field(ADDRESS, ZERO_ADDRESS)
+    value: int = _field(UINT256, 0)
+    data: bytes = _field(BYTES, b"")
+    access_list: tuple[AccessTuple, ...] = _field(ACCESS_LIST, ())
+    max_fee_per_blob_gas: int = _field(UINT256, 0)
+    blob_versioned_hashes: tuple[bytes, ...] = _field(HASHES, ())
+    y_parity: int = _field(UINT256, 0)
+    r: int = _field(UINT256, 0)
+    s: int = _field(UINT256, 0)
+
+
+@attrs.frozen
+class SetCodeTx(_TxBase):
+    """An EIP-7702 set-code transaction (type 4); ``to`` is required."""
+
+    TYPE: ClassVar[int] = 4
+    chain_id: int = _field(UINT256, 0)
+    nonce: int = _field(UINT64, 0)
+    max_priority_fee_per_gas: int = _field(UINT256, 0)
+    max_fee_per_gas: int = _field(UINT256, 0)
+    gas: int = _field(UINT64, 0)
+    to: bytes = _field(ADDRESS, ZERO_ADDRESS)
+    value: int = _field(UINT256, 0)
+    data: bytes = _field(BYTES, b"")
+    access_list: tuple[AccessTuple, ...] = _field(ACCESS_LIST, ())
+    authorization_list: tuple[Authorization, ...] = _field(AUTH_LIST, ())
+    y_parity: int = _field(UINT256, 0)
+    r: int = _field(UINT256, 0)
+    s: int = _field(UINT256, 0)
+
+
+_seal(LegacyTx, "legacy transaction")
+_seal(AccessListTx, "access-list transaction")
+_seal(DynamicFeeTx, "dynamic-fee transaction")
+_seal(BlobTx, "blob transaction")
+_seal(SetCodeTx, "set-code transaction")
+
+Transaction: TypeAlias = LegacyTx | AccessListTx | DynamicFeeTx | BlobTx | SetCodeTx
+"""Any transaction a block can carry."""
+
+_TYPED: dict[int, Any] = {cls.TYPE: cls for cls in (AccessListTx, DynamicFeeTx, BlobTx, SetCodeTx)}
+
+
+def _typed_from_bytes(data: bytes, what: str) -> Transaction:
+    if len(data) < 2:
+        raise InvalidBlock(f"{what}: typed transaction of {len(data)} bytes is too short")
+    cls = _TYPED.get(data[0])
+    if cls is None:
+        raise InvalidBlock(f"{what}: transaction type {data[0]:#04x} is not supported")
+    items = decode_rlp(data[1:], f"{what}: typed payload", max_depth=4)
+    return cls.from_items(items, what)  # type: ignore[no-any-return]
+
+
+def transaction_from_item(item: RLPItem, what: str = "transaction") -> Transaction:
+    """A transaction from an item of a block's transaction list.
+
+    A list is a legacy transaction; a string is a typed one, ``type || rlp(fields)``.
+    """
+    if type(item) is list:
+        return LegacyTx.from_items(item, what)
+    return _typed_from_bytes(item, what)  # type: ignore[arg-type]
+
+
+def decode_transaction(data: bytes | bytearray | memoryview) -> Transaction:
+    """A transaction from its canonical bytes (:meth:`encode`): an RLP list or typed bytes."""
+    raw = data if type(data) is bytes else bytes(data)
+    if raw and raw[0] >= 0xC0:
+        return LegacyTx.from_items(decode_rlp(raw, "transaction", max_depth=1))
+    return _typed_from_bytes(raw, "transaction")
+
+
+def recover_sender(tx: Transaction, chain_id: int | None = None) -> bytes:
+    """The 20-byte sender of ``tx`` (see :meth:`LegacyTx.sender`); ``InvalidBlock`` if the
+    signature is invalid or made for a chain other than ``chain_id``."""
+    return tx.sender(chain_id)
+
+
+TxT = TypeVar("TxT", bound=_TxBase)
+
+
+def sign_transaction(tx: TxT, private_key: bytes | int, chain_id: int | None) -> TxT:
+    """``tx`` signed with ``private_key`` for ``chain_id`` (deterministic, low-s).
+
+    A legacy transaction is EIP-155 protected when ``chain_id`` is given and unprotected when
+    it is ``None``; a typed transaction signs for its own chain id, which ``chain_id`` (if
+    given) must equal, else ``ValueError``. Returns a transaction of the same type.
+    """
+    return tx.sign(private_key, chain_id)
