@@ -29,7 +29,13 @@ import attrs
 
 from vmstack.cchain.crypto import keccak256
 from vmstack.cchain.rlpbytes import Buffer, decode_string_list, header_slice
-from vmstack.cchain.tries import receipts_root, transactions_root, withdrawals_root
+from vmstack.cchain.tries import (
+    body_commitments,
+    ext_data_hash,
+    receipts_root,
+    uncles_hash,
+    with_body_commitments,
+)
 from vmstack.cchain.types import (
     AccessListTx,
     AnyHeader,
@@ -61,20 +67,6 @@ __all__ = [
     "ext_data_hash",
     "uncles_hash",
 ]
-
-
-def ext_data_hash(ext_data: bytes) -> bytes:
-    """coreth's ``CalcExtDataHash``: keccak256 of the RLP string of ``ext_data``.
-
-    Empty extData gives ``EMPTY_EXT_DATA_HASH`` = keccak256(0x80). (Headers before Apricot
-    Phase 1 carry the zero hash instead; that is a rule of the chain, not of this hash.)
-    """
-    return keccak256(_rlp_encode(bytes(ext_data)))
-
-
-def uncles_hash(uncles: Sequence[AnyHeader]) -> bytes:
-    """The header's ``uncle_hash``: keccak256 of the RLP list of the uncle headers."""
-    return keccak256(_rlp_encode([u.to_items() for u in uncles]))
 
 
 @attrs.frozen
@@ -224,20 +216,15 @@ class Flavour:
     ) -> Block:
         """A block whose header commits to ``body``, as geth's ``NewBlock`` does.
 
-        Sets ``tx_root`` and ``uncle_hash``, ``withdrawals_hash`` when the body has
-        withdrawals, ``ext_data_hash`` for Avalanche, and ``receipt_root`` and ``bloom``
+        Sets the body's commitments as :func:`~vmstack.cchain.tries.body_commitments`
+        computes them (``tx_root`` and ``uncle_hash``, ``withdrawals_hash`` when the body has
+        withdrawals, ``ext_data_hash`` for Avalanche), and ``receipt_root`` and ``bloom``
         when ``receipts`` (consensus receipts, in transaction order) are given.
         """
         self._check_header(header)
         self._body_items(body)
-        changes: dict[str, Any] = {
-            "tx_root": transactions_root(body.transactions),
-            "uncle_hash": uncles_hash(body.uncles),
-        }
-        if body.withdrawals is not None:
-            changes["withdrawals_hash"] = withdrawals_root(body.withdrawals)
-        if isinstance(header, AvalancheHeader) and body.ext_data is not None:
-            changes["ext_data_hash"] = ext_data_hash(body.ext_data)
+        header = with_body_commitments(header, body_commitments(body))
+        changes: dict[str, Any] = {}
         if receipts is not None:
             changes["receipt_root"] = receipts_root(receipts)
             bloom = bytearray(256)

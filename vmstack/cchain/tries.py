@@ -1,9 +1,20 @@
-"""Commitments a header makes to its body: the roots of ordered hexary tries.
+"""Commitments a header makes to its body: the roots of ordered hexary tries, the uncle
+hash and the ExtDataHash. This module is the one place a body's commitments are computed
+and compared with a header.
 
 As geth's ``DeriveSha``: item ``i`` is stored in an Ethereum hexary Merkle-Patricia trie
 under the key ``rlp(i)``, and the root is the commitment. Transactions are stored in their
 canonical bytes (typed ones as ``type || payload``), withdrawals as their RLP, receipts in their
-consensus form. :func:`check_body` compares a block's body with what its header commits to.
+consensus form.
+
+The body's commitments (transactions root, uncle hash, withdrawals root, Avalanche's
+ExtDataHash) are computed by ONE function, :func:`encoded_body_commitments`, from the
+encodings of the body's items (what a block received as bytes already has, the fast form);
+:func:`body_commitments` gives it those of a decoded body. ONE function,
+:func:`check_body_commitments`, compares them with a header, raising ``InvalidBlock`` that
+names the field; :func:`with_body_commitments` writes them into a header. Sealing a block
+(``Flavour.seal``), building one (``CChainVM.build_block``), :func:`check_body` and
+``CChainVM.verify`` all go through these.
 
 :func:`derive_root` builds the trie's nodes bottom-up from the sorted keys in one pass and
 hashes only what the root depends on, instead of inserting key by key into a general trie
@@ -16,22 +27,39 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
+import attrs
 import rlp
 
 from vmstack.cchain.crypto import keccak256
 from vmstack.cchain.rlpbytes import list_prefix
-from vmstack.cchain.types import EMPTY_ROOT, Transaction, Withdrawal
+from vmstack.cchain.types import (
+    EMPTY_EXT_DATA_HASH,
+    EMPTY_ROOT,
+    ZERO_HASH,
+    AnyHeader,
+    AvalancheHeader,
+    RLPItem,
+    Transaction,
+    Withdrawal,
+)
 from vmstack.errors import InvalidBlock
 
 if TYPE_CHECKING:
-    from vmstack.cchain.types import Block, Receipt
+    from vmstack.cchain.types import Block, Body, Receipt
 
 __all__ = [
     "EMPTY_ROOT",
+    "BodyCommitments",
+    "body_commitments",
     "check_body",
+    "check_body_commitments",
     "derive_root",
+    "encoded_body_commitments",
+    "ext_data_hash",
     "receipts_root",
     "transactions_root",
+    "uncles_hash",
+    "with_body_commitments",
     "withdrawals_root",
 ]
 
@@ -149,23 +177,113 @@ def receipts_root(receipts: Sequence[Receipt]) -> bytes:
     return derive_root(r.encode() for r in receipts)
 
 
-def check_body(block: Block) -> None:
-    """Raise ``InvalidBlock`` unless the header commits to the block's body.
+def _rlp_encode(item: RLPItem) -> bytes:
+    return rlp.encode(item, infer_serializer=False)  # type: ignore[no-any-return]
 
-    Checks the transactions root, the uncle hash and, where the header has one, the
-    withdrawals root (a header with a withdrawals hash needs a body with withdrawals and
-    the other way round). Flavour-specific commitments such as Avalanche's ``ext_data_hash``
-    are the caller's rule.
+
+def ext_data_hash(ext_data: bytes) -> bytes:
+    """coreth's ``CalcExtDataHash``: keccak256 of the RLP string of ``ext_data``.
+
+    Empty extData gives ``EMPTY_EXT_DATA_HASH`` = keccak256(0x80). (Headers before Apricot
+    Phase 1 carry the zero hash instead; that is a rule of the chain, not of this hash.)
     """
-    header = block.header
-    if transactions_root(block.transactions) != header.tx_root:
-        raise InvalidBlock(f"block {block.number}: transactions root does not match the header")
-    uncle_hash = keccak256(rlp.encode([u.to_items() for u in block.uncles]))
-    if uncle_hash != header.uncle_hash:
-        raise InvalidBlock(f"block {block.number}: uncle hash does not match the header")
-    expected = getattr(header, "withdrawals_hash", None)
-    withdrawals = block.withdrawals
-    if (expected is None) != (withdrawals is None):
-        raise InvalidBlock(f"block {block.number}: header and body disagree on having withdrawals")
-    if withdrawals is not None and withdrawals_root(withdrawals) != expected:
-        raise InvalidBlock(f"block {block.number}: withdrawals root does not match the header")
+    return keccak256(_rlp_encode(bytes(ext_data)))
+
+
+def uncles_hash(uncles: Sequence[AnyHeader]) -> bytes:
+    """The header's ``uncle_hash``: keccak256 of the RLP list of the uncle headers."""
+    return keccak256(_rlp_encode([u.to_items() for u in uncles]))
+
+
+@attrs.frozen(slots=True)
+class BodyCommitments:
+    """What a header commits to about a body, field by field as the header names them.
+
+    ``withdrawals_hash`` is ``None`` for a body without a withdrawals list, and
+    ``ext_data_hash`` for a body without extData (an Ethereum body).
+    """
+
+    tx_root: bytes
+    uncle_hash: bytes
+    withdrawals_hash: bytes | None
+    ext_data_hash: bytes | None
+
+
+def encoded_body_commitments(
+    tx_encodings: Sequence[bytes],
+    uncles_rlp: bytes,
+    withdrawal_encodings: Sequence[bytes] | None,
+    ext_data_rlp: bytes | None,
+) -> BodyCommitments:
+    """The commitments of a body given as encodings: the transactions' canonical encodings
+    and the withdrawals' RLP (as the tries store them), the RLP of the uncles list and of the
+    extData string. The one computation of a body's commitments; a block received as bytes
+    passes its own slices, so nothing is re-encoded."""
+    return BodyCommitments(
+        tx_root=derive_root(tx_encodings),
+        uncle_hash=keccak256(uncles_rlp),
+        withdrawals_hash=(None if withdrawal_encodings is None
+                          else derive_root(withdrawal_encodings)),
+        ext_data_hash=None if ext_data_rlp is None else keccak256(ext_data_rlp),
+    )
+
+
+def body_commitments(body: Body, tx_encodings: Sequence[bytes] | None = None
+                     ) -> BodyCommitments:
+    """The commitments of a decoded body, through :func:`encoded_body_commitments`.
+    ``tx_encodings``, when given, are the transactions' encodings already known (building a
+    block reuses them) and are not computed again."""
+    withdrawals = body.withdrawals
+    ext_data = body.ext_data
+    return encoded_body_commitments(
+        [tx.encode() for tx in body.transactions] if tx_encodings is None else tx_encodings,
+        _rlp_encode([u.to_items() for u in body.uncles]),
+        None if withdrawals is None else [w.encode() for w in withdrawals],
+        None if ext_data is None else _rlp_encode(bytes(ext_data)),
+    )
+
+
+def with_body_commitments(header: AnyHeader, commitments: BodyCommitments) -> AnyHeader:
+    """``header`` committing to ``commitments``: transactions root and uncle hash, the
+    withdrawals root when the body has withdrawals, the ExtDataHash for an Avalanche header
+    when the body has extData."""
+    changes: dict[str, bytes] = {"tx_root": commitments.tx_root,
+                                 "uncle_hash": commitments.uncle_hash}
+    if commitments.withdrawals_hash is not None:
+        changes["withdrawals_hash"] = commitments.withdrawals_hash
+    if isinstance(header, AvalancheHeader) and commitments.ext_data_hash is not None:
+        changes["ext_data_hash"] = commitments.ext_data_hash
+    return attrs.evolve(header, **changes)  # type: ignore[arg-type]
+
+
+def check_body_commitments(header: AnyHeader, commitments: BodyCommitments) -> None:
+    """Raise ``InvalidBlock`` naming the field unless ``header`` commits to a body with
+    ``commitments``: the transactions root, the uncle hash, then on an Avalanche header the
+    ExtDataHash (before Apricot Phase 1 a header carried the zero hash over empty extData,
+    which holds too), on another the withdrawals root (a header with a withdrawals hash needs
+    a body with withdrawals and the other way round)."""
+    if commitments.tx_root != header.tx_root:
+        raise InvalidBlock("transactions root does not match the header")
+    if commitments.uncle_hash != header.uncle_hash:
+        raise InvalidBlock("uncle hash does not match the header")
+    if isinstance(header, AvalancheHeader):
+        committed = header.ext_data_hash
+        pre_ap1 = committed == ZERO_HASH and commitments.ext_data_hash == EMPTY_EXT_DATA_HASH
+        if commitments.ext_data_hash != committed and not pre_ap1:
+            raise InvalidBlock("ExtDataHash does not match the extData")
+        return
+    expected = header.withdrawals_hash
+    if (expected is None) != (commitments.withdrawals_hash is None):
+        raise InvalidBlock("header and body disagree on having withdrawals")
+    if commitments.withdrawals_hash != expected:
+        raise InvalidBlock("withdrawals root does not match the header")
+
+
+def check_body(block: Block) -> None:
+    """Raise ``InvalidBlock`` (naming the block's number and the field) unless the header
+    commits to the block's body: :func:`check_body_commitments` over
+    :func:`body_commitments`."""
+    try:
+        check_body_commitments(block.header, body_commitments(block.body))
+    except InvalidBlock as error:
+        raise InvalidBlock(f"block {block.number}: {error.reason}") from None
