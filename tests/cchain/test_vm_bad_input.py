@@ -263,17 +263,18 @@ def test_a_damaged_integrity_entry_is_corruption(
 
 
 @pytest.mark.parametrize("what", ["header", "body"])
-def test_a_missing_header_or_body_is_block_not_found(
+def test_a_missing_header_or_body_is_store_corrupted(
         damaged: tuple[KeyValueStore, CChainVM, list[bytes]], what: str) -> None:
-    """A block whose header or body is simply gone is not served: BlockNotFound from
-    get_block, [] from get_ancestors, and a walk from a descendant ends above it on both
-    paths alike."""
+    """A canonical block whose header or body is gone is damage, not a block that is not
+    there: StoreCorrupted from get_block and get_ancestors, and a walk from a descendant
+    ends above it on both paths alike."""
     store, vm, ids = damaged
     schema = vm.schema
     store.delete((schema.header_key if what == "header" else schema.body_key)(3, ids[2]))
-    with pytest.raises(BlockNotFound):
+    with pytest.raises(StoreCorrupted, match=f"whose {what} the store does not have"):
         vm.get_block(ids[2])
-    assert vm.get_ancestors(ids[2], 10, MAX_CONTAINERS_LEN, 60.0) == []
+    with pytest.raises(StoreCorrupted, match=f"whose {what} the store does not have"):
+        vm.get_ancestors(ids[2], 10, MAX_CONTAINERS_LEN, 60.0)
     fast, slow = _answers(vm, ids[-1])
     assert fast == slow
     assert len(fast) == CHAIN - 3

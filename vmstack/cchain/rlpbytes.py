@@ -5,7 +5,9 @@ The block's RLP is ``[header, *body items]``, so it is one new list prefix follo
 header bytes and the body's payload: :func:`block_bytes` builds it with a single copy, with
 no decoding. :func:`header_parent_hash` reads the parent hash (the header's first field) in
 place, and :func:`header_slice` finds the header inside a block's bytes, so a block's hash is
-``keccak256(header_slice(block))`` with no re-encoding.
+``keccak256(header_slice(block))`` with no re-encoding. :func:`frame_body_fields` checks the
+framing of a block's body fields without decoding the lists, :class:`ItemSpan` says where
+each lies, and :func:`list_item_encodings` gives a list's items as a trie stores them.
 
 Every function accepts ``bytes``, ``bytearray`` or a ``memoryview`` (e.g. a zero-copy LMDB
 buffer) and is strict: a non-canonical length prefix, a length past the end of the buffer
@@ -17,19 +19,29 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import attrs
 
 from vmstack.cchain.crypto import keccak256
 from vmstack.errors import InvalidBlock
 
+if TYPE_CHECKING:
+    from vmstack.cchain.codec import Flavour
+
 __all__ = [
     "Buffer",
+    "ItemSpan",
     "block_bytes",
     "block_hash",
     "check_rlp",
     "decode_string_list",
+    "first_item_offset",
+    "frame_body_fields",
     "header_parent_hash",
     "header_slice",
     "iter_list_items",
+    "list_item_encodings",
     "list_items",
     "list_prefix",
     "read_prefix",
@@ -343,3 +355,69 @@ def check_rlp(data: Buffer, *, max_depth: int | None = None) -> None:
             scope_end = stack.pop()
         else:
             return
+
+
+# --- a block's body fields ------------------------------------------------------------
+
+_BODY_LIST_FIELDS = frozenset({"transactions", "uncles", "withdrawals"})
+
+
+@attrs.frozen(slots=True)
+class ItemSpan:
+    """Where one first-level item of a block's RLP lies: ``raw[start:end]`` is its whole
+    encoding, ``raw[payload:end]`` its payload."""
+
+    start: int
+    payload: int
+    end: int
+    is_list: bool
+
+
+def first_item_offset(raw: bytes) -> int:
+    """Offset of the first item in an RLP list whose framing is already checked."""
+    first = raw[0]
+    return 1 if first < 0xF8 else 1 + first - 0xF7
+
+
+def frame_body_fields(flavour: Flavour, raw: bytes, header_end: int) -> tuple[ItemSpan, ...]:
+    """Check the framing of a block's body fields (after the header) against ``flavour``:
+    their count, which are lists and which strings, and the string fields' values (version
+    and extData are cheap to decode). Transactions, uncles and withdrawals are left for a
+    lazy decode. Returns where each field lies."""
+    fields = flavour.body_fields
+    spans: list[ItemSpan] = []
+    offset, end = header_end, len(raw)
+    while offset < end:
+        if len(spans) == len(fields):
+            raise InvalidBlock(f"block has more than {len(fields)} body fields")
+        field = fields[len(spans)]
+        is_list, payload, length = read_prefix(raw, offset, end)
+        if is_list != (field.name in _BODY_LIST_FIELDS):
+            kind = "list" if field.name in _BODY_LIST_FIELDS else "string"
+            raise InvalidBlock(f"block body field {field.name} must be an RLP {kind}")
+        if not is_list:
+            field.decode(flavour, raw[payload:payload + length])
+        spans.append(ItemSpan(offset, payload, payload + length, is_list))
+        offset = payload + length
+    required = sum(1 for field in fields if not field.optional)
+    if len(spans) < required:
+        raise InvalidBlock(f"block has {len(spans)} body fields, expected at least {required}")
+    return tuple(spans)
+
+
+def list_item_encodings(raw: bytes, span: ItemSpan, limit: int | None = None,
+                    what: str = "items") -> list[bytes]:
+    """The encodings of the items of the list at ``span``, as a trie stores them: a list
+    item (a legacy transaction, a withdrawal) as it stands, a string item (a typed
+    transaction) as its payload. With a ``limit``, a list of more items is
+    ``InvalidBlock``, found after reading at most ``limit + 1`` prefixes."""
+    encodings: list[bytes] = []
+    offset = span.payload
+    while offset < span.end:
+        if limit is not None and len(encodings) == limit:
+            raise InvalidBlock(f"block carries more than {limit} {what}")
+        is_list, payload, length = read_prefix(raw, offset, span.end)
+        encodings.append(raw[offset:payload + length] if is_list
+                         else raw[payload:payload + length])
+        offset = payload + length
+    return encodings

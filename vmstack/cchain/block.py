@@ -1,0 +1,158 @@
+"""The blocks of :class:`~vmstack.cchain.vm.CChainVM`: :class:`CChainBlock` and its
+:class:`BlockStatus`.
+
+A block holds its bytes and its decoded header; its body is decoded on demand (``verify``
+needs it; serving does not). Where the header and each body field lie in the bytes is found
+once (:func:`~vmstack.cchain.rlpbytes.frame_body_fields`). Deciding a block (``verify``,
+``accept``, ``reject``) is the VM's work: the block hands itself to its VM.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import TYPE_CHECKING
+
+from vmstack.cchain.rlpbytes import ItemSpan, first_item_offset, frame_body_fields, list_prefix
+from vmstack.cchain.types import AnyHeader, Block, Body, Receipt, Transaction
+
+if TYPE_CHECKING:
+    from vmstack.cchain.vm import CChainVM
+
+__all__ = ["BlockStatus", "CChainBlock"]
+
+
+class BlockStatus(enum.Enum):
+    """Where a block stands: parsed or built but not verified, verified and undecided
+    (processing), accepted, or rejected."""
+
+    UNVERIFIED = "unverified"
+    PROCESSING = "processing"
+    ACCEPTED = "accepted"
+    REJECTED = "rejected"
+
+
+class CChainBlock:
+    """A block of :class:`CChainVM`: its bytes, its decoded header, and its body decoded on
+    demand.
+
+    ``verify``, ``accept`` and ``reject`` are decided by the VM. A block served by
+    :meth:`CChainVM.get_block` from the store also carries its restored execution
+    artifacts: ``senders`` always, ``receipts`` (with derived fields) once settled.
+    """
+
+    __slots__ = ("_body", "_built", "_header", "_header_end", "_id", "_raw", "_receipts",
+                 "_senders", "_spans", "_status", "_vm")
+
+    def __init__(
+        self,
+        vm: CChainVM,
+        block_id: bytes,
+        raw: bytes,
+        header: AnyHeader,
+        *,
+        header_end: int,
+        spans: tuple[ItemSpan, ...] | None = None,
+        body: Body | None = None,
+        status: BlockStatus = BlockStatus.UNVERIFIED,
+        receipts: tuple[Receipt, ...] | None = None,
+        senders: tuple[bytes, ...] | None = None,
+        built: bool = False,
+    ) -> None:
+        self._vm = vm
+        self._id = block_id
+        self._raw = raw
+        self._header = header
+        self._header_end = header_end
+        self._spans = spans
+        self._body = body
+        self._status = status
+        self._receipts = receipts
+        self._senders = senders
+        self._built = built
+
+    @property
+    def id(self) -> bytes:
+        """The block hash: keccak256 of the header RLP."""
+        return self._id
+
+    @property
+    def hash(self) -> bytes:
+        """The block hash (the same 32 bytes as :attr:`id`), as a decoded block names it."""
+        return self._id
+
+    @property
+    def parent_id(self) -> bytes:
+        return self._header.parent_hash
+
+    @property
+    def height(self) -> int:
+        return self._header.number
+
+    @property
+    def timestamp(self) -> int:
+        return self._header.time
+
+    def __bytes__(self) -> bytes:
+        return self._raw
+
+    @property
+    def status(self) -> BlockStatus:
+        return self._status
+
+    @property
+    def header(self) -> AnyHeader:
+        return self._header
+
+    @property
+    def body(self) -> Body:
+        """The decoded body (strict; decoded on first use, ``InvalidBlock`` if malformed)."""
+        if self._body is None:
+            self._body = self._vm.flavour.decode_body(self.body_rlp())
+        return self._body
+
+    @property
+    def transactions(self) -> tuple[Transaction, ...]:
+        return self.body.transactions
+
+    @property
+    def block(self) -> Block:
+        """The block as a codec record."""
+        return Block(self._header, self.body, hash=self._id)
+
+    @property
+    def receipts(self) -> tuple[Receipt, ...] | None:
+        """Receipts with derived fields, for a settled block read by ``get_block``; the
+        modelled receipts of a block built here; ``None`` otherwise."""
+        return self._receipts
+
+    @property
+    def senders(self) -> tuple[bytes, ...] | None:
+        """The recovered senders, for a block read from the store by ``get_block``."""
+        return self._senders
+
+    def header_rlp(self) -> bytes:
+        """The header RLP, as rawdb stores it."""
+        return self._raw[first_item_offset(self._raw):self._header_end]
+
+    def body_rlp(self) -> bytes:
+        """The body RLP, as rawdb stores it: a list of the block's items after the header."""
+        rest = self._raw[self._header_end:]
+        return list_prefix(len(rest)) + rest
+
+    def _body_spans(self) -> tuple[ItemSpan, ...]:
+        if self._spans is None:
+            self._spans = frame_body_fields(self._vm.flavour, self._raw, self._header_end)
+        return self._spans
+
+    def verify(self) -> None:
+        self._vm._verify(self)
+
+    def accept(self) -> None:
+        self._vm._accept(self)
+
+    def reject(self) -> None:
+        self._vm._reject(self)
+
+    def __repr__(self) -> str:
+        return (f"CChainBlock(height={self.height}, id={self._id.hex()[:16]}..., "
+                f"{self._status.value})")
