@@ -5,32 +5,25 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import attrs
 import pytest
 import rlp
 
+from tests.cchain.types.samples import SENDER, TO, signed_transactions
 from vmstack.cchain import (
     AVALANCHE,
     EMPTY_EXT_DATA_HASH,
     EMPTY_ROOT,
     EMPTY_UNCLE_HASH,
     ETHEREUM,
-    AccessListTx,
-    AccessTuple,
-    Authorization,
     AvalancheHeader,
-    BlobTx,
     Block,
     Body,
-    DynamicFeeTx,
     Flavour,
     Header,
     LegacyTx,
     Log,
     Receipt,
-    SetCodeTx,
     Withdrawal,
-    address_of,
     block_bytes,
     check_body,
     decode_receipts,
@@ -42,162 +35,17 @@ from vmstack.cchain import (
     list_prefix,
     logs_bloom,
     receipts_root,
-    recover_sender,
-    sign_hash,
-    sign_transaction,
 )
 from vmstack.errors import InvalidBlock
-
-KEY = keccak256(b"codec test key")
-SENDER = address_of(KEY)
-TO = bytes.fromhex("35" * 20)
-CHAIN = 43114
 
 
 def _enc(value: Any) -> bytes:
     return rlp.encode(value, infer_serializer=False)  # type: ignore[no-any-return]
 
 
-def _signed_txs() -> list[Any]:
-    access = (AccessTuple(address=TO, storage_keys=(bytes(32), b"\x01" * 32)),)
-    unsigned: list[Any] = [
-        LegacyTx(nonce=0, gas_price=25 * 10**9, gas=21000, to=TO, value=1),
-        LegacyTx(nonce=1, gas_price=25 * 10**9, gas=90000, to=None, data=b"\x60\x00"),
-        AccessListTx(
-            chain_id=CHAIN, nonce=2, gas_price=10**9, gas=30000, to=TO, access_list=access
-        ),
-        DynamicFeeTx(
-            chain_id=CHAIN,
-            nonce=3,
-            max_priority_fee_per_gas=2,
-            max_fee_per_gas=50 * 10**9,
-            gas=21000,
-            to=TO,
-            value=10**18,
-        ),
-        BlobTx(
-            chain_id=CHAIN,
-            nonce=4,
-            max_fee_per_gas=10**10,
-            gas=21000,
-            to=TO,
-            max_fee_per_blob_gas=1,
-            blob_versioned_hashes=(b"\x01" + bytes(31),),
-        ),
-        SetCodeTx(
-            chain_id=CHAIN,
-            nonce=5,
-            max_fee_per_gas=10**10,
-            gas=50000,
-            to=TO,
-            authorization_list=(Authorization(chain_id=CHAIN, address=TO, nonce=6),),
-        ),
-    ]
-    return [sign_transaction(tx, KEY, CHAIN) for tx in unsigned]
-
-
-def test_every_transaction_type_signs_and_recovers() -> None:
-    """Each type signs deterministically, recovers its sender and survives its canonical bytes."""
-    for tx in _signed_txs():
-        assert tx.sender() == SENDER
-        assert recover_sender(tx, CHAIN) == SENDER
-        data = tx.encode()
-        assert decode_transaction(data) == tx
-        assert decode_transaction(memoryview(data)) == tx
-        assert tx.hash == keccak256(data)
-        assert (data[0] == tx.TYPE) if tx.TYPE else data[0] >= 0xC0
-
-
-def test_legacy_protection_follows_the_chain_id() -> None:
-    """A legacy tx signed without a chain id is unprotected (v 27/28) and valid on any chain."""
-    tx = sign_transaction(LegacyTx(nonce=1, gas=21000, to=TO), KEY, None)
-    assert tx.v in (27, 28) and tx.chain_id is None
-    assert tx.sender(CHAIN) == SENDER
-    protected = sign_transaction(LegacyTx(nonce=1, gas=21000, to=TO), KEY, CHAIN)
-    assert protected.chain_id == CHAIN and protected.signing_hash(CHAIN) != tx.signing_hash()
-    with pytest.raises(InvalidBlock, match="chain id"):
-        protected.sender(1)
-
-
-def test_typed_transactions_reject_another_chain() -> None:
-    """A typed tx signs and recovers only for its own chain id."""
-    tx = _signed_txs()[3]
-    with pytest.raises(InvalidBlock, match="chain id"):
-        tx.sender(1)
-    with pytest.raises(ValueError, match="chain id"):
-        sign_transaction(attrs.evolve(tx, r=0, s=0), KEY, 1)
-
-
-def test_unsigned_or_tampered_transactions_have_no_sender() -> None:
-    """An unsigned tx, a bad parity or a changed field give InvalidBlock or another sender."""
-    with pytest.raises(InvalidBlock, match="v = 0"):
-        LegacyTx(nonce=1).sender()
-    signed = _signed_txs()[3]
-    with pytest.raises(InvalidBlock, match="parity"):
-        attrs.evolve(signed, y_parity=2).sender()
-    assert attrs.evolve(signed, value=2).sender() != SENDER
-
-
-def test_authorization_recovers_its_authority() -> None:
-    """A 7702 authorization signed over keccak(0x05 || rlp(...)) recovers the signer."""
-    auth = Authorization(chain_id=CHAIN, address=TO, nonce=3)
-    parity, r, s = sign_hash(auth.signing_hash(), KEY)
-    assert attrs.evolve(auth, y_parity=parity, r=r, s=s).authority() == SENDER
-    assert auth.signing_hash() == keccak256(b"\x05" + _enc([CHAIN.to_bytes(2, "big"), TO, b"\x03"]))
-
-
-def test_header_field_counts_follow_the_forks() -> None:
-    """Headers write 15-21 (Ethereum) and 16-24 (Avalanche) fields by their last present one."""
-    assert len(Header().to_items()) == 15
-    assert len(Header(base_fee=7).to_items()) == 16
-    assert len(Header(base_fee=7, withdrawals_hash=EMPTY_ROOT).to_items()) == 17
-    assert len(Header(requests_hash=EMPTY_ROOT, base_fee=1, withdrawals_hash=EMPTY_ROOT,
-                      parent_beacon_root=EMPTY_ROOT).to_items()) == 21
-    assert len(AvalancheHeader().to_items()) == 16
-    assert len(AvalancheHeader(base_fee=1, block_gas_cost=0).to_items()) == 19
-    assert len(AvalancheHeader(min_delay_excess=5, parent_beacon_root=EMPTY_ROOT).to_items()) == 24
-
-
-def test_an_absent_hash_before_a_present_field_is_refused_at_encoding() -> None:
-    """A gap that would be written empty but cannot be read back empty is a ValueError."""
-    with pytest.raises(ValueError, match="withdrawals_hash is absent"):
-        ETHEREUM.encode_header(Header(base_fee=7, blob_gas_used=5))
-    with pytest.raises(ValueError, match="parent_beacon_root is absent"):
-        AVALANCHE.encode_header(AvalancheHeader(min_delay_excess=3))
-
-
-def test_missing_optional_field_before_a_present_one_is_written_empty() -> None:
-    """The geth rule: a gap is written as the empty string, so a missing integer reads as 0."""
-    header = Header(withdrawals_hash=EMPTY_ROOT)
-    items = header.to_items()
-    assert len(items) == 17 and items[15] == b"" and items[16] == EMPTY_ROOT
-    decoded = ETHEREUM.decode_header(ETHEREUM.encode_header(header))
-    assert decoded.base_fee == 0 and decoded.withdrawals_hash == EMPTY_ROOT
-    ava = AVALANCHE.decode_header(AVALANCHE.encode_header(AvalancheHeader(block_gas_cost=5)))
-    assert (ava.base_fee, ava.ext_data_gas_used, ava.block_gas_cost) == (0, 0, 5)
-
-
-def test_a_missing_hash_before_a_present_field_does_not_decode() -> None:
-    """As in geth, an empty string where a hash belongs is rejected when read back."""
-    items = Header(blob_gas_used=5, withdrawals_hash=EMPTY_ROOT).to_items()
-    items[16] = b""
-    data = rlp.encode(items)
-    with pytest.raises(InvalidBlock, match="withdrawals_hash must be 32 bytes"):
-        ETHEREUM.decode_header(data)
-
-
-def test_header_decode_is_a_named_decoder_too() -> None:
-    """Header.decode and the flavour's decode_header agree, and a block hash is the header's."""
-    header = AvalancheHeader(number=9, time=1_600_000_000, base_fee=25 * 10**9)
-    data = AVALANCHE.encode_header(header)
-    assert AvalancheHeader.decode(data) == AVALANCHE.decode_header(data) == header
-    assert header.encode() == data and header.hash == keccak256(data)
-    assert Block(header).hash == keccak256(data)
-
-
 def test_seal_commits_the_header_to_the_body() -> None:
     """seal sets the roots, uncle hash, withdrawals root, ext data hash, receipts root and bloom."""
-    txs = _signed_txs()[:4]
+    txs = signed_transactions()[:4]
     receipts = [
         Receipt(cumulative_gas_used=21000 * (i + 1), logs=(Log(address=TO, topics=(bytes(32),)),))
         for i in range(len(txs))
@@ -250,12 +98,6 @@ def test_encoding_a_bad_record_is_a_value_error(
         flavour.encode_block(Block(header, body, hash=bytes(32)))
 
 
-def test_a_block_needs_an_encodable_header() -> None:
-    """Building a block hashes its header, so an unencodable header is a ValueError at once."""
-    with pytest.raises(ValueError, match="coinbase"):
-        Block(Header(coinbase=b"\x01"))
-
-
 def test_flavour_declaration_is_checked() -> None:
     """A flavour whose body fields are unknown, repeated or misordered cannot be declared."""
     fields = AVALANCHE.body_fields
@@ -267,7 +109,7 @@ def test_flavour_declaration_is_checked() -> None:
 
 def test_receipts_storage_round_trip_and_derived_fields() -> None:
     """Storage receipts round-trip; derive fills type, gas used, contract address, log indexes."""
-    txs = _signed_txs()[:4]
+    txs = signed_transactions()[:4]
     log = Log(address=TO, topics=(b"\x02" * 32,), data=b"payload")
     receipts = (
         Receipt(status=1, cumulative_gas_used=21000, logs=(log,)),
@@ -301,20 +143,9 @@ def test_contract_address_matches_the_known_value() -> None:
     assert receipt.contract_address == bytes.fromhex("cd234a471b72ba2f1ccf0a70fcaba648a5eecd8d")
 
 
-def test_bloom_sets_three_bits_per_value() -> None:
-    """Each address and topic sets the bits named by the first three byte pairs of its hash."""
-    log = Log(address=TO, topics=(b"\x09" * 32,))
-    bloom = int.from_bytes(logs_bloom([log]), "big")
-    for value in (TO, b"\x09" * 32):
-        digest = keccak256(value)
-        for i in (0, 2, 4):
-            assert bloom >> (int.from_bytes(digest[i : i + 2], "big") % 2048) & 1
-    assert bin(bloom).count("1") <= 6
-
-
 # --- the malformed-input table: each kind of bad input gets InvalidBlock ----------------------
 
-BASE_TX = _signed_txs()[3]
+BASE_TX = signed_transactions()[3]
 
 
 def _eth_block(header: list[Any] | None = None, body: list[Any] | None = None) -> bytes:
@@ -610,7 +441,7 @@ def test_stitching_stored_parts_equals_encoding_the_block() -> None:
         (ETHEREUM, Header(number=4, base_fee=1)),
         (AVALANCHE, AvalancheHeader()),
     ):
-        block = flavour.seal(header, flavour.body(_signed_txs(), [header], withdrawals=[]))
+        block = flavour.seal(header, flavour.body(signed_transactions(), [header], withdrawals=[]))
         data = flavour.encode_block(block)
         assert block_bytes(flavour.encode_header(block.header), flavour.encode_body(block)) == data
         assert flavour.encode_body(block.body) == flavour.encode_body(block)
@@ -620,14 +451,3 @@ def test_stitching_stored_parts_equals_encoding_the_block() -> None:
         body_rlp = memoryview(bytearray(flavour.encode_body(block)))
         assert flavour.block_from_parts(header_rlp, body_rlp) == block
         assert flavour.block_from_parts(header_rlp, body_rlp, block.hash).hash == block.hash
-
-
-def test_the_rusty_rlp_backend_is_refused_loudly() -> None:
-    """An rlp codec that switched to rusty-rlp is refused with a message saying what to do."""
-    import types
-
-    from vmstack.cchain.types.fields import require_pyrlp_backend
-
-    require_pyrlp_backend(types.SimpleNamespace())
-    with pytest.raises(ImportError, match="uninstall rusty-rlp"):
-        require_pyrlp_backend(types.SimpleNamespace(rusty_rlp=object()))
