@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import pytest
 from hypothesis import given, settings
@@ -19,7 +19,13 @@ from vmstack import (
     batched_parse_block,
     get_ancestors,
 )
-from vmstack.batching import MAX_PARSE_BATCH, AncestorBudget, walk_ancestors
+from vmstack.batching import (
+    MAX_PARSE_BATCH,
+    AncestorBudget,
+    AncestorWalk,
+    WalkEnd,
+    walk_ancestors,
+)
 from vmstack.conformance import GENESIS_PARENT, BatchedMemoryVM, MemoryVM, memory_vm
 
 BATCHING = pytest.mark.parametrize("batching", [True, False], ids=["batches", "serial"])
@@ -421,3 +427,65 @@ def test_the_time_budget_runs_on_the_stacks_clock_whatever_the_path(batching: bo
     answer = get_ancestors(vm, tip, max_retrieval_time=1 / 16)
     assert 2 <= len(answer) <= 7
     assert serial_get_ancestors(vm, tip, max_retrieval_time=1 / 16) == answer
+
+
+# --- where a walk stops ---------------------------------------------------------------------
+
+
+def _linked(count: int) -> tuple[list[bytes], dict[bytes, tuple[bytes, bytes]]]:
+    """``count`` blocks of 10 bytes, newest first, each the child of the next; the oldest
+    one's parent is not served."""
+    ids = [bytes([n + 1]) * 32 for n in range(count)]
+    parents = [*ids[1:], GENESIS_PARENT]
+    return ids, {block_id: (bytes([n]) * 10, parent)
+                 for n, (block_id, parent) in enumerate(zip(ids, parents, strict=True))}
+
+
+def _fetch_from(blocks: dict[bytes, tuple[bytes, bytes]],
+                failing: bytes | None = None) -> Callable[[bytes], tuple[bytes, bytes]]:
+    def fetch(block_id: bytes) -> tuple[bytes, bytes]:
+        if block_id == failing:
+            raise RuntimeError("disk on fire")
+        try:
+            return blocks[block_id]
+        except KeyError:
+            raise BlockNotFound(block_id.hex()) from None
+    return fetch
+
+
+def test_walk_says_which_missing_block_stopped_it() -> None:
+    """A block the fetch does not serve ends the walk there, first block or mid-walk, and
+    the result names it."""
+    ids, blocks = _linked(5)
+    missing = bytes(32 * [0xEE])
+    walk = walk_ancestors(_fetch_from(blocks), missing, AncestorBudget(clock=SimClock()))
+    assert walk == AncestorWalk([], missing, WalkEnd.NOT_SERVED)
+    del blocks[ids[3]]
+    walk = walk_ancestors(_fetch_from(blocks), ids[0], AncestorBudget(clock=SimClock()))
+    assert (len(walk.blocks), walk.stopped_at, walk.reason) == (3, ids[3], WalkEnd.NOT_SERVED)
+    _, whole = _linked(5)
+    walk = walk_ancestors(_fetch_from(whole), ids[0], AncestorBudget(clock=SimClock()))
+    assert (len(walk.blocks), walk.stopped_at, walk.reason) == (
+        5, GENESIS_PARENT, WalkEnd.NOT_SERVED)
+
+
+@pytest.mark.parametrize("budget, answered", [
+    ((2, 10_000), 2),  # count
+    ((10, 3 * 14), 3),  # size: three 10-byte blocks and their 4-byte prefixes
+])
+def test_walk_says_the_budget_stopped_it_and_where(budget: tuple[int, int],
+                                                   answered: int) -> None:
+    """A full budget ends the walk at the first block it leaves out, whichever limit."""
+    ids, blocks = _linked(6)
+    walk = walk_ancestors(_fetch_from(blocks), ids[0],
+                          AncestorBudget(*budget, 1.0, clock=SimClock()))
+    assert walk.blocks == [blocks[block_id][0] for block_id in ids[:answered]]
+    assert (walk.stopped_at, walk.reason) == (ids[answered], WalkEnd.BUDGET)
+
+
+def test_walk_says_a_failed_fetch_stopped_it() -> None:
+    """Another error mid-walk ends the walk at that block, as FAILED."""
+    ids, blocks = _linked(6)
+    walk = walk_ancestors(_fetch_from(blocks, failing=ids[2]), ids[0],
+                          AncestorBudget(clock=SimClock()))
+    assert (len(walk.blocks), walk.stopped_at, walk.reason) == (2, ids[2], WalkEnd.FAILED)

@@ -10,6 +10,7 @@ from opentelemetry.trace import NoOpTracer
 
 from vmstack.batching import (
     CONTAINER_LEN_OVERHEAD,
+    AncestorBudget,
     batched_parse_block,
     get_ancestors,
     serial_get_ancestors,
@@ -17,7 +18,10 @@ from vmstack.batching import (
 from vmstack.conformance import MemoryVM
 from vmstack.errors import BatchingNotImplemented, InvalidBlock
 from vmstack.interfaces import ChainVM
+from vmstack.store import MemoryStore
 from vmstack.wrappers import TracedVM
+from vmstack.wrappers.proposer.batched import walk_own
+from vmstack.wrappers.proposer.state import ProposerState
 from vmstack.wrappers.proposer.vm import ProposerBlock, ProposerVM
 
 from . import grow, make_vm
@@ -294,3 +298,46 @@ def test_engine_helper_batches_through_the_layer() -> None:
     parsed = batched_parse_block(vm, chain[:-1])
     assert [bytes(block) for block in parsed] == chain[:-1]
     assert len(inner.calls_to("parse_block")) == 6
+
+
+# --- the layer's own walk ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("budget, answered, handoff", [
+    (BIG, 3, 2),  # the fork boundary: the walk hands the last pre-fork block down
+    (2, 2, None),  # the budget ends the walk among the layer's own blocks: nothing below
+])
+def test_own_walk_hands_over_at_the_fork_boundary(budget: int, answered: int,
+                                                  handoff: int | None) -> None:
+    """The walk over the layer's own blocks stops at the first block that is not one of
+    them (the newest pre-fork block) and names it; a budget that runs out first names
+    nothing to hand down."""
+    store = MemoryStore()
+    vm, _, clock = make_vm(fork_time=FORK, store=store)
+    blocks = grow(vm, clock, 6, step=4)
+    assert [block.post_fork for block in blocks] == [False] * 3 + [True] * 3
+    walked = AncestorBudget(budget, BIG, HOUR, clock=clock)
+    with ProposerState(store).snapshot() as snapshot:
+        found = walk_own(snapshot, {}, blocks[-1].id, walked)
+    assert walked.blocks == [bytes(block) for block in reversed(blocks[-answered:])]
+    assert found == (None if handoff is None else blocks[handoff].id)
+
+
+def test_own_walk_of_a_block_not_its_own_hands_it_down_at_once() -> None:
+    """A pre-fork block is not one of the layer's own: the walk adds nothing and names it;
+    a processing post-fork block is one of them, read before the stored ones."""
+    store = MemoryStore()
+    vm, _, clock = make_vm(fork_time=FORK, store=store)
+    blocks = grow(vm, clock, 6, step=4)
+    walked = AncestorBudget(BIG, BIG, HOUR, clock=clock)
+    with ProposerState(store).snapshot() as snapshot:
+        assert walk_own(snapshot, {}, blocks[1].id, walked) == blocks[1].id
+    assert walked.blocks == []
+    clock.advance(4)
+    processing = vm.build_block()
+    processing.verify()
+    walked = AncestorBudget(BIG, BIG, HOUR, clock=clock)
+    with ProposerState(store).snapshot() as snapshot:
+        found = walk_own(snapshot, {processing.id: processing}, processing.id, walked)
+    assert found == blocks[2].id
+    assert walked.blocks[0] == bytes(processing) and len(walked.blocks) == 4

@@ -1,4 +1,5 @@
-"""ProposerVM: the fork rules, its own store, parsing, and the layer conformance kit."""
+"""ProposerVM: building across the fork, serving, decisions, parsing, configuration, and the
+layer conformance kit."""
 
 from __future__ import annotations
 
@@ -11,18 +12,16 @@ from Crypto.PublicKey import ECC
 from vmstack.batching import serial_get_ancestors
 from vmstack.clock import SimClock
 from vmstack.conformance import Declaration, LayerConformance, MemoryVM, memory_vm
-from vmstack.errors import BlockNotFound, InvalidBlock, StoreCorrupted
+from vmstack.errors import BlockNotFound, InvalidBlock
 from vmstack.interfaces import ChainVM
-from vmstack.store import MemoryStore
 from vmstack.wrappers.proposer.block import (
     PostForkBlock,
     build_option,
     build_signed,
-    build_unsigned,
     decode_block,
 )
 from vmstack.wrappers.proposer.staking import StakingKey
-from vmstack.wrappers.proposer.vm import MAX_CLOCK_SKEW, STORE_PREFIX, ProposerBlock, ProposerVM
+from vmstack.wrappers.proposer.vm import ProposerBlock, ProposerVM
 
 from . import CHAIN_ID, grow, make_vm, node_key
 
@@ -126,107 +125,6 @@ def test_fork_at_genesis_makes_every_block_post_fork() -> None:
     assert blocks[0].proposer is None and blocks[1].proposer == node_key().node_id
 
 
-def test_post_fork_parent_never_has_a_pre_fork_child() -> None:
-    """An inner block offered as a pre-fork child of a post-fork block fails to verify."""
-    vm, inner, clock = make_vm(fork_time=FORK)
-    blocks = grow(vm, clock, 7)
-    clock.advance(2)
-    raw = inner.build_block()
-    with pytest.raises(InvalidBlock, match="never has a pre-fork child"):
-        vm.parse_block(bytes(raw)).verify()
-    assert blocks[-1].post_fork
-
-
-def test_pre_fork_block_after_the_fork_fails() -> None:
-    """A pre-fork child of the last pre-fork block fails: its children are post-fork."""
-    vm, inner, clock = make_vm(fork_time=FORK)
-    blocks = grow(vm, clock, 5)
-    assert blocks[-1].timestamp >= FORK and not blocks[-1].post_fork
-    clock.advance(2)
-    pre_fork = vm.parse_block(bytes(inner.build_block()))
-    with pytest.raises(InvalidBlock, match="pre-fork block after the fork"):
-        pre_fork.verify()
-
-
-def _envelope(vm: ProposerVM, inner: MemoryVM, parent: ProposerBlock, **fields: Any,
-              ) -> bytes:
-    """Envelope bytes over a fresh inner block on ``parent``'s inner block."""
-    inner.set_preference(parent.inner.id)
-    inner_block = inner.build_block()
-    values: dict[str, Any] = {"timestamp": parent.timestamp, "pchain_height": 0}
-    signer = fields.pop("key", node_key())
-    values.update(fields)
-    if signer is None:
-        return bytes(build_unsigned(parent.id, values["timestamp"], values["pchain_height"],
-                                    bytes(inner_block)))
-    return bytes(build_signed(parent.id, values["timestamp"], values["pchain_height"],
-                              bytes(inner_block), key=signer, chain_id=CHAIN_ID))
-
-
-def test_post_fork_block_before_the_fork_fails() -> None:
-    """An envelope over a pre-fork parent from before the fork time fails to verify."""
-    vm, inner, clock = make_vm(fork_time=FORK)
-    blocks = grow(vm, clock, 2)
-    data = _envelope(vm, inner, blocks[-1], key=None)
-    with pytest.raises(InvalidBlock, match="post-fork block before the fork"):
-        vm.parse_block(data).verify()
-
-
-def test_first_post_fork_block_must_be_unsigned() -> None:
-    """A signed child of the last pre-fork block fails to verify."""
-    vm, inner, clock = make_vm(fork_time=FORK)
-    blocks = grow(vm, clock, 5)
-    with pytest.raises(InvalidBlock, match="first post-fork block is unsigned"):
-        vm.parse_block(_envelope(vm, inner, blocks[-1])).verify()
-
-
-@pytest.mark.parametrize("fields, reason", [
-    ({"timestamp": -1}, "before its parent's"),
-    ({"timestamp": 10**6}, "too far in the future"),
-    ({"pchain_height": 5}, "ahead of the P-chain"),
-])
-def test_envelope_fields_are_checked_against_parent_and_clock(fields: dict[str, int],
-                                                              reason: str) -> None:
-    """Timestamps before the parent or beyond the skew, and future P-chain heights, fail."""
-    vm, inner, clock = make_vm(fork_time=0)
-    parent = grow(vm, clock, 2)[-1]
-    if fields.get("timestamp") == -1:
-        fields = {"timestamp": parent.timestamp - 1}
-    with pytest.raises(InvalidBlock, match=reason):
-        vm.parse_block(_envelope(vm, inner, parent, **fields)).verify()
-
-
-def test_skew_allows_blocks_slightly_ahead() -> None:
-    """A timestamp within the allowed skew of the local clock verifies."""
-    vm, inner, clock = make_vm(fork_time=0)
-    parent = grow(vm, clock, 2)[-1]
-    block = vm.parse_block(_envelope(vm, inner, parent,
-                                     timestamp=int(clock()) + MAX_CLOCK_SKEW))
-    block.verify()
-
-
-def test_inner_parent_must_match_the_envelope_parent() -> None:
-    """An envelope whose inner block builds on another block fails to verify."""
-    vm, inner, clock = make_vm(fork_time=0)
-    blocks = grow(vm, clock, 3)
-    inner.set_preference(blocks[0].inner.id)
-    stray = inner.build_block()
-    data = bytes(build_signed(blocks[-1].id, blocks[-1].timestamp, 0, bytes(stray),
-                              key=node_key(), chain_id=CHAIN_ID))
-    with pytest.raises(InvalidBlock, match="inner block's parent"):
-        vm.parse_block(data).verify()
-
-
-def test_unknown_parent_fails() -> None:
-    """An envelope whose parent is unknown fails to verify."""
-    vm, inner, clock = make_vm(fork_time=0)
-    grow(vm, clock, 1)
-    data = bytes(build_signed(bytes(32), int(clock()), 0, bytes(inner.build_block()),
-                              key=node_key(), chain_id=CHAIN_ID))
-    with pytest.raises(InvalidBlock, match="is not known"):
-        vm.parse_block(data).verify()
-
-
 def test_pchain_height_follows_the_callable() -> None:
     """Built blocks name the current P-chain height and never go below their parent's."""
     height = [3]
@@ -307,36 +205,6 @@ def test_accept_requires_verify() -> None:
     clock.advance(2)
     with pytest.raises(InvalidBlock, match="not processing"):
         vm.build_block().accept()
-
-
-def test_accepted_blocks_survive_a_restart_over_the_same_store() -> None:
-    """A new layer over the same store and inner VM serves the accepted post-fork blocks."""
-    store = MemoryStore()
-    vm, inner, clock = make_vm(fork_time=FORK, store=store)
-    blocks = grow(vm, clock, 8)
-    again = ProposerVM(inner, fork_time=FORK, chain_id=CHAIN_ID, store=store, clock=clock)
-    assert again.last_accepted() == blocks[-1].id
-    assert [bytes(again.get_block(block.id)) for block in blocks] == [
-        bytes(block) for block in blocks]
-    assert all(key.startswith(STORE_PREFIX) for key, _ in store.iterate())
-
-
-def test_corrupted_record_raises_store_corrupted() -> None:
-    """A stored envelope that no longer hashes to its ID is never served as data."""
-    store = MemoryStore()
-    vm, _, clock = make_vm(fork_time=0, store=store)
-    blocks = grow(vm, clock, 3)
-    key = STORE_PREFIX + b"b" + blocks[1].id
-    record = store.get(key)
-    flipped = bytearray(record)
-    flipped[32 + 50] ^= 1
-    for corrupted in (bytes(flipped), record[:40]):
-        store.put(key, corrupted)
-        with pytest.raises(StoreCorrupted):
-            vm.get_block(blocks[1].id)
-        with pytest.raises(StoreCorrupted):
-            vm.get_ancestors(blocks[1].id, 10, 10**6, 1.0)
-        assert vm.get_ancestors(blocks[2].id, 10, 10**6, 1.0) == [bytes(blocks[2])]
 
 
 # --- parsing ----------------------------------------------------------------------------
