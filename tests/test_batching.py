@@ -429,7 +429,7 @@ def test_the_time_budget_runs_on_the_stacks_clock_whatever_the_path(batching: bo
     assert serial_get_ancestors(vm, tip, max_retrieval_time=1 / 16) == answer
 
 
-# --- where a walk stops ---------------------------------------------------------------------
+# --- where a walk stops -----------------------------------------------------------------
 
 
 def _linked(count: int) -> tuple[list[bytes], dict[bytes, tuple[bytes, bytes]]]:

@@ -49,7 +49,7 @@ __all__ = ["ParsedElement", "batched_parse_block", "check_signatures", "get_ance
 logger = logging.getLogger(__name__)
 
 
-# --- GetAncestors --------------------------------------------------------------------------
+# --- GetAncestors -----------------------------------------------------------------------
 
 
 def get_ancestors(vm: ProposerVM, block_id: bytes, max_blocks_num: int, max_blocks_size: int,
@@ -111,7 +111,7 @@ def walk_own(snapshot: ReadSnapshot, processing: Mapping[bytes, Block], block_id
     return walk.stopped_at if walk.reason is WalkEnd.NOT_SERVED else None
 
 
-# --- BatchedParseBlock ---------------------------------------------------------------------
+# --- BatchedParseBlock ------------------------------------------------------------------
 
 
 #: One parsed element of a batch: its inner block and, after the fork, its envelope.

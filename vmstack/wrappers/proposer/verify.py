@@ -16,7 +16,9 @@ kind must satisfy against its parent and the accepted chain.
 
 Each check raises ``InvalidBlock`` naming the broken rule and changes nothing; the layer
 (:mod:`~vmstack.wrappers.proposer.vm`) calls them with itself, then verifies the inner
-block and records the block as processing.
+block and records the block as processing. The checks read the layer's processing blocks
+and records (:mod:`~vmstack.wrappers.proposer.state`) and ask its inner VM; the facts they
+gather of a block (:class:`BlockFacts`) are also what building on it needs.
 """
 
 from __future__ import annotations
@@ -33,10 +35,21 @@ from vmstack.wrappers.proposer.block import OptionBlock, PostForkBlock, decode_b
 if TYPE_CHECKING:
     from vmstack.wrappers.proposer.vm import ProposerBlock, ProposerVM
 
-__all__ = ["MAX_CLOCK_SKEW", "BlockFacts", "block_facts", "check_extends_accepted_chain",
-           "check_post_fork", "check_pre_fork", "check_pre_fork_extends_accepted_chain",
-           "decode_envelope", "inner_accepted", "own_facts", "parent_facts", "pchain_height_source",
-           "try_envelope"]
+__all__ = [
+    "MAX_CLOCK_SKEW",
+    "BlockFacts",
+    "block_facts",
+    "check_extends_accepted_chain",
+    "check_post_fork",
+    "check_pre_fork",
+    "check_pre_fork_extends_accepted_chain",
+    "decode_envelope",
+    "inner_accepted",
+    "own_facts",
+    "parent_facts",
+    "pchain_height_source",
+    "try_envelope",
+]
 
 #: How far (seconds) a post-fork block's timestamp may run ahead of the local clock
 #: (avalanchego's ``maxSkew``).
@@ -55,7 +68,7 @@ class BlockFacts:
     inner_id: bytes
 
 
-# --- what the rules know of a block ------------------------------------------------------
+# --- what the rules know of a block -----------------------------------------------------
 
 
 def own_facts(vm: ProposerVM, block_id: bytes) -> BlockFacts | None:
@@ -113,7 +126,7 @@ def pchain_height_source(pchain_height: Callable[[], int] | int) -> Callable[[],
     raise ValueError(f"pchain_height is an int or a callable, got {pchain_height!r}")
 
 
-# --- which kind of block bytes are --------------------------------------------------------
+# --- which kind of block bytes are ------------------------------------------------------
 
 
 def try_envelope(data: bytes, chain_id: bytes,
@@ -143,7 +156,7 @@ def decode_envelope(data: bytes) -> tuple[PostForkBlock | None, InvalidBlock | N
     return decoded, None
 
 
-# --- post-fork blocks ----------------------------------------------------------------------
+# --- post-fork blocks -------------------------------------------------------------------
 
 
 def parent_facts(vm: ProposerVM, child: ProposerBlock) -> BlockFacts:
@@ -209,7 +222,7 @@ def check_extends_accepted_chain(vm: ProposerVM, block: ProposerBlock,
                            f"accepted block is {last.hex()})")
 
 
-# --- pre-fork blocks -----------------------------------------------------------------------
+# --- pre-fork blocks --------------------------------------------------------------------
 
 
 def check_pre_fork(vm: ProposerVM, block: ProposerBlock) -> None:
