@@ -5,20 +5,43 @@ A block holds its bytes and its decoded header; its body is decoded on demand (`
 needs it; serving does not). Where the header and each body field lie in the bytes is found
 once (:func:`~vmstack.cchain.rlpbytes.frame_body_fields`). Deciding a block (``verify``,
 ``accept``, ``reject``) is the VM's work: the block hands itself to its VM.
+:func:`assemble_block` makes a new block from its parent and contents, as ``build_block``
+needs.
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from vmstack.cchain.rlpbytes import ItemSpan, first_item_offset, frame_body_fields, list_prefix
-from vmstack.cchain.types import AnyHeader, Block, Body, Receipt, Transaction
+import attrs
+
+from vmstack.cchain.crypto import keccak256
+from vmstack.cchain.execution import execute_transactions
+from vmstack.cchain.genesis import new_header, state_root
+from vmstack.cchain.rlpbytes import (
+    ItemSpan,
+    block_bytes,
+    first_item_offset,
+    frame_body_fields,
+    list_prefix,
+)
+from vmstack.cchain.tries import body_commitments, receipts_root, with_body_commitments
+from vmstack.cchain.types import (
+    AnyHeader,
+    Block,
+    Body,
+    Receipt,
+    Transaction,
+    Withdrawal,
+    logs_bloom,
+)
 
 if TYPE_CHECKING:
     from vmstack.cchain.vm import CChainVM
 
-__all__ = ["BlockStatus", "CChainBlock"]
+__all__ = ["BlockStatus", "CChainBlock", "assemble_block"]
 
 
 class BlockStatus(enum.Enum):
@@ -156,3 +179,41 @@ class CChainBlock:
     def __repr__(self) -> str:
         return (f"CChainBlock(height={self.height}, id={self._id.hex()[:16]}..., "
                 f"{self._status.value})")
+
+
+def assemble_block(vm: CChainVM, parent_id: bytes, parent: AnyHeader, timestamp: int,
+                   txs: Sequence[Transaction], ext_data: bytes,
+                   withdrawals: Sequence[Withdrawal], tx_encodings: Sequence[bytes]
+                   ) -> CChainBlock:
+    """A new (unverified, built) block of ``vm`` on ``parent``: ``txs`` executed by the
+    execution model, the header committing to the body (from the transactions' known
+    ``tx_encodings``) and to the receipts, and the state root chained from the parent's."""
+    receipts = execute_transactions(txs)
+    gas_used = receipts[-1].cumulative_gas_used if receipts else 0
+    flavour = vm.flavour
+    body = flavour.body(txs, ext_data=ext_data, withdrawals=withdrawals)
+    header = _commit(new_header(flavour, parent, parent_hash=parent_id,
+                                timestamp=timestamp, gas_used=gas_used, ext_data=ext_data),
+                     body, receipts, tx_encodings)
+    header = attrs.evolve(header, state_root=state_root(parent.state_root, header.tx_root,
+                                                        header.receipt_root))
+    header_rlp = flavour.encode_header(header)
+    raw = block_bytes(header_rlp, flavour.encode_body(body))
+    return CChainBlock(vm, keccak256(header_rlp), raw, header,
+                       header_end=first_item_offset(raw) + len(header_rlp), body=body,
+                       receipts=receipts, built=True)
+
+
+def _commit(header: AnyHeader, body: Body, receipts: Sequence[Receipt],
+            tx_encodings: Sequence[bytes]) -> AnyHeader:
+    """``header`` committing to ``body`` and ``receipts``: what the flavour's ``seal`` sets
+    (the body's commitments, from the transactions' known encodings, and the receipts root
+    and bloom, with the blooms combined as integers), since building blocks is the
+    generator's hot loop."""
+    header = with_body_commitments(header, body_commitments(body, tx_encodings))
+    bloom = 0
+    for receipt in receipts:
+        if receipt.logs:
+            bloom |= int.from_bytes(receipt.bloom or logs_bloom(receipt.logs), "big")
+    return attrs.evolve(header, receipt_root=receipts_root(receipts),
+                        bloom=bloom.to_bytes(256, "big"))

@@ -1,4 +1,5 @@
-"""Reading the accepted chain of :class:`~vmstack.cchain.vm.CChainVM` from its store.
+"""The accepted chain of :class:`~vmstack.cchain.vm.CChainVM` in its store: reading it, judged
+(:class:`ChainReader`), and writing an accepted block (:func:`write_accepted`).
 
 Two ways to serve a block:
 
@@ -54,7 +55,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Final
 
 import attrs
@@ -72,7 +73,14 @@ from vmstack.store.base import KeyReader, KeyWriter, ReadSnapshot
 if TYPE_CHECKING:
     from vmstack.cchain.block import CChainBlock
 
-__all__ = ["MAX_NUMBER", "ChainReader", "FastAncestorWalk", "RestoredBlock", "Settlement"]
+__all__ = [
+    "MAX_NUMBER",
+    "ChainReader",
+    "FastAncestorWalk",
+    "RestoredBlock",
+    "Settlement",
+    "write_accepted",
+]
 
 #: The highest block number a header can carry (a uint64).
 MAX_NUMBER: Final = 2**64 - 1
@@ -370,6 +378,33 @@ class Settlement:
         if self.block_checksum is not None:
             rawdb.write_integrity(batch, schema, self.number, self.block_hash,
                                   self.block_checksum, rawdb.checksum(self.receipts_rlp))
+
+
+def write_accepted(batch: KeyWriter, schema: rawdb.Schema, block: CChainBlock,
+                   receipts_rlp: bytes | None, integrity_start: int | None,
+                   settling: Sequence[Settlement]) -> None:
+    """Write an accepted ``block`` into ``batch`` (one atomic accept): header, body, number
+    and canonical entries, the head pointers, its integrity entry, its receipts if it is
+    settled at once (``receipts_rlp``), the integrity-start marker if the store has none
+    yet, the receipts of the blocks ``settling`` with it, and the last-settled pointer."""
+    number, block_id = block.height, block.id
+    rawdb.write_block(batch, schema, number, block_id, block.header_rlp(), block.body_rlp())
+    rawdb.write_canonical_hash(batch, schema, number, block_id)
+    rawdb.write_last_accepted_hash(batch, schema, block_id)
+    rawdb.write_head_header_hash(batch, schema, block_id)
+    rawdb.write_head_fast_block_hash(batch, schema, block_id)
+    rawdb.write_integrity(batch, schema, number, block_id, rawdb.checksum(bytes(block)),
+                          None if receipts_rlp is None else rawdb.checksum(receipts_rlp))
+    if receipts_rlp is not None:
+        rawdb.write_receipts(batch, schema, number, block_id, receipts_rlp)
+    if integrity_start is None:
+        rawdb.write_integrity_start(batch, schema, number)
+    for settled in settling:
+        settled.write(batch, schema)
+    if receipts_rlp is not None:
+        rawdb.write_last_settled_hash(batch, schema, block_id)
+    elif settling:
+        rawdb.write_last_settled_hash(batch, schema, settling[-1].block_hash)
 
 
 class FastAncestorWalk:

@@ -42,11 +42,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import OrderedDict, deque
 from collections.abc import Iterable, Sequence
 from typing import Final
-
-import attrs
 
 from vmstack.batching import (
     AncestorBudget,
@@ -56,13 +53,14 @@ from vmstack.batching import (
     walk_ancestors,
 )
 from vmstack.cchain import rawdb
-from vmstack.cchain.block import BlockStatus, CChainBlock
+from vmstack.cchain.block import BlockStatus, CChainBlock, assemble_block
 from vmstack.cchain.cache import CanonicalHashCache
-from vmstack.cchain.chain import MAX_NUMBER, ChainReader, FastAncestorWalk
+from vmstack.cchain.chain import MAX_NUMBER, ChainReader, FastAncestorWalk, write_accepted
 from vmstack.cchain.codec import AVALANCHE, Flavour, encode_receipts
 from vmstack.cchain.crypto import keccak256
 from vmstack.cchain.execution import TX_BASE_GAS, execute_transactions, intrinsic_gas
-from vmstack.cchain.genesis import GAS_LIMIT, genesis_block, new_header, state_root
+from vmstack.cchain.genesis import GAS_LIMIT, genesis_block
+from vmstack.cchain.mempool import Mempool
 from vmstack.cchain.rlpbytes import block_bytes, first_item_offset, frame_body_fields, header_slice
 from vmstack.cchain.rules import (
     MAX_FUTURE_SECONDS,
@@ -73,24 +71,15 @@ from vmstack.cchain.rules import (
     check_received_body,
     check_transaction_rules,
 )
-from vmstack.cchain.tries import body_commitments, receipts_root, with_body_commitments
 from vmstack.cchain.types import (
-    AccessListTx,
     AnyHeader,
     AvalancheHeader,
-    BlobTx,
-    Body,
-    DynamicFeeTx,
-    LegacyTx,
-    Receipt,
-    SetCodeTx,
     Transaction,
     Withdrawal,
-    logs_bloom,
 )
 from vmstack.clock import Clock
 from vmstack.errors import BlockNotFound, InvalidBlock, StoreCorrupted
-from vmstack.store.base import KeyValueStore, KeyWriter, ReadSnapshot
+from vmstack.store.base import KeyValueStore, ReadSnapshot
 
 __all__ = [
     "DEFAULT_CHAIN_ID",
@@ -111,23 +100,6 @@ __all__ = [
 #: The Avalanche C-chain's chain id on mainnet.
 DEFAULT_CHAIN_ID: Final = 43114
 
-_TRANSACTION_TYPES = (LegacyTx, AccessListTx, DynamicFeeTx, BlobTx, SetCodeTx)
-_MEMO_SIZE = 4096
-
-
-def _commit(header: AnyHeader, body: Body, receipts: Sequence[Receipt],
-            tx_encodings: Sequence[bytes]) -> AnyHeader:
-    """``header`` committing to ``body`` and ``receipts``: what the flavour's ``seal`` sets
-    (the body's commitments, from the transactions' known encodings, and the receipts root
-    and bloom, with the blooms combined as integers), since building blocks is the
-    generator's hot loop."""
-    header = with_body_commitments(header, body_commitments(body, tx_encodings))
-    bloom = 0
-    for receipt in receipts:
-        if receipt.logs:
-            bloom |= int.from_bytes(receipt.bloom or logs_bloom(receipt.logs), "big")
-    return attrs.evolve(header, receipt_root=receipts_root(receipts),
-                        bloom=bloom.to_bytes(256, "big"))
 
 
 # --- the VM -----------------------------------------------------------------------------
@@ -190,11 +162,8 @@ class CChainVM:
         self._lock = threading.RLock()
         self._processing: dict[bytes, CChainBlock] = {}
         self._preferred: bytes | None = None
-        self._mempool: deque[Transaction] = deque()
-        self._ext_data: deque[bytes] = deque()
-        self._withdrawals: deque[tuple[Withdrawal, ...]] = deque()
-        self._encodings: OrderedDict[Transaction, bytes] = OrderedDict()
-        self._recovered: OrderedDict[bytes, bytes] = OrderedDict()
+        self._mempool = Mempool(chain_id=chain_id, gas_limit=GAS_LIMIT,
+                                avalanche=self._avalanche)
         self._open(genesis, genesis_timestamp)
 
     # --- opening ---------------------------------------------------------------------------
@@ -229,14 +198,8 @@ class CChainVM:
         if block.height != 0:
             raise ValueError(f"a genesis block has number 0, not {block.height}")
         receipts_rlp = encode_receipts(execute_transactions(block.transactions))
-        block_id = block.id
         with self._store.write_batch() as batch:
-            self._write_accepted(batch, block)
-            rawdb.write_receipts(batch, self._schema, 0, block_id, receipts_rlp)
-            rawdb.write_integrity(batch, self._schema, 0, block_id, rawdb.checksum(data),
-                                  rawdb.checksum(receipts_rlp))
-            rawdb.write_integrity_start(batch, self._schema, 0)
-            rawdb.write_last_settled_hash(batch, self._schema, block_id)
+            write_accepted(batch, self._schema, block, receipts_rlp, None, ())
 
     # --- properties ------------------------------------------------------------------------
 
@@ -376,59 +339,29 @@ class CChainVM:
         return CChainBlock(self, block_id, raw, decoded, header_end=header_end, spans=spans)
 
     def add_transactions(self, transactions: Iterable[Transaction]) -> None:
-        """Queue signed transactions for :meth:`build_block` (in order). ``ValueError`` for
-        a transaction of another chain or whose gas limit exceeds a block's or does not
-        cover its intrinsic gas (a block carrying it would be invalid)."""
-        queued: list[Transaction] = []
-        for tx in transactions:
-            if not isinstance(tx, _TRANSACTION_TYPES):
-                raise ValueError(f"not a transaction: {tx!r}")
-            own = tx.chain_id
-            if own is not None and own != self._chain_id:
-                raise ValueError(f"transaction for chain {own}, this VM is chain "
-                                 f"{self._chain_id}")
-            if tx.gas > GAS_LIMIT:
-                raise ValueError(f"transaction gas {tx.gas} exceeds the block gas limit "
-                                 f"{GAS_LIMIT}")
-            if tx.gas < intrinsic_gas(tx):
-                raise ValueError(f"transaction gas {tx.gas} is below its intrinsic gas "
-                                 f"{intrinsic_gas(tx)}")
-            queued.append(tx)
-        with self._lock:
-            self._mempool.extend(queued)
+        """Queue signed transactions for :meth:`build_block` (in order); ``ValueError`` for
+        one a valid block could not carry (:meth:`Mempool.add_transactions
+        <vmstack.cchain.mempool.Mempool.add_transactions>`)."""
+        self._mempool.add_transactions(transactions)
 
     def add_ext_data(self, ext_data: bytes) -> None:
         """Queue extData (Avalanche atomic transactions) for a built block; each built block
         takes at most one. ``ValueError`` on an Ethereum VM."""
-        if not self._avalanche:
-            raise ValueError("extData is an Avalanche body field")
-        if not isinstance(ext_data, bytes | bytearray):
-            raise ValueError("extData must be bytes")
-        with self._lock:
-            self._ext_data.append(bytes(ext_data))
+        self._mempool.add_ext_data(ext_data)
 
     def add_withdrawals(self, withdrawals: Iterable[Withdrawal]) -> None:
         """Queue a list of withdrawals for a built block (Ethereum); each built block takes
         at most one list. ``ValueError`` on an Avalanche VM."""
-        if self._avalanche:
-            raise ValueError("withdrawals are an Ethereum body field")
-        items = tuple(withdrawals)
-        if not all(isinstance(w, Withdrawal) for w in items):
-            raise ValueError("withdrawals must be Withdrawal records")
-        with self._lock:
-            self._withdrawals.append(items)
+        self._mempool.add_withdrawals(withdrawals)
 
     def pending_transactions(self) -> int:
         """How many transactions wait in the mempool."""
-        return len(self._mempool)
+        return self._mempool.pending()
 
     def take_transactions(self) -> list[Transaction]:
         """Remove every waiting transaction from the mempool and return them in order (a
         transition layer hands them to the VM that takes over)."""
-        with self._lock:
-            waiting = list(self._mempool)
-            self._mempool.clear()
-        return waiting
+        return self._mempool.take_transactions()
 
     def set_preference(self, block_id: bytes) -> None:
         """Build the next block on ``block_id`` (processing or accepted);
@@ -450,41 +383,11 @@ class CChainVM:
         with self._lock:
             parent_id, parent = self._build_parent()
             timestamp = max(int(self._clock()), parent.time)
-            txs: list[Transaction] = []
-            gas = 0
-            while self._mempool and gas + self._mempool[0].gas <= GAS_LIMIT:
-                tx = self._mempool.popleft()
-                txs.append(tx)
-                gas += tx.gas
-            ext_data = self._ext_data.popleft() if self._ext_data else b""
-            withdrawals = self._withdrawals.popleft() if self._withdrawals else ()
-        receipts = execute_transactions(txs)
-        gas_used = receipts[-1].cumulative_gas_used if receipts else 0
-        flavour = self._flavour
-        body = flavour.body(txs, ext_data=ext_data, withdrawals=withdrawals)
-        header = _commit(new_header(flavour, parent, parent_hash=parent_id,
-                                    timestamp=timestamp, gas_used=gas_used, ext_data=ext_data),
-                         body, receipts, [self._encoding(tx) for tx in txs])
-        header = attrs.evolve(header, state_root=state_root(parent.state_root, header.tx_root,
-                                                            header.receipt_root))
-        header_rlp = flavour.encode_header(header)
-        raw = block_bytes(header_rlp, flavour.encode_body(body))
-        block_id = keccak256(header_rlp)
-        self._chain.remember_header(block_id, header)
-        return CChainBlock(self, block_id, raw, header,
-                           header_end=first_item_offset(raw) + len(header_rlp), body=body,
-                           receipts=receipts, built=True)
-
-    def _encoding(self, tx: Transaction) -> bytes:
-        """A transaction's canonical encoding, remembered for the transactions seen lately
-        (as a node's transaction pool keeps each transaction's bytes)."""
-        memo = self._encodings
-        found = memo.get(tx)
-        if found is None:
-            found = memo[tx] = tx.encode()
-            if len(memo) > _MEMO_SIZE:
-                memo.popitem(last=False)
-        return found
+            txs, ext_data, withdrawals = self._mempool.take_block()
+        block = assemble_block(self, parent_id, parent, timestamp, txs, ext_data, withdrawals,
+                               [self._mempool.encoding(tx) for tx in txs])
+        self._chain.remember_header(block.id, block.header)
+        return block
 
     def _build_parent(self) -> tuple[bytes, AnyHeader]:
         preferred = self._preferred
@@ -545,7 +448,8 @@ class CChainVM:
         sizes, decode, transaction rules, the header's commitments to the body); then that
         the header commits to what executing the block produces: gas used, receipts root
         and bloom (:func:`check_receipts_commitments`; not when replaying); and last, that
-        every sender recovers (:meth:`_check_senders`), the costly part."""
+        every sender recovers (:meth:`Mempool.check_senders
+        <vmstack.cchain.mempool.Mempool.check_senders>`), the costly part."""
         spans = dict(zip((f.name for f in self._flavour.body_fields), block._body_spans(),
                          strict=False))
         where = f"block {block.id.hex()}"
@@ -557,25 +461,7 @@ class CChainVM:
                                            execute_transactions(body.transactions))
         except InvalidBlock as error:
             raise InvalidBlock(f"{where}: {error.reason}") from None
-        self._check_senders(block, encodings, where)
-
-    def _check_senders(self, block: CChainBlock, encodings: Sequence[bytes],
-                       where: str) -> None:
-        """Every transaction's sender recovers (what executing the block would need first),
-        so an accepted block always restores. A sender recovered once is remembered by the
-        transaction's encoding: a node sees most transactions twice (mempool, then block)."""
-        recovered = self._recovered
-        for index, (encoding, tx) in enumerate(zip(encodings, block.transactions,
-                                                   strict=True)):
-            if encoding in recovered:
-                recovered.move_to_end(encoding)
-                continue
-            try:
-                recovered[encoding] = tx.sender()
-            except InvalidBlock as error:
-                raise InvalidBlock(f"{where}: transaction {index}: {error.reason}") from None
-            if len(recovered) > _MEMO_SIZE:
-                recovered.popitem(last=False)
+        self._mempool.check_senders(body.transactions, encodings, where)
 
     def _accept(self, block: CChainBlock) -> None:
         with self._lock:
@@ -602,38 +488,15 @@ class CChainVM:
                 if receipts is None:
                     receipts = execute_transactions(block.transactions)
                 receipts_rlp = encode_receipts(receipts)
-            schema = self._schema
             with self._store.write_batch() as batch:
-                self._write_accepted(batch, block)
-                rawdb.write_integrity(
-                    batch, schema, number, block.id, rawdb.checksum(block._raw),
-                    None if receipts_rlp is None else rawdb.checksum(receipts_rlp))
-                if receipts_rlp is not None:
-                    rawdb.write_receipts(batch, schema, number, block.id, receipts_rlp)
-                if integrity_start is None:
-                    rawdb.write_integrity_start(batch, schema, number)
-                for settled in settling:
-                    settled.write(batch, schema)
-                if receipts_rlp is not None:
-                    rawdb.write_last_settled_hash(batch, schema, block.id)
-                elif settling:
-                    rawdb.write_last_settled_hash(batch, schema, settling[-1].block_hash)
+                write_accepted(batch, self._schema, block, receipts_rlp, integrity_start,
+                               settling)
             block._status = BlockStatus.ACCEPTED
             self._processing.pop(block.id, None)
             if receipts_rlp is not None:
                 self._chain.settle_cache(number)
             elif settling:
                 self._chain.settle_cache(settling[-1].number)
-
-    def _write_accepted(self, batch: KeyWriter, block: CChainBlock) -> None:
-        """Header, body, number and canonical entries and the head pointers of an accepted
-        block (the caller adds receipts and integrity entries to the same batch)."""
-        schema, number, block_id = self._schema, block.height, block.id
-        rawdb.write_block(batch, schema, number, block_id, block.header_rlp(), block.body_rlp())
-        rawdb.write_canonical_hash(batch, schema, number, block_id)
-        rawdb.write_last_accepted_hash(batch, schema, block_id)
-        rawdb.write_head_header_hash(batch, schema, block_id)
-        rawdb.write_head_fast_block_hash(batch, schema, block_id)
 
     def _reject(self, block: CChainBlock) -> None:
         with self._lock:
@@ -647,12 +510,7 @@ class CChainVM:
             if self._preferred == block.id:
                 self._preferred = None
             if block._built:
-                self._mempool.extendleft(reversed(block.transactions))
-                body = block.body
-                if body.ext_data:
-                    self._ext_data.appendleft(body.ext_data)
-                if body.withdrawals:
-                    self._withdrawals.appendleft(body.withdrawals)
+                self._mempool.give_back(block.body)
 
     def __repr__(self) -> str:
         return (f"CChainVM({self._flavour.name}, chain {self._chain_id}, "
