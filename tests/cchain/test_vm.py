@@ -27,7 +27,7 @@ from vmstack.cchain import (
     transaction_pool,
 )
 from vmstack.cchain.genesis import GAS_LIMIT
-from vmstack.cchain.vm import MAX_FUTURE_SECONDS, intrinsic_gas
+from vmstack.cchain.vm import MAX_FUTURE_SECONDS
 from vmstack.clock import SimClock
 from vmstack.errors import BlockNotFound, InvalidBlock
 from vmstack.interfaces import BatchedChainVM, ChainVM
@@ -481,23 +481,3 @@ def test_a_shorter_settle_lag_after_a_restart_settles_what_was_left() -> None:
     assert vm.last_settled() == more[0]
     for block_id in ids:
         assert vm.get_block(block_id).receipts is not None
-
-
-# --- the execution model -----------------------------------------------------------------
-
-
-def test_execution_model_status_gas_and_logs() -> None:
-    """A transaction short of gas fails using all of it; a call emits one log."""
-    call = _tx(0, data=b"\xa9\x05\x9c\xbb" + bytes(64), gas=100_000)
-    short = _tx(1, data=b"\x01" * 100, gas=21_500)
-    transfer = _tx(2)
-    receipts = execute_transactions([call, short, transfer])
-    assert [r.status for r in receipts] == [1, 0, 1]
-    assert len(receipts[0].logs) == 1 and receipts[0].logs[0].address == TO
-    used = [receipts[0].cumulative_gas_used]
-    used.append(receipts[1].cumulative_gas_used - used[0])
-    assert used[1] == short.gas
-    assert receipts[2].cumulative_gas_used - receipts[1].cumulative_gas_used == 21_000
-    assert intrinsic_gas(transfer) == 21_000
-    assert [r.tx_type for r in receipts] == [2, 2, 2]
-

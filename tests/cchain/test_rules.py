@@ -1,6 +1,6 @@
-"""The consensus rules of ``CChainVM.verify``: gas, chain ID, signature ranges and the
-receipts the block's own execution produces; each broken rule is ``InvalidBlock`` with a
-reason, and generated chains still verify."""
+"""The block rules (vmstack.cchain.rules), as ``CChainVM.verify`` applies them: gas, chain
+ID, signature ranges, body sizes and the receipts the block's own execution produces; each
+broken rule is ``InvalidBlock`` with a reason, and generated chains still verify."""
 
 from __future__ import annotations
 

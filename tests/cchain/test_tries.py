@@ -1,0 +1,116 @@
+"""A body's commitments (vmstack.cchain.tries): one function computes them, one compares
+them with a header, and sealing a block, check_body and the VM's verify all go through
+them, so a wrong commitment is refused alike everywhere, naming the same field."""
+
+from __future__ import annotations
+
+import pytest
+import rlp
+
+from tests.cchain.chains import new_vm, tampered
+from vmstack.cchain import (
+    AVALANCHE,
+    ETHEREUM,
+    AvalancheHeader,
+    CChainBlock,
+    CChainVM,
+    DynamicFeeTx,
+    Flavour,
+    Header,
+    Withdrawal,
+    check_body,
+    keccak256,
+)
+from vmstack.cchain.tries import (
+    body_commitments,
+    check_body_commitments,
+    encoded_body_commitments,
+    with_body_commitments,
+)
+from vmstack.cchain.types import ZERO_HASH
+from vmstack.errors import InvalidBlock
+from vmstack.store import MemoryStore
+
+KEY = keccak256(b"commitments sender")
+TO = keccak256(b"commitments recipient")[12:]
+
+
+def _built(flavour: Flavour) -> tuple[CChainVM, CChainBlock]:
+    """A VM of ``flavour`` and a block it built with a transaction and extData (Avalanche)
+    or withdrawals (Ethereum), not verified."""
+    vm = new_vm(MemoryStore(), flavour=flavour)
+    vm.add_transactions([DynamicFeeTx(chain_id=43114, max_fee_per_gas=50 * 10**9, gas=21_000,
+                                      to=TO).sign(KEY)])
+    if flavour is AVALANCHE:
+        vm.add_ext_data(b"atomic")
+    else:
+        vm.add_withdrawals([Withdrawal(index=1, validator_index=2, address=TO, amount=3)])
+    vm.clock.advance(2)  # type: ignore[attr-defined]
+    return vm, vm.build_block()
+
+
+@pytest.mark.parametrize("flavour", [ETHEREUM, AVALANCHE], ids=["ethereum", "avalanche"])
+def test_seal_build_and_check_body_agree_with_body_commitments(flavour: Flavour) -> None:
+    """Sealing sets exactly what body_commitments computes; a block the VM builds commits
+    to the same; the fast form over the block's own encodings equals the decoded form."""
+    _, block = _built(flavour)
+    body = block.body
+    computed = body_commitments(body)
+    header = block.header
+    assert flavour.seal(header, body).header == with_body_commitments(header, computed)
+    check_body_commitments(header, computed)
+    check_body(block.block)
+    encodings = [tx.encode() for tx in body.transactions]
+    assert body_commitments(body, encodings) == computed
+    withdrawals = None if body.withdrawals is None else [w.encode() for w in body.withdrawals]
+    ext_data = None if body.ext_data is None else rlp.encode(body.ext_data)
+    assert encoded_body_commitments(encodings, b"\xc0", withdrawals, ext_data) == computed
+    if flavour is AVALANCHE:
+        assert computed.withdrawals_hash is None and computed.ext_data_hash is not None
+    else:
+        assert computed.ext_data_hash is None and computed.withdrawals_hash is not None
+
+
+WRONG = b"\x01" * 32
+
+
+@pytest.mark.parametrize(("flavour", "field", "named"), [
+    (ETHEREUM, "tx_root", "transactions root"),
+    (ETHEREUM, "uncle_hash", "uncle hash"),
+    (ETHEREUM, "withdrawals_hash", "withdrawals root"),
+    (AVALANCHE, "tx_root", "transactions root"),
+    (AVALANCHE, "uncle_hash", "uncle hash"),
+    (AVALANCHE, "ext_data_hash", "ExtDataHash"),
+], ids=lambda value: value if isinstance(value, str) else getattr(value, "name", None))
+def test_a_wrong_commitment_fails_every_path_naming_the_same_field(
+        flavour: Flavour, field: str, named: str) -> None:
+    """One wrong commitment in a header: check_body_commitments, check_body and verify all
+    raise InvalidBlock naming that field."""
+    vm, block = _built(flavour)
+    raw = tampered(vm, block, **{field: WRONG})
+    decoded = flavour.decode_block(raw)
+    with pytest.raises(InvalidBlock, match=named):
+        check_body_commitments(decoded.header, body_commitments(decoded.body))
+    with pytest.raises(InvalidBlock, match=named):
+        check_body(decoded)
+    with pytest.raises(InvalidBlock, match=named):
+        vm.parse_block(raw).verify()
+
+
+def test_the_zero_ext_data_hash_of_empty_ext_data_holds_before_apricot_phase_1() -> None:
+    """Before Apricot Phase 1 a header carried the zero hash over empty extData: accepted;
+    over non-empty extData it is a mismatch."""
+    empty = AVALANCHE.body()
+    check_body_commitments(AvalancheHeader(ext_data_hash=ZERO_HASH), body_commitments(empty))
+    with pytest.raises(InvalidBlock, match="ExtDataHash"):
+        check_body_commitments(AvalancheHeader(ext_data_hash=ZERO_HASH),
+                               body_commitments(AVALANCHE.body(ext_data=b"atomic")))
+
+
+def test_a_header_and_body_disagreeing_on_withdrawals_is_named() -> None:
+    """An Ethereum header with a withdrawals root needs a body with withdrawals, and the
+    other way round."""
+    with_list = ETHEREUM.body(withdrawals=())
+    sealed = ETHEREUM.seal(Header(), with_list).header
+    with pytest.raises(InvalidBlock, match="disagree on having withdrawals"):
+        check_body_commitments(sealed, body_commitments(ETHEREUM.body()))
