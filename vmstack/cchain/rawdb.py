@@ -17,10 +17,9 @@ and two keys of vmstack's own, outside geth's layout (geth never reads them)::
 
 The integrity entry lets a reader reject a damaged header or body (:class:`StoreCorrupted`)
 with one ``zlib.crc32`` over the block bytes it is about to serve, far cheaper than hashing
-the header. Blocks written by other software (a coreth database) have none; ``vmstack-sum-from``
-tells a reader from which height on an entry must exist, so a missing one is corruption too.
-The marker decides which blocks are checked at all, so it is checked itself: it carries its
-own checksum, and a store that has integrity entries but no marker is damaged.
+the header; its values are :mod:`vmstack.cchain.integrity`'s. Blocks written by other
+software (a coreth database) have none; ``vmstack-sum-from`` tells a reader from which
+height on an entry must exist, and a store with entries but no marker is damaged.
 
 Every key may carry a prefix: coreth nests its chain database in the VM's database with
 avalanchego's ``prefixdb.NewNested("ethdb", ...)``, which puts ``sha256(b"ethdb")``
@@ -43,13 +42,20 @@ from __future__ import annotations
 
 import enum
 import hashlib
-import struct
-import zlib
 from itertools import islice
 from typing import Final
 
 import attrs
 
+from vmstack.cchain.integrity import (
+    Integrity,
+    checksum,
+    decode_integrity,
+    decode_integrity_start,
+    encode_integrity,
+    encode_integrity_start,
+    integrity_block_checksum,
+)
 from vmstack.errors import StoreCorrupted
 from vmstack.store.base import (
     MAX_KEY_LEN,
@@ -313,51 +319,6 @@ class Schema:
         return None
 
 
-_CRC = struct.Struct(">I")
-_CRC_PAIR = struct.Struct(">II")
-
-
-#: The integrity checksum of stored bytes: ``zlib.crc32`` (a 32-bit unsigned int), bound
-#: directly so the serving path pays no extra call.
-checksum: Final = zlib.crc32
-
-
-@attrs.frozen(slots=True)
-class Integrity:
-    """A decoded integrity entry: the checksum of the block RLP and, once the block's
-    receipts are written, of the receipts RLP."""
-
-    block: int
-    receipts: int | None = None
-
-
-def encode_integrity(block_checksum: int, receipts_checksum: int | None = None) -> bytes:
-    """An integrity entry: 4 big-endian bytes of the block RLP's checksum, then 4 of the
-    receipts RLP's checksum when the receipts are written."""
-    if receipts_checksum is None:
-        return _CRC.pack(block_checksum)
-    return _CRC_PAIR.pack(block_checksum, receipts_checksum)
-
-
-def decode_integrity(data: bytes | memoryview) -> Integrity:
-    """An integrity entry read back; :class:`StoreCorrupted` unless it is 4 or 8 bytes."""
-    if len(data) == 4:
-        return Integrity(_CRC.unpack(data)[0])
-    if len(data) == 8:
-        block, receipts = _CRC_PAIR.unpack(data)
-        return Integrity(block, receipts)
-    raise StoreCorrupted(f"a stored integrity entry is {len(data)} bytes, not 4 or 8")
-
-
-def integrity_block_checksum(data: bytes | memoryview) -> int:
-    """Just the block checksum of an integrity entry (what a reader serving block bytes
-    needs), without building a record; :class:`StoreCorrupted` unless it is 4 or 8 bytes."""
-    if len(data) != 4 and len(data) != 8:
-        raise StoreCorrupted(f"a stored integrity entry is {len(data)} bytes, not 4 or 8")
-    checksum: int = _CRC.unpack_from(data)[0]
-    return checksum
-
-
 def _read(reader: KeyReader, key: bytes) -> bytes | memoryview | None:
     try:
         return reader.get(key)
@@ -425,12 +386,7 @@ def read_integrity(
     return None if value is None else decode_integrity(value)
 
 
-_MARKER_LEN: Final = NUMBER_LENGTH + 4
 _PROBE_KEYS: Final = 8
-
-
-def _marker_checksum(key: bytes, number: bytes | memoryview) -> int:
-    return zlib.crc32(bytes(number), zlib.crc32(key))
 
 
 def read_integrity_start(reader: KeyReader, schema: Schema) -> int | None:
@@ -438,15 +394,7 @@ def read_integrity_start(reader: KeyReader, schema: Schema) -> int | None:
     :class:`StoreCorrupted` unless the value is a number with its valid checksum."""
     key = schema.integrity_start_key()
     value = _read(reader, key)
-    if value is None:
-        return None
-    if len(value) != _MARKER_LEN:
-        raise StoreCorrupted(f"the integrity-start marker is {len(value)} bytes, not "
-                             f"{_MARKER_LEN}")
-    number = value[:NUMBER_LENGTH]
-    if _marker_checksum(key, number) != _CRC.unpack_from(value, NUMBER_LENGTH)[0]:
-        raise StoreCorrupted("the integrity-start marker fails its checksum")
-    return int.from_bytes(number, "big")
+    return None if value is None else decode_integrity_start(key, value)
 
 
 def _has_key_under(reader: ReadSnapshot | KeyValueStore, prefix: bytes, *,
@@ -558,5 +506,4 @@ def write_integrity_start(writer: KeyWriter, schema: Schema, number: int) -> Non
     """Record ``number`` as the first block number written with an integrity entry, with
     the marker's own checksum (over its key and the number)."""
     key = schema.integrity_start_key()
-    encoded = encode_block_number(number)
-    writer.put(key, encoded + _CRC.pack(_marker_checksum(key, encoded)))
+    writer.put(key, encode_integrity_start(key, encode_block_number(number)))
