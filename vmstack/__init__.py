@@ -23,7 +23,7 @@ from vmstack.errors import (
     VMUnavailable,
 )
 from vmstack.interfaces import BatchedChainVM, Block, ChainVM, Layer, find_layer, iter_layers
-from vmstack.stack import build_stack, describe_stack, submit_transactions
+from vmstack.stack import build_stack, close_stack, describe_stack, submit_transactions
 
 __all__ = [
     "BatchedChainVM",
@@ -43,6 +43,7 @@ __all__ = [
     "VMUnavailable",
     "batched_parse_block",
     "build_stack",
+    "close_stack",
     "describe_stack",
     "find_layer",
     "get_ancestors",

@@ -129,6 +129,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--sim-clock", type=float, metavar="START",
                        help="run the stack on a simulated clock starting at START that "
                             "follows the time callers send")
+    serve.add_argument("--parse-workers", type=_non_negative, metavar="N",
+                       help="worker processes that check a large batch's envelope "
+                            "signatures, with --fork-time (default: 0, serial)")
     serve.add_argument("--readonly", action="store_true",
                        help="open an existing store for reading only (beside its writer)")
     serve.add_argument("--no-stdin-watch", action="store_true",
@@ -277,6 +280,7 @@ def _serve(args: argparse.Namespace, console: Console) -> int:
         "cache_size": args.cache_size,
         "flavour": {"avalanche": AVALANCHE, "ethereum": ETHEREUM}.get(args.flavour or ""),
         "key_prefix": None if args.key_prefix is None else bytes.fromhex(args.key_prefix),
+        "parse_workers": args.parse_workers,
     }
     return serve(args.data_dir, address=args.address, sim_clock=args.sim_clock,
                  readonly=args.readonly,

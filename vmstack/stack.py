@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 DEFAULT_CHAIN_ID = 43114
 
 __all__ = ["CONFIG_KEY_PREFIX", "DEFAULT_CHAIN_ID", "LayerInfo", "StackDescription", "build_stack",
-           "check_configuration", "describe_stack", "find_layer", "iter_layers",
+           "check_configuration", "close_stack", "describe_stack", "find_layer", "iter_layers",
            "submit_transactions", "wrap_layers"]
 
 
@@ -228,6 +228,7 @@ def build_stack(
     cache_size: int = 10_000,
     out_of_process: ChainVM | None = None,
     served_part: bool = False,
+    parse_workers: int = 0,
 ) -> ChainVM:
     """The full C-chain stack over one ``store``, top layer returned (ARCHITECTURE.md, section 2).
 
@@ -254,6 +255,17 @@ def build_stack(
     to a proposer layer of its own (what ``vmstack serve`` builds without a ``fork_time``);
     it takes no ``fork_time``.
 
+    ``parse_workers`` is how many worker processes the stack's one
+    :class:`~vmstack.parsepool.ParsePool` runs, shared by the layers that hand work to one
+    (today the proposer layer, which checks a large batch's envelope signatures there
+    while this process parses the inner blocks, so even one worker runs beside it). The
+    default, 0, parses serially and starts no process: a pool is opt-in, as it owns
+    processes, and a script using one must guard its entry point (``if __name__ ==
+    "__main__":``, multiprocessing's rule for its ``forkserver`` and ``spawn`` starts). A
+    stack without a proposer layer has nothing to hand over and gets no pool. Close a
+    stack with a pool with :func:`close_stack` (a forgotten pool is still reaped when
+    collected or at exit).
+
     The store remembers the configuration it was first built with (flavour, EVM chain ID,
     transition time, settle lag and key prefix for the C-chain part; fork time and chain ID
     for the proposer layer): building a stack over it with another raises
@@ -267,6 +279,9 @@ def build_stack(
 
     clock = time.time if clock is None else clock
     flavour = AVALANCHE if flavour is None else flavour
+    if isinstance(parse_workers, bool) or not isinstance(parse_workers, int) or (
+            parse_workers < 0):
+        raise ValueError(f"parse_workers must be a non-negative int, got {parse_workers!r}")
 
     def chain_vm() -> CChainVM:
         return CChainVM(store, flavour=flavour, key_prefix=key_prefix, clock=clock,
@@ -299,7 +314,24 @@ def build_stack(
                           clock=clock)
     vm = wrap_layers(vm, name="C", tracer=tracer, registry=registry)
     if fork_time is not None:
+        parse_pool = None
+        if parse_workers > 0:
+            from vmstack.parsepool import ParsePool
+
+            parse_pool = ParsePool(parse_workers)
         vm = ProposerVM(vm, fork_time=fork_time, chain_id=chain_id, store=store,
-                        staking_key=staking_key, clock=clock)
+                        staking_key=staking_key, clock=clock, parse_pool=parse_pool)
         vm = wrap_layers(vm, name="proposervm", tracer=tracer, registry=registry)
     return vm
+
+
+def close_stack(vm: ChainVM) -> None:
+    """Close the stack whose top is ``vm``: every layer that has a ``close()`` (the
+    proposer layer stops its parse pool's worker processes; a
+    :class:`~vmstack.wrappers.rpc.VMClient` closes its connection) is closed, top to
+    bottom. The store is the caller's to close. Closing twice is harmless; a closed
+    stack's layers still answer in this process, parsing serially."""
+    for layer in iter_layers(vm):
+        close = getattr(layer, "close", None)
+        if callable(close):
+            close()

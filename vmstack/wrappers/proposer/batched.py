@@ -13,7 +13,10 @@ full whatever the layers below can do.
   inner bytes (the inner blocks of the envelopes and the pre-fork elements) down in one
   call, and checks the envelopes' signatures last (:func:`check_signatures`, the one
   costly step per element), so the answer and the index of the first bad element equal
-  the per-block fallback's (rule 7).
+  the per-block fallback's (rule 7). With the layer's
+  :class:`~vmstack.parsepool.ParsePool`, the signatures are checked in worker processes
+  while the inner VM parses, and the serial checks consult those verdicts
+  (:mod:`vmstack.wrappers.proposer.verdicts`).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from vmstack.interfaces import Block
 from vmstack.store import ReadSnapshot
 from vmstack.wrappers.proposer.block import PostForkBlock
 from vmstack.wrappers.proposer.state import stored_block
+from vmstack.wrappers.proposer.verdicts import SignatureVerdicts, start_signature_checks
 from vmstack.wrappers.proposer.verify import decode_envelope
 
 if TYPE_CHECKING:
@@ -153,11 +157,16 @@ def _parse_run(vm: ProposerVM, batch: Sequence[bytes], start: int) -> list[Parse
         inner_bytes.append(data if envelope is None else envelope.inner)
         if failure is not None:
             break
+    # The signatures go to the layer's worker processes (if it has a pool and the run is
+    # large enough) while the inner VM parses; they are consulted in the serial order.
+    verdicts = start_signature_checks(vm.parse_pool, envelopes, vm.chain_id)
     parse_inner = vm.inner.parse_block
     try:
         inner_blocks: list[Block | None] = list(
             batching.batched_parse_block(vm.inner, inner_bytes))
     except InvalidBlock as error:
+        # A failed run needs few of the checks: the ones it needs run here, serially.
+        verdicts.cancel()
         if error.index is None:
             raise
         bad = error.index
@@ -168,8 +177,14 @@ def _parse_run(vm: ProposerVM, batch: Sequence[bytes], start: int) -> list[Parse
         if start == 0:
             raise
         raise error.at_index(start + bad) from error
-    check_signatures(envelopes, raws, inner_blocks, start, len(envelopes),
-                     chain_id=vm.chain_id, parse_inner=parse_inner)
+    except BaseException:
+        verdicts.cancel()
+        raise
+    try:
+        check_signatures(envelopes, raws, inner_blocks, start, len(envelopes),
+                         chain_id=vm.chain_id, parse_inner=parse_inner, verdicts=verdicts)
+    finally:
+        verdicts.cancel()  # checks that stopped early (a bad element) give the pool back
     parsed: list[ParsedElement] = []
     for envelope, inner_block in zip(envelopes, inner_blocks, strict=True):
         assert inner_block is not None
@@ -179,7 +194,8 @@ def _parse_run(vm: ProposerVM, batch: Sequence[bytes], start: int) -> list[Parse
 
 def check_signatures(envelopes: list[PostForkBlock | None], raws: Sequence[bytes],
                      inner_blocks: list[Block | None], start: int, stop: int, *,
-                     chain_id: bytes, parse_inner: Callable[[bytes], Block]) -> None:
+                     chain_id: bytes, parse_inner: Callable[[bytes], Block],
+                     verdicts: SignatureVerdicts | None = None) -> None:
     """Check the envelopes ``[0, stop)`` of a run (epoch and signature) in order.
 
     An envelope that fails is, as in ``parse_block``, tried as pre-fork bytes: if
@@ -187,14 +203,16 @@ def check_signatures(envelopes: list[PostForkBlock | None], raws: Sequence[bytes
     (``envelopes`` and ``inner_blocks`` are updated in place); otherwise its failure is
     raised at its index in the batch (``start`` + its index in the run). It needs nothing
     of the layer but ``chain_id`` and ``parse_inner``: the one costly step per element,
-    kept apart from the run's cheap work.
+    kept apart from the run's cheap work. With ``verdicts``, a signature whose verdict a
+    worker process computed ahead is not checked again here (same check, same answer).
     """
     for index in range(stop):
         envelope = envelopes[index]
         if envelope is None:
             continue
         try:
-            envelope.verify(chain_id)
+            envelope.verify(chain_id,
+                            check_signature=None if verdicts is None else verdicts.check)
         except InvalidBlock as failure:
             try:
                 inner_block = parse_inner(raws[index])

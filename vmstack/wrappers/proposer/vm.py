@@ -46,6 +46,7 @@ import attrs
 from vmstack.clock import Clock
 from vmstack.errors import BlockNotFound, InvalidBlock, StoreCorrupted
 from vmstack.interfaces import Block, ChainVM
+from vmstack.parsepool import ParsePool
 from vmstack.store import KeyValueStore, MemoryStore, is_writer
 from vmstack.wrappers.proposer import batched
 from vmstack.wrappers.proposer.block import (
@@ -179,15 +180,19 @@ class ProposerVM:
     anyone may once the proposer windows have passed (this layer models no windows).
     ``pchain_height`` is the current P-chain height, an int or a zero-argument callable;
     built blocks name it and verified ones may not exceed it. ``clock`` gives block
-    timestamps and the ancestors time budget.
+    timestamps and the ancestors time budget. ``parse_pool`` (a
+    :class:`~vmstack.parsepool.ParsePool`, none by default) checks the envelopes'
+    signatures of a large ``batched_parse_block`` in worker processes; the layer owns it
+    from then on and :meth:`close` closes it (a pool shared by several layers closes once).
 
     On start the layer undoes a record written ahead of an inner accept that a crash cut
     short, but only when ``store`` is its data's writer (:func:`vmstack.store.is_writer`):
     over a read-only handle, or beside a live writer, it writes nothing.
     """
 
-    __slots__ = ("_chain_id", "_clock", "_fork_time", "_inner", "_pchain_height",
-                 "_preferred", "_processing", "_shared", "_signer", "_state")
+    __slots__ = ("_chain_id", "_clock", "_fork_time", "_inner", "_parse_pool",
+                 "_pchain_height", "_preferred", "_processing", "_shared", "_signer",
+                 "_state")
 
     def __init__(
         self,
@@ -201,7 +206,10 @@ class ProposerVM:
         clock: Clock = time.time,
         pchain_height: Callable[[], int] | int = 0,
         signer: StakingKey | Any = None,
+        parse_pool: ParsePool | None = None,
     ) -> None:
+        if parse_pool is not None and not isinstance(parse_pool, ParsePool):
+            raise ValueError(f"parse_pool must be a ParsePool or None, got {parse_pool!r}")
         if isinstance(fork_time, bool) or not isinstance(fork_time, int | float) or (
                 math.isnan(fork_time)):
             raise ValueError(f"fork_time must be a number of seconds, got {fork_time!r}")
@@ -211,6 +219,7 @@ class ProposerVM:
         self._inner = inner
         self._fork_time = fork_time
         self._clock = clock
+        self._parse_pool = parse_pool
         store = MemoryStore() if store is None else store
         self._state = ProposerState(store)
         self._processing: dict[bytes, ProposerBlock] = {}
@@ -246,6 +255,17 @@ class ProposerVM:
     def chain_id(self) -> bytes:
         """The chain ID signed into every header."""
         return self._chain_id
+
+    @property
+    def parse_pool(self) -> ParsePool | None:
+        """The worker processes that check a large batch's signatures, if any."""
+        return self._parse_pool
+
+    def close(self) -> None:
+        """Close the layer's :attr:`parse_pool` (its workers stopped and reaped); the layer
+        keeps working, parsing every batch serially. Idempotent."""
+        if self._parse_pool is not None:
+            self._parse_pool.close()
 
     @property
     def node_id(self) -> bytes | None:

@@ -172,11 +172,12 @@ def serve(data_dir: Path, *, address: str | None = None, sim_clock: float | None
 
     Prints the handshake line on ``out`` once serving, then waits: for its standard input
     to close (when ``stop_on_stdin_close``, as under :func:`spawn`), or for SIGTERM or
-    SIGINT. Then it stops serving and closes the store.
+    SIGINT. Then it stops serving, closes the stack (:func:`~vmstack.stack.close_stack`: a
+    parse pool's workers stop) and closes the store.
     """
     from prometheus_client import CollectorRegistry
 
-    from vmstack.stack import build_stack, describe_stack, wrap_layers
+    from vmstack.stack import build_stack, close_stack, describe_stack, wrap_layers
     from vmstack.store import LMDBStore
     from vmstack.wrappers.rpc.server import VMServer
 
@@ -185,9 +186,10 @@ def serve(data_dir: Path, *, address: str | None = None, sim_clock: float | None
         signal.signal(signum, lambda *_: stopped.set())
     clock = None if sim_clock is None else SimClock(sim_clock)
     registry = CollectorRegistry()
-    with LMDBStore(data_dir, readonly=readonly) as store:
+    with LMDBStore(data_dir, readonly=readonly) as store, contextlib.ExitStack() as closing:
         vm = build_stack(store, clock=clock, served_part="fork_time" not in stack_options,
                          **stack_options)
+        closing.callback(close_stack, vm)  # a parse pool's workers stop with the server
         vm = wrap_layers(vm, name="served", registry=registry)
         with VMServer(vm, address=address, clock=clock, registry=registry) as server:
             print(f"{HANDSHAKE} {_PROTOCOL_VERSION} {server.address} {os.getpid()}",
