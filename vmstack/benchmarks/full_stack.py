@@ -1,11 +1,12 @@
-"""Benchmark cases: GetAncestors and BatchedParseBlock through the full stack.
+"""Benchmark case: GetAncestors through the full stack.
 
-The same cases as :mod:`vmstack.benchmarks.ancestors` and :mod:`vmstack.benchmarks.parse`,
-with the VM under test built by :func:`vmstack.stack.build_stack`: the C-chain VM with its
-transition early in the chain, the pass-through layers named ``C``, the proposer layer with
-its fork early in the chain too, and the layers named ``proposervm`` (OpenTelemetry's API
-tracer, which records nothing unless an SDK is configured, and a Prometheus registry). The
-serial baseline goes through every layer once per block, as an engine's fallback does.
+The same case as :mod:`vmstack.benchmarks.ancestors`, with the VM under test built by
+:func:`vmstack.stack.build_stack`: the C-chain VM with its transition early in the chain,
+the pass-through layers named ``C``, the proposer layer with its fork early in the chain
+too, and the layers named ``proposervm`` (OpenTelemetry's API tracer, which records nothing
+unless an SDK is configured, and a Prometheus registry). The serial baseline goes through
+every layer once per block, as an engine's fallback does. BatchedParseBlock through the
+full stack, on signed envelopes, is in :mod:`vmstack.benchmarks.parse`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import attrs
 from opentelemetry import trace
 from prometheus_client import CollectorRegistry
 
-from vmstack.benchmarks import Comparison, ancestors, parse
+from vmstack.benchmarks import Comparison, ancestors
 from vmstack.clock import Clock
 from vmstack.interfaces import ChainVM
 from vmstack.stack import build_stack
@@ -34,6 +35,6 @@ def full_stack(store: KeyValueStore, clock: Clock) -> ChainVM:
 
 
 def run(quick: bool) -> list[Comparison]:
-    """The ancestors and parse cases through :func:`full_stack`."""
-    rows = ancestors.run(quick, make_vm=full_stack) + parse.run(quick, make_vm=full_stack)
+    """The ancestors case through :func:`full_stack`."""
+    rows = ancestors.run(quick, make_vm=full_stack)
     return [attrs.evolve(row, case=f"{row.case}, full stack") for row in rows]

@@ -1,5 +1,5 @@
 """Benchmark case: BatchedParseBlock, batched against serial ``parse_block``, at 4, 10 and 100
-blocks.
+blocks, on the bare C-chain VM and through the full stack on signed post-fork blocks.
 
 The blocks are the newest of a generated chain (10 signed transactions each), as they come
 in an Ancestors answer, parsed again by the VM that built them (parsing reads nothing from
@@ -7,20 +7,34 @@ the store, so the cost is a fresh node's; through a transition layer the node mu
 the transition to parse blocks after it):
 
 - fast: one ``batched_parse_block`` call for the whole batch;
-- baseline: the fallback, one ``parse_block`` call per block through the same VM;
+- baseline: the fallback, one ``parse_block`` call per block through the same VM (what an
+  engine without batching does);
 - floor: keccak256 of each block's header slice, the ID every parse has to compute (for
   bare C-chain blocks; a stack whose blocks are a layer's envelopes has no floor row).
 
-Both paths parse lazily (hash the header slice, decode the header, check the body's
-framing; transactions wait for ``verify``). The notes give what an eager parse costs per
-block (the whole block decoded, transactions included), the work the lazy parse defers.
-The VM is a parameter (``make_vm``), so the case runs through a whole stack too, where the
-serial path pays every layer once per block.
+The bare VM rows: both paths parse lazily (hash the header slice, decode the header, check
+the body's framing; transactions wait for ``verify``); the notes give what an eager parse
+costs per block (the whole block decoded), the work the lazy parse defers.
+
+The signed rows run the whole stack a live node runs (:func:`signed_stack`: C-chain VM,
+transition, the layers named ``C``, the proposer layer from the first block, signing with
+a P-256 staking key, the layers named ``proposervm``): every block is an envelope whose
+signature a parse must check, the costly part, which the batched parse shares between
+this process and the stack's :class:`~vmstack.parsepool.ParsePool` (its default size, one
+worker fewer than the cores; below its threshold a batch stays serial). A second group
+gives the 100-block ratio by worker count (1, 2, the cores; 0 is batched with every check
+in this process). Fast and baseline are timed in alternating rounds, so load from other
+processes on the machine falls on both alike.
 """
 
 from __future__ import annotations
 
+import statistics
+import time
 from collections.abc import Callable
+
+from opentelemetry import trace
+from prometheus_client import CollectorRegistry
 
 from vmstack.batching import (
     MAX_CONTAINERS_LEN,
@@ -37,22 +51,38 @@ from vmstack.cchain.vm import CChainVM
 from vmstack.clock import Clock, SimClock
 from vmstack.errors import InvalidBlock
 from vmstack.interfaces import ChainVM
+from vmstack.parsepool import available_cores
+from vmstack.stack import build_stack, close_stack
 from vmstack.store import KeyValueStore, MemoryStore
+from vmstack.wrappers.proposer import StakingKey
 
-__all__ = ["BATCH_SIZES", "TXS_PER_BLOCK", "run"]
+__all__ = ["BATCH_SIZES", "SIGNED_GOALS", "TXS_PER_BLOCK", "run", "signed_stack"]
 
 #: Blocks per batch, one row each.
 BATCH_SIZES = (4, 10, 100)
 #: Signed transactions per block.
 TXS_PER_BLOCK = 10
+#: The least speedup over the serial parse, by batch size, of signed blocks through the
+#: full stack with the parse pool (never slower at 4, 1.5x at 100 on 2 cores).
+SIGNED_GOALS = {4: 1.0, 10: 1.0, 100: 1.5}
 
 GROUP = "BatchedParseBlock"
+WORKERS_GROUP = "BatchedParseBlock by workers"
 GOAL = ">= 1x serial (bare VM); gains grow with the layers above"
 _START = 1_700_000_000.0
 
 
 def _bare_vm(store: KeyValueStore, clock: Clock) -> ChainVM:
     return CChainVM(store, clock=clock)
+
+
+def signed_stack(store: KeyValueStore, clock: Clock, *, key: StakingKey,
+                 parse_workers: int) -> ChainVM:
+    """The full stack over ``store`` past its fork from the start, signing with ``key``,
+    with ``parse_workers`` worker processes (close it with :func:`close_stack`)."""
+    return build_stack(store, clock=clock, fork_time=0, transition_time=_START + 2.0,
+                       staking_key=key, tracer=trace.get_tracer("vmstack.bench"),
+                       registry=CollectorRegistry(), parse_workers=parse_workers)
 
 
 def _are_chain_blocks(blocks: list[bytes]) -> bool:
@@ -66,17 +96,45 @@ def _are_chain_blocks(blocks: list[bytes]) -> bool:
     return True
 
 
-def run(quick: bool, *,
-        make_vm: Callable[[KeyValueStore, Clock], ChainVM] = _bare_vm) -> list[Comparison]:
-    """One row per batch size: batched vs serial parse, with the ID-hashing floor."""
-    largest = max(BATCH_SIZES)
-    clock = SimClock(_START)
-    source = make_vm(MemoryStore(), clock)
-    ids = generate_chain(source, blocks=largest, txs_per_block=TXS_PER_BLOCK, seed=2,
+def _newest(vm: ChainVM, clock: SimClock, count: int) -> list[bytes]:
+    """Generate a chain on ``vm`` and return its newest ``count`` blocks, newest first."""
+    ids = generate_chain(vm, blocks=count + 1, txs_per_block=TXS_PER_BLOCK, seed=2,
                          clock=clock)
-    newest = get_ancestors(source, ids[-1], max_blocks_num=largest,
-                           max_blocks_size=MAX_CONTAINERS_LEN * 64, max_retrieval_time=600.0)
-    parser = source
+    return get_ancestors(vm, ids[-1], max_blocks_num=count,
+                         max_blocks_size=MAX_CONTAINERS_LEN * 64, max_retrieval_time=600.0)
+
+
+def _paired_medians(fast: Callable[[], object], baseline: Callable[[], object], *,
+                    repeat: int, budget: float) -> tuple[float, float]:
+    """Median seconds of one call of each, timed in alternating rounds after a warm-up
+    call of each (which also starts a pool's workers)."""
+    number = calls_filling(fast, budget)
+    calls_filling(baseline, budget)
+    rounds: dict[Callable[[], object], list[float]] = {fast: [], baseline: []}
+    for _ in range(repeat):
+        for operation, times in rounds.items():
+            start = time.perf_counter()
+            for _ in range(number):
+                operation()
+            times.append((time.perf_counter() - start) / number)
+    return statistics.median(rounds[fast]), statistics.median(rounds[baseline])
+
+
+def run(quick: bool, *,
+        make_vm: Callable[[KeyValueStore, Clock], ChainVM] | None = None) -> list[Comparison]:
+    """The bare C-chain VM rows, the signed full-stack rows and the rows by worker count;
+    with ``make_vm``, the plain rows for the VM it builds instead."""
+    if make_vm is not None:
+        return _plain_rows(quick, make_vm)
+    return _plain_rows(quick, _bare_vm) + _signed_rows(quick)
+
+
+def _plain_rows(quick: bool,
+                make_vm: Callable[[KeyValueStore, Clock], ChainVM]) -> list[Comparison]:
+    """One row per batch size: batched vs serial parse, with the ID-hashing floor."""
+    clock = SimClock(_START)
+    parser = make_vm(MemoryStore(), clock)
+    newest = _newest(parser, clock, max(BATCH_SIZES))
     chain_blocks = _are_chain_blocks(newest)
     budget = 0.002 if quick else 0.02
     repeat = 5 if quick else 9
@@ -123,3 +181,64 @@ def run(quick: bool, *,
             notes=notes,
         ).judged(min_speedup=1.0))
     return rows
+
+
+def _signed_rows(quick: bool) -> list[Comparison]:
+    """Signed post-fork blocks through the full stack: one row per batch size with one
+    worker per core, then the 100-block batch with the other worker counts."""
+    cores = available_cores()
+    default = max(cores - 1, 1)  # ParsePool's default size
+    key = StakingKey.generate(seed=b"vmstack bench proposer")
+    clock = SimClock(_START)
+    store = MemoryStore()
+    builder = signed_stack(store, clock, key=key, parse_workers=0)
+    newest = _newest(builder, clock, max(BATCH_SIZES))
+    repeat = 7 if quick else 15
+    rows = [_signed_row(store, clock, key, newest[:size], workers=default, repeat=repeat,
+                        case=f"{size} blocks x {TXS_PER_BLOCK} txs, full stack, signed, "
+                             f"{_workers(default)}",
+                        group=GROUP, min_speedup=SIGNED_GOALS[size])
+            for size in BATCH_SIZES]
+    largest = max(BATCH_SIZES)
+    for workers in sorted({0, 1, 2, cores} - {default}):
+        rows.append(_signed_row(
+            store, clock, key, newest, workers=workers, repeat=repeat,
+            case=f"{largest} blocks, full stack, signed, {_cores(workers, cores)}",
+            group=WORKERS_GROUP, min_speedup=SIGNED_GOALS[largest] if workers else 1.0))
+    return rows
+
+
+def _workers(count: int) -> str:
+    return "1 worker" if count == 1 else f"{count} workers"
+
+
+def _cores(count: int, cores: int) -> str:
+    return f"{_workers(count)} (= cores)" if count == cores else _workers(count)
+
+
+def _signed_row(store: KeyValueStore, clock: SimClock, key: StakingKey, batch: list[bytes],
+                *, workers: int, repeat: int, case: str, group: str,
+                min_speedup: float) -> Comparison:
+    """Batched (with ``workers`` worker processes) against serial parse of ``batch`` by a
+    stack over ``store``; the stack and its pool are closed before this returns."""
+    parser = signed_stack(store, clock, key=key, parse_workers=workers)
+    try:
+        fast_seconds, serial_seconds = _paired_medians(
+            lambda: batched_parse_block(parser, batch),
+            lambda: serial_parse_block(parser, batch), repeat=repeat, budget=0.02)
+    finally:
+        close_stack(parser)
+    goal = f">= {min_speedup:g}x serial" + (
+        "" if workers else " (no pool: every check in this process)")
+    return Comparison(
+        group=group,
+        case=case,
+        fast_seconds=fast_seconds,
+        baseline_seconds=serial_seconds,
+        fast_label=f"batched_parse_block, {_workers(workers)}",
+        baseline_label="parse_block per block",
+        goal=goal,
+        notes={"blocks": len(batch), "workers": workers,
+               "parse_us_per_block": round(fast_seconds / len(batch) * 1e6, 2),
+               "serial_us_per_block": round(serial_seconds / len(batch) * 1e6, 2)},
+    ).judged(min_speedup=min_speedup)
