@@ -32,7 +32,13 @@ The rules the pool keeps:
   error.
 
 The pool knows nothing about blocks: the layers decide what to send (ARCHITECTURE.md,
-section 5: it is injected, keyword-only, never a module global).
+section 5: it is injected, keyword-only, never a module global). Only the proposer layer
+sends anything, as profiling found: its signature checks are about three quarters of a
+signed block's parse through the full stack. The C-chain VM's lazy parse is not worth
+sending: per block of 10 transactions it hashes the header slice (about 40 µs), decodes the
+header (about 45 µs) and checks the body's framing, and a decoded header costs about 30 µs
+to pickle back, so a worker could take only the hash, at the price of a round trip, while
+the caller's core is already shared with the signature workers.
 """
 
 from __future__ import annotations

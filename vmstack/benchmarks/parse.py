@@ -23,8 +23,8 @@ signature a parse must check, the costly part, which the batched parse shares be
 this process and the stack's :class:`~vmstack.parsepool.ParsePool` (its default size, one
 worker fewer than the cores; below its threshold a batch stays serial). A second group
 gives the 100-block ratio by worker count (1, 2, the cores; 0 is batched with every check
-in this process). Fast and baseline are timed in alternating rounds, so load from other
-processes on the machine falls on both alike.
+in this process). In every row fast and baseline are timed in alternating rounds, so load
+from other processes on the machine falls on both alike.
 """
 
 from __future__ import annotations
@@ -154,9 +154,8 @@ def _plain_rows(quick: bool,
         def eager(blocks: list[bytes] = batch) -> object:
             return [AVALANCHE.decode_block(data) for data in blocks]
 
-        fast_seconds, serial_seconds = (
-            median_seconds(op, repeat=repeat, number=calls_filling(op, budget))
-            for op in (batched, serial))
+        fast_seconds, serial_seconds = _paired_medians(batched, serial, repeat=repeat,
+                                                       budget=budget)
         notes: dict[str, float | int | str] = {
             "blocks": size,
             "batch_bytes": sum(map(len, batch)),
