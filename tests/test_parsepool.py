@@ -7,18 +7,23 @@ import multiprocessing
 import os
 import signal
 import time
+from pathlib import Path
 
 import pytest
 
 from vmstack import build_stack, close_stack
 from vmstack.batching import batched_parse_block, serial_parse_block
 from vmstack.cchain.generate import generate_chain
+from vmstack.cchain.vm import CChainVM
 from vmstack.clock import SimClock
 from vmstack.interfaces import find_layer, iter_layers
 from vmstack.parsepool import MAX_FAILURES, ParsePool
+from vmstack.stack import DEFAULT_CHAIN_ID
 from vmstack.store import MemoryStore
+from vmstack.wrappers.proposer.block import PostForkBlock, build_signed
 from vmstack.wrappers.proposer.staking import StakingKey
 from vmstack.wrappers.proposer.vm import ProposerVM
+from vmstack.wrappers.rpc import spawn
 
 
 def _gone(pid: int) -> bool:
@@ -27,6 +32,16 @@ def _gone(pid: int) -> bool:
     except ProcessLookupError:
         return True
     return False
+
+
+def _ended(pid: int) -> bool:
+    """Whether ``pid`` has exited: gone, or a zombie whose parent died first (an init
+    that does not reap leaves those behind; they run nothing)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
 
 
 def _started(pool: ParsePool) -> tuple[int, ...]:
@@ -171,3 +186,49 @@ def test_a_stack_without_workers_or_a_proposer_layer_has_no_pool() -> None:
 def test_bad_parse_workers_are_refused() -> None:
     with pytest.raises(ValueError, match="parse_workers"):
         build_stack(MemoryStore(), fork_time=0, parse_workers=-1)
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every living process below ``pid`` (Linux: read from /proc)."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    parents[int(entry)] = int(stat.read().rsplit(")", 1)[1].split()[1])
+            except OSError:
+                continue
+    found: set[int] = set()
+    frontier = {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier}
+        found |= frontier
+    return found
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads the process tree from /proc")
+def test_a_served_stack_stops_its_workers_with_the_server(tmp_path: Path) -> None:
+    """`vmstack serve --parse-workers 1`: the served proposer layer checks a batch's
+    signatures in a worker, and nothing the server started outlives it."""
+    key = StakingKey.generate(seed=b"served pool")
+    chain_id = DEFAULT_CHAIN_ID.to_bytes(32, "big")
+    clock = SimClock(1_700_000_000.0)
+    source = CChainVM(MemoryStore(), clock=clock)
+    inner = [bytes(source.get_block(block_id))
+             for block_id in generate_chain(source, blocks=6, txs_per_block=1, seed=4,
+                                            clock=clock)]
+    envelopes = [bytes(build_signed(bytes(32), 1_700_000_000 + index, 0, data, key=key,
+                                    chain_id=chain_id)) for index, data in enumerate(inner)]
+    with spawn(tmp_path / "chain", fork_time=0, parse_workers=1) as client:
+        expected = [PostForkBlock.decode(data).id for data in envelopes]
+        for _ in range(2):  # the first batch starts the worker, the second uses it
+            assert [block.id for block in client.batched_parse_block(envelopes)] == expected
+        server = client.pid
+        assert server is not None
+        started = _descendants(server)
+        assert started, "the served stack started no worker"
+    # multiprocessing's forkserver leaves when it sees its parent gone: give it a moment.
+    deadline = time.monotonic() + 10
+    while not all(_ended(pid) for pid in started) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert all(_ended(pid) for pid in started)

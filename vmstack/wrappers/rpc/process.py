@@ -48,6 +48,7 @@ STACK_OPTIONS: Mapping[str, str] = {
     "cache_size": "--cache-size",
     "flavour": "--flavour",
     "key_prefix": "--key-prefix",
+    "parse_workers": "--parse-workers",
 }
 
 
