@@ -4,7 +4,9 @@ rule 7)."""
 
 from __future__ import annotations
 
+import os
 import random
+import signal
 from collections.abc import Callable, Iterator, Sequence
 
 import pytest
@@ -163,3 +165,37 @@ def test_the_verdict_is_the_signature_check_itself() -> None:
     with pytest.raises(InvalidBlock, match="signature verification failed"):
         PostForkBlock.decode(bytes(envelope)).verify(
             bytes(31) + b"\1", check_signature=SignatureVerdicts((), None).check)
+
+
+def test_a_worker_killed_mid_batch_still_gives_the_serial_answer(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The workers are SIGKILLed right after a batch's checks reach them: the batch gives
+    the serial answer (the checks run in this process), and the next one has new workers."""
+    with ParsePool(1, threshold=0) as own:
+        made = Chain(own)
+        batched_parse_block(made.pooled, made.blocks)  # starts the worker
+        rng = random.Random("killed")
+        batch = list(made.blocks)
+        where = rng.randrange(len(batch))
+        batch[where] = _bad_signature(batch[where], rng)
+        submit = own.submit
+        killed: list[int] = []
+
+        def submit_then_kill(function: Callable[[object], object],
+                             items: Sequence[object]) -> object:
+            pending = submit(function, items)
+            for pid in own.worker_pids:
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+            return pending
+
+        monkeypatch.setattr(own, "submit", submit_then_kill)
+        assert _outcome(batched_parse_block, made.pooled, batch) == _outcome(
+            serial_parse_block, made.reference, batch)
+        assert killed and own.worker_pids == ()
+        monkeypatch.setattr(own, "submit", submit)
+        good = made.blocks[:6]
+        batched_parse_block(made.pooled, good)  # restarts the worker
+        assert own.worker_pids and not set(own.worker_pids) & set(killed)
+        assert _outcome(batched_parse_block, made.pooled, good) == _outcome(
+            serial_parse_block, made.reference, good)
