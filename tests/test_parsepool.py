@@ -232,3 +232,13 @@ def test_a_served_stack_stops_its_workers_with_the_server(tmp_path: Path) -> Non
     while not all(_ended(pid) for pid in started) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert all(_ended(pid) for pid in started)
+
+
+def test_closing_while_a_batch_is_out_gives_that_batch_none() -> None:
+    pool = ParsePool(1, threshold=0)
+    pids = _started(pool)
+    pending = pool.submit(time.sleep, [0.2, 0])
+    assert pending is not None
+    pool.close()
+    assert pending.results() is None
+    _no_children(pids)

@@ -339,11 +339,11 @@ class ParsePool:
     def _receive(self, worker: _Worker, deadline: float) -> tuple[bool, Any]:
         """One answer of ``worker``, waiting until ``deadline`` at most."""
         remaining = max(deadline - time.monotonic(), 0.0)
-        if not wait([worker.connection, worker.process.sentinel], remaining):
-            raise _PoolFailure(f"no answer within {self._timeout:g} s")
         try:
+            if not wait([worker.connection, worker.process.sentinel], remaining):
+                raise _PoolFailure(f"no answer within {self._timeout:g} s")
             answer: tuple[bool, Any] = worker.connection.recv()
-        except (EOFError, OSError):
+        except (EOFError, OSError, ValueError):  # ValueError: closed meanwhile
             raise _PoolFailure("a worker process died") from None
         return answer
 
