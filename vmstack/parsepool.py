@@ -16,12 +16,16 @@ The rules the pool keeps:
   another thread's batch, a worker that died, no answer within ``timeout``) makes
   :meth:`ParsePool.submit` or :meth:`PendingResults.results` answer ``None``, and the caller
   does the work serially. Nothing it does can change an answer.
-- It starts lazily (the first batch at or over ``threshold`` starts the workers) and is
-  reused; the start method is ``forkserver`` (``spawn`` where there is none), never a plain
-  ``fork`` of a process that runs grpc, LMDB or OpenTelemetry threads. A worker imports the
-  module of the function it runs and nothing else of its own accord. Each worker has its
-  own pipe, written and read by the calling thread itself: no helper thread has to win the
-  GIL from a busy caller before the work reaches the workers.
+- It starts lazily (the first batch at or over ``threshold`` starts the workers and is
+  left serial meanwhile) and is reused; the start method is ``forkserver`` (``spawn`` where
+  there is none), never a plain ``fork`` of a process that runs grpc, LMDB or
+  OpenTelemetry threads. A worker imports the module of the function it runs (with the
+  packages above it) and, as multiprocessing does for these start methods, the main module
+  of the program, whose entry point must therefore be guarded (``if __name__ ==
+  "__main__":``). multiprocessing's forkserver, one per process and shared, stays until the
+  process exits; it is not a worker. Each worker has its own pipe, written and read by the
+  calling thread itself: no helper thread has to win the GIL from a busy caller before the
+  work reaches the workers.
 - It never leaks a process: :meth:`ParsePool.close` (also the context manager's exit, and a
   ``weakref.finalize`` when a forgotten pool is collected or the interpreter exits) stops
   and reaps every worker within a bounded wait (killed if need be); the workers are
