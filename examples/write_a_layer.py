@@ -5,10 +5,10 @@ kind a simulator adds to see what the engine asks for. It follows the shape of e
 layer:
 
 - ``inner`` first, everything else keyword-only;
-- whether ``inner`` has the batched methods detected once (``batched_inner``), its live
-  capability exposed as
-  ``batching``; both batched methods always present, forwarding ONE call when the VM below
-  batches and raising ``BatchingNotImplemented`` (``refusal``) when it does not;
+- whether the VM below batches kept by a ``BatchingWatch``, made once: its answer exposed
+  as ``batching`` and its changes offered as ``watch_batching``; both batched methods
+  always present, forwarding ONE call when the VM below batches (``watch.ready()``) and
+  raising ``BatchingNotImplemented`` (``refusal``) when it does not;
 - every block it returns wrapped in its own ``CountingBlock``, so ``verify/accept/reject``
   pass through it too;
 - every forwarded method written out.
@@ -28,14 +28,14 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import pytest
 
 from vmstack import ChainVM, describe_stack, get_ancestors
 from vmstack.conformance import LayerConformance, memory_vm
 from vmstack.interfaces import Block
-from vmstack.wrappers.base import WrappedBlock, batched_inner, forwards_batching, refusal
+from vmstack.wrappers.base import BatchingWatch, WrappedBlock, refusal
 
 
 class CountingBlock(WrappedBlock):
@@ -65,7 +65,7 @@ class CountingVM:
 
     def __init__(self, inner: ChainVM, *, name: str = "counting") -> None:
         self._inner = inner
-        self._batched = batched_inner(inner)
+        self._below = BatchingWatch(inner)
         self.name = name
         self.counts: Counter[str] = Counter()
 
@@ -75,7 +75,10 @@ class CountingVM:
 
     @property
     def batching(self) -> bool:
-        return forwards_batching(self._batched)
+        return self._below.now
+
+    def watch_batching(self, callback: Callable[[bool], None]) -> bool:
+        return self._below.watch(callback)
 
     def get_block(self, block_id: bytes) -> CountingBlock:
         self.counts["get_block"] += 1
@@ -103,16 +106,16 @@ class CountingVM:
 
     def get_ancestors(self, block_id: bytes, max_blocks_num: int, max_blocks_size: int,
                       max_retrieval_time: float) -> list[bytes]:
-        batched = self._batched
-        if batched is None or not forwards_batching(batched):
+        batched = self._below.ready()
+        if batched is None:
             raise refusal(f"CountingVM({self.name})", self._inner)
         self.counts["get_ancestors"] += 1
         return batched.get_ancestors(block_id, max_blocks_num, max_blocks_size,
                                      max_retrieval_time)
 
     def batched_parse_block(self, blocks: Sequence[bytes]) -> list[CountingBlock]:
-        batched = self._batched
-        if batched is None or not forwards_batching(batched):
+        batched = self._below.ready()
+        if batched is None:
             raise refusal(f"CountingVM({self.name})", self._inner)
         self.counts["batched_parse_block"] += 1
         return [CountingBlock(block, self.counts)

@@ -18,6 +18,9 @@ The rules (ARCHITECTURE.md, section 3), in the order the code applies them:
    each parent fetch, never before the first.
 5. Every layer obeys rule 4 for the WHOLE answer it returns: :class:`AncestorBudget` is the
    one implementation of it, used by the fallback walk and by every layer that walks.
+
+Whether a VM batches at all (:func:`supports_batching`, :func:`has_batched_methods`) is
+:mod:`vmstack.capability`'s to say; both are re-exported here.
 """
 
 from __future__ import annotations
@@ -28,35 +31,36 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterable, Sequence, Sized
-from typing import TypeGuard, TypeVar
+from typing import TypeVar
 
 import attrs
 
+from vmstack.capability import has_batched_methods, supports_batching
 from vmstack.clock import Clock
 from vmstack.errors import BatchingNotImplemented, BlockNotFound, InvalidBlock
-from vmstack.interfaces import BatchedChainVM, Block, ChainVM, iter_layers
+from vmstack.interfaces import Block, ChainVM, iter_layers
 
 __all__ = [
+    "AncestorBudget",
+    "AncestorWalk",
     "BLOCK_ID_LEN",
     "CONTAINER_LEN_OVERHEAD",
     "DEFAULT_MAX_BLOCKS_NUM",
     "DEFAULT_MAX_RETRIEVAL_TIME",
     "MAX_CONTAINERS_LEN",
     "MAX_PARSE_BATCH",
-    "AncestorBudget",
-    "AncestorWalk",
+    "WalkEnd",
     "batched_parse_block",
     "check_block_id",
     "check_parse_batch",
-    "get_ancestors",
     "fetch_through",
+    "get_ancestors",
     "has_batched_methods",
     "parse_each",
     "serial_get_ancestors",
     "serial_parse_block",
     "stack_clock",
     "supports_batching",
-    "WalkEnd",
     "walk_ancestors",
 ]
 
@@ -268,35 +272,6 @@ def walk_ancestors(fetch: BlockFetch, block_id: bytes, budget: AncestorBudget) -
             break
         next_id = parent_id
     return AncestorWalk(budget.blocks, next_id, WalkEnd.BUDGET)
-
-
-def has_batched_methods(vm: object) -> TypeGuard[BatchedChainVM]:
-    """Whether ``vm`` has both :class:`~vmstack.interfaces.BatchedChainVM` methods.
-
-    The answer ``isinstance(vm, BatchedChainVM)`` gives, instance by instance, without its
-    cost: a runtime-checkable protocol check takes tens of microseconds in CPython 3.11, and
-    this question is asked on every batched call of every layer.
-    """
-    return (callable(getattr(vm, "get_ancestors", None))
-            and callable(getattr(vm, "batched_parse_block", None)))
-
-
-def supports_batching(vm: object) -> bool:
-    """Whether ``vm`` answers batched calls rather than refusing them.
-
-    A VM without the :class:`~vmstack.interfaces.BatchedChainVM` methods cannot batch. A VM
-    with them says so with a ``batching`` attribute when it has one (a pass-through layer
-    over a VM that cannot batch has ``batching = False``); a layer without one (it has an
-    ``inner``) batches when the VM below it does; a VM at the bottom with the methods
-    batches.
-    """
-    for layer in iter_layers(vm):
-        if not has_batched_methods(layer):
-            return False
-        declared = getattr(layer, "batching", None)
-        if declared is not None:
-            return bool(declared)
-    return True
 
 
 def stack_clock(vm: object) -> Clock:

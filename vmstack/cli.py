@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from vmstack.defaults import DEFAULT_CACHE_SIZE, DEFAULT_CHAIN_ID
 from vmstack.errors import VMStackError
 
 if TYPE_CHECKING:
@@ -112,7 +113,7 @@ def _parser() -> argparse.ArgumentParser:
                        help="where to listen: unix:/path or 127.0.0.1:PORT (default: a Unix "
                             "socket in a private directory)")
     serve.add_argument("--chain-id", type=_positive, metavar="ID",
-                       help="the EVM chain ID (default: 43114)")
+                       help=f"the EVM chain ID (default: {DEFAULT_CHAIN_ID})")
     serve.add_argument("--fork-time", type=float, metavar="T",
                        help="unix time of the proposer fork (default: no proposer layer)")
     serve.add_argument("--transition-time", type=float, metavar="T",
@@ -121,7 +122,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="blocks an accepted block waits before it is settled "
                             "(default: 0)")
     serve.add_argument("--cache-size", type=_non_negative, metavar="N",
-                       help="entries of the canonical hash cache (default: 10000)")
+                       help="entries of the canonical hash cache "
+                            f"(default: {DEFAULT_CACHE_SIZE})")
     serve.add_argument("--flavour", choices=("avalanche", "ethereum"),
                        help="block format (default: avalanche)")
     serve.add_argument("--key-prefix", metavar="HEX",

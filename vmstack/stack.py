@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, overload
 
 import attrs
 
-from vmstack.batching import supports_batching
+from vmstack.capability import supports_batching
+from vmstack.defaults import DEFAULT_CACHE_SIZE, DEFAULT_CHAIN_ID
 from vmstack.interfaces import ChainVM, find_layer, iter_layers
 
 if TYPE_CHECKING:
@@ -35,12 +36,9 @@ if TYPE_CHECKING:
     from vmstack.store import KeyValueStore
     from vmstack.wrappers.proposer import StakingKey
 
-#: The C-chain's EVM chain ID on mainnet, the default of :func:`build_stack`.
-DEFAULT_CHAIN_ID = 43114
-
-__all__ = ["CONFIG_KEY_PREFIX", "DEFAULT_CHAIN_ID", "LayerInfo", "StackDescription", "build_stack",
-           "check_configuration", "close_stack", "describe_stack", "find_layer", "iter_layers",
-           "submit_transactions", "wrap_layers"]
+__all__ = ["CONFIG_KEY_PREFIX", "DEFAULT_CHAIN_ID", "LayerInfo", "StackDescription",
+           "build_stack", "check_configuration", "close_stack", "describe_stack", "find_layer",
+           "iter_layers", "submit_transactions", "wrap_layers"]
 
 
 @attrs.frozen
@@ -225,7 +223,7 @@ def build_stack(
     staking_key: StakingKey | None = None,
     key_prefix: bytes = b"",
     settle_lag: int = 0,
-    cache_size: int = 10_000,
+    cache_size: int = DEFAULT_CACHE_SIZE,
     out_of_process: ChainVM | None = None,
     served_part: bool = False,
     parse_workers: int = 0,
@@ -301,7 +299,7 @@ def build_stack(
         served_options = {"flavour": flavour is not AVALANCHE,
                           "transition_time": transition_time is not None,
                           "key_prefix": key_prefix != b"", "settle_lag": settle_lag != 0,
-                          "cache_size": cache_size != 10_000}
+                          "cache_size": cache_size != DEFAULT_CACHE_SIZE}
         misplaced = sorted(name for name, given in served_options.items() if given)
         if misplaced:
             raise ValueError(f"{', '.join(misplaced)} shape the served C-chain part: give "

@@ -27,7 +27,7 @@ from vmstack.clock import Clock
 from vmstack.conformance import Declaration, LayerConformance
 from vmstack.errors import BatchingNotImplemented, BlockNotFound, InvalidBlock, VMStackError
 from vmstack.interfaces import BatchedChainVM, Block, ChainVM
-from vmstack.wrappers.base import WrappedBlock, batched_inner, forwards_batching, refusal
+from vmstack.wrappers.base import BatchingWatch, WrappedBlock, refusal
 
 # --- a correct pass-through layer, the base of most broken ones -----------------------------
 
@@ -52,7 +52,7 @@ class PassVM:
 
     def __init__(self, inner: ChainVM) -> None:
         self._inner = inner
-        self._batched = batched_inner(inner)
+        self._below = BatchingWatch(inner)
 
     @property
     def inner(self) -> ChainVM:
@@ -60,13 +60,14 @@ class PassVM:
 
     @property
     def batching(self) -> bool:
-        return forwards_batching(self._batched)
+        return self._below.now
 
     def below(self) -> BatchedChainVM:
         """The VM below for a batched call, or the refusal when it cannot batch."""
-        if self._batched is None or not forwards_batching(self._batched):
+        batched = self._below.ready()
+        if batched is None:
             raise refusal(type(self).__name__, self._inner)
-        return self._batched
+        return batched
 
     def wrap_block(self, block: Block) -> Block:
         return self.block_type(block)
@@ -824,16 +825,16 @@ class CapabilityFixedAtConstruction(PassVM):
 
     def __init__(self, inner: ChainVM) -> None:
         super().__init__(inner)
-        self._fixed = forwards_batching(self._batched)
+        self._fixed = self._below.ready()
 
     @property
     def batching(self) -> bool:
-        return self._fixed
+        return self._fixed is not None
 
     def below(self) -> BatchedChainVM:
-        if self._batched is None or not self._fixed:
+        if self._fixed is None:
             raise refusal(type(self).__name__, self._inner)
-        return self._batched
+        return self._fixed
 
 
 class DropsSetPreference(PassVM):

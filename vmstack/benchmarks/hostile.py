@@ -45,12 +45,14 @@ from vmstack.cchain.tries import derive_root
 from vmstack.cchain.types import Block, LegacyTx
 from vmstack.cchain.vm import TX_BASE_GAS, CChainVM
 from vmstack.clock import SimClock
+from vmstack.defaults import DEFAULT_CHAIN_ID
 from vmstack.errors import VMStackError
-from vmstack.interfaces import ChainVM
+from vmstack.interfaces import ChainVM, find_layer
 from vmstack.stack import build_stack
 from vmstack.store import MemoryStore
 from vmstack.wrappers.proposer.block import PostForkBlock, build_signed, build_unsigned
 from vmstack.wrappers.proposer.staking import StakingKey, der_element
+from vmstack.wrappers.proposer.vm import ProposerVM
 
 __all__ = ["GOAL_MB", "GOAL_SECONDS", "MESSAGE_BYTES", "recoverable_transfers", "run"]
 
@@ -67,7 +69,6 @@ _MB = 1e6
 # The x coordinate of secp256k1's generator: a signature with this r recovers to some
 # address for any s, so an attacker needs no key to make senders cost a full recovery.
 _CURVE_X = 0x79BE667EF9DCBBAC55A06295CE870B07029BFCDB2DCE28D959F2815B16F81798
-_CHAIN_ID = 43114
 
 
 @attrs.frozen
@@ -132,8 +133,8 @@ def _row(attack: _Attack, *, repeat: int, half: _Attack | None = None) -> Compar
 def _stack(key: StakingKey) -> ChainVM:
     """The full stack a node runs: past its fork and transition, at ``_START``."""
     clock = SimClock(_START)
-    return build_stack(MemoryStore(), chain_id=_CHAIN_ID, fork_time=0, transition_time=0,
-                       clock=clock, staking_key=key)
+    return build_stack(MemoryStore(), chain_id=DEFAULT_CHAIN_ID, fork_time=0,
+                       transition_time=0, clock=clock, staking_key=key)
 
 
 def _packed(data: bytes) -> bytes:
@@ -199,13 +200,8 @@ def _signed_envelopes(vm: ChainVM, key: StakingKey, inner: bytes, budget: int) -
 
 
 def _proposer_chain_id(vm: ChainVM) -> bytes:
-    layer: object = vm
-    while layer is not None:
-        chain_id = getattr(layer, "chain_id", None)
-        if isinstance(chain_id, bytes):
-            return chain_id
-        layer = getattr(layer, "inner", None)
-    raise ValueError("no proposer layer in this stack")
+    """The 32-byte chain ID the proposer layer of ``vm``'s stack signs into its headers."""
+    return find_layer(vm, ProposerVM).chain_id
 
 
 # --- verify -----------------------------------------------------------------------------
@@ -221,12 +217,13 @@ def recoverable_transfers(count: int, *, data: bytes = b"", first_gas: int | Non
         payload = data if index == 0 else b""
         gas = TX_BASE_GAS if index else (first_gas or TX_BASE_GAS + 16 * len(payload))
         txs.append(LegacyTx(nonce=index, gas_price=25 * 10**9, gas=gas, to=b"\x22" * 20,
-                            data=payload, v=_CHAIN_ID * 2 + 35, r=_CURVE_X, s=index + 1))
+                            data=payload, v=DEFAULT_CHAIN_ID * 2 + 35, r=_CURVE_X,
+                            s=index + 1))
     return txs
 
 
 def _verifier() -> CChainVM:
-    return CChainVM(MemoryStore(), clock=SimClock(_START), chain_id=_CHAIN_ID)
+    return CChainVM(MemoryStore(), clock=SimClock(_START), chain_id=DEFAULT_CHAIN_ID)
 
 
 def _verify_attack(name: str, data: bytes, *, scaled: bool) -> _Attack:

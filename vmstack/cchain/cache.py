@@ -22,10 +22,13 @@ import sys
 import threading
 from collections import OrderedDict
 
+from vmstack.defaults import DEFAULT_CACHE_SIZE
+
 __all__ = ["DEFAULT_CAPACITY", "CanonicalHashCache"]
 
-#: Entries kept by default: about 1.7 MB of memory (see ``bytes_per_entry``).
-DEFAULT_CAPACITY = 10_000
+#: Entries kept by default: about 1.7 MB of memory (see ``bytes_per_entry``); the default
+#: ``cache_size`` of every VM and stack (:data:`vmstack.defaults.DEFAULT_CACHE_SIZE`).
+DEFAULT_CAPACITY = DEFAULT_CACHE_SIZE
 
 _HASH_LENGTH = 32
 

@@ -43,7 +43,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from typing import Final
 
 from vmstack.batching import (
     AncestorBudget,
@@ -52,6 +51,7 @@ from vmstack.batching import (
     parse_each,
     walk_ancestors,
 )
+from vmstack.capability import fixed_capability
 from vmstack.cchain import rawdb
 from vmstack.cchain.block import BlockStatus, CChainBlock, assemble_block
 from vmstack.cchain.cache import CanonicalHashCache
@@ -78,6 +78,7 @@ from vmstack.cchain.types import (
     Withdrawal,
 )
 from vmstack.clock import Clock
+from vmstack.defaults import DEFAULT_CACHE_SIZE, DEFAULT_CHAIN_ID
 from vmstack.errors import BlockNotFound, InvalidBlock, StoreCorrupted
 from vmstack.store.base import KeyValueStore, ReadSnapshot
 
@@ -97,8 +98,6 @@ __all__ = [
     "intrinsic_gas",
 ]
 
-#: The Avalanche C-chain's chain id on mainnet.
-DEFAULT_CHAIN_ID: Final = 43114
 
 
 # --- the VM -----------------------------------------------------------------------------
@@ -128,6 +127,7 @@ class CChainVM:
     """
 
     batching = True
+    watch_batching = staticmethod(fixed_capability)
 
     def __init__(
         self,
@@ -137,7 +137,7 @@ class CChainVM:
         key_prefix: bytes = b"",
         clock: Clock = time.time,
         chain_id: int = DEFAULT_CHAIN_ID,
-        cache_size: int = 10_000,
+        cache_size: int = DEFAULT_CACHE_SIZE,
         settle_lag: int = 0,
         genesis_timestamp: int = 0,
         genesis: bytes | None = None,

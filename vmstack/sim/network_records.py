@@ -11,6 +11,7 @@ from __future__ import annotations
 import attrs
 
 from vmstack.batching import DEFAULT_MAX_BLOCKS_NUM
+from vmstack.defaults import DEFAULT_CHAIN_ID
 from vmstack.sim.costs import CostModel
 from vmstack.sim.network import NetworkConfig
 
@@ -39,7 +40,7 @@ class NetworkSimulationConfig:
     network: NetworkConfig = attrs.field(factory=NetworkConfig)
     block_interval: float = 2.0
     start_time: float = 1_700_000_000.0
-    chain_id: int = 43114
+    chain_id: int = DEFAULT_CHAIN_ID
     max_blocks_num: int = DEFAULT_MAX_BLOCKS_NUM
     max_attempts: int = 100
     max_events: int = 10_000_000

@@ -38,6 +38,7 @@ from vmstack.batching import (
 )
 from vmstack.cchain import generate_chain
 from vmstack.clock import SimClock
+from vmstack.defaults import DEFAULT_CHAIN_ID
 from vmstack.interfaces import Block, ChainVM
 from vmstack.sim.bootstrap import Bootstrapper, BootstrapResult
 from vmstack.sim.costs import REFERENCE_COSTS, CostModel, fit_cost, mean_cost, time_call
@@ -73,7 +74,7 @@ class SimulationConfig:
     network: NetworkConfig = attrs.field(factory=NetworkConfig)
     block_interval: float = 2.0
     start_time: float = 1_700_000_000.0
-    chain_id: int = 43114
+    chain_id: int = DEFAULT_CHAIN_ID
     max_blocks_num: int = DEFAULT_MAX_BLOCKS_NUM
     out_of_process: bool = False
 

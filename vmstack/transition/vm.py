@@ -4,16 +4,20 @@ The rules are the pure functions of :mod:`vmstack.transition.rules`; this module
 connects them to the two VMs. Both VMs keep their blocks in one store, so ``post`` serves
 the blocks ``pre`` accepted. Whether the transition is accepted is derived from the last
 accepted block (rule 2), so it is persisted with that block and survives a restart.
+
+Its capability is that of the VM in charge, so it changes at the transition: the layer
+announces it then (``watch_batching``, ARCHITECTURE.md, section 3, rule 8), and the layers
+above it read it once per change rather than at every call.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from vmstack.batching import has_batched_methods, supports_batching
+from vmstack.capability import BatchingWatch
 from vmstack.clock import Clock
 from vmstack.errors import BatchingNotImplemented, InvalidBlock
 from vmstack.interfaces import BatchedChainVM, Block, ChainVM, find_layer
@@ -83,6 +87,12 @@ class TransitionVM:
         self.clock = clock
         self._transitioned = self._derive_transitioned()
         self._after_transition: set[bytes] = set()
+        self._pre_batching = BatchingWatch(pre)
+        self._post_batching = BatchingWatch(post)
+        self._watchers: list[Callable[[bool], None]] = []
+        # Both VMs must say when they change for this layer to say when it does.
+        self._announces = all((self._pre_batching.watch(self._pre_changed),
+                               self._post_batching.watch(self._post_changed)))
 
     # --- the layer ---------------------------------------------------------------------
 
@@ -104,7 +114,31 @@ class TransitionVM:
     @property
     def batching(self) -> bool:
         """Whether the VM in charge now answers batched calls."""
-        return supports_batching(self.inner)
+        return self._in_charge_batching().now
+
+    def watch_batching(self, callback: Callable[[bool], None]) -> bool:
+        """Call ``callback(batching)`` when :attr:`batching` changes (at the transition, or
+        when the VM in charge announces a change) and return True; return False, keeping
+        nothing, when ``pre`` or ``post`` is asked live (then so is this layer)."""
+        if not self._announces:
+            return False
+        self._watchers.append(callback)
+        return True
+
+    def _in_charge_batching(self) -> BatchingWatch:
+        return self._post_batching if self._transitioned else self._pre_batching
+
+    def _pre_changed(self, batching: bool) -> None:
+        if not self._transitioned:
+            self._announce(batching)
+
+    def _post_changed(self, batching: bool) -> None:
+        if self._transitioned:
+            self._announce(batching)
+
+    def _announce(self, batching: bool) -> None:
+        for callback in tuple(self._watchers):
+            callback(batching)
 
     @property
     def seconds_to_transition(self) -> float:
@@ -161,11 +195,12 @@ class TransitionVM:
         return [self._wrap(block) for block in self._batched_inner().batched_parse_block(blocks)]
 
     def _batched_inner(self) -> BatchedChainVM:
-        vm = self.inner
-        if not has_batched_methods(vm) or not supports_batching(vm):
+        vm = self._in_charge_batching().ready()
+        if vm is None:
+            when = "after" if self._transitioned else "before"
             raise BatchingNotImplemented(
-                f"{type(vm).__name__} is in charge {'after' if self._transitioned else 'before'}"
-                " the transition and offers no batched protocol")
+                f"{type(self.inner).__name__} is in charge {when} the transition and offers "
+                "no batched protocol")
         return vm
 
     # --- the rules at work -------------------------------------------------------------
@@ -195,9 +230,12 @@ class TransitionVM:
         block._inner.accept()
         if not self._transitioned and transition_accepted(block.timestamp,
                                                           self.transition_time):
+            before = self.batching
             self._transitioned = True
             self._after_transition.clear()
             self._hand_over_transactions()
+            if self.batching != before:
+                self._announce(not before)
 
     def _hand_over_transactions(self) -> None:
         """Move the transactions still waiting in the pre VM's mempool to the post VM's, in

@@ -4,16 +4,18 @@ A pass-through layer (tracing, metering, a user's logging layer) has the same sh
 everywhere (ARCHITECTURE.md, section 5):
 
 - it takes ``inner`` first and everything else keyword-only;
-- it detects ONCE, at construction, with :func:`batched_inner`, whether ``inner`` has the
-  batched methods at all;
-- it always has both batched methods. Each call asks :func:`forwards_batching` whether the
-  VM below batches now (a VM's capability can change while it runs: a transition layer
-  cannot batch before its transition and can after it). If not, the call raises
+- it keeps a :class:`~vmstack.capability.BatchingWatch` of ``inner``, made at
+  construction: whether the VM below batches is computed once and updated when that VM
+  announces a change (a transition layer cannot batch before its transition and can after
+  it); a VM below that announces nothing is asked at each call;
+- it always has both batched methods. Each call takes ``watch.ready()``: ``None`` when the
+  VM below cannot batch now, and the call raises
   :class:`~vmstack.errors.BatchingNotImplemented` at once (made by :func:`refusal`), without
   calling anything below and without a span or a metric, so the engine helper falls back to
   one call per block through the whole stack; otherwise it is forwarded as exactly one call;
 - its ``batching`` property (which :func:`vmstack.batching.supports_batching` reads) is
-  the same live answer.
+  ``watch.now``, and its ``watch_batching`` is ``watch.watch``, so the layers above it
+  learn of a change in turn (the :class:`~vmstack.interfaces.AnnouncesBatching` protocol);
 - every block it returns wraps the inner block (a :class:`WrappedBlock`), so that
   ``verify/accept/reject`` pass through the layer on their way down.
 
@@ -24,27 +26,11 @@ from __future__ import annotations
 
 import abc
 
-from vmstack.batching import has_batched_methods, supports_batching
+from vmstack.capability import BatchingWatch
 from vmstack.errors import BatchingNotImplemented
-from vmstack.interfaces import BatchedChainVM, Block, ChainVM
+from vmstack.interfaces import Block, ChainVM
 
-__all__ = ["WrappedBlock", "batched_inner", "forwards_batching", "refusal"]
-
-
-def batched_inner(inner: ChainVM) -> BatchedChainVM | None:
-    """``inner`` as a batched VM if it has the batched methods, else ``None``.
-
-    Called once when a layer is built: a layer over a VM without them refuses batched calls
-    itself; a layer over a VM with them forwards every batched call, and the VM below
-    answers or refuses.
-    """
-    return inner if has_batched_methods(inner) else None
-
-
-def forwards_batching(batched: BatchedChainVM | None) -> bool:
-    """A layer's ``batching``: whether the VM below (as :func:`batched_inner` found it)
-    answers batched calls now."""
-    return batched is not None and supports_batching(batched)
+__all__ = ["BatchingWatch", "WrappedBlock", "refusal"]
 
 
 def refusal(layer: str, inner: ChainVM) -> BatchingNotImplemented:

@@ -18,14 +18,15 @@ observation; the engine's fallback that follows is metered call by call.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from time import perf_counter
+from types import TracebackType
 
 from prometheus_client import CollectorRegistry, Histogram
 
 from vmstack.errors import BatchingNotImplemented
 from vmstack.interfaces import Block, ChainVM
-from vmstack.wrappers.base import WrappedBlock, batched_inner, forwards_batching, refusal
+from vmstack.wrappers.base import BatchingWatch, WrappedBlock, refusal
 
 __all__ = [
     "DURATION_BUCKETS",
@@ -65,10 +66,35 @@ class _Timing:
         self.not_implemented = (histogram.labels(outcome=NOT_IMPLEMENTED) if batched
                                 else self.error)
 
-    def failed(self, error: BaseException, started: float) -> None:
-        """Observe a call that raised ``error``."""
-        child = self.not_implemented if isinstance(error, BatchingNotImplemented) else self.error
-        child.observe(perf_counter() - started)
+    def timed(self) -> _Observation:
+        """A context that observes the call it surrounds once, by its outcome."""
+        return _Observation(self)
+
+
+class _Observation:
+    """One call timed into one histogram: ``success`` when it returns, ``not_implemented``
+    for ``BatchingNotImplemented``, ``error`` for any other ``Exception``; the exception
+    passes on unchanged, the very object. Anything that is not an ``Exception``
+    (``KeyboardInterrupt``) passes on unobserved."""
+
+    __slots__ = ("_started", "_timing")
+
+    def __init__(self, timing: _Timing) -> None:
+        self._timing = timing
+
+    def __enter__(self) -> None:
+        self._started = perf_counter()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        elapsed = perf_counter() - self._started
+        timing = self._timing
+        if exc is None:
+            timing.success.observe(elapsed)
+        elif isinstance(exc, BatchingNotImplemented):
+            timing.not_implemented.observe(elapsed)
+        elif isinstance(exc, Exception):
+            timing.error.observe(elapsed)
 
 
 class _Meters:
@@ -140,34 +166,16 @@ class MeteredBlock(WrappedBlock):
         self._meters = meters
 
     def verify(self) -> None:
-        timing = self._meters.verify
-        started = perf_counter()
-        try:
+        with self._meters.verify.timed():
             self._inner.verify()
-        except Exception as error:
-            timing.failed(error, started)
-            raise
-        timing.success.observe(perf_counter() - started)
 
     def accept(self) -> None:
-        timing = self._meters.accept
-        started = perf_counter()
-        try:
+        with self._meters.accept.timed():
             self._inner.accept()
-        except Exception as error:
-            timing.failed(error, started)
-            raise
-        timing.success.observe(perf_counter() - started)
 
     def reject(self) -> None:
-        timing = self._meters.reject
-        started = perf_counter()
-        try:
+        with self._meters.reject.timed():
             self._inner.reject()
-        except Exception as error:
-            timing.failed(error, started)
-            raise
-        timing.success.observe(perf_counter() - started)
 
 
 class MeteredVM:
@@ -181,7 +189,7 @@ class MeteredVM:
     :mod:`vmstack.wrappers.base`).
     """
 
-    __slots__ = ("_batched", "_inner", "_meters")
+    __slots__ = ("_below", "_inner", "_meters")
 
     def __init__(self, inner: ChainVM, *, registry: CollectorRegistry, namespace: str,
                  buckets: Sequence[float] = DURATION_BUCKETS) -> None:
@@ -192,7 +200,7 @@ class MeteredVM:
             raise ValueError(
                 f"a MeteredVM needs an explicit CollectorRegistry, got {registry!r}")
         self._inner = inner
-        self._batched = batched_inner(inner)
+        self._below = BatchingWatch(inner)
         self._meters = _Meters(registry, namespace, batching=self.batching, buckets=buckets)
 
     @property
@@ -203,7 +211,12 @@ class MeteredVM:
     @property
     def batching(self) -> bool:
         """Whether batched calls are forwarded (the VM below batches) rather than refused."""
-        return forwards_batching(self._batched)
+        return self._below.now
+
+    def watch_batching(self, callback: Callable[[bool], None]) -> bool:
+        """Subscribe ``callback`` to changes of :attr:`batching` (True), or say the layer
+        is asked live because the VM below is (False)."""
+        return self._below.watch(callback)
 
     @property
     def name(self) -> str:
@@ -223,100 +236,49 @@ class MeteredVM:
     # --- ChainVM -------------------------------------------------------------------------
 
     def get_block(self, block_id: bytes) -> MeteredBlock:
-        timing = self._meters.get_block
-        started = perf_counter()
-        try:
+        with self._meters.get_block.timed():
             block = self._inner.get_block(block_id)
-        except Exception as error:
-            timing.failed(error, started)
-            raise
-        timing.success.observe(perf_counter() - started)
         return MeteredBlock(block, self._meters)
 
     def parse_block(self, data: bytes) -> MeteredBlock:
-        timing = self._meters.parse_block
-        started = perf_counter()
-        try:
+        with self._meters.parse_block.timed():
             block = self._inner.parse_block(data)
-        except Exception as error:
-            timing.failed(error, started)
-            raise
-        timing.success.observe(perf_counter() - started)
         return MeteredBlock(block, self._meters)
 
     def build_block(self) -> MeteredBlock:
-        timing = self._meters.build_block
-        started = perf_counter()
-        try:
+        with self._meters.build_block.timed():
             block = self._inner.build_block()
-        except Exception as error:
-            timing.failed(error, started)
-            raise
-        timing.success.observe(perf_counter() - started)
         return MeteredBlock(block, self._meters)
 
     def set_preference(self, block_id: bytes) -> None:
-        timing = self._meters.set_preference
-        started = perf_counter()
-        try:
+        with self._meters.set_preference.timed():
             self._inner.set_preference(block_id)
-        except Exception as error:
-            timing.failed(error, started)
-            raise
-        timing.success.observe(perf_counter() - started)
 
     def last_accepted(self) -> bytes:
-        timing = self._meters.last_accepted
-        started = perf_counter()
-        try:
-            block_id = self._inner.last_accepted()
-        except Exception as error:
-            timing.failed(error, started)
-            raise
-        timing.success.observe(perf_counter() - started)
-        return block_id
+        with self._meters.last_accepted.timed():
+            return self._inner.last_accepted()
 
     def get_block_id_at_height(self, height: int) -> bytes:
-        timing = self._meters.get_block_id_at_height
-        started = perf_counter()
-        try:
-            block_id = self._inner.get_block_id_at_height(height)
-        except Exception as error:
-            timing.failed(error, started)
-            raise
-        timing.success.observe(perf_counter() - started)
-        return block_id
+        with self._meters.get_block_id_at_height.timed():
+            return self._inner.get_block_id_at_height(height)
 
     # --- BatchedChainVM ------------------------------------------------------------------
 
     def get_ancestors(self, block_id: bytes, max_blocks_num: int, max_blocks_size: int,
                       max_retrieval_time: float) -> list[bytes]:
-        batched = self._batched
-        if batched is None or not forwards_batching(batched):
+        batched = self._below.ready()
+        if batched is None:
             raise refusal(f"MeteredVM({self._meters.namespace})", self._inner)
-        timing = self._meters.get_ancestors or self._meters.batched_timings()[0]
-        started = perf_counter()
-        try:
-            answer = batched.get_ancestors(block_id, max_blocks_num, max_blocks_size,
-                                           max_retrieval_time)
-        except Exception as error:
-            timing.failed(error, started)
-            raise
-        timing.success.observe(perf_counter() - started)
-        return answer
+        with (self._meters.get_ancestors or self._meters.batched_timings()[0]).timed():
+            return batched.get_ancestors(block_id, max_blocks_num, max_blocks_size,
+                                         max_retrieval_time)
 
     def batched_parse_block(self, blocks: Sequence[bytes]) -> list[MeteredBlock]:
-        batched = self._batched
-        if batched is None or not forwards_batching(batched):
+        batched = self._below.ready()
+        if batched is None:
             raise refusal(f"MeteredVM({self._meters.namespace})", self._inner)
-        timing = self._meters.batched_parse_block or self._meters.batched_timings()[1]
-        started = perf_counter()
-        try:
+        with (self._meters.batched_parse_block or self._meters.batched_timings()[1]).timed():
             parsed = batched.batched_parse_block(blocks)
-        except Exception as error:
-            timing.failed(error, started)
-            raise
-        timing.success.observe(perf_counter() - started)
         meters = self._meters
         return [MeteredBlock(block, meters) for block in parsed]
 

@@ -22,7 +22,7 @@ API's no-op one).
 
 from __future__ import annotations
 
-from collections.abc import Sequence, Sized
+from collections.abc import Callable, Sequence, Sized
 from contextvars import Token
 from types import TracebackType
 
@@ -34,7 +34,7 @@ from opentelemetry.util.types import AttributeValue
 
 from vmstack.errors import BatchingNotImplemented
 from vmstack.interfaces import Block, ChainVM
-from vmstack.wrappers.base import WrappedBlock, batched_inner, forwards_batching, refusal
+from vmstack.wrappers.base import BatchingWatch, WrappedBlock, refusal
 
 __all__ = ["TracedBlock", "TracedVM"]
 
@@ -144,14 +144,14 @@ class TracedVM:
     ``BatchingNotImplemented`` otherwise (see :mod:`vmstack.wrappers.base`).
     """
 
-    __slots__ = ("_batched", "_inner", "_spans")
+    __slots__ = ("_below", "_inner", "_spans")
 
     def __init__(self, inner: ChainVM, *, tracer: Tracer, name: str) -> None:
         if not isinstance(name, str) or not name:
             raise ValueError(f"a TracedVM needs a non-empty name, got {name!r}")
         self._inner = inner
         self._spans = _Spans(tracer, name)
-        self._batched = batched_inner(inner)
+        self._below = BatchingWatch(inner)
 
     @property
     def inner(self) -> ChainVM:
@@ -161,7 +161,12 @@ class TracedVM:
     @property
     def batching(self) -> bool:
         """Whether batched calls are forwarded (the VM below batches) rather than refused."""
-        return forwards_batching(self._batched)
+        return self._below.now
+
+    def watch_batching(self, callback: Callable[[bool], None]) -> bool:
+        """Subscribe ``callback`` to changes of :attr:`batching` (True), or say the layer
+        is asked live because the VM below is (False)."""
+        return self._below.watch(callback)
 
     @property
     def name(self) -> str:
@@ -221,8 +226,8 @@ class TracedVM:
 
     def get_ancestors(self, block_id: bytes, max_blocks_num: int, max_blocks_size: int,
                       max_retrieval_time: float) -> list[bytes]:
-        batched = self._batched
-        if batched is None or not forwards_batching(batched):
+        batched = self._below.ready()
+        if batched is None:
             raise refusal(f"TracedVM({self._spans.name})", self._inner)
         spans = self._spans
         with spans.scope(spans.get_ancestors, {
@@ -237,8 +242,8 @@ class TracedVM:
         return answer
 
     def batched_parse_block(self, blocks: Sequence[bytes]) -> list[TracedBlock]:
-        batched = self._batched
-        if batched is None or not forwards_batching(batched):
+        batched = self._below.ready()
+        if batched is None:
             raise refusal(f"TracedVM({self._spans.name})", self._inner)
         spans = self._spans
         with spans.scope(spans.batched_parse_block, {"num_blocks": _size(blocks)}):

@@ -32,8 +32,6 @@ from vmstack.batching import (
     check_block_id,
     check_parse_batch,
     fetch_through,
-    has_batched_methods,
-    supports_batching,
     walk_ancestors,
 )
 from vmstack.errors import BatchingNotImplemented, BlockNotFound, InvalidBlock
@@ -75,10 +73,11 @@ def get_ancestors(vm: ProposerVM, block_id: bytes, max_blocks_num: int, max_bloc
     if not budget.blocks and vm._envelope_of_inner(handoff) is not None:
         return []
     inner = vm.inner
-    if has_batched_methods(inner) and supports_batching(inner):
+    below = vm._inner_batching.ready()
+    if below is not None:
         num, size, seconds = budget.remaining()
         try:
-            answer = inner.get_ancestors(handoff, num, size, seconds)
+            answer = below.get_ancestors(handoff, num, size, seconds)
         except BatchingNotImplemented:
             pass
         except Exception:

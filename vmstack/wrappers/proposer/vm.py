@@ -43,6 +43,7 @@ from typing import Any
 
 import attrs
 
+from vmstack.capability import BatchingWatch, fixed_capability
 from vmstack.clock import Clock
 from vmstack.errors import BlockNotFound, InvalidBlock, StoreCorrupted
 from vmstack.interfaces import Block, ChainVM
@@ -190,9 +191,12 @@ class ProposerVM:
     over a read-only handle, or beside a live writer, it writes nothing.
     """
 
-    __slots__ = ("_chain_id", "_clock", "_fork_time", "_inner", "_parse_pool",
-                 "_pchain_height", "_preferred", "_processing", "_shared", "_signer",
-                 "_state")
+    __slots__ = ("_chain_id", "_clock", "_fork_time", "_inner", "_inner_batching",
+                 "_parse_pool", "_pchain_height", "_preferred", "_processing", "_shared",
+                 "_signer", "_state")
+
+    #: The layer always answers batched calls itself: its capability never changes.
+    watch_batching = staticmethod(fixed_capability)
 
     def __init__(
         self,
@@ -217,6 +221,7 @@ class ProposerVM:
         self._pchain_height = pchain_height_source(pchain_height)
         self._signer = signing_identity(staking_key, certificate, signer=signer)
         self._inner = inner
+        self._inner_batching = BatchingWatch(inner)
         self._fork_time = fork_time
         self._clock = clock
         self._parse_pool = parse_pool
