@@ -242,3 +242,17 @@ def test_closing_while_a_batch_is_out_gives_that_batch_none() -> None:
     pool.close()
     assert pending.results() is None
     _no_children(pids)
+
+
+def test_a_function_that_fails_gives_none_and_frees_the_pool() -> None:
+    """``abs`` of a string fails in the caller's share or in a worker: ``None`` (the
+    caller's serial path meets the error itself); a failed worker is replaced."""
+    with ParsePool(1, threshold=0) as pool:
+        _started(pool)
+        in_the_caller = pool.submit(abs, [1, "x"])
+        assert in_the_caller is not None and in_the_caller.results() is None
+        in_a_worker = pool.submit(abs, ["x", 1])
+        assert in_a_worker is not None and in_a_worker.results() is None
+        _started(pool)
+        after = pool.submit(abs, [-1, -2])
+        assert after is not None and after.results() == [1, 2]

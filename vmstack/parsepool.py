@@ -151,7 +151,11 @@ class PendingResults(Generic[ResultT]):
         caller's own share (the last items) is run here first, then the workers' shares
         are read."""
         if not self._settled:
-            own = [self._function(item) for item in self._own]
+            try:
+                own = [self._function(item) for item in self._own]
+            except Exception:  # the caller's serial path meets it again, in its place
+                self.cancel()
+                return None
             self._settled = True
             shares: list[ResultT] | None = self._pool._collect(self._workers)
             self._results = None if shares is None else shares + own
@@ -174,9 +178,9 @@ class ParsePool:
 
     ``workers`` must be at least 1 and ``threshold`` at least 0 (``ValueError``
     otherwise); ``timeout`` bounds the wait for one batch's results. The workers start with
-    the first batch at or over the threshold, which stays serial while they start and
-    import what they run (so no batch waits for that). The pool takes one batch at a time: a batch
-    submitted while another is out (from another thread) stays serial. Close the pool with
+    the first batch at or over the threshold, which stays serial (the workers import what
+    they run meanwhile). The pool takes one batch at a time: a batch submitted while another
+    is out (from another thread) stays serial. Close the pool with
     :meth:`close` or a ``with`` block; one never closed is closed when it is collected or
     at exit.
     """
