@@ -60,6 +60,8 @@ from multiprocessing.context import ForkServerContext, SpawnContext
 from multiprocessing.process import BaseProcess
 from typing import Any, Generic, TypeVar
 
+from vmstack.errors import VMStackError
+
 __all__ = ["DEFAULT_TIMEOUT", "MAX_FAILURES", "PARALLEL_THRESHOLD", "ParsePool",
            "PendingResults", "available_cores"]
 
@@ -383,7 +385,7 @@ class ParsePool:
         logger.warning("parse pool: %s; %s", what, then)
 
 
-class _PoolFailure(Exception):
+class _PoolFailure(VMStackError):
     """Why a batch's results could not be read (internal: the caller goes serial)."""
 
 
