@@ -26,7 +26,7 @@ from vmstack.conformance.declarations import Declaration, KitDeclarations
 from vmstack.conformance.doubles import Call
 from vmstack.conformance.stacks import KIT_FETCH_COST, KIT_START_TIME, KIT_TIME_BUDGET, KitStack
 from vmstack.errors import BatchingNotImplemented, BlockNotFound
-from vmstack.interfaces import BatchedChainVM, Block, ChainVM
+from vmstack.interfaces import BatchedChainVM, Block, ChainVM, iter_layers
 
 __all__ = [
     "KitChecks",
@@ -82,15 +82,12 @@ def batched(layer: ChainVM) -> BatchedChainVM:
 
 
 def reaches(layer: object, inner: object) -> bool:
-    """Whether following ``inner`` from ``layer`` arrives at ``inner``."""
-    seen: set[int] = set()
-    current: object = layer
-    while current is not None and id(current) not in seen:
-        if current is inner:
-            return True
-        seen.add(id(current))
-        current = getattr(current, "inner", None)
-    return False
+    """Whether following ``inner`` from ``layer`` arrives at ``inner`` (False for a stack
+    that loops before it does)."""
+    try:
+        return any(below is inner for below in iter_layers(layer))
+    except ValueError:
+        return False
 
 
 
