@@ -22,10 +22,19 @@ from vmstack.errors import (
     VMStackError,
     VMUnavailable,
 )
-from vmstack.interfaces import BatchedChainVM, Block, ChainVM, Layer, find_layer, iter_layers
+from vmstack.interfaces import (
+    AnnouncesBatching,
+    BatchedChainVM,
+    Block,
+    ChainVM,
+    Layer,
+    find_layer,
+    iter_layers,
+)
 from vmstack.stack import build_stack, close_stack, describe_stack, submit_transactions
 
 __all__ = [
+    "AnnouncesBatching",
     "BatchedChainVM",
     "BatchingNotImplemented",
     "Block",

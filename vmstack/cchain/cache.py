@@ -24,7 +24,7 @@ from collections import OrderedDict
 
 from vmstack.defaults import DEFAULT_CACHE_SIZE
 
-__all__ = ["DEFAULT_CAPACITY", "CanonicalHashCache"]
+__all__ = ["CanonicalHashCache", "DEFAULT_CAPACITY"]
 
 #: Entries kept by default: about 1.7 MB of memory (see ``bytes_per_entry``); the default
 #: ``cache_size`` of every VM and stack (:data:`vmstack.defaults.DEFAULT_CACHE_SIZE`).

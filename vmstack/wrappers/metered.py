@@ -28,14 +28,7 @@ from vmstack.errors import BatchingNotImplemented
 from vmstack.interfaces import Block, ChainVM
 from vmstack.wrappers.base import BatchingWatch, WrappedBlock, refusal
 
-__all__ = [
-    "DURATION_BUCKETS",
-    "ERROR",
-    "NOT_IMPLEMENTED",
-    "SUCCESS",
-    "MeteredBlock",
-    "MeteredVM",
-]
+__all__ = ["DURATION_BUCKETS", "ERROR", "MeteredBlock", "MeteredVM", "NOT_IMPLEMENTED", "SUCCESS"]
 
 #: Upper bounds of the duration histograms, in seconds: from 10 µs (one block from the
 #: store) to 2.5 s, since a whole batched answer takes milliseconds.
