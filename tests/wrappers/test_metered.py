@@ -199,3 +199,23 @@ def test_no_batched_metrics_over_a_layer_that_cannot_batch() -> None:
     assert "x_get_block_duration_seconds" in names
     assert not {"x_get_ancestors_duration_seconds",
                 "x_batched_parse_block_duration_seconds"} & names
+
+
+def test_only_exceptions_are_observed(vmstack_registry: CollectorRegistry) -> None:
+    """An error is one ``error`` observation and passes on as itself; an interrupt (not an
+    Exception) passes on unobserved."""
+    inner = memory_vm(batching=True, blocks=2)
+    metered = MeteredVM(inner, registry=vmstack_registry, namespace="C")
+    failure = ValueError("injected")
+    inner.fail_next("last_accepted", failure)
+    with pytest.raises(ValueError) as raised:
+        metered.last_accepted()
+    assert raised.value is failure
+    assert _count(vmstack_registry, "last_accepted", "error") == 1
+    inner.fail_next("last_accepted", KeyboardInterrupt())
+    with pytest.raises(KeyboardInterrupt):
+        metered.last_accepted()
+    assert _count(vmstack_registry, "last_accepted", "error") == 1
+    assert _count(vmstack_registry, "last_accepted") == 0
+    assert metered.last_accepted() == inner.last_accepted()
+    assert _count(vmstack_registry, "last_accepted") == 1
