@@ -53,6 +53,21 @@ def _started(pool: ParsePool) -> tuple[int, ...]:
     return pids
 
 
+def _ready(pool: ParsePool) -> None:
+    """``pool`` with its workers running (started now if a failure took them down)."""
+    if not pool.worker_pids:
+        _started(pool)
+
+
+def _all_claimed(pool: ParsePool, count: int) -> None:
+    """Wait until the workers have claimed the ``count`` items of the batch out, so the
+    caller has none left to run itself."""
+    deadline = time.monotonic() + 30
+    while pool._claims[1] < count:
+        assert time.monotonic() < deadline, "the workers never claimed the batch"
+        time.sleep(0.01)
+
+
 def _no_children(pids: tuple[int, ...]) -> None:
     assert not [child for child in multiprocessing.active_children() if child.pid in pids]
     assert all(_gone(pid) for pid in pids)
@@ -92,8 +107,9 @@ def test_a_killed_worker_gives_none_and_a_fresh_pool_next(
     at once, with one log line; the next batch starts new workers."""
     with ParsePool(2, threshold=0) as pool:
         pids = _started(pool)
-        pending = pool.submit(time.sleep, [60, 60, 0])
+        pending = pool.submit(time.sleep, [60, 60])
         assert pending is not None
+        _all_claimed(pool, 2)
         os.kill(pids[0], signal.SIGKILL)
         started = time.monotonic()
         with caplog.at_level(logging.WARNING, logger="vmstack.parsepool"):
@@ -110,8 +126,10 @@ def test_a_killed_worker_gives_none_and_a_fresh_pool_next(
 def test_no_answer_in_time_gives_none_and_no_leftover_worker() -> None:
     with ParsePool(1, threshold=0, timeout=0.5) as pool:
         pids = _started(pool)
-        pending = pool.submit(time.sleep, [60, 0])
-        assert pending is not None and pending.results() is None
+        pending = pool.submit(time.sleep, [60])
+        assert pending is not None
+        _all_claimed(pool, 1)
+        assert pending.results() is None
         _no_children(pids)
 
 
@@ -119,8 +137,10 @@ def test_repeated_failures_leave_the_pool_serial_for_good() -> None:
     with ParsePool(1, threshold=0, timeout=0.2) as pool:
         for _ in range(MAX_FAILURES):
             pids = _started(pool)
-            pending = pool.submit(time.sleep, [60, 0])
-            assert pending is not None and pending.results() is None
+            pending = pool.submit(time.sleep, [60])
+            assert pending is not None
+            _all_claimed(pool, 1)
+            assert pending.results() is None
             _no_children(pids)
         assert pool.disabled and not pool.closed
         assert pool.submit(abs, [1, 2]) is None and pool.worker_pids == ()
@@ -245,14 +265,13 @@ def test_closing_while_a_batch_is_out_gives_that_batch_none() -> None:
 
 
 def test_a_function_that_fails_gives_none_and_frees_the_pool() -> None:
-    """``abs`` of a string fails in the caller's share or in a worker: ``None`` (the
+    """``abs`` of a string fails where it runs, in the caller or in a worker: ``None`` (the
     caller's serial path meets the error itself); a failed worker is replaced."""
     with ParsePool(1, threshold=0) as pool:
-        _started(pool)
-        in_the_caller = pool.submit(abs, [1, "x"])
-        assert in_the_caller is not None and in_the_caller.results() is None
-        in_a_worker = pool.submit(abs, ["x", 1])
-        assert in_a_worker is not None and in_a_worker.results() is None
-        _started(pool)
+        for batch in ([1, "x"], ["x", 1], ["x"]):
+            _ready(pool)
+            failing = pool.submit(abs, batch)
+            assert failing is not None and failing.results() is None
+        _ready(pool)
         after = pool.submit(abs, [-1, -2])
         assert after is not None and after.results() == [1, 2]

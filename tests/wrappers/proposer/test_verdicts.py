@@ -170,7 +170,7 @@ def test_the_verdict_is_the_signature_check_itself() -> None:
 def test_a_worker_killed_mid_batch_still_gives_the_serial_answer(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The workers are SIGKILLed right after a batch's checks reach them: the batch gives
-    the serial answer (the checks run in this process), and the next one has new workers."""
+    the serial answer (the checks run in this process), and later ones have new workers."""
     with ParsePool(1, threshold=0) as own:
         made = Chain(own)
         batched_parse_block(made.pooled, made.blocks)  # starts the worker
@@ -192,10 +192,12 @@ def test_a_worker_killed_mid_batch_still_gives_the_serial_answer(
         monkeypatch.setattr(own, "submit", submit_then_kill)
         assert _outcome(batched_parse_block, made.pooled, batch) == _outcome(
             serial_parse_block, made.reference, batch)
-        assert killed and own.worker_pids == ()
+        assert killed
         monkeypatch.setattr(own, "submit", submit)
         good = made.blocks[:6]
-        batched_parse_block(made.pooled, good)  # restarts the worker
+        # The dead worker is found by this batch or the next (if this process claimed all
+        # the checks itself), and a later one starts a new worker.
+        for _ in range(3):
+            assert _outcome(batched_parse_block, made.pooled, good) == _outcome(
+                serial_parse_block, made.reference, good)
         assert own.worker_pids and not set(own.worker_pids) & set(killed)
-        assert _outcome(batched_parse_block, made.pooled, good) == _outcome(
-            serial_parse_block, made.reference, good)
