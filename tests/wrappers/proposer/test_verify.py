@@ -3,6 +3,7 @@ block must satisfy against their parent, the clock and the P-chain."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -10,7 +11,12 @@ import pytest
 from vmstack.conformance import MemoryVM
 from vmstack.errors import InvalidBlock
 from vmstack.wrappers.proposer.block import build_signed, build_unsigned
-from vmstack.wrappers.proposer.verify import MAX_CLOCK_SKEW, pchain_height_source
+from vmstack.wrappers.proposer.verify import (
+    MAX_CLOCK_SKEW,
+    BlockFacts,
+    PreForkFacts,
+    pchain_height_source,
+)
 from vmstack.wrappers.proposer.vm import ProposerBlock, ProposerVM
 
 from . import CHAIN_ID, grow, make_vm, node_key
@@ -132,3 +138,57 @@ def test_pchain_height_source_answers_a_fixed_height_or_asks_the_callable() -> N
     heights = iter([4, 9])
     source = pchain_height_source(lambda: next(heights))
     assert (source(), source()) == (4, 9)
+
+
+# --- the facts of pre-fork blocks the layer has decided on ------------------------------
+
+
+def test_building_on_a_verified_or_accepted_pre_fork_block_reads_no_inner_block() -> None:
+    """Building on a pre-fork block the layer verified (or accepted) takes its timestamp
+    from what the layer kept, without reading the inner block again."""
+    vm, inner, clock = make_vm(fork_time=FORK)
+    grow(vm, clock, 2)
+    inner.forget_records()
+    processing = grow(vm, clock, 2, accept=False)
+    assert not processing[-1].post_fork
+    assert inner.calls_to("get_block") == []
+
+
+def test_a_pre_fork_block_not_decided_here_is_read_from_the_inner_vm() -> None:
+    """A pre-fork block the layer has not verified (accepted below it) is read from the
+    inner VM, and its facts are what that read says."""
+    vm, inner, clock = make_vm(fork_time=FORK)
+    clock.advance(2)
+    below = inner.build_block()
+    below.verify()
+    below.accept()
+    vm.set_preference(below.id)
+    inner.forget_records()
+    child = vm.build_block()
+    assert [call.args for call in inner.calls_to("get_block")] == [(below.id,)]
+    assert child.parent_id == below.id and not child.post_fork
+
+
+def test_a_rejected_pre_fork_block_is_forgotten() -> None:
+    """A rejected preferred pre-fork block is not built on, though the layer verified it:
+    its kept facts go with it, and the next block builds on the last accepted one."""
+    vm, _, clock = make_vm(fork_time=FORK)
+    accepted = grow(vm, clock, 1)[-1]
+    rejected = grow(vm, clock, 1, accept=False)[-1]
+    rejected.reject()
+    assert vm._pre_fork_facts.get(rejected.id) is None
+    clock.advance(2)
+    assert vm.build_block().parent_id == accepted.id
+
+
+def test_pre_fork_facts_keep_the_newest_up_to_their_limit() -> None:
+    """The kept facts are bounded: the oldest entry goes first."""
+    vm, _, clock = make_vm(fork_time=math.inf)
+    blocks = grow(vm, clock, 3)
+    kept = PreForkFacts(limit=2)
+    for block in blocks:
+        kept.remember(block.inner)
+    assert kept.get(blocks[0].id) is None
+    assert kept.get(blocks[2].id) == BlockFacts(False, blocks[2].timestamp, 0, blocks[2].id)
+    kept.forget(blocks[2].id)
+    assert kept.get(blocks[2].id) is None and kept.get(blocks[1].id) is not None

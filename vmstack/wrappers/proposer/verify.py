@@ -18,7 +18,9 @@ Each check raises ``InvalidBlock`` naming the broken rule and changes nothing; t
 (:mod:`~vmstack.wrappers.proposer.vm`) calls them with itself, then verifies the inner
 block and records the block as processing. The checks read the layer's processing blocks
 and records (:mod:`~vmstack.wrappers.proposer.state`) and ask its inner VM; the facts they
-gather of a block (:class:`BlockFacts`) are also what building on it needs.
+gather of a block (:class:`BlockFacts`) are also what building on it needs. The facts of
+a pre-fork block the layer has verified or accepted are kept (:class:`PreForkFacts`), so
+building on it does not restore the whole inner block just to read its timestamp.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from vmstack.errors import BlockNotFound, InvalidBlock
-from vmstack.interfaces import ChainVM
+from vmstack.interfaces import Block, ChainVM
 from vmstack.wrappers.proposer.block import OptionBlock, PostForkBlock, decode_block
 
 if TYPE_CHECKING:
@@ -38,6 +40,7 @@ if TYPE_CHECKING:
 __all__ = [
     "MAX_CLOCK_SKEW",
     "BlockFacts",
+    "PreForkFacts",
     "block_facts",
     "check_extends_accepted_chain",
     "check_post_fork",
@@ -68,6 +71,38 @@ class BlockFacts:
     inner_id: bytes
 
 
+class PreForkFacts:
+    """The facts of the pre-fork blocks a layer has verified or accepted, newest kept.
+
+    Only a block whose checks passed (its inner block verified) or that was accepted is
+    remembered, and a rejected one is forgotten, so an entry says what asking the inner
+    VM would: an accepted block stays served, a verified one until it is rejected. At
+    most ``limit`` entries are kept (the oldest go first); a block not kept is looked up
+    in the inner VM, as before.
+    """
+
+    __slots__ = ("_facts", "_limit")
+
+    def __init__(self, limit: int = 256) -> None:
+        self._facts: dict[bytes, BlockFacts] = {}
+        self._limit = limit
+
+    def get(self, block_id: bytes) -> BlockFacts | None:
+        """The kept facts of pre-fork block ``block_id``, or ``None``."""
+        return self._facts.get(block_id)
+
+    def remember(self, block: Block) -> None:
+        """Keep the facts of ``block``, a pre-fork (inner) block verified or accepted."""
+        facts = self._facts
+        facts[block.id] = BlockFacts(False, block.timestamp, 0, block.id)
+        if len(facts) > self._limit:
+            del facts[next(iter(facts))]
+
+    def forget(self, block_id: bytes) -> None:
+        """Drop ``block_id`` (rejected: the inner VM no longer serves it)."""
+        self._facts.pop(block_id, None)
+
+
 # --- what the rules know of a block -----------------------------------------------------
 
 
@@ -88,13 +123,17 @@ def own_facts(vm: ProposerVM, block_id: bytes) -> BlockFacts | None:
 
 def block_facts(vm: ProposerVM, block_id: bytes) -> BlockFacts:
     """What building and verifying need to know of a block ``vm`` serves
-    (``BlockNotFound`` otherwise); only a pre-fork block is looked up below."""
+    (``BlockNotFound`` otherwise); only a pre-fork block the layer has not verified or
+    accepted (:class:`PreForkFacts`) is looked up below."""
     facts = own_facts(vm, block_id)
     if facts is not None:
         return facts
     if vm._envelope_of_inner(block_id) is not None:
         raise BlockNotFound(f"block {block_id.hex()} is the inner block of a post-fork "
                             "block")
+    seen = vm._pre_fork_facts.get(block_id)
+    if seen is not None:
+        return seen
     inner_block = vm.inner.get_block(block_id)
     return BlockFacts(False, inner_block.timestamp, 0, inner_block.id)
 

@@ -60,6 +60,7 @@ from vmstack.wrappers.proposer.staking import Certificate, StakingKey, signing_i
 from vmstack.wrappers.proposer.state import STORE_PREFIX, ProposerState, is_block_id
 from vmstack.wrappers.proposer.verify import (
     MAX_CLOCK_SKEW,
+    PreForkFacts,
     block_facts,
     check_post_fork,
     check_pre_fork,
@@ -192,8 +193,8 @@ class ProposerVM:
     """
 
     __slots__ = ("_chain_id", "_clock", "_fork_time", "_inner", "_inner_batching",
-                 "_parse_pool", "_pchain_height", "_preferred", "_processing", "_shared",
-                 "_signer", "_state")
+                 "_parse_pool", "_pchain_height", "_pre_fork_facts", "_preferred",
+                 "_processing", "_shared", "_signer", "_state")
 
     #: The layer always answers batched calls itself: its capability never changes.
     watch_batching = staticmethod(fixed_capability)
@@ -229,6 +230,7 @@ class ProposerVM:
         self._state = ProposerState(store)
         self._processing: dict[bytes, ProposerBlock] = {}
         self._shared: dict[bytes, _SharedInner] = {}
+        self._pre_fork_facts = PreForkFacts()
         self._preferred: bytes | None = None
         if is_writer(store):
             self._state.recover(functools.partial(inner_accepted, inner))
@@ -446,6 +448,7 @@ class ProposerVM:
         if envelope is None:
             check_pre_fork(self, block)
             block.inner.verify()
+            self._pre_fork_facts.remember(block.inner)
             return
         if block.id in self._processing or self._state.is_accepted(block.id):
             return
@@ -472,6 +475,7 @@ class ProposerVM:
         if envelope is None:
             check_pre_fork_extends_accepted_chain(self, block, accepting=True)
             block.inner.accept()
+            self._pre_fork_facts.remember(block.inner)
             self._follow_preference(block)
             return
         if block.id not in self._processing:
@@ -507,6 +511,7 @@ class ProposerVM:
 
     def _reject(self, block: ProposerBlock) -> None:
         if block.envelope is None:
+            self._pre_fork_facts.forget(block.id)
             block.inner.reject()
             self._forget_preference(block.id)
             return
