@@ -73,11 +73,12 @@ ItemT = TypeVar("ItemT")
 ResultT = TypeVar("ResultT")
 
 #: The fewest items a batch must hand over before it goes to the workers; smaller batches
-#: stay serial. Measured on 2 cores (signed P-256 envelopes through the full stack, one
-#: worker beside the caller, batched against serial parse): 0.8x at 1 envelope, 1.0-1.1x
-#: at 2, 1.0-1.3x at 4, 1.3x at 10, 1.5-1.7x at 100. A check costs about 300 µs here and
-#: a round trip through a worker's pipe about 150-200 µs, so from 4 the pool is never
-#: behind.
+#: stay serial. Measured on 2 idle cores (signed P-256 envelopes through the full stack,
+#: one worker beside the caller, batched against serial parse, several runs): 0.8x at 1
+#: envelope, 1.0-1.2x at 2, 1.1-1.5x at 4, 1.0-1.6x at 10, 1.6-2.0x at 100. A check costs
+#: about 300 µs here and a round trip through a worker's pipe about 150-200 µs, so 4 is
+#: where the pool is ahead run after run. With another program busy on a core there is
+#: no core to gain, and the pool is about at par at any size.
 PARALLEL_THRESHOLD = 4
 #: The longest wait (seconds) for the workers' results of one batch before the batch is
 #: done serially and the pool torn down.
