@@ -1,4 +1,5 @@
-"""Byte-level RLP helpers: stitching, splitting, in-place reads, and strict framing checks."""
+"""Byte-level RLP helpers: stitching, splitting, in-place reads, strict framing checks, and
+the encoder the records use."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from vmstack.cchain import (
     read_prefix,
     split_block,
 )
+from vmstack.cchain.rlpbytes import encode_item
 from vmstack.cchain.types import decode_rlp
 from vmstack.errors import InvalidBlock
 
@@ -304,3 +306,51 @@ def test_a_large_deeply_nested_body_is_refused_before_decoding() -> None:
     finally:
         tracemalloc.stop()
     assert peak < 4 * len(nested)
+
+
+# --- the encoder the records use --------------------------------------------------------
+
+
+_encodable: st.SearchStrategy[Any] = st.recursive(
+    st.one_of(st.binary(max_size=80), st.binary(max_size=80).map(bytearray),
+              st.integers(0, 255).map(lambda b: bytes((b,)))),
+    lambda children: st.one_of(st.lists(children, max_size=6),
+                               st.lists(children, max_size=6).map(tuple)),
+    max_leaves=40,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_encodable)
+def test_encode_item_gives_the_bytes_of_rlp_encode(value: Any) -> None:
+    """For any tree of byte strings (bytearray too) and lists (tuples too), encode_item's
+    bytes are the rlp package's."""
+    assert encode_item(value) == _enc(value)
+
+
+@pytest.mark.parametrize("length", [0, 1, 55, 56, 255, 256, 65535, 65536, 70000])
+def test_encode_item_matches_rlp_at_every_length_width(length: int) -> None:
+    """Strings and lists across the prefix width boundaries, and single bytes on each
+    side of 0x80, alone and inside a list."""
+    string = bytes(range(256)) * (length // 256) + bytes(range(length % 256))
+    assert encode_item(string) == _enc(string)
+    assert encode_item([string]) == _enc([string])
+    items = [b"\x01"] * length
+    assert encode_item(items) == _enc(items)
+    assert encode_item([[b""] * length, b"x"]) == _enc([[b""] * length, b"x"])
+
+
+@pytest.mark.parametrize("byte", [0x00, 0x7F, 0x80, 0xFF])
+def test_encode_item_writes_a_single_byte_as_itself_only_below_0x80(byte: int) -> None:
+    """A single byte under 0x80 is its own encoding; from 0x80 on it gets a prefix."""
+    single = bytes((byte,))
+    expected = single if byte < 0x80 else b"\x81" + single
+    assert encode_item(single) == expected
+    assert encode_item([single]) == bytes((0xC0 + len(expected),)) + expected
+
+
+@pytest.mark.parametrize("value", [1, "a", None, True, memoryview(b"ab"), [b"a", [7]]])
+def test_encode_item_refuses_what_is_not_an_item(value: Any) -> None:
+    """Anything but byte strings and lists in the tree is a ValueError."""
+    with pytest.raises(ValueError, match="cannot RLP-encode"):
+        encode_item(value)

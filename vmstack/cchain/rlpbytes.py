@@ -8,18 +8,20 @@ place, and :func:`header_slice` finds the header inside a block's bytes, so a bl
 ``keccak256(header_slice(block))`` with no re-encoding. :func:`frame_body_fields` checks the
 framing of a block's body fields without decoding the lists, :class:`ItemSpan` says where
 each lies, and :func:`list_item_encodings` gives a list's items as a trie stores them.
+:func:`encode_item` is the encoder the records use: the same bytes as ``rlp.encode``, in
+one walk of the item tree.
 
-Every function accepts ``bytes``, ``bytearray`` or a ``memoryview`` (e.g. a zero-copy LMDB
-buffer) and is strict: a non-canonical length prefix, a length past the end of the buffer
-(even a declared length of 2**60: nothing is allocated for it), or trailing bytes raise
-:class:`~vmstack.errors.InvalidBlock` with a message that says what was wrong.
+Every reading function accepts ``bytes``, ``bytearray`` or a ``memoryview`` (e.g. a
+zero-copy LMDB buffer) and is strict: a non-canonical length prefix, a length past the end
+of the buffer (even a declared length of 2**60: nothing is allocated for it), or trailing
+bytes raise :class:`~vmstack.errors.InvalidBlock` with a message that says what was wrong.
 """
 
 from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeAlias
 
 import attrs
 
@@ -36,6 +38,7 @@ __all__ = [
     "block_hash",
     "check_rlp",
     "decode_string_list",
+    "encode_item",
     "first_item_offset",
     "frame_body_fields",
     "header_parent_hash",
@@ -50,6 +53,10 @@ __all__ = [
 
 Buffer = bytes | bytearray | memoryview
 """A contiguous byte buffer: what the helpers here read."""
+
+RLPItem: TypeAlias = bytes | list["RLPItem"]
+"""A raw RLP item tree, what :func:`encode_item` writes (it takes ``bytearray`` strings
+and tuples too, as ``rlp.encode`` does)."""
 
 _BYTE_U16 = struct.Struct(">BH")
 _unpack_byte_u16 = _BYTE_U16.unpack_from
@@ -73,6 +80,55 @@ def list_prefix(payload_length: int) -> bytes:
     if width > 8:
         raise ValueError("an RLP payload cannot exceed 2**64 - 1 bytes")
     return bytes((0xF7 + width,)) + payload_length.to_bytes(width, "big")
+
+
+_SHORT_STRING_PREFIXES = tuple(bytes((0x80 + n,)) for n in range(56))
+
+
+def _long_prefix(length: int, offset: int) -> bytes:
+    """The prefix of a string (``offset`` 0x80) or list (0xC0) of ``length`` >= 56 bytes."""
+    width = (length.bit_length() + 7) // 8
+    if width > 8:
+        raise ValueError("an RLP item cannot exceed 2**64 - 1 bytes")
+    return bytes((offset + 55 + width,)) + length.to_bytes(width, "big")
+
+
+def encode_item(item: RLPItem) -> bytes:
+    """The canonical RLP encoding of a raw item tree (``bytes`` or ``bytearray`` strings,
+    lists or tuples of items), byte for byte what ``rlp.encode`` gives; ``ValueError``
+    for anything else in the tree (an int, a str, ``None``), which is a caller's mistake.
+
+    The records encode through it: it walks the tree once and joins each list's parts,
+    a string item being written inline rather than through a call of its own.
+    """
+    if isinstance(item, bytes | bytearray):
+        length = len(item)
+        if length == 1 and item[0] < 0x80:
+            return bytes(item)
+        if length < 56:
+            return _SHORT_STRING_PREFIXES[length] + item
+        return _long_prefix(length, 0x80) + item
+    if not isinstance(item, list | tuple):
+        raise ValueError(f"cannot RLP-encode a {type(item).__name__}: items are bytes or "
+                         "lists")
+    parts: list[bytes] = []
+    append = parts.append
+    for child in item:
+        if type(child) is bytes:
+            length = len(child)
+            if length == 1:
+                append(child if child[0] < 0x80 else b"\x81" + child)
+            elif length < 56:
+                append(_SHORT_STRING_PREFIXES[length] + child)
+            else:
+                append(_long_prefix(length, 0x80) + child)
+        else:
+            append(encode_item(child))
+    payload = _join(parts)
+    length = len(payload)
+    if length < 56:
+        return _SHORT_LIST_PREFIXES[length] + payload
+    return _long_prefix(length, 0xC0) + payload
 
 
 def read_prefix(data: Buffer, offset: int = 0, end: int | None = None) -> tuple[bool, int, int]:

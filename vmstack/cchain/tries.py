@@ -28,10 +28,9 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 import attrs
-import rlp
 
 from vmstack.cchain.crypto import keccak256
-from vmstack.cchain.rlpbytes import list_prefix
+from vmstack.cchain.rlpbytes import encode_item, list_prefix
 from vmstack.cchain.types import (
     EMPTY_EXT_DATA_HASH,
     EMPTY_ROOT,
@@ -178,7 +177,7 @@ def receipts_root(receipts: Sequence[Receipt]) -> bytes:
 
 
 def _rlp_encode(item: RLPItem) -> bytes:
-    return rlp.encode(item, infer_serializer=False)  # type: ignore[no-any-return]
+    return encode_item(item)
 
 
 def ext_data_hash(ext_data: bytes) -> bytes:

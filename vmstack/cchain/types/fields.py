@@ -4,8 +4,9 @@ Every record is a frozen, slotted attrs class whose fields carry their RLP kind 
 address, uint64, ...) in one declaration (``_field``), so a record's field list is written
 once and both its encoder and its strict decoder come from it (``_seal`` derives them when the
 record's module is imported). Records convert to and from *raw RLP items* (``bytes`` or nested
-lists of them, what ``rlp.decode`` returns with no sedes); the codec in
-:mod:`vmstack.cchain.codec` turns those into bytes with the ``rlp`` package.
+lists of them, what ``rlp.decode`` returns with no sedes); they are written as bytes by
+:func:`~vmstack.cchain.rlpbytes.encode_item` (``rlp.encode``'s bytes, faster) and read by
+the ``rlp`` package's strict decoder (:func:`decode_rlp`).
 
 Decoding is strict, as geth's is: a field of the wrong shape (a list where a string belongs),
 the wrong width (a hash that is not 32 bytes, an address that is not 20, a bloom that is not
@@ -25,7 +26,7 @@ from typing import Any, ClassVar, Self, TypeAlias
 import attrs
 import rlp
 
-from vmstack.cchain.rlpbytes import check_rlp
+from vmstack.cchain.rlpbytes import check_rlp, encode_item
 from vmstack.errors import InvalidBlock
 
 RLPItem: TypeAlias = bytes | list["RLPItem"]
@@ -256,7 +257,7 @@ class _Record:
 
     def encode(self) -> bytes:
         """The record's RLP bytes."""
-        return rlp.encode(self.to_items(), infer_serializer=False)  # type: ignore[no-any-return]
+        return encode_item(self.to_items())
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview) -> Self:
@@ -338,5 +339,5 @@ def decode_rlp(data: bytes | bytearray | memoryview, what: str, *,
 
 
 def _rlp_encode(items: RLPItem) -> bytes:
-    return rlp.encode(items, infer_serializer=False)  # type: ignore[no-any-return]
+    return encode_item(items)
 
