@@ -31,6 +31,16 @@ def test_keccak256_known_digests() -> None:
     assert keccak256(memoryview(data)[7:]) == keccak256(bytes(data[7:]))
 
 
+@pytest.mark.parametrize("length", [0, 1, 31, 32, 135, 136, 137, 271, 272, 273, 100_000])
+def test_keccak256_agrees_with_a_keccak_hash_object(length: int) -> None:
+    """The one-shot digest is the Keccak hash object's, on each side of the 136-byte rate,
+    for bytes, bytearray and memoryview input."""
+    data = bytes((7 * i + 3) & 0xFF for i in range(length))
+    expected = keccak.new(digest_bits=256, data=data).digest()
+    assert keccak256(data) == keccak256(bytearray(data)) == keccak256(memoryview(data)) == (
+        expected)
+
+
 def test_address_of_known_keys() -> None:
     """Private key 1 and the EIP-155 example key give their well-known addresses."""
     assert address_of(1).hex() == "7e5f4552091a69125d5dfcb7b8c2659029395bdf"
