@@ -68,8 +68,9 @@ def derive_root(values: Iterable[bytes]) -> bytes:
 
     An empty value is no entry, as in a trie where writing an empty value deletes the key.
     """
-    items = [(_nibbles(_string(index.to_bytes((index.bit_length() + 7) // 8, "big"))),
-              bytes(value))
+    values = values if isinstance(values, list) else list(values)
+    paths = _index_paths(len(values))
+    items = [(paths[index], value if type(value) is bytes else bytes(value))
              for index, value in enumerate(values) if value]
     if not items:
         return EMPTY_ROOT
@@ -79,9 +80,29 @@ def derive_root(values: Iterable[bytes]) -> bytes:
 
 # Nodes are built as their RLP encodings: a node's items are byte strings (encoded with
 # _string) or child references, and a parent's payload is the concatenation of its items.
+# A key path is kept as a string of hex digits, one per nibble: slicing it is slicing the
+# path, hex digits sort as their nibbles do, and a path's compact (hex-prefix) encoding is
+# its flag digits in front, read back as hex.
 
-_NibbleItems = list[tuple[bytes, bytes]]
+_PathItems = list[tuple[str, bytes]]
 _EMPTY_STRING = b"\x80"
+_NIBBLE = {digit: value for value, digit in enumerate("0123456789abcdef")}
+
+#: The key paths of ``rlp(0)``, ``rlp(1)``, ...: grown (by replacement, never in place,
+#: so concurrent readers see a complete list) when a longer trie asks.
+_index_path_list: list[str] = []
+
+
+def _index_paths(count: int) -> list[str]:
+    """The key paths (hex digits) of ``rlp(i)`` for ``i`` in ``range(count)``, at least."""
+    global _index_path_list
+    paths = _index_path_list
+    if len(paths) < count:
+        paths = paths + [
+            _string(index.to_bytes((index.bit_length() + 7) // 8, "big")).hex()
+            for index in range(len(paths), max(count, 2 * len(paths), 256))]
+        _index_path_list = paths
+    return paths
 
 
 def _string(data: bytes) -> bytes:
@@ -100,37 +121,26 @@ def _list(payload: bytes) -> bytes:
     return list_prefix(len(payload)) + payload
 
 
-def _nibbles(key: bytes) -> bytes:
-    """``key`` as a string of half-bytes (each 0..15), high half first."""
-    out = bytearray(2 * len(key))
-    out[0::2] = bytes(b >> 4 for b in key)
-    out[1::2] = bytes(b & 15 for b in key)
-    return bytes(out)
-
-
-def _hex_prefix(nibbles: bytes, leaf: bool) -> bytes:
-    """The compact (hex-prefix) encoding of a node's key path, RLP-encoded."""
-    flag = 2 if leaf else 0
-    if len(nibbles) % 2:
-        head = bytes((((flag + 1) << 4) | nibbles[0],))
-        nibbles = nibbles[1:]
-    else:
-        head = bytes((flag << 4,))
-    return _string(head + bytes((nibbles[i] << 4) | nibbles[i + 1]
-                                for i in range(0, len(nibbles), 2)))
+def _hex_prefix(path: str, leaf: bool) -> bytes:
+    """The compact (hex-prefix) encoding of a node's key path, RLP-encoded: a flag nibble
+    (2 for a leaf, +1 for an odd length) and, for an even length, a zero nibble in front
+    of the path's nibbles."""
+    if len(path) % 2:
+        return _string(bytes.fromhex(("3" if leaf else "1") + path))
+    return _string(bytes.fromhex(("20" if leaf else "00") + path))
 
 
 def _reference(encoded: bytes) -> bytes:
     """How a parent refers to a child node: inline if its encoding is under 32 bytes, else by
     the hash of its encoding."""
-    return encoded if len(encoded) < 32 else _string(keccak256(encoded))
+    return encoded if len(encoded) < 32 else b"\xa0" + keccak256(encoded)
 
 
-def _node(items: _NibbleItems, depth: int) -> bytes:
+def _node(items: _PathItems, depth: int) -> bytes:
     """The encoded node for ``items`` (sorted, sharing their first ``depth`` nibbles)."""
     if len(items) == 1:
-        key, value = items[0]
-        return _list(_hex_prefix(key[depth:], True) + _string(value))
+        path, value = items[0]
+        return _list(_hex_prefix(path[depth:], True) + _string(value))
     first, last = items[0][0], items[-1][0]
     common = depth
     limit = min(len(first), len(last))
@@ -142,20 +152,21 @@ def _node(items: _NibbleItems, depth: int) -> bytes:
     return _branch(items, depth)
 
 
-def _branch(items: _NibbleItems, depth: int) -> bytes:
+def _branch(items: _PathItems, depth: int) -> bytes:
     """The encoded branch node at ``depth``: 16 children by the next nibble, and the value
     of a key that ends here."""
     slots = [_EMPTY_STRING] * 17
     start = 0
+    count = len(items)
     if len(items[0][0]) == depth:
         slots[16] = _string(items[0][1])
         start = 1
-    while start < len(items):
-        nibble = items[start][0][depth]
+    while start < count:
+        digit = items[start][0][depth]
         end = start + 1
-        while end < len(items) and items[end][0][depth] == nibble:
+        while end < count and items[end][0][depth] == digit:
             end += 1
-        slots[nibble] = _reference(_node(items[start:end], depth + 1))
+        slots[_NIBBLE[digit]] = _reference(_node(items[start:end], depth + 1))
         start = end
     return _list(b"".join(slots))
 
