@@ -328,7 +328,7 @@ def test_encode_item_gives_the_bytes_of_rlp_encode(value: Any) -> None:
     assert encode_item(value) == _enc(value)
 
 
-@pytest.mark.parametrize("length", [0, 1, 55, 56, 255, 256, 65535, 65536, 70000])
+@pytest.mark.parametrize("length", [0, 1, 55, 56, 255, 256, 1023, 1024, 65535, 65536, 70000])
 def test_encode_item_matches_rlp_at_every_length_width(length: int) -> None:
     """Strings and lists across the prefix width boundaries, and single bytes on each
     side of 0x80, alone and inside a list."""

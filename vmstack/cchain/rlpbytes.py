@@ -82,7 +82,13 @@ def list_prefix(payload_length: int) -> bytes:
     return bytes((0xF7 + width,)) + payload_length.to_bytes(width, "big")
 
 
-_SHORT_STRING_PREFIXES = tuple(bytes((0x80 + n,)) for n in range(56))
+#: The prefixes of strings and lists of up to 1 KiB, by length (the common items).
+_STRING_PREFIXES = tuple(
+    bytes((0x80 + n,)) if n < 56 else bytes((0xB8, n)) if n < 0x100
+    else bytes((0xB9, n >> 8, n & 0xFF)) for n in range(1024))
+_LIST_PREFIXES = tuple(
+    bytes((0xC0 + n,)) if n < 56 else bytes((0xF8, n)) if n < 0x100
+    else bytes((0xF9, n >> 8, n & 0xFF)) for n in range(1024))
 
 
 def _long_prefix(length: int, offset: int) -> bytes:
@@ -105,8 +111,8 @@ def encode_item(item: RLPItem) -> bytes:
         length = len(item)
         if length == 1 and item[0] < 0x80:
             return bytes(item)
-        if length < 56:
-            return _SHORT_STRING_PREFIXES[length] + item
+        if length < 1024:
+            return _STRING_PREFIXES[length] + item
         return _long_prefix(length, 0x80) + item
     if not isinstance(item, list | tuple):
         raise ValueError(f"cannot RLP-encode a {type(item).__name__}: items are bytes or "
@@ -118,16 +124,16 @@ def encode_item(item: RLPItem) -> bytes:
             length = len(child)
             if length == 1:
                 append(child if child[0] < 0x80 else b"\x81" + child)
-            elif length < 56:
-                append(_SHORT_STRING_PREFIXES[length] + child)
+            elif length < 1024:
+                append(_STRING_PREFIXES[length] + child)
             else:
                 append(_long_prefix(length, 0x80) + child)
         else:
             append(encode_item(child))
     payload = _join(parts)
     length = len(payload)
-    if length < 56:
-        return _SHORT_LIST_PREFIXES[length] + payload
+    if length < 1024:
+        return _LIST_PREFIXES[length] + payload
     return _long_prefix(length, 0xC0) + payload
 
 

@@ -201,11 +201,16 @@ class _Record:
     _REQUIRED: ClassVar[int]
     _LABEL: ClassVar[str]
     _VALUES: ClassVar[operator.attrgetter[tuple[Any, ...]]]
+    _ENCODERS: ClassVar[tuple[tuple[Encoder, str], ...]]
 
     def to_items(self) -> list[RLPItem]:
         """The record as a raw RLP list (trailing absent optional fields left out)."""
-        spec = self._SPEC
         values = self._VALUES(self)
+        if None not in values:
+            # Every field present (the common case): each value through its encoder.
+            return [encode(value, label)
+                    for (encode, label), value in zip(self._ENCODERS, values, strict=True)]
+        spec = self._SPEC
         last = len(values)
         while last > self._REQUIRED and values[last - 1] is None:
             last -= 1
@@ -282,6 +287,7 @@ def _seal(cls: Any, label: str) -> None:
     cls._REQUIRED = sum(1 for field in spec if not field[3])
     cls._LABEL = label
     cls._VALUES = operator.attrgetter(*(a.name for a in fields))
+    cls._ENCODERS = tuple((field[2], field[4]) for field in spec)
     if any(field[3] for field in spec[: cls._REQUIRED]):
         raise TypeError(f"{cls.__name__}: optional fields must come last")
 
