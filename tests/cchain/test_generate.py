@@ -131,6 +131,8 @@ def test_a_chain_through_a_transition_stack() -> None:
     ids = generate_chain(stack, blocks=8, txs_per_block=3, seed=2, clock=clock)
     assert stack.transitioned
     assert post.last_accepted() == ids[-1]
+    # Each block's transactions went to the mempool of the VM in charge at the time.
+    assert [len(post.get_block(block_id).transactions) for block_id in ids] == [3] * 8
     answer = get_ancestors(stack, ids[-1], max_retrieval_time=60.0)
     assert len(answer) == 9
     assert answer == serial_get_ancestors(stack, ids[-1], max_retrieval_time=60.0)

@@ -41,7 +41,7 @@ from vmstack.cchain.types import (
     sign_transaction,
 )
 from vmstack.clock import SimClock
-from vmstack.interfaces import ChainVM, find_layer
+from vmstack.interfaces import ChainVM, find_layer, iter_layers
 
 __all__ = [
     "DEFAULT_POOL_SIZE",
@@ -193,10 +193,16 @@ def generate_chain(
     rng = random.Random(seed)
     ids: list[bytes] = []
     position = 0
+    stack: tuple[object, ...] = ()
     for index in range(blocks):
         if clock is not None:
             clock.advance(block_interval)
-        mempool = find_mempool(vm)
+        # The mempool is looked for again only when the stack's layers change (a
+        # transition hands the chain to another VM): the protocol check is the slow part.
+        layers = tuple(iter_layers(vm))
+        if layers != stack:
+            mempool = find_mempool(vm)
+            stack = layers
         if txs_per_block:
             pool = transaction_pool(seed=seed, chain_id=mempool.chain_id)
             mempool.add_transactions(pool.take(position, txs_per_block))
