@@ -25,6 +25,7 @@ building on it does not restore the whole inner block just to read its timestamp
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -78,14 +79,15 @@ class PreForkFacts:
     remembered, and a rejected one is forgotten, so an entry says what asking the inner
     VM would: an accepted block stays served, a verified one until it is rejected. At
     most ``limit`` entries are kept (the oldest go first); a block not kept is looked up
-    in the inner VM, as before.
+    in the inner VM. Safe to use from several threads.
     """
 
-    __slots__ = ("_facts", "_limit")
+    __slots__ = ("_facts", "_limit", "_lock")
 
     def __init__(self, limit: int = 256) -> None:
         self._facts: dict[bytes, BlockFacts] = {}
         self._limit = limit
+        self._lock = threading.Lock()
 
     def get(self, block_id: bytes) -> BlockFacts | None:
         """The kept facts of pre-fork block ``block_id``, or ``None``."""
@@ -93,14 +95,17 @@ class PreForkFacts:
 
     def remember(self, block: Block) -> None:
         """Keep the facts of ``block``, a pre-fork (inner) block verified or accepted."""
-        facts = self._facts
-        facts[block.id] = BlockFacts(False, block.timestamp, 0, block.id)
-        if len(facts) > self._limit:
-            del facts[next(iter(facts))]
+        facts = BlockFacts(False, block.timestamp, 0, block.id)
+        with self._lock:
+            kept = self._facts
+            kept[facts.inner_id] = facts
+            if len(kept) > self._limit:
+                del kept[next(iter(kept))]
 
     def forget(self, block_id: bytes) -> None:
         """Drop ``block_id`` (rejected: the inner VM no longer serves it)."""
-        self._facts.pop(block_id, None)
+        with self._lock:
+            self._facts.pop(block_id, None)
 
 
 # --- what the rules know of a block -----------------------------------------------------
