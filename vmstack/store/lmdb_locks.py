@@ -75,25 +75,28 @@ class ReadGate:
 
     def enter_shared(self) -> None:
         depth: int = getattr(self._local, "depth", 0)
-        if depth == 0:
-            self._lock.acquire()
-            try:
-                while self._blocked:
-                    self._cond.wait()
-                self._readers += 1
-            finally:
-                self._lock.release()
-        self._local.depth = depth + 1
+        if depth:
+            self._local.depth = depth + 1
+            return
+        with self._lock:
+            while self._blocked:
+                self._cond.wait()
+            # The count and the thread's depth change together under the lock: an interrupt
+            # (Ctrl-C) between them would leave a reader counted that no thread holds, and a
+            # later close would wait for it forever.
+            self._readers += 1
+            self._local.depth = 1
 
     def exit_shared(self) -> None:
         depth: int = self._local.depth - 1
-        self._local.depth = depth
-        if depth == 0:
-            self._lock.acquire()
+        if depth:
+            self._local.depth = depth
+            return
+        with self._lock:
             self._readers -= 1
+            self._local.depth = 0
             if self._blocked and self._readers <= 1:
                 self._cond.notify_all()
-            self._lock.release()
 
     def enter_exclusive(self) -> None:
         """Stop new readers and wait until no other thread reads; callers hold the store's
