@@ -74,9 +74,9 @@ if TYPE_CHECKING:
     from vmstack.cchain.block import CChainBlock
 
 __all__ = [
-    "MAX_NUMBER",
     "ChainReader",
     "FastAncestorWalk",
+    "MAX_NUMBER",
     "RestoredBlock",
     "Settlement",
     "write_accepted",

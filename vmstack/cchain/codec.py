@@ -58,8 +58,8 @@ from vmstack.errors import InvalidBlock
 
 __all__ = [
     "AVALANCHE",
-    "ETHEREUM",
     "BodyField",
+    "ETHEREUM",
     "Flavour",
     "decode_receipts",
     "derive_receipts",

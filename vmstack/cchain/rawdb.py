@@ -68,8 +68,6 @@ from vmstack.store.base import (
 
 __all__ = [
     "BLOCK_BODY_PREFIX",
-    "INTEGRITY_PREFIX",
-    "INTEGRITY_START_KEY",
     "BLOCK_RECEIPTS_PREFIX",
     "CORETH_KEY_PREFIX",
     "HASH_LENGTH",
@@ -80,9 +78,11 @@ __all__ = [
     "HEAD_FAST_BLOCK_KEY",
     "HEAD_FINALIZED_BLOCK_KEY",
     "HEAD_HEADER_KEY",
-    "NUMBER_LENGTH",
+    "INTEGRITY_PREFIX",
+    "INTEGRITY_START_KEY",
     "Integrity",
     "KeyKind",
+    "NUMBER_LENGTH",
     "ParsedKey",
     "Schema",
     "checksum",

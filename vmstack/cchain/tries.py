@@ -47,8 +47,8 @@ if TYPE_CHECKING:
     from vmstack.cchain.types import Block, Body, Receipt
 
 __all__ = [
-    "EMPTY_ROOT",
     "BodyCommitments",
+    "EMPTY_ROOT",
     "body_commitments",
     "check_body",
     "check_body_commitments",

@@ -83,14 +83,14 @@ from vmstack.errors import BlockNotFound, InvalidBlock, StoreCorrupted
 from vmstack.store.base import KeyValueStore, ReadSnapshot
 
 __all__ = [
+    "BlockStatus",
+    "CChainBlock",
+    "CChainVM",
     "DEFAULT_CHAIN_ID",
     "MAX_FUTURE_SECONDS",
     "MAX_UNCLES",
     "MAX_WITHDRAWALS",
     "TX_BASE_GAS",
-    "BlockStatus",
-    "CChainBlock",
-    "CChainVM",
     "check_header_rules",
     "check_receipts_commitments",
     "check_transaction_rules",

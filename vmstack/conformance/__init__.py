@@ -35,7 +35,6 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
-    "GENESIS_PARENT",
     "BatchedMemoryVM",
     "BudgetContract",
     "Call",
@@ -44,6 +43,7 @@ __all__ = [
     "ErrorContract",
     "Fetch",
     "ForwardingContract",
+    "GENESIS_PARENT",
     "KitDeclarationError",
     "KitFault",
     "KitStack",

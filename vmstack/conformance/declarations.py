@@ -36,10 +36,10 @@ from vmstack.errors import KitDeclarationError
 
 __all__ = [
     "DECLARATIONS_HOLD",
-    "RULES",
     "Declaration",
     "KitDeclarationError",
     "KitDeclarations",
+    "RULES",
     "rule",
 ]
 

@@ -31,8 +31,15 @@ from vmstack.batching import AncestorBudget, check_parse_batch, parse_each, walk
 from vmstack.clock import Clock
 from vmstack.errors import BatchingNotImplemented, BlockNotFound, InvalidBlock
 
-__all__ = ["GENESIS_PARENT", "BatchedMemoryVM", "Call", "Fetch", "MemoryBlock", "MemoryVM",
-           "memory_vm"]
+__all__ = [
+    "BatchedMemoryVM",
+    "Call",
+    "Fetch",
+    "GENESIS_PARENT",
+    "MemoryBlock",
+    "MemoryVM",
+    "memory_vm",
+]
 
 GENESIS_PARENT = bytes(32)
 _MAGIC = b"MB"

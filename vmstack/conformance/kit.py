@@ -58,22 +58,22 @@ from vmstack.conformance.stacks import (
 )
 
 __all__ = [
-    "DECLARATIONS_HOLD",
-    "KIT_FETCH_COST",
-    "KIT_START_TIME",
-    "KIT_TIME_BUDGET",
-    "RULES",
     "BudgetContract",
+    "DECLARATIONS_HOLD",
     "DecisionContract",
     "Declaration",
     "ErrorContract",
     "ForwardingContract",
+    "KIT_FETCH_COST",
+    "KIT_START_TIME",
+    "KIT_TIME_BUDGET",
     "KitBase",
     "KitDeclarationError",
     "KitFault",
     "KitStack",
     "LayerConformance",
     "ParsingContract",
+    "RULES",
     "WrappingContract",
 ]
 

@@ -27,9 +27,9 @@ __all__ = [
     "KIT_FETCH_COST",
     "KIT_START_TIME",
     "KIT_TIME_BUDGET",
-    "UNKNOWN_ID",
     "KitFault",
     "KitStack",
+    "UNKNOWN_ID",
 ]
 
 #: Where the kit's simulated clock starts (seconds).

@@ -41,7 +41,11 @@ from vmstack.sim.costs import CostModel
 from vmstack.sim.events import EventLoop
 from vmstack.sim.network import Network
 
-__all__ = ["REQUEST_BYTES", "BootstrapResult", "Bootstrapper"]
+__all__ = [
+    "BootstrapResult",
+    "Bootstrapper",
+    "REQUEST_BYTES",
+]
 
 #: Size of a GetAncestors request on the wire (chain ID, request ID, deadline, block ID...).
 REQUEST_BYTES = 96

@@ -19,7 +19,13 @@ from collections.abc import Callable, Sequence
 
 import attrs
 
-__all__ = ["REFERENCE_COSTS", "CostModel", "OperationCost", "fit_cost", "mean_cost"]
+__all__ = [
+    "CostModel",
+    "OperationCost",
+    "REFERENCE_COSTS",
+    "fit_cost",
+    "mean_cost",
+]
 
 
 @attrs.frozen

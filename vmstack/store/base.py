@@ -33,13 +33,13 @@ from typing import Protocol, Self, TypeAlias, runtime_checkable
 from vmstack.errors import StoreClosed, StoreError
 
 __all__ = [
-    "MAX_KEY_LEN",
     "BufferedWriteBatch",
-    "ClosesOnExit",
     "BytesLike",
+    "ClosesOnExit",
     "KeyReader",
     "KeyValueStore",
     "KeyWriter",
+    "MAX_KEY_LEN",
     "PrefixedStore",
     "ReadSnapshot",
     "StoreClosed",

@@ -44,14 +44,14 @@ from vmstack.wrappers.proposer.staking import StakingKey
 
 __all__ = [
     "CODEC_VERSION",
-    "HEADER_LEN",
-    "TYPE_GRANITE",
-    "TYPE_OPTION",
-    "TYPE_POST_FORK",
     "Epoch",
+    "HEADER_LEN",
     "Header",
     "OptionBlock",
     "PostForkBlock",
+    "TYPE_GRANITE",
+    "TYPE_OPTION",
+    "TYPE_POST_FORK",
     "build_option",
     "build_signed",
     "build_unsigned",

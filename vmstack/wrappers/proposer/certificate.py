@@ -36,6 +36,7 @@ from Crypto.PublicKey.ECC import EccPoint  # type: ignore[attr-defined, unused-i
 from vmstack.errors import InvalidCertificate, InvalidSignature
 
 __all__ = [
+    "Certificate",
     "MAX_CERTIFICATE_LEN",
     "MAX_ECDSA_SIGNATURE_LEN",
     "NODE_ID_LEN",
@@ -45,7 +46,6 @@ __all__ = [
     "TAG_INTEGER",
     "TAG_OID",
     "TAG_SEQUENCE",
-    "Certificate",
     "cb58decode",
     "cb58encode",
     "format_node_id",

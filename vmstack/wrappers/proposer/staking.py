@@ -39,12 +39,12 @@ from vmstack.wrappers.proposer.certificate import (
 )
 
 __all__ = [
-    "MAX_CERTIFICATE_LEN",
-    "MAX_ECDSA_SIGNATURE_LEN",
-    "NODE_ID_LEN",
     "Certificate",
     "InvalidCertificate",
     "InvalidSignature",
+    "MAX_CERTIFICATE_LEN",
+    "MAX_ECDSA_SIGNATURE_LEN",
+    "NODE_ID_LEN",
     "StakingKey",
     "cb58decode",
     "cb58encode",

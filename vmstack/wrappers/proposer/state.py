@@ -29,7 +29,12 @@ from vmstack.errors import InvalidBlock, StoreCorrupted
 from vmstack.store import KeyValueStore, PrefixedStore, ReadSnapshot
 from vmstack.wrappers.proposer.block import PostForkBlock, decode_block
 
-__all__ = ["STORE_PREFIX", "ProposerState", "is_block_id", "stored_block"]
+__all__ = [
+    "ProposerState",
+    "STORE_PREFIX",
+    "is_block_id",
+    "stored_block",
+]
 
 logger = logging.getLogger(__name__)
 

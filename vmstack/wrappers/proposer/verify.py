@@ -39,8 +39,8 @@ if TYPE_CHECKING:
     from vmstack.wrappers.proposer.vm import ProposerBlock, ProposerVM
 
 __all__ = [
-    "MAX_CLOCK_SKEW",
     "BlockFacts",
+    "MAX_CLOCK_SKEW",
     "PreForkFacts",
     "block_facts",
     "check_extends_accepted_chain",

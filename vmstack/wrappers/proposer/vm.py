@@ -71,7 +71,12 @@ from vmstack.wrappers.proposer.verify import (
     try_envelope,
 )
 
-__all__ = ["MAX_CLOCK_SKEW", "STORE_PREFIX", "ProposerBlock", "ProposerVM"]
+__all__ = [
+    "MAX_CLOCK_SKEW",
+    "ProposerBlock",
+    "ProposerVM",
+    "STORE_PREFIX",
+]
 
 @attrs.define
 class _SharedInner:
