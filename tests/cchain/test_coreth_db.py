@@ -150,7 +150,8 @@ def test_integrity_entries_round_trip_and_check_their_length() -> None:
 
 
 def test_integrity_keys_are_built_and_parsed_by_the_schema() -> None:
-    """The integrity keys parse back; serving_keys equals the checked builders."""
+    """The integrity keys parse back; serving_keys and block_data_keys equal the checked
+    builders."""
     block_hash = bytes(range(32))
     for schema in (rawdb.Schema(), CORETH):
         key = schema.integrity_key(5, block_hash)
@@ -160,6 +161,7 @@ def test_integrity_keys_are_built_and_parsed_by_the_schema() -> None:
         assert schema.serving_keys(5, block_hash) == (
             schema.header_key(5, block_hash), schema.body_key(5, block_hash), key,
             schema.canonical_hash_key(5))
+        assert schema.block_data_keys(5, block_hash) == schema.serving_keys(5, block_hash)[:3]
 
 
 def test_delete_block_removes_the_integrity_entry() -> None:

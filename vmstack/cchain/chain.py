@@ -86,6 +86,7 @@ __all__ = [
 MAX_NUMBER: Final = 2**64 - 1
 _HEADER_MEMO_SIZE = 4096
 _checksum = rawdb.checksum
+_entry_checksum = rawdb.integrity_block_checksum
 
 
 @attrs.frozen(slots=True)
@@ -423,7 +424,7 @@ class FastAncestorWalk:
         self._chain = chain
         self._snap = snap
         self._get = snap.get
-        self._keys = chain.schema.serving_keys
+        self._keys = chain.schema.block_data_keys
         self._processing = processing
         self._lookup = chain.cache.lookup
         self._next_number: int | None = None
@@ -445,7 +446,6 @@ class FastAncestorWalk:
                 raise BlockNotFound(f"block {block_id.hex()} is not known")
         elif number < 0:
             raise BlockNotFound("the walk is past the genesis block")
-        header_key, body_key, integrity_key, canonical_key = self._keys(number, block_id)
         get = self._get
         canonical: bytes | memoryview | None = None
         settled = number <= self._settled
@@ -453,13 +453,14 @@ class FastAncestorWalk:
             canonical = self._lookup(number)
         if canonical is None:
             try:
-                canonical = get(canonical_key)
+                canonical = get(self._chain.schema.canonical_hash_key(number))
             except KeyError:
                 canonical = None
             if settled and canonical == block_id:
                 self._chain.remember_canonical(number, block_id)
         if canonical != block_id:
             raise self._chain.missing_or_corrupt(self._snap, number, block_id, canonical)
+        header_key, body_key, integrity_key = self._keys(number, block_id)
         try:
             header = get(header_key)
             body = get(body_key)
@@ -478,7 +479,7 @@ class FastAncestorWalk:
             except KeyError:
                 raise StoreCorrupted(f"block {block_id.hex()} at {number} has no integrity "
                                      "entry") from None
-            if rawdb.integrity_block_checksum(entry) != _checksum(data):
+            if _entry_checksum(entry) != _checksum(data):
                 raise StoreCorrupted(f"the stored block {block_id.hex()} at {number} fails "
                                      "its checksum")
         self._next_number = number - 1

@@ -270,9 +270,16 @@ class Schema:
         and 32-byte ``block_hash`` are already known good (read from the store or from a
         parent link). Equal to the checked builders' keys."""
         num = number.to_bytes(NUMBER_LENGTH, "big")
-        header = self._header + num
-        return (header + block_hash, self._body + num + block_hash,
-                self._integrity + num + block_hash, header + HEADER_HASH_SUFFIX)
+        tail = num + block_hash
+        return (self._header + tail, self._body + tail, self._integrity + tail,
+                self._header + num + HEADER_HASH_SUFFIX)
+
+    def block_data_keys(self, number: int, block_hash: bytes) -> tuple[bytes, bytes, bytes]:
+        """The first three of :meth:`serving_keys` (header, body, integrity key), unchecked
+        likewise: ``num + hash`` is built once and shared, for a walk that reads the
+        canonical hash from a cache and needs no canonical hash key for most blocks."""
+        tail = number.to_bytes(NUMBER_LENGTH, "big") + block_hash
+        return self._header + tail, self._body + tail, self._integrity + tail
 
     def header_prefix(self, number: int) -> bytes:
         """``h + num``: the prefix shared by the headers and the canonical hash at ``number``."""
