@@ -145,18 +145,20 @@ def test_a_missing_header_or_body_is_store_corrupted(
     assert len(fast) == CHAIN - 3
 
 
-@pytest.mark.parametrize("what", ["receipts", "number"])
+@pytest.mark.parametrize(("what", "error"), [("receipts", StoreCorrupted),
+                                             ("number", BlockNotFound)])
 def test_keys_only_the_slow_path_reads(
-        damaged: tuple[KeyValueStore, CChainVM, list[bytes]], what: str) -> None:
-    """Missing receipts or number entry: get_block says BlockNotFound; the fast path, which
-    reads neither for a parent (its number is its child's minus one), still serves the
-    right bytes, never other ones."""
+        damaged: tuple[KeyValueStore, CChainVM, list[bytes]], what: str,
+        error: type[Exception]) -> None:
+    """Missing receipts (damage: StoreCorrupted) or number entry (an unknown ID:
+    BlockNotFound) fail get_block; the fast path, which reads neither for a parent (its
+    number is its child's minus one), still serves the right bytes, never other ones."""
     store, vm, ids = damaged
     schema = vm.schema
     before = vm.get_ancestors(ids[-1], 100, MAX_CONTAINERS_LEN, 60.0)
     store.delete(schema.receipts_key(3, ids[2]) if what == "receipts"
                  else schema.header_number_key(ids[2]))
-    with pytest.raises(BlockNotFound):
+    with pytest.raises(error):
         vm.get_block(ids[2])
     assert vm.get_ancestors(ids[-1], 100, MAX_CONTAINERS_LEN, 60.0) == before
 

@@ -40,9 +40,10 @@ settlement):
 - a block the canonical entry at its height does not name is ``BlockNotFound`` when the
   store has the block that entry names, else the entry is damaged
   (:class:`~vmstack.errors.StoreCorrupted`);
-- a canonical entry that names a block whose header or body the store lacks, or an
-  accepted height without a canonical entry, is ``StoreCorrupted``: a store never drops
-  part of an accepted block, so it is damage, not a reorg.
+- a canonical entry that names a block whose header or body the store lacks, an accepted
+  height without a canonical entry, or a settled block without its receipts, is
+  ``StoreCorrupted``: a store never drops part of an accepted block, so it is damage, not a
+  reorg.
 
 Values that are there but fail a check (length, checksum, hash, framing) are
 ``StoreCorrupted`` where they are read. Each path checks what it reads: the fast walk reads
@@ -279,8 +280,9 @@ class ChainReader:
         if number <= self.settled_number(reader):
             stored = rawdb.read_receipts_rlp(reader, schema, number, block_id)
             if stored is None:
-                raise BlockNotFound(f"settled block {block_id.hex()} at {number} is "
-                                    "missing its receipts")
+                # A store never drops part of an accepted block: damage, not absence.
+                raise StoreCorrupted(f"settled block {block_id.hex()} at {number} is "
+                                     "missing its receipts")
             receipts_rlp = bytes(stored)
         integrity = self._integrity(reader, number, block_id)
         return self._decode(block_id, number, bytes(header_rlp), bytes(body_rlp),
