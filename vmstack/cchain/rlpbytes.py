@@ -63,23 +63,6 @@ _unpack_byte_u16 = _BYTE_U16.unpack_from
 _pack_byte_u16 = _BYTE_U16.pack
 _join = b"".join
 _BYTE_U16_BYTE = struct.Struct(">BHB")
-_SHORT_LIST_PREFIXES = tuple(bytes((0xC0 + n,)) for n in range(56))
-
-
-def list_prefix(payload_length: int) -> bytes:
-    """The canonical RLP prefix of a list whose payload is ``payload_length`` bytes."""
-    if payload_length < 56:
-        if payload_length < 0:
-            raise ValueError("a payload length cannot be negative")
-        return _SHORT_LIST_PREFIXES[payload_length]
-    if payload_length < 0x100:
-        return bytes((0xF8, payload_length))
-    if payload_length < 0x10000:
-        return bytes((0xF9, payload_length >> 8, payload_length & 0xFF))
-    width = (payload_length.bit_length() + 7) // 8
-    if width > 8:
-        raise ValueError("an RLP payload cannot exceed 2**64 - 1 bytes")
-    return bytes((0xF7 + width,)) + payload_length.to_bytes(width, "big")
 
 
 #: The prefixes of strings and lists of up to 1 KiB, by length (the common items).
@@ -97,6 +80,15 @@ def _long_prefix(length: int, offset: int) -> bytes:
     if width > 8:
         raise ValueError("an RLP item cannot exceed 2**64 - 1 bytes")
     return bytes((offset + 55 + width,)) + length.to_bytes(width, "big")
+
+
+def list_prefix(payload_length: int) -> bytes:
+    """The canonical RLP prefix of a list whose payload is ``payload_length`` bytes."""
+    if payload_length < 1024:
+        if payload_length < 0:
+            raise ValueError("a payload length cannot be negative")
+        return _LIST_PREFIXES[payload_length]
+    return _long_prefix(payload_length, 0xC0)
 
 
 def encode_item(item: RLPItem) -> bytes:
