@@ -28,7 +28,7 @@ from typing import Any
 import attrs
 
 from vmstack.cchain.crypto import keccak256
-from vmstack.cchain.rlpbytes import Buffer, decode_string_list, header_slice
+from vmstack.cchain.rlpbytes import Buffer, decode_string_list, encode_item, header_slice
 from vmstack.cchain.tries import (
     body_commitments,
     ext_data_hash,
@@ -53,7 +53,7 @@ from vmstack.cchain.types import (
     logs_bloom,
     transaction_from_item,
 )
-from vmstack.cchain.types.fields import UINT32, _rlp_encode
+from vmstack.cchain.types.fields import UINT32
 from vmstack.errors import InvalidBlock
 
 __all__ = [
@@ -281,7 +281,7 @@ class Flavour:
     def encode_header(self, header: AnyHeader) -> bytes:
         """The header's RLP."""
         self._check_header(header)
-        return _rlp_encode(header.to_items())
+        return encode_item(header.to_items())
 
     def decode_header(self, data: Buffer) -> AnyHeader:
         """A header from its RLP (strict)."""
@@ -298,7 +298,7 @@ class Flavour:
             body = block_or_body.body
         else:
             body = block_or_body
-        return _rlp_encode(self._body_items(body))
+        return encode_item(self._body_items(body))
 
     def decode_body(self, data: Buffer) -> Body:
         """A body from its RLP (strict)."""
@@ -322,7 +322,7 @@ class Flavour:
     def encode_block(self, block: Block) -> bytes:
         """The block RLP: ``[header, *body fields]``."""
         self._check_header(block.header)
-        return _rlp_encode([block.header.to_items(), *self._body_items(block.body)])
+        return encode_item([block.header.to_items(), *self._body_items(block.body)])
 
     def decode_block(self, data: Buffer) -> Block:
         """A block from its RLP (strict); its hash is keccak256 of the header bytes."""
@@ -351,7 +351,7 @@ AVALANCHE = Flavour("avalanche", AvalancheHeader, (TRANSACTIONS, UNCLES, VERSION
 def encode_receipts(receipts: Sequence[Receipt]) -> bytes:
     """The storage form of a block's receipts (geth rawdb ``r`` key): a list of
     ``[post_state_or_status, cumulative_gas_used, logs]``."""
-    return _rlp_encode([r.storage_items() for r in receipts])
+    return encode_item([r.storage_items() for r in receipts])
 
 
 def decode_receipts(data: Buffer) -> tuple[Receipt, ...]:
@@ -403,7 +403,7 @@ def derive_receipts(
         previous_gas = receipt.cumulative_gas_used
         contract = None
         if tx.to is None:
-            contract = keccak256(_rlp_encode([sender, _uint_bytes(tx.nonce)]))[12:]
+            contract = keccak256(encode_item([sender, _uint_bytes(tx.nonce)]))[12:]
         blob_gas = None
         if isinstance(tx, BlobTx):
             blob_gas = len(tx.blob_versioned_hashes) * _BLOB_GAS_PER_BLOB

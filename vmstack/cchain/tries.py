@@ -37,7 +37,6 @@ from vmstack.cchain.types import (
     ZERO_HASH,
     AnyHeader,
     AvalancheHeader,
-    RLPItem,
     Transaction,
     Withdrawal,
 )
@@ -79,7 +78,7 @@ def derive_root(values: Iterable[bytes]) -> bytes:
 
 
 # Nodes are built as their RLP encodings: a node's items are byte strings (encoded with
-# _string) or child references, and a parent's payload is the concatenation of its items.
+# encode_item) or child references, and a parent's payload is the concatenation of its items.
 # A key path is kept as a string of hex digits, one per nibble: slicing it is slicing the
 # path, hex digits sort as their nibbles do, and a path's compact (hex-prefix) encoding is
 # its flag digits in front, read back as hex.
@@ -99,21 +98,10 @@ def _index_paths(count: int) -> list[str]:
     paths = _index_path_list
     if len(paths) < count:
         paths = paths + [
-            _string(index.to_bytes((index.bit_length() + 7) // 8, "big")).hex()
+            encode_item(index.to_bytes((index.bit_length() + 7) // 8, "big")).hex()
             for index in range(len(paths), max(count, 2 * len(paths), 256))]
         _index_path_list = paths
     return paths
-
-
-def _string(data: bytes) -> bytes:
-    """The RLP encoding of the byte string ``data``."""
-    length = len(data)
-    if length == 1 and data[0] < 0x80:
-        return data
-    if length < 56:
-        return bytes((0x80 + length,)) + data
-    width = (length.bit_length() + 7) // 8
-    return bytes((0xB7 + width,)) + length.to_bytes(width, "big") + data
 
 
 def _list(payload: bytes) -> bytes:
@@ -126,8 +114,8 @@ def _hex_prefix(path: str, leaf: bool) -> bytes:
     (2 for a leaf, +1 for an odd length) and, for an even length, a zero nibble in front
     of the path's nibbles."""
     if len(path) % 2:
-        return _string(bytes.fromhex(("3" if leaf else "1") + path))
-    return _string(bytes.fromhex(("20" if leaf else "00") + path))
+        return encode_item(bytes.fromhex(("3" if leaf else "1") + path))
+    return encode_item(bytes.fromhex(("20" if leaf else "00") + path))
 
 
 def _reference(encoded: bytes) -> bytes:
@@ -140,7 +128,7 @@ def _node(items: _PathItems, depth: int) -> bytes:
     """The encoded node for ``items`` (sorted, sharing their first ``depth`` nibbles)."""
     if len(items) == 1:
         path, value = items[0]
-        return _list(_hex_prefix(path[depth:], True) + _string(value))
+        return _list(_hex_prefix(path[depth:], True) + encode_item(value))
     first, last = items[0][0], items[-1][0]
     common = depth
     limit = min(len(first), len(last))
@@ -159,7 +147,7 @@ def _branch(items: _PathItems, depth: int) -> bytes:
     start = 0
     count = len(items)
     if len(items[0][0]) == depth:
-        slots[16] = _string(items[0][1])
+        slots[16] = encode_item(items[0][1])
         start = 1
     while start < count:
         digit = items[start][0][depth]
@@ -187,22 +175,18 @@ def receipts_root(receipts: Sequence[Receipt]) -> bytes:
     return derive_root(r.encode() for r in receipts)
 
 
-def _rlp_encode(item: RLPItem) -> bytes:
-    return encode_item(item)
-
-
 def ext_data_hash(ext_data: bytes) -> bytes:
     """coreth's ``CalcExtDataHash``: keccak256 of the RLP string of ``ext_data``.
 
     Empty extData gives ``EMPTY_EXT_DATA_HASH`` = keccak256(0x80). (Headers before Apricot
     Phase 1 carry the zero hash instead; that is a rule of the chain, not of this hash.)
     """
-    return keccak256(_rlp_encode(bytes(ext_data)))
+    return keccak256(encode_item(bytes(ext_data)))
 
 
 def uncles_hash(uncles: Sequence[AnyHeader]) -> bytes:
     """The header's ``uncle_hash``: keccak256 of the RLP list of the uncle headers."""
-    return keccak256(_rlp_encode([u.to_items() for u in uncles]))
+    return keccak256(encode_item([u.to_items() for u in uncles]))
 
 
 @attrs.frozen(slots=True)
@@ -247,9 +231,9 @@ def body_commitments(body: Body, tx_encodings: Sequence[bytes] | None = None
     ext_data = body.ext_data
     return encoded_body_commitments(
         [tx.encode() for tx in body.transactions] if tx_encodings is None else tx_encodings,
-        _rlp_encode([u.to_items() for u in body.uncles]),
+        encode_item([u.to_items() for u in body.uncles]),
         None if withdrawals is None else [w.encode() for w in withdrawals],
-        None if ext_data is None else _rlp_encode(bytes(ext_data)),
+        None if ext_data is None else encode_item(bytes(ext_data)),
     )
 
 

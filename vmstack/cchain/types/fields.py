@@ -344,6 +344,4 @@ def decode_rlp(data: bytes | bytearray | memoryview, what: str, *,
         raise InvalidBlock(f"{what}: malformed RLP ({exc})") from None
 
 
-def _rlp_encode(items: RLPItem) -> bytes:
-    return encode_item(items)
 

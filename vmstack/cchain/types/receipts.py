@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import attrs
 
 from vmstack.cchain.crypto import keccak256
+from vmstack.cchain.rlpbytes import encode_item
 from vmstack.cchain.types.fields import (
     ADDRESS,
     BYTES,
@@ -19,7 +20,6 @@ from vmstack.cchain.types.fields import (
     _list_kind,
     _Record,
     _record_kind,
-    _rlp_encode,
     _seal,
     _string,
 )
@@ -113,7 +113,7 @@ class Receipt:
         in front for a typed transaction (what the receipts trie stores)."""
         bloom = self.bloom if self.bloom is not None else logs_bloom(self.logs)
         outcome, gas, logs = self.storage_items()
-        payload = _rlp_encode([outcome, gas, bloom, logs])
+        payload = encode_item([outcome, gas, bloom, logs])
         return payload if self.tx_type == 0 else bytes((self.tx_type,)) + payload
 
     @classmethod

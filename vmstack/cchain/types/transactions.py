@@ -13,6 +13,7 @@ from typing import Any, ClassVar, Self, TypeAlias, TypeVar
 import attrs
 
 from vmstack.cchain.crypto import keccak256, recover_address, sign_hash
+from vmstack.cchain.rlpbytes import encode_item
 from vmstack.cchain.types.fields import (
     ADDRESS,
     BYTES,
@@ -27,7 +28,6 @@ from vmstack.cchain.types.fields import (
     _list_kind,
     _Record,
     _record_kind,
-    _rlp_encode,
     _seal,
     _uint_encoder,
     decode_rlp,
@@ -56,7 +56,7 @@ class Authorization(_Record):
 
     def signing_hash(self) -> bytes:
         """keccak256(0x05 || rlp([chain_id, address, nonce])), what the authority signs."""
-        return keccak256(b"\x05" + _rlp_encode(self.to_items()[:3]))
+        return keccak256(b"\x05" + encode_item(self.to_items()[:3]))
 
     def authority(self) -> bytes:
         """The address that signed this authorization (``InvalidBlock`` if it cannot be)."""
@@ -81,7 +81,7 @@ class _TxBase(_Record):
     def encode(self) -> bytes:
         """The canonical transaction bytes (what the transactions trie stores and the hash
         covers): the RLP list for a legacy transaction, ``type || rlp(fields)`` otherwise."""
-        return bytes((self.TYPE,)) + _rlp_encode(self.to_items())
+        return bytes((self.TYPE,)) + encode_item(self.to_items())
 
     def block_item(self) -> RLPItem:
         """The transaction as an item of a block's transaction list (typed: an RLP string)."""
@@ -104,7 +104,7 @@ class _TxBase(_Record):
         A typed transaction carries its chain id; ``chain_id``, if given, must match it.
         """
         self._check_chain(chain_id)
-        return keccak256(bytes((self.TYPE,)) + _rlp_encode(self.to_items()[:-3]))
+        return keccak256(bytes((self.TYPE,)) + encode_item(self.to_items()[:-3]))
 
     def sender(self, chain_id: int | None = None) -> bytes:
         """The 20-byte sender, recovered from the signature (``InvalidBlock`` if invalid).
@@ -147,7 +147,7 @@ class LegacyTx(_TxBase):
     s: int = _field(UINT256, 0)
 
     def encode(self) -> bytes:
-        return _rlp_encode(self.to_items())
+        return encode_item(self.to_items())
 
     def block_item(self) -> RLPItem:
         return self.to_items()
@@ -174,7 +174,7 @@ class LegacyTx(_TxBase):
         items = self.to_items()[:6]
         if chain_id is not None:
             items += [_uint_encoder(256)(chain_id, "chain id"), b"", b""]
-        return keccak256(_rlp_encode(items))
+        return keccak256(encode_item(items))
 
     def sender(self, chain_id: int | None = None) -> bytes:
         """The sender, for the chain id ``v`` commits to (EIP-155) or none (27/28).
