@@ -146,8 +146,8 @@ def check_configuration(store: KeyValueStore, part: str, settings: dict[str, obj
     """
     import contextlib
     import json
-    import zlib
 
+    from vmstack.checksum import crc32
     from vmstack.errors import ConfigMismatch, StoreCorrupted
     from vmstack.store import StoreError
 
@@ -157,11 +157,11 @@ def check_configuration(store: KeyValueStore, part: str, settings: dict[str, obj
         stored = store.get(key)
     except KeyError:
         with contextlib.suppress(StoreError):
-            store.put(key, zlib.crc32(text).to_bytes(4, "big") + text)
+            store.put(key, crc32(text).to_bytes(4, "big") + text)
         return
     body = bytes(stored[4:])
     try:
-        if len(stored) < 4 or zlib.crc32(body) != int.from_bytes(stored[:4], "big"):
+        if len(stored) < 4 or crc32(body) != int.from_bytes(stored[:4], "big"):
             raise ValueError("checksum")
         recorded = json.loads(body)
         if not isinstance(recorded, dict):

@@ -23,7 +23,7 @@ from vmstack.cchain import (
     read_prefix,
     split_block,
 )
-from vmstack.cchain.rlpbytes import encode_item
+from vmstack.cchain.rlpbytes import encode_item, stitched_parent_hash
 from vmstack.cchain.types import decode_rlp
 from vmstack.errors import InvalidBlock
 
@@ -66,6 +66,7 @@ def test_block_bytes_equals_encoding_the_joined_list(header: list[bytes], body: 
     assert block_bytes(*views) == expected
     assert split_block(expected) == (header_rlp, body_rlp)
     assert header_parent_hash(header_rlp) == PARENT
+    assert stitched_parent_hash(expected, views[0]) == PARENT
     assert bytes(header_slice(expected)) == header_rlp
     assert block_hash(expected) == keccak256(header_rlp)
 
@@ -119,6 +120,16 @@ def test_header_parent_hash_rejects_what_is_not_a_header(header: bytes) -> None:
     """A header whose framing or first field is wrong raises InvalidBlock."""
     with pytest.raises(InvalidBlock):
         header_parent_hash(header)
+
+
+def test_stitched_parent_hash_refuses_a_header_whose_first_field_is_not_a_hash() -> None:
+    """A stitched block whose header starts with anything but a 32-byte string is
+    InvalidBlock with header_parent_hash's message, whatever the prefix widths."""
+    for header in ([b"\x01" * 31, b"\x11" * 600], [[PARENT], b"\x11" * 600], [b"x"]):
+        header_rlp = _enc(header)
+        data = block_bytes(header_rlp, _enc([[], []]))
+        with pytest.raises(InvalidBlock, match="parent hash"):
+            stitched_parent_hash(data, header_rlp)
 
 
 def test_header_parent_hash_reads_views_of_short_headers() -> None:

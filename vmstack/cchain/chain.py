@@ -66,7 +66,7 @@ from vmstack.cchain.cache import CanonicalHashCache
 from vmstack.cchain.codec import Flavour, decode_receipts, derive_receipts, encode_receipts
 from vmstack.cchain.crypto import keccak256
 from vmstack.cchain.execution import execute_transactions
-from vmstack.cchain.rlpbytes import block_bytes, header_parent_hash
+from vmstack.cchain.rlpbytes import block_bytes, stitched_parent_hash
 from vmstack.cchain.types import AnyHeader, Block, Receipt
 from vmstack.errors import BlockNotFound, InvalidBlock, StoreCorrupted
 from vmstack.store.base import KeyReader, KeyWriter, ReadSnapshot
@@ -449,6 +449,7 @@ class FastAncestorWalk:
         elif number < 0:
             raise BlockNotFound("the walk is past the genesis block")
         get = self._get
+        header_key, body_key, integrity_key = self._keys(number, block_id)
         canonical: bytes | memoryview | None = None
         settled = number <= self._settled
         if settled:
@@ -462,7 +463,6 @@ class FastAncestorWalk:
                 self._chain.remember_canonical(number, block_id)
         if canonical != block_id:
             raise self._chain.missing_or_corrupt(self._snap, number, block_id, canonical)
-        header_key, body_key, integrity_key = self._keys(number, block_id)
         try:
             header = get(header_key)
             body = get(body_key)
@@ -471,7 +471,7 @@ class FastAncestorWalk:
                                                  canonical) from None
         try:
             data = block_bytes(header, body)
-            parent_id = header_parent_hash(header)
+            parent_id = stitched_parent_hash(data, header)
         except InvalidBlock as error:
             raise StoreCorrupted(f"the stored block {block_id.hex()} at {number} is "
                                  f"malformed: {error.reason}") from None

@@ -12,11 +12,11 @@ value here is checked when decoded: a bad length or checksum is
 from __future__ import annotations
 
 import struct
-import zlib
 from typing import Final
 
 import attrs
 
+from vmstack.checksum import crc32
 from vmstack.errors import StoreCorrupted
 
 __all__ = [
@@ -35,9 +35,9 @@ _NUMBER_LENGTH = 8
 _MARKER_LENGTH = _NUMBER_LENGTH + 4
 
 
-#: The integrity checksum of stored bytes: ``zlib.crc32`` (a 32-bit unsigned int), bound
-#: directly so the serving path pays no extra call.
-checksum: Final = zlib.crc32
+#: The integrity checksum of stored bytes: :func:`vmstack.checksum.crc32` (a 32-bit
+#: unsigned int), bound directly so the serving path pays no extra call.
+checksum: Final = crc32
 
 
 @attrs.frozen(slots=True)
@@ -77,7 +77,7 @@ def integrity_block_checksum(data: bytes | memoryview) -> int:
 
 
 def _marker_checksum(key: bytes, number: bytes | memoryview) -> int:
-    return zlib.crc32(bytes(number), zlib.crc32(key))
+    return crc32(bytes(number), crc32(key))
 
 
 def encode_integrity_start(key: bytes, encoded_number: bytes) -> bytes:

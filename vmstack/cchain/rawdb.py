@@ -16,10 +16,11 @@ and two keys of vmstack's own, outside geth's layout (geth never reads them)::
                                then crc32 of the key and that number (4 B, big-endian)
 
 The integrity entry lets a reader reject a damaged header or body (:class:`StoreCorrupted`)
-with one ``zlib.crc32`` over the block bytes it is about to serve, far cheaper than hashing
-the header; its values are :mod:`vmstack.cchain.integrity`'s. Blocks written by other
-software (a coreth database) have none; ``vmstack-sum-from`` tells a reader from which
-height on an entry must exist, and a store with entries but no marker is damaged.
+with one CRC-32 (:func:`vmstack.checksum.crc32`) over the block bytes it is about to
+serve, far cheaper than hashing the header; its values are
+:mod:`vmstack.cchain.integrity`'s. Blocks written by other software (a coreth database)
+have none; ``vmstack-sum-from`` tells a reader from which height on an entry must exist,
+and a store with entries but no marker is damaged.
 
 Every key may carry a prefix: coreth nests its chain database in the VM's database with
 avalanchego's ``prefixdb.NewNested("ethdb", ...)``, which puts ``sha256(b"ethdb")``

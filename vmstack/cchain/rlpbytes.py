@@ -4,7 +4,8 @@ A store keeps a block as two values, its header RLP and its body RLP (geth's raw
 The block's RLP is ``[header, *body items]``, so it is one new list prefix followed by the
 header bytes and the body's payload: :func:`block_bytes` builds it with a single copy, with
 no decoding. :func:`header_parent_hash` reads the parent hash (the header's first field) in
-place, and :func:`header_slice` finds the header inside a block's bytes, so a block's hash is
+place (:func:`stitched_parent_hash` in the bytes :func:`block_bytes` stitched), and
+:func:`header_slice` finds the header inside a block's bytes, so a block's hash is
 ``keccak256(header_slice(block))`` with no re-encoding. :func:`frame_body_fields` checks the
 framing of a block's body fields without decoding the lists, :class:`ItemSpan` says where
 each lies, and :func:`list_item_encodings` gives a list's items as a trie stores them.
@@ -49,6 +50,7 @@ __all__ = [
     "list_prefix",
     "read_prefix",
     "split_block",
+    "stitched_parent_hash",
 ]
 
 Buffer = bytes | bytearray | memoryview
@@ -276,6 +278,17 @@ def header_parent_hash(header_rlp: Buffer) -> bytes:
     if n < start + 33 or header_rlp[start] != 0xA0:
         raise InvalidBlock("header: the first field (parent hash) is not a 32-byte string")
     return bytes(header_rlp[start + 1 : start + 33])
+
+
+def stitched_parent_hash(block_rlp: bytes, header_rlp: Buffer) -> bytes:
+    """The parent hash of a block that :func:`block_bytes` stitched from ``header_rlp``:
+    what :func:`header_parent_hash` reads, read in the block's own bytes (one slice, no
+    view) when a three-byte list prefix puts the header at offset 3 and the header's own
+    three-byte prefix puts its first field at 6, as in every real block; from
+    ``header_rlp`` otherwise, with its checks and messages."""
+    if block_rlp[0] == 0xF9 and block_rlp[3] == 0xF9 and block_rlp[6] == 0xA0:
+        return block_rlp[7:39]
+    return header_parent_hash(header_rlp)
 
 
 def _header_bounds(block_rlp: Buffer) -> tuple[int, int]:

@@ -20,11 +20,11 @@ the next start of the store's writer.
 from __future__ import annotations
 
 import logging
-import zlib
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 
 from vmstack.batching import BLOCK_ID_LEN
+from vmstack.checksum import crc32
 from vmstack.errors import InvalidBlock, StoreCorrupted
 from vmstack.store import KeyValueStore, PrefixedStore, ReadSnapshot
 from vmstack.wrappers.proposer.block import PostForkBlock, decode_block
@@ -54,12 +54,12 @@ _POINTER_LEN = BLOCK_ID_LEN + _CHECKSUM_LEN
 def _encode_pointer(key: bytes, block_id: bytes) -> bytes:
     """A stored block ID with a checksum over its key and itself, so a damaged or
     misplaced pointer is caught rather than followed."""
-    return block_id + zlib.crc32(key + block_id).to_bytes(_CHECKSUM_LEN, "big")
+    return block_id + crc32(key + block_id).to_bytes(_CHECKSUM_LEN, "big")
 
 
 def _encode_height(height: int) -> bytes:
     encoded = height.to_bytes(_HEIGHT_LEN, "big")
-    return encoded + zlib.crc32(_FIRST + encoded).to_bytes(_CHECKSUM_LEN, "big")
+    return encoded + crc32(_FIRST + encoded).to_bytes(_CHECKSUM_LEN, "big")
 
 
 def _decode_height(value: bytes | memoryview) -> int:
@@ -67,7 +67,7 @@ def _decode_height(value: bytes | memoryview) -> int:
     if len(value) != _HEIGHT_LEN + _CHECKSUM_LEN:
         raise StoreCorrupted(f"the stored first post-fork height is {len(value)} bytes")
     encoded = bytes(value[:_HEIGHT_LEN])
-    if zlib.crc32(_FIRST + encoded) != int.from_bytes(value[_HEIGHT_LEN:], "big"):
+    if crc32(_FIRST + encoded) != int.from_bytes(value[_HEIGHT_LEN:], "big"):
         raise StoreCorrupted("the stored first post-fork height fails its checksum")
     return int.from_bytes(encoded, "big")
 
@@ -78,14 +78,14 @@ def _decode_pointer(key: bytes, value: bytes | memoryview, what: str) -> bytes:
     if len(value) != _POINTER_LEN:
         raise StoreCorrupted(f"the stored {what} is {len(value)} bytes, not {_POINTER_LEN}")
     block_id = bytes(value[:BLOCK_ID_LEN])
-    if zlib.crc32(key + block_id) != int.from_bytes(value[BLOCK_ID_LEN:], "big"):
+    if crc32(key + block_id) != int.from_bytes(value[BLOCK_ID_LEN:], "big"):
         raise StoreCorrupted(f"the stored {what} fails its checksum")
     return block_id
 
 
 def _encode_record(inner_id: bytes, envelope: PostForkBlock) -> bytes:
     body = inner_id + envelope.parent_id + bytes(envelope)
-    return zlib.crc32(body).to_bytes(_CHECKSUM_LEN, "big") + body
+    return crc32(body).to_bytes(_CHECKSUM_LEN, "big") + body
 
 
 def _record_parts(block_id: bytes, record: bytes | memoryview) -> tuple[bytes, bytes, bytes]:
@@ -96,7 +96,7 @@ def _record_parts(block_id: bytes, record: bytes | memoryview) -> tuple[bytes, b
     if len(record) <= _RECORD_HEAD:
         raise StoreCorrupted(f"stored post-fork block {block_id.hex()} is truncated")
     view = memoryview(record)
-    if zlib.crc32(view[_CHECKSUM_LEN:]) != int.from_bytes(view[:_CHECKSUM_LEN], "big"):
+    if crc32(view[_CHECKSUM_LEN:]) != int.from_bytes(view[:_CHECKSUM_LEN], "big"):
         raise StoreCorrupted(f"stored post-fork block {block_id.hex()} fails its checksum")
     parent_at = _CHECKSUM_LEN + BLOCK_ID_LEN
     return (bytes(view[_CHECKSUM_LEN:parent_at]), bytes(view[parent_at:_RECORD_HEAD]),
