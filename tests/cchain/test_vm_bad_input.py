@@ -103,6 +103,32 @@ def test_a_bad_element_fails_the_whole_batch_naming_its_index(
     assert fresh.batched_parse_block([]) == []
 
 
+def test_a_repeated_block_is_parsed_once(sample: tuple[CChainVM, list[bytes]],
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch repeating one block's bytes (as bytes and as views) answers one block per
+    element, in order, and parses each distinct block once; a bad repeated element still
+    fails the batch at its first index."""
+    vm, blocks = sample
+    fresh = CChainVM(vm.store)
+    parses: list[bytes] = []
+    parse = fresh.parse_block
+
+    def counting(data: bytes) -> object:
+        parses.append(bytes(data))
+        return parse(data)
+
+    monkeypatch.setattr(fresh, "parse_block", counting)
+    batch = [blocks[0], memoryview(blocks[0]), blocks[1], bytearray(blocks[0]), blocks[1]]
+    parsed = fresh.batched_parse_block(batch)  # type: ignore[arg-type]
+    assert [block.id for block in parsed] == [parse(bytes(data)).id for data in batch]
+    assert parsed[0] is parsed[1] is parsed[3]
+    assert parses == [blocks[0], blocks[1]]
+    bad = blocks[2][:-1]
+    with pytest.raises(InvalidBlock) as caught:
+        fresh.batched_parse_block([blocks[0], bad, bad])
+    assert caught.value.index == 1
+
+
 def test_tampered_bodies_fail_verify_and_never_replace_a_known_block() -> None:
     """A flipped byte inside a transaction keeps the ID: verify refuses it; against a
     processing block with that ID, parse refuses it; the real block is still served."""

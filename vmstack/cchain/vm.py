@@ -310,8 +310,20 @@ class CChainVM:
 
     def batched_parse_block(self, blocks: Sequence[bytes]) -> list[CChainBlock]:
         """Every element parsed as :meth:`parse_block` parses it, in input order; an invalid
-        element raises ``InvalidBlock`` naming its index and nothing is kept."""
-        return parse_each(self.parse_block, check_parse_batch(blocks))
+        element raises ``InvalidBlock`` naming its index and nothing is kept. Elements with
+        the same bytes are one block, parsed once: a peer that repeats a block (as a
+        hostile one wrapping a single inner block in many envelopes does) gets no more
+        parsing out of the node than the block itself costs."""
+        parsed_by_bytes: dict[bytes, CChainBlock] = {}
+
+        def parse_once(data: bytes) -> CChainBlock:
+            raw = bytes(data)
+            block = parsed_by_bytes.get(raw)
+            if block is None:
+                block = parsed_by_bytes[raw] = self.parse_block(raw)
+            return block
+
+        return parse_each(parse_once, check_parse_batch(blocks))
 
     # --- ChainVM: parsing, building, deciding ----------------------------------------------
 
