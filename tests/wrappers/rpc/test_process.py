@@ -29,8 +29,7 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     # A zombie (exited, not yet reaped by its parent) is not alive either.
-    status = Path(f"/proc/{pid}/stat")
-    return not (status.exists() and status.read_text().split()[2] == "Z")
+    return _state(Path(f"/proc/{pid}")) not in {"Z", None}
 
 
 def _wait_gone(pid: int, seconds: float = 15.0) -> bool:
@@ -40,6 +39,31 @@ def _wait_gone(pid: int, seconds: float = 15.0) -> bool:
             return True
         time.sleep(0.05)
     return False
+
+
+def _wait_stopped(pid: int, seconds: float = 15.0) -> bool:
+    """Whether every thread of ``pid`` reached the stopped state within ``seconds``.
+
+    SIGSTOP is delivered to one thread, which then stops the others: until it has run,
+    another thread may still answer a call. A test of a stopped child waits for this.
+    """
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        # A thread that ended (no state) answers nothing either.
+        states = [_state(task) for task in Path(f"/proc/{pid}/task").iterdir()]
+        if states and all(state in {"T", "t", None} for state in states):
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def _state(process_or_thread: Path) -> str | None:
+    """The state letter in a ``/proc`` entry's ``stat``; None once it is gone."""
+    try:
+        # The state follows the command name, which is in parentheses and may hold spaces.
+        return (process_or_thread / "stat").read_text().rpartition(")")[2].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return None
 
 
 def test_spawn_serves_the_store_and_stops_with_the_block(lmdb_chain: Path) -> None:
@@ -128,6 +152,7 @@ def test_a_stopped_child_is_a_deadline_not_a_hang(lmdb_chain: Path) -> None:
         client.last_accepted()
         os.kill(client.pid, signal.SIGSTOP)
         try:
+            assert _wait_stopped(client.pid), "the child did not stop"
             started = time.monotonic()
             with pytest.raises(VMUnavailable, match="did not answer within"):
                 client.last_accepted()
