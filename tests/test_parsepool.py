@@ -46,10 +46,14 @@ def _ended(pid: int) -> bool:
 
 def _started(pool: ParsePool) -> tuple[int, ...]:
     """Start ``pool``'s workers (the first batch over the threshold stays serial while
-    they start) and return their process IDs."""
+    they start), wait until each has answered its warm-up batch (so that a pool with a
+    short timeout does not count a slow start on a busy machine as a failure), and return
+    their process IDs."""
     assert pool.submit(abs, [-1] * max(pool.threshold, 1)) is None
     pids = pool.worker_pids
     assert len(pids) == pool.workers
+    for worker in pool._workers:
+        assert worker.connection.poll(30), "a worker never answered its warm-up batch"
     return pids
 
 
