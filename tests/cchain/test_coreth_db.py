@@ -150,18 +150,15 @@ def test_integrity_entries_round_trip_and_check_their_length() -> None:
 
 
 def test_integrity_keys_are_built_and_parsed_by_the_schema() -> None:
-    """The integrity keys parse back; serving_keys and block_data_keys equal the checked
-    builders."""
+    """The integrity keys parse back; block_data_keys equals the checked builders."""
     block_hash = bytes(range(32))
     for schema in (rawdb.Schema(), CORETH):
         key = schema.integrity_key(5, block_hash)
         assert schema.parse_key(key) == rawdb.ParsedKey(rawdb.KeyKind.INTEGRITY, 5, block_hash)
         assert schema.parse_key(schema.integrity_start_key()) == rawdb.ParsedKey(
             rawdb.KeyKind.INTEGRITY_START)
-        assert schema.serving_keys(5, block_hash) == (
-            schema.header_key(5, block_hash), schema.body_key(5, block_hash), key,
-            schema.canonical_hash_key(5))
-        assert schema.block_data_keys(5, block_hash) == schema.serving_keys(5, block_hash)[:3]
+        assert schema.block_data_keys(5, block_hash) == (
+            schema.header_key(5, block_hash), schema.body_key(5, block_hash), key)
 
 
 def test_delete_block_removes_the_integrity_entry() -> None:

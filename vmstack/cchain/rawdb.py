@@ -265,20 +265,11 @@ class Schema:
         """``vmstack-sum-from``: the first block number written with an integrity entry."""
         return self.prefix + INTEGRITY_START_KEY
 
-    def serving_keys(self, number: int, block_hash: bytes) -> tuple[bytes, bytes, bytes, bytes]:
-        """``(header key, body key, integrity key, canonical hash key)`` of a block, built
-        without checking the arguments: for a hot path whose ``number`` (``0 .. 2**64 - 1``)
-        and 32-byte ``block_hash`` are already known good (read from the store or from a
-        parent link). Equal to the checked builders' keys."""
-        num = number.to_bytes(NUMBER_LENGTH, "big")
-        tail = num + block_hash
-        return (self._header + tail, self._body + tail, self._integrity + tail,
-                self._header + num + HEADER_HASH_SUFFIX)
-
     def block_data_keys(self, number: int, block_hash: bytes) -> tuple[bytes, bytes, bytes]:
-        """The first three of :meth:`serving_keys` (header, body, integrity key), unchecked
-        likewise: ``num + hash`` is built once and shared, for a walk that reads the
-        canonical hash from a cache and needs no canonical hash key for most blocks."""
+        """``(header key, body key, integrity key)`` of a block, built without checking the
+        arguments: for a hot path whose ``number`` (``0 .. 2**64 - 1``) and 32-byte
+        ``block_hash`` are already known good (read from the store or from a parent link).
+        Equal to the checked builders' keys; ``num + hash`` is built once and shared."""
         tail = number.to_bytes(NUMBER_LENGTH, "big") + block_hash
         return self._header + tail, self._body + tail, self._integrity + tail
 
