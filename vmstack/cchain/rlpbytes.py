@@ -67,21 +67,24 @@ _join = b"".join
 _BYTE_U16_BYTE = struct.Struct(">BHB")
 
 
-#: The prefixes of strings and lists of up to 1 KiB, by length (the common items).
-_STRING_PREFIXES = tuple(
-    bytes((0x80 + n,)) if n < 56 else bytes((0xB8, n)) if n < 0x100
-    else bytes((0xB9, n >> 8, n & 0xFF)) for n in range(1024))
-_LIST_PREFIXES = tuple(
-    bytes((0xC0 + n,)) if n < 56 else bytes((0xF8, n)) if n < 0x100
-    else bytes((0xF9, n >> 8, n & 0xFF)) for n in range(1024))
-
-
 def _long_prefix(length: int, offset: int) -> bytes:
     """The prefix of a string (``offset`` 0x80) or list (0xC0) of ``length`` >= 56 bytes."""
     width = (length.bit_length() + 7) // 8
     if width > 8:
         raise ValueError("an RLP item cannot exceed 2**64 - 1 bytes")
     return bytes((offset + 55 + width,)) + length.to_bytes(width, "big")
+
+
+def _prefix_table(offset: int) -> tuple[bytes, ...]:
+    """The prefixes of items of 0 to 1023 payload bytes: strings at ``offset`` 0x80,
+    lists at 0xC0."""
+    return tuple(bytes((offset + n,)) if n < 56 else _long_prefix(n, offset)
+                 for n in range(1024))
+
+
+#: The prefixes of strings and lists of up to 1 KiB, by length (the common items).
+_STRING_PREFIXES = _prefix_table(0x80)
+_LIST_PREFIXES = _prefix_table(0xC0)
 
 
 def list_prefix(payload_length: int) -> bytes:

@@ -342,6 +342,3 @@ def decode_rlp(data: bytes | bytearray | memoryview, what: str, *,
         except InvalidBlock as framing:
             raise InvalidBlock(f"{what}: malformed RLP: {framing.reason}") from None
         raise InvalidBlock(f"{what}: malformed RLP ({exc})") from None
-
-
-
