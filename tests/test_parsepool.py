@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.processes import descendants, ended
 from vmstack import build_stack, close_stack
 from vmstack.batching import batched_parse_block, serial_parse_block
 from vmstack.cchain.generate import generate_chain
@@ -32,16 +33,6 @@ def _gone(pid: int) -> bool:
     except ProcessLookupError:
         return True
     return False
-
-
-def _ended(pid: int) -> bool:
-    """Whether ``pid`` has exited: gone, or a zombie whose parent died first (an init
-    that does not reap leaves those behind; they run nothing)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except FileNotFoundError:
-        return True
 
 
 def _started(pool: ParsePool) -> tuple[int, ...]:
@@ -212,24 +203,6 @@ def test_bad_parse_workers_are_refused() -> None:
         build_stack(MemoryStore(), fork_time=0, parse_workers=-1)
 
 
-def _descendants(pid: int) -> set[int]:
-    """Every living process below ``pid`` (Linux: read from /proc)."""
-    parents: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as stat:
-                    parents[int(entry)] = int(stat.read().rsplit(")", 1)[1].split()[1])
-            except OSError:
-                continue
-    found: set[int] = set()
-    frontier = {pid}
-    while frontier:
-        frontier = {child for child, parent in parents.items() if parent in frontier}
-        found |= frontier
-    return found
-
-
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads the process tree from /proc")
 def test_a_served_stack_stops_its_workers_with_the_server(tmp_path: Path) -> None:
     """`vmstack serve --parse-workers 1`: the served proposer layer checks a batch's
@@ -249,13 +222,13 @@ def test_a_served_stack_stops_its_workers_with_the_server(tmp_path: Path) -> Non
             assert [block.id for block in client.batched_parse_block(envelopes)] == expected
         server = client.pid
         assert server is not None
-        started = _descendants(server)
+        started = descendants(server)
         assert started, "the served stack started no worker"
     # multiprocessing's forkserver leaves when it sees its parent gone: give it a moment.
     deadline = time.monotonic() + 10
-    while not all(_ended(pid) for pid in started) and time.monotonic() < deadline:
+    while not all(ended(pid) for pid in started) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert all(_ended(pid) for pid in started)
+    assert all(ended(pid) for pid in started)
 
 
 def test_closing_while_a_batch_is_out_gives_that_batch_none() -> None:

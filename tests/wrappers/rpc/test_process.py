@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import vmstack
+from tests.processes import ended, wait_ended, wait_stopped
 from tests.reliability.stacks import check_store
 from tests.wrappers.rpc.conftest import START, TRANSITION_TIME
 from vmstack.batching import serial_get_ancestors
@@ -23,55 +24,12 @@ from vmstack.store import LMDBStore
 from vmstack.wrappers.rpc import spawn
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie (exited, not yet reaped by its parent) is not alive either.
-    return _state(Path(f"/proc/{pid}")) not in {"Z", None}
-
-
-def _wait_gone(pid: int, seconds: float = 15.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if not _alive(pid):
-            return True
-        time.sleep(0.05)
-    return False
-
-
-def _wait_stopped(pid: int, seconds: float = 15.0) -> bool:
-    """Whether every thread of ``pid`` reached the stopped state within ``seconds``.
-
-    SIGSTOP is delivered to one thread, which then stops the others: until it has run,
-    another thread may still answer a call. A test of a stopped child waits for this.
-    """
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        # A thread that ended (no state) answers nothing either.
-        states = [_state(task) for task in Path(f"/proc/{pid}/task").iterdir()]
-        if states and all(state in {"T", "t", None} for state in states):
-            return True
-        time.sleep(0.01)
-    return False
-
-
-def _state(process_or_thread: Path) -> str | None:
-    """The state letter in a ``/proc`` entry's ``stat``; None once it is gone."""
-    try:
-        # The state follows the command name, which is in parentheses and may hold spaces.
-        return (process_or_thread / "stat").read_text().rpartition(")")[2].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-
-
 def test_spawn_serves_the_store_and_stops_with_the_block(lmdb_chain: Path) -> None:
     """The child serves the C-chain part of the stored chain; leaving the block stops it
     and its store reopens intact."""
     clock = SimClock(START)
     with spawn(lmdb_chain, clock=clock, transition_time=TRANSITION_TIME) as client:
-        assert client.pid is not None and _alive(client.pid)
+        assert client.pid is not None and not ended(client.pid)
         assert f"pid {client.pid}" in client.health()
         tip = client.last_accepted()
         answer = vmstack.get_ancestors(client, tip, max_retrieval_time=60.0)
@@ -91,7 +49,7 @@ def test_spawn_serves_the_store_and_stops_with_the_block(lmdb_chain: Path) -> No
             assert [block.id for block in parsed] == [
                 block.id for block in vmstack.batched_parse_block(local, answer)]
         pid = client.pid
-    assert _wait_gone(pid)
+    assert wait_ended(pid)
     with LMDBStore(lmdb_chain) as store:
         assert check_store(store) == len(answer) - 1
 
@@ -105,7 +63,7 @@ def test_sigkill_between_calls_is_vm_unavailable_and_the_store_survives(
         expected = vmstack.get_ancestors(client, tip, max_retrieval_time=60.0)
         assert client.pid is not None
         os.kill(client.pid, signal.SIGKILL)
-        assert _wait_gone(client.pid)
+        assert wait_ended(client.pid)
         started = time.monotonic()
         for call in (client.last_accepted, lambda: client.get_block(tip),
                      lambda: client.get_ancestors(tip, 10, 10_000, 1.0)):
@@ -152,7 +110,7 @@ def test_a_stopped_child_is_a_deadline_not_a_hang(lmdb_chain: Path) -> None:
         client.last_accepted()
         os.kill(client.pid, signal.SIGSTOP)
         try:
-            assert _wait_stopped(client.pid), "the child did not stop"
+            assert wait_stopped(client.pid), "the child did not stop"
             started = time.monotonic()
             with pytest.raises(VMUnavailable, match="did not answer within"):
                 client.last_accepted()
@@ -174,10 +132,10 @@ def test_the_child_dies_with_its_parent(lmdb_chain: Path) -> None:
     try:
         assert parent.stdout is not None
         child = int(parent.stdout.readline())
-        assert _alive(child)
+        assert not ended(child)
         parent.kill()
         parent.wait(10)
-        assert _wait_gone(child), "the served process outlived its parent"
+        assert wait_ended(child), "the served process outlived its parent"
     finally:
         parent.kill()
         parent.wait()

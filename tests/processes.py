@@ -1,0 +1,70 @@
+"""Child processes as Linux's ``/proc`` shows them, for the tests that check what a child
+does: whether it ended, whether every thread of it stopped, what it started."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+__all__ = ["descendants", "ended", "parent_and_state", "wait_ended", "wait_stopped"]
+
+
+def parent_and_state(entry: Path) -> tuple[int, str] | None:
+    """``(parent ID, state letter)`` from a ``/proc`` process or thread entry's ``stat``;
+    None once it is gone."""
+    try:
+        # The fields follow the command name, which is in parentheses and may hold spaces.
+        state, parent = (entry / "stat").read_text().rpartition(")")[2].split()[:2]
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return int(parent), state
+
+
+def ended(pid: int) -> bool:
+    """Whether ``pid`` has exited: gone, or a zombie (exited, not reaped yet, or whose
+    parent died first under an init that does not reap; it runs nothing)."""
+    facts = parent_and_state(Path(f"/proc/{pid}"))
+    return facts is None or facts[1] == "Z"
+
+
+def wait_ended(pid: int, seconds: float = 15.0) -> bool:
+    """Whether ``pid`` ended within ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if ended(pid):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def wait_stopped(pid: int, seconds: float = 15.0) -> bool:
+    """Whether every thread of ``pid`` reached the stopped state within ``seconds``.
+
+    SIGSTOP is delivered to one thread, which then stops the others: until it has run,
+    another thread may still answer a call. A test of a stopped child waits for this.
+    """
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        # A thread that ended (no state) answers nothing either.
+        facts = [parent_and_state(task) for task in Path(f"/proc/{pid}/task").iterdir()]
+        if facts and all(fact is None or fact[1] in {"T", "t"} for fact in facts):
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def descendants(pid: int) -> set[int]:
+    """Every living process below ``pid``."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            facts = parent_and_state(Path("/proc", entry))
+            if facts is not None:
+                parents[int(entry)] = facts[0]
+    found: set[int] = set()
+    frontier = {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier}
+        found |= frontier
+    return found
