@@ -147,7 +147,7 @@ def check_configuration(store: KeyValueStore, part: str, settings: dict[str, obj
     import contextlib
     import json
 
-    from vmstack.checksum import crc32
+    from vmstack.checksum import CHECKSUM_LEN, leading_checksum_holds, prepend_checksum
     from vmstack.errors import ConfigMismatch, StoreCorrupted
     from vmstack.store import StoreError
 
@@ -157,13 +157,12 @@ def check_configuration(store: KeyValueStore, part: str, settings: dict[str, obj
         stored = store.get(key)
     except KeyError:
         with contextlib.suppress(StoreError):
-            store.put(key, crc32(text).to_bytes(4, "big") + text)
+            store.put(key, prepend_checksum(text))
         return
-    body = bytes(stored[4:])
     try:
-        if len(stored) < 4 or crc32(body) != int.from_bytes(stored[:4], "big"):
+        if not leading_checksum_holds(stored):
             raise ValueError("checksum")
-        recorded = json.loads(body)
+        recorded = json.loads(bytes(stored[CHECKSUM_LEN:]))
         if not isinstance(recorded, dict):
             raise ValueError("not an object")
     except ValueError:

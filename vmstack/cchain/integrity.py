@@ -3,8 +3,9 @@ the integrity entry of a block and the integrity-start marker.
 
 An integrity entry is the crc32 of the block RLP (4 bytes, big-endian), then the crc32 of
 the receipts RLP once they are written (4 more). The marker is the first block number
-written with an entry (8 bytes, big-endian), then a crc32 over its key and that number, so
-that the marker, which decides which blocks are checked at all, is checked itself. Every
+written with an entry (8 bytes, big-endian), then a crc32 over its key and that number
+(:func:`vmstack.checksum.append_keyed_checksum`), so that the marker, which decides which
+blocks are checked at all, is checked itself. Every
 value here is checked when decoded: a bad length or checksum is
 :class:`~vmstack.errors.StoreCorrupted`, never a wrong answer.
 """
@@ -16,7 +17,7 @@ from typing import Final
 
 import attrs
 
-from vmstack.checksum import crc32
+from vmstack.checksum import append_keyed_checksum, crc32, read_keyed_value
 from vmstack.errors import StoreCorrupted
 
 __all__ = [
@@ -32,7 +33,6 @@ __all__ = [
 _CRC = struct.Struct(">I")
 _CRC_PAIR = struct.Struct(">II")
 _NUMBER_LENGTH = 8
-_MARKER_LENGTH = _NUMBER_LENGTH + 4
 
 
 #: The integrity checksum of stored bytes: :func:`vmstack.checksum.crc32` (a 32-bit
@@ -76,23 +76,14 @@ def integrity_block_checksum(data: bytes | memoryview) -> int:
     return checksum
 
 
-def _marker_checksum(key: bytes, number: bytes | memoryview) -> int:
-    return crc32(bytes(number), crc32(key))
-
-
 def encode_integrity_start(key: bytes, encoded_number: bytes) -> bytes:
     """The integrity-start marker stored under ``key``: the 8-byte block number, then the
     checksum over the key and the number."""
-    return encoded_number + _CRC.pack(_marker_checksum(key, encoded_number))
+    return append_keyed_checksum(key, encoded_number)
 
 
 def decode_integrity_start(key: bytes, value: bytes | memoryview) -> int:
     """The block number of the integrity-start marker ``value`` read under ``key``;
     :class:`StoreCorrupted` unless it is a number with its valid checksum."""
-    if len(value) != _MARKER_LENGTH:
-        raise StoreCorrupted(f"the integrity-start marker is {len(value)} bytes, not "
-                             f"{_MARKER_LENGTH}")
-    number = value[:_NUMBER_LENGTH]
-    if _marker_checksum(key, number) != _CRC.unpack_from(value, _NUMBER_LENGTH)[0]:
-        raise StoreCorrupted("the integrity-start marker fails its checksum")
+    number = read_keyed_value(key, value, _NUMBER_LENGTH, "the integrity-start marker")
     return int.from_bytes(number, "big")

@@ -24,7 +24,13 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 
 from vmstack.batching import BLOCK_ID_LEN
-from vmstack.checksum import crc32
+from vmstack.checksum import (
+    CHECKSUM_LEN,
+    append_keyed_checksum,
+    leading_checksum_holds,
+    prepend_checksum,
+    read_keyed_value,
+)
 from vmstack.errors import InvalidBlock, StoreCorrupted
 from vmstack.store import KeyValueStore, PrefixedStore, ReadSnapshot
 from vmstack.wrappers.proposer.block import PostForkBlock, decode_block
@@ -46,46 +52,18 @@ _INNER = b"i"  # i + inner id -> id | crc32(b"i" + inner id + id) (4, BE)
 _LAST = b"last"  # the newest post-fork block written: id | crc32(b"last" + id) (4, BE)
 _FIRST = b"first"  # first post-fork height: height (8, BE) | crc32(b"first" + height) (4, BE)
 _HEIGHT_LEN = 8
-_CHECKSUM_LEN = 4
-_RECORD_HEAD = _CHECKSUM_LEN + 2 * BLOCK_ID_LEN
-_POINTER_LEN = BLOCK_ID_LEN + _CHECKSUM_LEN
-
-
-def _encode_pointer(key: bytes, block_id: bytes) -> bytes:
-    """A stored block ID with a checksum over its key and itself, so a damaged or
-    misplaced pointer is caught rather than followed."""
-    return block_id + crc32(key + block_id).to_bytes(_CHECKSUM_LEN, "big")
-
-
-def _encode_height(height: int) -> bytes:
-    encoded = height.to_bytes(_HEIGHT_LEN, "big")
-    return encoded + crc32(_FIRST + encoded).to_bytes(_CHECKSUM_LEN, "big")
-
-
-def _decode_height(value: bytes | memoryview) -> int:
-    """The first post-fork height of :func:`_encode_height`; ``StoreCorrupted`` otherwise."""
-    if len(value) != _HEIGHT_LEN + _CHECKSUM_LEN:
-        raise StoreCorrupted(f"the stored first post-fork height is {len(value)} bytes")
-    encoded = bytes(value[:_HEIGHT_LEN])
-    if crc32(_FIRST + encoded) != int.from_bytes(value[_HEIGHT_LEN:], "big"):
-        raise StoreCorrupted("the stored first post-fork height fails its checksum")
-    return int.from_bytes(encoded, "big")
+_RECORD_HEAD = CHECKSUM_LEN + 2 * BLOCK_ID_LEN
 
 
 def _decode_pointer(key: bytes, value: bytes | memoryview, what: str) -> bytes:
-    """The block ID of a pointer written by :func:`_encode_pointer`; ``StoreCorrupted``
-    if the value is not one (wrong length or checksum)."""
-    if len(value) != _POINTER_LEN:
-        raise StoreCorrupted(f"the stored {what} is {len(value)} bytes, not {_POINTER_LEN}")
-    block_id = bytes(value[:BLOCK_ID_LEN])
-    if crc32(key + block_id) != int.from_bytes(value[BLOCK_ID_LEN:], "big"):
-        raise StoreCorrupted(f"the stored {what} fails its checksum")
-    return block_id
+    """The block ID of a pointer stored under ``key`` with
+    :func:`~vmstack.checksum.append_keyed_checksum`, so a damaged or misplaced pointer is
+    caught rather than followed; ``StoreCorrupted`` naming ``what`` otherwise."""
+    return read_keyed_value(key, value, BLOCK_ID_LEN, f"the stored {what}")
 
 
 def _encode_record(inner_id: bytes, envelope: PostForkBlock) -> bytes:
-    body = inner_id + envelope.parent_id + bytes(envelope)
-    return crc32(body).to_bytes(_CHECKSUM_LEN, "big") + body
+    return prepend_checksum(inner_id + envelope.parent_id + bytes(envelope))
 
 
 def _record_parts(block_id: bytes, record: bytes | memoryview) -> tuple[bytes, bytes, bytes]:
@@ -96,10 +74,10 @@ def _record_parts(block_id: bytes, record: bytes | memoryview) -> tuple[bytes, b
     if len(record) <= _RECORD_HEAD:
         raise StoreCorrupted(f"stored post-fork block {block_id.hex()} is truncated")
     view = memoryview(record)
-    if crc32(view[_CHECKSUM_LEN:]) != int.from_bytes(view[:_CHECKSUM_LEN], "big"):
+    if not leading_checksum_holds(view):
         raise StoreCorrupted(f"stored post-fork block {block_id.hex()} fails its checksum")
-    parent_at = _CHECKSUM_LEN + BLOCK_ID_LEN
-    return (bytes(view[_CHECKSUM_LEN:parent_at]), bytes(view[parent_at:_RECORD_HEAD]),
+    parent_at = CHECKSUM_LEN + BLOCK_ID_LEN
+    return (bytes(view[CHECKSUM_LEN:parent_at]), bytes(view[parent_at:_RECORD_HEAD]),
             bytes(view[_RECORD_HEAD:]))
 
 
@@ -199,7 +177,9 @@ class ProposerState:
             value = self._store.get(_FIRST)
         except KeyError:
             return None
-        return _decode_height(value)
+        encoded = read_keyed_value(_FIRST, value, _HEIGHT_LEN,
+                                   "the stored first post-fork height")
+        return int.from_bytes(encoded, "big")
 
     def write_accepted(self, block_id: bytes, inner_id: bytes, envelope: PostForkBlock,
                        height: int) -> None:
@@ -209,10 +189,11 @@ class ProposerState:
         first = not self.is_accepted(envelope.parent_id)
         with self._store.write_batch() as batch:
             batch.put(_BLOCK + block_id, _encode_record(inner_id, envelope))
-            batch.put(_INNER + inner_id, _encode_pointer(_INNER + inner_id, block_id))
-            batch.put(_LAST, _encode_pointer(_LAST, block_id))
+            batch.put(_INNER + inner_id, append_keyed_checksum(_INNER + inner_id, block_id))
+            batch.put(_LAST, append_keyed_checksum(_LAST, block_id))
             if first:
-                batch.put(_FIRST, _encode_height(height))
+                encoded = height.to_bytes(_HEIGHT_LEN, "big")
+                batch.put(_FIRST, append_keyed_checksum(_FIRST, encoded))
 
     def undo_record(self, block_id: bytes, inner_id: bytes, parent_id: bytes) -> None:
         """Remove the record of a post-fork block whose inner block was not accepted."""
@@ -220,7 +201,7 @@ class ProposerState:
             batch.delete(_BLOCK + block_id)
             batch.delete(_INNER + inner_id)
             if self._store.has(_BLOCK + parent_id):
-                batch.put(_LAST, _encode_pointer(_LAST, parent_id))
+                batch.put(_LAST, append_keyed_checksum(_LAST, parent_id))
             else:
                 batch.delete(_LAST)
                 batch.delete(_FIRST)
