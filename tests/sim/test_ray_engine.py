@@ -1,6 +1,6 @@
 """The Ray engine: the local engine's figures from nodes in Ray actors, a killed actor
-reported as a crashed node while the run goes on, and an unreachable cluster refused at
-once."""
+reported as a crashed node while the run goes on, a bad node's answers dropped and counted
+as on the local engine, and an unreachable cluster refused at once."""
 
 from __future__ import annotations
 
@@ -15,7 +15,9 @@ from typing import Any
 
 import pytest
 
+from tests.sim.hostile import answer_other_bodies, damage_bodies
 from tests.sim.networks import SMALL, simulated
+from tests.sim.test_bad_nodes import HOSTILE, assert_survived, failing_build, run_with
 from vmstack.errors import VMStackError
 from vmstack.sim.engines import LocalEngine, RayEngine
 from vmstack.sim.multinode import NetworkRun, simulate_network
@@ -102,3 +104,26 @@ def test_scaling_example_compares_local_and_ray_on_a_running_cluster(
     rows = json.loads(out.read_text())["rows"]
     assert [(row["engine"], row["workers"]) for row in rows] == [("local", "-"), ("ray", 2)]
     assert rows[0]["calls"] == rows[1]["calls"] > 0
+
+
+@pytest.mark.parametrize("fault", [answer_other_bodies, damage_bodies],
+                         ids=["other bodies", "damaged store"])
+def test_a_bad_node_on_ray_is_dropped_and_counted_as_on_the_local_engine(
+        ray_session: Any, fault: Any) -> None:
+    # Two actors: the bad node shares its actor with an honest one, which goes on serving.
+    report = run_with(RayEngine(workers=2, call_timeout=60.0), fault)
+    assert_survived(report)
+    assert report.nodes[HOSTILE].bad_answers_sent > 0
+    local = run_with(LocalEngine(), fault)
+    assert report.as_dict()["simulated"] == local.as_dict()["simulated"]
+
+
+def test_a_node_whose_own_call_fails_on_ray_is_crashed_not_the_run(ray_session: Any) -> None:
+    engine = RayEngine(workers=2, call_timeout=60.0)
+    report = run_with(engine, failing_build)
+    assert report.nodes[HOSTILE].crash_reason == (
+        "its build failed: StoreCorrupted: the block record at the head is damaged")
+    assert report.totals["crashed"] == 1
+    # Node 3 shares the failed node's actor and is not taken down with it.
+    assert not report.nodes[3].crashed
+    assert report.totals["nodes_at_tip"] == SMALL.nodes - 1

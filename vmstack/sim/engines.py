@@ -14,8 +14,9 @@ it hands an :class:`Engine` a list of :class:`Call` and gets one answer per call
 
 A node answers the same bytes for the same calls on either engine, so the simulated figures
 do not depend on the engine. A node whose actor dies, or does not answer within
-``call_timeout`` seconds, answers :class:`NodeCrashed` from then on: the coordinator reports
-it and the run goes on without it. The node and its data live in
+``call_timeout`` seconds, or whose call raises an error of the project's tree (its own
+store damaged, say), answers :class:`NodeCrashed` from then on: the coordinator reports it
+and the run goes on without it. The node and its data live in
 :mod:`vmstack.sim.node_server`, the Ray engine in :mod:`vmstack.sim.ray_engine`; both are
 re-exported here.
 """
@@ -25,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from vmstack.errors import NodeCrashed
+from vmstack.errors import NodeCrashed, VMStackError
 from vmstack.sim.node_server import (
     Built,
     Call,
@@ -34,7 +35,9 @@ from vmstack.sim.node_server import (
     NodeServer,
     NodeSpec,
     Received,
+    Served,
     Tip,
+    failure_reason,
     peak_rss,
 )
 from vmstack.sim.ray_engine import RayEngine
@@ -52,7 +55,9 @@ __all__ = [
     "NodeSpec",
     "RayEngine",
     "Received",
+    "Served",
     "Tip",
+    "failure_reason",
     "make_engine",
 ]
 
@@ -69,10 +74,11 @@ class Engine(Protocol):
 
     def run(self, calls: Sequence[Call], *, timeout: float | None = None) -> list[Any]:
         """Run ``calls`` and return one answer per call, in order: the method's result, or
-        :class:`NodeCrashed` for a node that is gone. Calls on one node run in list order;
-        calls on different nodes may run at the same time. ``timeout`` replaces the
-        engine's bound on the wait for these calls (for long ones, such as building the
-        chain)."""
+        :class:`NodeCrashed` for a node that is gone (a call that raised an error of the
+        project's tree leaves its node gone, with :func:`failure_reason`). Calls on one
+        node run in list order; calls on different nodes may run at the same time.
+        ``timeout`` replaces the engine's bound on the wait for these calls (for long
+        ones, such as building the chain)."""
 
     def crash(self, node: int) -> None:
         """Make ``node`` fail as a dead process does (fault injection)."""
@@ -102,15 +108,22 @@ class LocalEngine:
     def run(self, calls: Sequence[Call], *, timeout: float | None = None) -> list[Any]:
         answers: list[Any] = []
         for call in calls:
-            reason = self._crashed.get(call.node)
-            answers.append(NodeCrashed(call.node, reason) if reason is not None
-                           else self._nodes[call.node].call(call.method, call.args))
+            if call.node not in self._crashed:
+                try:
+                    answers.append(self._nodes[call.node].call(call.method, call.args))
+                    continue
+                except VMStackError as error:
+                    self._stop(call.node, failure_reason(call.method, error))
+            answers.append(NodeCrashed(call.node, self._crashed[call.node]))
         return answers
 
-    def crash(self, node: int) -> None:
+    def _stop(self, node: int, reason: str) -> None:
         if node not in self._crashed:
-            self._crashed[node] = "stopped"
+            self._crashed[node] = reason
             self._nodes[node].close()
+
+    def crash(self, node: int) -> None:
+        self._stop(node, "stopped")
 
     def close(self) -> None:
         for index, node in enumerate(self._nodes):
@@ -123,7 +136,6 @@ class LocalEngine:
 
     def peak_memory(self) -> list[int]:
         return [peak_rss()]
-
 
 
 def make_engine(name: str, *, address: str | None = None, workers: int | None = None,

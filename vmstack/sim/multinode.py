@@ -117,18 +117,20 @@ class NetworkRun(NodeBootstrapping):
             delay = self.mesh.transfer(builder, node, len(built.block))
             if delay is None:
                 continue
-            self._gossip(node, built.block, built.tip, delay)
+            self._gossip(node, builder, built.block, built.tip, delay)
         self._schedule_slot(slot + 1, self.config.block_interval)
 
-    def _gossip(self, node: int, block: bytes, block_tip: Tip, delay: float) -> None:
+    def _gossip(self, node: int, builder: int, block: bytes, block_tip: Tip,
+                delay: float) -> None:
         state = self.states[node]
         at = self.clock() + delay
         self.schedule(delay, node,
-                      lambda delivered: self._delivered(node, block, block_tip, delivered),
+                      lambda delivered: self._delivered(node, builder, block, block_tip,
+                                                        delivered),
                       call=lambda: (Call(node, "deliver", (block, at))
                                     if state.ready and not state.in_round else None))
 
-    def _delivered(self, node: int, block: bytes, block_tip: Tip,
+    def _delivered(self, node: int, builder: int, block: bytes, block_tip: Tip,
                    delivered: Delivered | None) -> None:
         state = self.states[node]
         if delivered is None:
@@ -138,7 +140,9 @@ class NetworkRun(NodeBootstrapping):
         start = max(now, state.busy_until)
         state.busy_until = start + self.costs.parse_serial(1, len(block)) + \
             self.costs.execute(1, len(block))
-        if delivered.accepted:
+        if delivered.refused is not None:
+            self._bad_answer(node, builder)
+        elif delivered.accepted:
             state.result.gossip_accepted += 1
             state.tip = delivered.tip
             state.result.height = delivered.tip.height
@@ -183,6 +187,7 @@ class NetworkRun(NodeBootstrapping):
             "retries": sum(r.retries for r in results),
             "bytes_received": sum(r.bytes_received for r in results),
             "blocks_fetched": sum(r.blocks_fetched for r in results),
+            "bad_answers": sum(r.bad_answers for r in results),
             "messages": self.mesh.messages,
             "dropped": self.mesh.dropped,
             "bytes_sent": self.mesh.bytes_sent,

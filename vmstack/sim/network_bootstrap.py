@@ -3,7 +3,10 @@
 A joining node asks a random peer for its last accepted block, then ``get_ancestors`` from
 it down to a block the node has, ``batched_parse_block`` each answer, verify and accept
 oldest first; a request that is dropped or not answered in time goes to another peer, and
-a node gives up after ``max_attempts`` peers in a row failed it. A node that finishes a
+a node gives up after ``max_attempts`` peers in a row failed it. A bad answer (one that does
+not parse or chain, blocks that fail ``verify``, a peer whose store fails while serving) is
+dropped and counted, the peer that gave it is asked no more by that node, and another peer
+is asked: one bad node never ends the run. A node that finishes a
 round asks again until a peer has nothing newer; a caught-up node keeps asking a peer every
 ``block_interval`` while blocks are being built or it is behind (as consensus polls would
 tell it). Only nodes that have caught up once serve others.
@@ -15,7 +18,7 @@ from collections.abc import Callable
 
 from vmstack.batching import CONTAINER_LEN_OVERHEAD
 from vmstack.sim.bootstrap import REQUEST_BYTES
-from vmstack.sim.engines import Call, Executed, Received, Tip
+from vmstack.sim.engines import Call, Executed, Received, Served, Tip
 from vmstack.sim.network_events import NetworkEventLoop
 
 __all__ = ["NodeBootstrapping"]
@@ -25,11 +28,13 @@ class NodeBootstrapping(NetworkEventLoop):
     """The event loop with the joining, bootstrapping and polling of every node."""
 
     def _peers_for(self, node: int, height: int) -> list[int]:
-        """Nodes that can serve ``node`` up to ``height``: up, caught up once, and (as far
-        as the coordinator's book says) that high."""
+        """Nodes that can serve ``node`` up to ``height``: up, caught up once, (as far as
+        the coordinator's book says) that high, and never caught giving ``node`` a bad
+        answer."""
+        distrusted = self.states[node].distrusted
         return [peer for peer, state in enumerate(self.states)
                 if peer != node and state.ready and self._up(peer) and state.tip is not None
-                and state.tip.height >= height]
+                and state.tip.height >= height and peer not in distrusted]
 
     def _join(self, node: int) -> None:
         state = self.states[node]
@@ -116,8 +121,9 @@ class NodeBootstrapping(NetworkEventLoop):
                       read=True)
 
     def _served(self, peer: int, node: int, request: int, want: bytes,
-                answer: list[bytes]) -> None:
+                served: Served) -> None:
         state = self.states[peer]
+        answer = list(served.blocks)
         now = self.clock()
         start = max(now, state.busy_until)
         cost = self.costs.serve_batched(len(answer), sum(map(len, answer)))
@@ -129,12 +135,26 @@ class NodeBootstrapping(NetworkEventLoop):
         wait = start - now + cost + delay
         at = now + wait
         receiver = self.states[node]
+        if served.failure is not None:
+            # The peer's store failed: what reaches the node is an answer without blocks.
+            self.schedule(wait, node, lambda _: self._failed(node, peer, request, want))
+            return
         self.schedule(wait, node,
-                      lambda received: self._received(node, want, answer, received),
-                      call=lambda: (Call(node, "receive", (want, answer, at))
+                      lambda received: self._received(node, peer, want, answer, received),
+                      call=lambda: (Call(node, "receive", (want, answer, at, peer))
                                     if receiver.outstanding == request else None))
 
-    def _received(self, node: int, want: bytes, answer: list[bytes],
+    def _failed(self, node: int, peer: int, request: int, want: bytes) -> None:
+        """``peer`` could not serve ``node``'s request (its store failed): a bad answer."""
+        state = self.states[node]
+        if state.outstanding != request:
+            return
+        state.outstanding = None
+        self._bad_answer(node, peer)
+        state.result.retries += 1
+        self._request(node, want)
+
+    def _received(self, node: int, peer: int, want: bytes, answer: list[bytes],
                   received: Received | None) -> None:
         if received is None:  # an answer to a request given up on
             return
@@ -142,6 +162,8 @@ class NodeBootstrapping(NetworkEventLoop):
         state.outstanding = None
         state.result.bytes_received += sum(map(len, answer))
         if not received.usable:
+            if received.bad is not None:
+                self._bad_answer(node, peer)
             state.result.retries += 1
             self._request(node, want)
             return
@@ -167,6 +189,10 @@ class NodeBootstrapping(NetworkEventLoop):
 
     def _executed(self, node: int, executed: Executed) -> None:
         state = self.states[node]
+        if executed.refused is not None:
+            # The blocks from the refused one up are dropped; the next round asks again,
+            # from the node's new tip, of the peers it still trusts.
+            self._bad_answer(node, executed.refused_from)
         state.tip = executed.tip
         state.result.height = executed.tip.height
         state.result.rounds += 1

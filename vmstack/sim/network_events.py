@@ -32,7 +32,8 @@ __all__ = ["NetworkEventLoop", "NodeState"]
 
 @attrs.define
 class NodeState:
-    """The coordinator's book of one node: its result, plus what its protocol is doing."""
+    """The coordinator's book of one node: its result, plus what its protocol is doing;
+    ``distrusted`` holds the peers that gave it a bad answer (it asks them no more)."""
 
     result: NodeResult
     tip: Tip | None = None
@@ -44,6 +45,7 @@ class NodeState:
     outstanding: int | None = None
     attempts: int = 0
     target: int = 0
+    distrusted: set[int] = attrs.field(factory=set)
 
 
 @attrs.define(order=False)
@@ -195,6 +197,14 @@ class NetworkEventLoop:
         if result.crashed_at is None:
             result.crashed_at = self.clock() - self.started
             result.crash_reason = reason
+
+    def _bad_answer(self, node: int, peer: int | None) -> None:
+        """Count a bad answer ``node`` had from ``peer`` (``None``: a peer no longer known),
+        which ``node`` asks no more."""
+        self.states[node].result.bad_answers += 1
+        if peer is not None:
+            self.states[peer].result.bad_answers_sent += 1
+            self.states[node].distrusted.add(peer)
 
     def _up(self, node: int) -> bool:
         return not self.states[node].result.crashed

@@ -91,7 +91,10 @@ class NodeResult:
 
     ``bootstrap_seconds`` is the simulated time from joining to having caught up with its
     peers the first time (``None`` if it never did); ``crashed_at`` the simulated time its
-    process was found dead (``None`` if it was not)."""
+    process was found dead (``None`` if it was not). ``bad_answers`` counts the answers
+    this node dropped as bad (an answer that did not parse or chain, a fetched or gossiped
+    block that failed ``verify``, a peer whose store failed while serving it), each time
+    asking another peer; ``bad_answers_sent`` the bad answers this node gave others."""
 
     index: int
     role: str
@@ -103,6 +106,8 @@ class NodeResult:
     rounds: int = 0
     gossip_accepted: int = 0
     gossip_ignored: int = 0
+    bad_answers: int = 0
+    bad_answers_sent: int = 0
     polls: int = 0
     height: int = 0
     bootstrap_seconds: float | None = None

@@ -23,8 +23,15 @@ def _fate(node: NodeResult) -> str:
     return "stalled" if node.stalled is not None else "-"
 
 
+def _bad(node: NodeResult) -> str:
+    """Bad answers the node dropped, and (after a slash) those it gave, when any."""
+    return (str(node.bad_answers) if not node.bad_answers_sent
+            else f"{node.bad_answers}/{node.bad_answers_sent} sent")
+
+
 def print_network_report(report: NetworkReport, console: Console) -> None:
-    """One row per node (simulated figures), then the network's totals."""
+    """One row per node (simulated figures), then the network's totals. The ``bad``
+    column counts the bad answers a node dropped (and, as ``n sent``, those it gave)."""
     config, totals = report.config, report.totals
     engine = report.engine
     where = engine["name"] if "workers" not in engine else \
@@ -34,12 +41,12 @@ def print_network_report(report: NetworkReport, console: Console) -> None:
                   f"{config.live_blocks} built live, seed {config.seed}; engine: {where}; "
                   f"costs: {report.costs.source}")
     table = Table(title="nodes (simulated; sim s from joining)", title_justify="left")
-    for column in ("node", "role", "joined s", "requests", "retries", "MB", "fetched",
-                   "rounds", "gossip", "height", "bootstrap s", "crashed"):
+    for column in ("node", "role", "joined s", "requests", "retries", "bad", "MB",
+                   "fetched", "rounds", "gossip", "height", "bootstrap s", "crashed"):
         table.add_column(column, justify="left" if column == "role" else "right")
     for node in report.nodes:
         table.add_row(str(node.index), node.role, f"{node.joined_at:.2f}", str(node.requests),
-                      str(node.retries), f"{node.bytes_received / 1e6:.2f}",
+                      str(node.retries), _bad(node), f"{node.bytes_received / 1e6:.2f}",
                       str(node.blocks_fetched), str(node.rounds), str(node.gossip_accepted),
                       str(node.height), _seconds(node.bootstrap_seconds), _fate(node))
     console.print(table)

@@ -5,9 +5,17 @@ A node is its own full stack over its own LMDB store, on a simulated clock of it
 every call sets to the simulated time the call happens at. The coordinator
 (:mod:`vmstack.sim.multinode`) never touches a node's stack: it names a node method in a
 :class:`Call` (one of :data:`NODE_METHODS`, the only methods a call may name) and gets back
-plain data (:class:`Tip`, :class:`Received`, :class:`Executed`, :class:`Delivered`,
-:class:`Built`), the same whichever process the node lives in, so the simulated figures do
-not depend on the engine (:mod:`vmstack.sim.engines`) that hosts the node.
+plain data (:class:`Tip`, :class:`Served`, :class:`Received`, :class:`Executed`,
+:class:`Delivered`, :class:`Built`), the same whichever process the node lives in, so the
+simulated figures do not depend on the engine (:mod:`vmstack.sim.engines`) that hosts the
+node.
+
+What a peer sends is never trusted: an answer that does not parse or chain, or whose blocks
+fail ``verify`` when executed, and a peer whose own store fails while serving, come back as
+plain data saying so (:attr:`Received.bad`, :attr:`Executed.refused`, :attr:`Served.failure`,
+:attr:`Delivered.refused`); the coordinator drops that peer's blocks and asks another. An
+error of the node's own making (its own store damaged while it executes or builds) is
+raised, and the engine reports the node as crashed.
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ from vmstack.batching import (
 from vmstack.cchain import generate_chain
 from vmstack.cchain.generate import find_mempool, transaction_pool
 from vmstack.clock import SimClock
-from vmstack.errors import BlockNotFound, InvalidBlock
+from vmstack.errors import BlockNotFound, InvalidBlock, StoreCorrupted
 from vmstack.interfaces import Block, ChainVM
 from vmstack.stack import build_stack
 from vmstack.store import LMDBStore
@@ -43,7 +51,9 @@ __all__ = [
     "NodeServer",
     "NodeSpec",
     "Received",
+    "Served",
     "Tip",
+    "failure_reason",
     "peak_rss",
 ]
 
@@ -74,38 +84,59 @@ class Tip:
 
 
 @attrs.frozen
+class Served:
+    """A node's answer to a ``get_ancestors`` request: the blocks, newest first (empty if
+    it does not have the block asked for), or, when its own store failed while serving
+    (``StoreCorrupted``), no blocks and ``failure`` saying why."""
+
+    blocks: tuple[bytes, ...]
+    failure: str | None = None
+
+
+@attrs.frozen
 class Received:
     """What a node made of an answer to its ``get_ancestors`` request.
 
     ``usable`` is False when the answer was empty, did not parse, did not start with the
-    block asked for or was not a chain; then nothing was kept. Otherwise ``new_blocks``
-    blocks were kept for execution; ``reached`` says the answer reached a block the node
-    has (the fetch is over), and ``next_want`` is the block to ask for next when not.
+    block asked for or was not a chain; then nothing was kept, and ``bad`` says why when
+    the answer was not empty (a bad answer, not a peer that lacks the block). Otherwise
+    ``new_blocks`` blocks were kept for execution; ``reached`` says the answer reached a
+    block the node has (the fetch is over), and ``next_want`` is the block to ask for next
+    when not.
     """
 
     usable: bool
     new_blocks: int = 0
     reached: bool = False
     next_want: bytes | None = None
+    bad: str | None = None
 
 
 @attrs.frozen
 class Executed:
-    """The fetched blocks a node verified and accepted, oldest first, by size."""
+    """The fetched blocks a node verified and accepted, oldest first, by size.
+
+    ``refused`` is why a fetched block failed ``verify`` (``None`` if none did), and
+    ``refused_from`` the peer whose answer carried it: that block and every fetched block
+    above it were dropped, unverified; the blocks below it were accepted."""
 
     sizes: tuple[int, ...]
     tip: Tip
+    refused: str | None = None
+    refused_from: int | None = None
 
 
 @attrs.frozen
 class Delivered:
     """A gossiped block at a node: ``accepted`` when it extended the node's chain,
     ``known`` when the node already had it, neither when its parent is missing (a gap the
-    node has to fetch)."""
+    node has to fetch) or when it extended the chain but failed ``verify`` (``refused``
+    says why; the block is dropped)."""
 
     accepted: bool
     known: bool
     tip: Tip
+    refused: str | None = None
 
 
 @attrs.frozen
@@ -156,7 +187,7 @@ class NodeServer:
                                        fork_time=spec.fork_time,
                                        transition_time=spec.transition_time,
                                        clock=self.clock, staking_key=key)
-        self._fetched: list[Block] = []
+        self._fetched: list[tuple[Block, int | None]] = []
 
     def close(self) -> None:
         """Close the store; remove the directory if the node made it."""
@@ -198,46 +229,59 @@ class NodeServer:
 
     # --- bootstrapping: serving, fetching, executing -----------------------------------
 
-    def serve(self, want: bytes, now: float, max_blocks_num: int) -> list[bytes]:
-        """``get_ancestors`` of ``want`` with the engine's limits; ``[]`` if the node does
-        not have it."""
+    def serve(self, want: bytes, now: float, max_blocks_num: int) -> Served:
+        """``get_ancestors`` of ``want`` with the engine's limits; no blocks if the node
+        does not have it, and a ``failure`` if its store fails on the block asked for
+        (mid-walk, a damaged block ends the answer before it: what is served is always a
+        prefix of the true chain)."""
         self._at(now)
         try:
-            return get_ancestors(self.vm, want, max_blocks_num=max_blocks_num,
-                                 max_blocks_size=MAX_CONTAINERS_LEN, clock=self.clock)
+            return Served(tuple(get_ancestors(self.vm, want, max_blocks_num=max_blocks_num,
+                                              max_blocks_size=MAX_CONTAINERS_LEN,
+                                              clock=self.clock)))
         except BlockNotFound:
-            return []
+            return Served(())
+        except StoreCorrupted as error:
+            return Served((), failure=f"its store failed: {error}")
 
-    def receive(self, want: bytes, answer: list[bytes], now: float) -> Received:
-        """Parse an answer to a request for ``want`` with ``batched_parse_block`` and keep
-        the blocks the node does not have yet, down to its last accepted block."""
+    def receive(self, want: bytes, answer: list[bytes], now: float,
+                peer: int | None = None) -> Received:
+        """Parse an answer from ``peer`` to a request for ``want`` with
+        ``batched_parse_block`` and keep the blocks the node does not have yet, down to its
+        last accepted block (remembering which peer sent them)."""
         self._at(now)
         if not answer:
             return Received(usable=False)
         try:
             blocks = batched_parse_block(self.vm, answer)
-        except InvalidBlock:
-            return Received(usable=False)
-        if (not blocks or blocks[0].id != want
-                or any(child.parent_id != parent.id
-                       for child, parent in itertools.pairwise(blocks))):
-            return Received(usable=False)
+        except InvalidBlock as error:
+            return Received(usable=False, bad=f"does not parse: {error}")
+        if not blocks or blocks[0].id != want:
+            return Received(usable=False, bad="does not start with the block asked for")
+        if any(child.parent_id != parent.id for child, parent in itertools.pairwise(blocks)):
+            return Received(usable=False, bad="is not a chain")
         have = self.vm.last_accepted()
         reached_at = next((i for i, block in enumerate(blocks) if block.id == have), None)
         if reached_at is not None:
             blocks = blocks[:reached_at]
-        self._fetched.extend(blocks)
+        self._fetched.extend((block, peer) for block in blocks)
         reached = reached_at is not None or (bool(blocks) and blocks[-1].parent_id == have)
         return Received(usable=True, new_blocks=len(blocks), reached=reached,
                         next_want=None if reached else blocks[-1].parent_id)
 
     def execute(self, now: float) -> Executed:
-        """Verify and accept every fetched block, oldest first, and forget them."""
+        """Verify and accept every fetched block, oldest first, and forget them; at the
+        first block that fails ``verify`` (a peer's bad bytes), stop and drop it and every
+        block above it."""
         self._at(now)
         fetched, self._fetched = self._fetched, []
-        sizes = []
-        for block in reversed(fetched):
-            block.verify()
+        sizes: list[int] = []
+        for block, peer in reversed(fetched):
+            try:
+                block.verify()
+            except (InvalidBlock, BlockNotFound) as error:
+                return Executed(tuple(sizes), self.tip(), refused=str(error),
+                                refused_from=peer)
             block.accept()
             sizes.append(len(bytes(block)))
         return Executed(tuple(sizes), self.tip())
@@ -256,7 +300,10 @@ class NodeServer:
             return Delivered(accepted=False, known=True, tip=tip)
         if block.parent_id != tip.block_id:
             return Delivered(accepted=False, known=False, tip=tip)
-        block.verify()
+        try:
+            block.verify()
+        except (InvalidBlock, BlockNotFound) as error:
+            return Delivered(accepted=False, known=False, tip=tip, refused=str(error))
         self.vm.set_preference(block.id)
         block.accept()
         return Delivered(accepted=True, known=False, tip=self.tip())
@@ -280,6 +327,12 @@ class NodeServer:
         if method not in NODE_METHODS:
             raise ValueError(f"a node has no method {method!r}")
         return getattr(self, method)(*args)
+
+
+def failure_reason(method: str, error: BaseException) -> str:
+    """Why a node whose ``method`` raised ``error`` is out of the run (the same words on
+    every engine)."""
+    return f"its {method} failed: {type(error).__name__}: {error}"
 
 
 def peak_rss() -> int:

@@ -6,7 +6,8 @@ time, and then gathers the answers, each within a bounded wait. An actor holds t
 :class:`~vmstack.sim.node_server.NodeServer` of each node placed on it. A node whose actor
 dies, or does not answer within ``call_timeout`` seconds, answers
 :class:`~vmstack.errors.NodeCrashed` from then on: the coordinator reports it and the run
-goes on without it.
+goes on without it. So does a node whose call raises an error of the project's tree (its
+actor closes that node and goes on hosting the others), as on the local engine.
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from vmstack.errors import NodeCrashed, VMStackError
-from vmstack.sim.node_server import Call, NodeServer, NodeSpec, peak_rss
+from vmstack.sim.node_server import Call, NodeServer, NodeSpec, failure_reason, peak_rss
 
 __all__ = ["RayEngine"]
 
@@ -42,6 +45,14 @@ def _check_reachable(address: str, timeout: float = 10.0) -> None:
                            f"{error.strerror or error}") from None
 
 
+@attrs.frozen
+class _Failed:
+    """What an actor answers for a node whose call raised an error of the project's tree
+    (the node is closed; the engine answers :class:`NodeCrashed` for it from then on)."""
+
+    reason: str
+
+
 class _NodeHost:
     """The body of a Ray actor: the nodes placed on it, each with its stack and store."""
 
@@ -53,7 +64,11 @@ class _NodeHost:
                                             remove=True)
 
     def call(self, node: int, method: str, args: tuple[Any, ...]) -> Any:
-        return self.nodes[node].call(method, args)
+        try:
+            return self.nodes[node].call(method, args)
+        except VMStackError as error:
+            self.nodes.pop(node).close()
+            return _Failed(failure_reason(method, error))
 
     def peak_memory(self) -> int:
         return peak_rss()
@@ -103,6 +118,7 @@ class RayEngine:
         self._actors: list[Any] = []
         self._placement: list[int] = []
         self._dead: dict[int, str] = {}
+        self._failed: dict[int, str] = {}
         self._worker_count = 0
         self._root: Path | None = None
 
@@ -168,11 +184,15 @@ class RayEngine:
         with contextlib.suppress(Exception):
             self._ray.kill(self._actors[actor], no_restart=True)
 
+    def _gone(self, node: int) -> str | None:
+        """Why ``node`` takes no more part (its actor died, or its own call failed)."""
+        return self._dead.get(self._placement[node], self._failed.get(node))
+
     def run(self, calls: Sequence[Call], *, timeout: float | None = None) -> list[Any]:
         refs: list[Any] = []
         for call in calls:
             actor = self._placement[call.node]
-            refs.append(None if actor in self._dead else
+            refs.append(None if self._gone(call.node) is not None else
                         self._actors[actor].call.remote(call.node, call.method, call.args))
         deadline = time.monotonic() + (self.call_timeout if timeout is None else timeout)
         answers: list[Any] = []
@@ -180,8 +200,10 @@ class RayEngine:
             actor = self._placement[call.node]
             answer = None if ref is None or actor in self._dead else \
                 self._await(ref, actor, deadline)
-            answers.append(NodeCrashed(call.node, self._dead[actor]) if actor in self._dead
-                           else answer)
+            if isinstance(answer, _Failed):
+                self._failed[call.node] = answer.reason
+            reason = self._gone(call.node)
+            answers.append(NodeCrashed(call.node, reason) if reason is not None else answer)
         return answers
 
     def crash(self, node: int) -> None:
