@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -120,6 +121,37 @@ def test_out_of_process_gives_the_same_simulated_figures(tmp_path: Path) -> None
     assert serial["serving"]["GetBlock"]["calls"] >= SMALL.blocks
     assert batched["node"]["BatchedParseBlock"]["calls"] >= 1
     assert serial["node"]["ParseBlock"]["calls"] >= SMALL.blocks
+
+
+def test_a_serving_peer_whose_process_dies_is_dropped_out_of_process() -> None:
+    """Out of process, a serving peer's process killed between the batched and the serial
+    bootstrap is a dropped peer: the serial bootstrap times out on it once, asks the other
+    peer from then on, and reaches the tip; the report says which peer was dropped."""
+    import signal
+
+    from tests.processes import descendants, wait_ended
+
+    killed: list[int] = []
+
+    def kill_a_serving_peer(mode: str, fetched: int) -> None:
+        if mode == "batched" and fetched == SMALL.blocks and not killed:
+            serving = [pid for pid in descendants(os.getpid())
+                       if b"--readonly" in Path(f"/proc/{pid}/cmdline").read_bytes()
+                       .split(b"\0")]
+            assert len(serving) == SMALL.peers
+            os.kill(serving[0], signal.SIGKILL)
+            assert wait_ended(serving[0])
+            killed.append(serving[0])
+
+    report = simulate(attrs.evolve(SMALL, out_of_process=True), on_fetch=kill_a_serving_peer)
+    assert killed
+    serial = report.results["serial"]
+    assert serial.blocks == SMALL.blocks
+    assert len(serial.peers_dropped) == 1
+    assert "timeout" in {reason for _, reason in serial.retries_at}
+    assert report.results["batched"].peers_dropped == ()
+    assert report.as_dict()["simulated"]["serial"]["peers_dropped"] == list(
+        serial.peers_dropped)
 
 
 def test_calibrating_out_of_process_learns_the_round_trips() -> None:

@@ -4,7 +4,9 @@ The node asks a peer for the ancestors of the tip (``get_ancestors`` with the en
 defaults), checks that the first block is the one it asked for, parses the answer, and asks
 again from the oldest block's parent until it reaches a block it has; then it verifies and
 accepts everything from the oldest block up. A request that is dropped or not answered in
-time goes to the next peer.
+time goes to the next peer. A peer that is gone (its process behind the gRPC boundary died:
+``VMUnavailable``) never answers; it is dropped, the request times out and goes to the next
+peer, and the bootstrap goes on with the peers left.
 
 In ``batched`` mode the peers answer through the batched protocol and the node parses with
 ``batched_parse_block``; in serial mode peers walk ``get_block`` and the node calls
@@ -35,7 +37,7 @@ from vmstack.batching import (
     walk_ancestors,
 )
 from vmstack.clock import SimClock
-from vmstack.errors import BlockNotFound, InvalidBlock, VMStackError
+from vmstack.errors import BlockNotFound, InvalidBlock, VMStackError, VMUnavailable
 from vmstack.interfaces import Block, ChainVM
 from vmstack.sim.costs import CostModel
 from vmstack.sim.events import EventLoop
@@ -68,6 +70,7 @@ class BootstrapResult:
     parsing_wall_seconds: float
     timeline: tuple[tuple[float, int], ...]
     retries_at: tuple[tuple[float, str], ...] = ()
+    peers_dropped: tuple[int, ...] = ()
 
     @property
     def blocks_per_second(self) -> float:
@@ -87,6 +90,7 @@ class BootstrapResult:
             "blocks_per_second": self.blocks_per_second,
             "timeline": [list(point) for point in self.timeline],
             "retries_at": [list(point) for point in self.retries_at],
+            "peers_dropped": list(self.peers_dropped),
         }
 
     def measured(self) -> dict[str, float]:
@@ -107,7 +111,9 @@ class _Peer:
 class Bootstrapper:
     """Bootstraps ``node`` from ``peers`` over ``network`` on the simulated ``clock``.
 
-    ``progress`` is called with the number of blocks fetched so far after every answer.
+    ``progress`` is called with the number of blocks fetched so far after every answer. A
+    peer whose VM is unavailable is dropped (:attr:`BootstrapResult.peers_dropped`); with
+    every peer dropped the bootstrap fails with ``VMStackError``.
     """
 
     def __init__(
@@ -147,6 +153,7 @@ class Bootstrapper:
         self._retry_log: list[tuple[float, str]] = []
         self._attempts_for_want = 0
         self._next_peer = 0
+        self._dropped: list[int] = []
         self._outstanding: int | None = None
         self._bytes = 0
         self._serving_wall = 0.0
@@ -187,6 +194,7 @@ class Bootstrapper:
             parsing_wall_seconds=self._parsing_wall,
             timeline=tuple((at - started, count) for at, count in self._timeline),
             retries_at=tuple((at - started, reason) for at, reason in self._retry_log),
+            peers_dropped=tuple(self._dropped),
         )
 
     # --- fetching ------------------------------------------------------------------------
@@ -196,10 +204,16 @@ class Bootstrapper:
             self._error = VMStackError(
                 f"no peer answered for block {want.hex()} after {self.max_attempts} attempts")
             return
+        if len(self._dropped) == len(self.peers):
+            self._error = VMStackError(f"every peer was dropped (their VMs are unavailable) "
+                                       f"before block {want.hex()} was fetched")
+            return
         self._attempts_for_want += 1
         self._requests += 1
         request_id = self._requests
         self._outstanding = request_id
+        while self._next_peer in self._dropped:
+            self._next_peer = (self._next_peer + 1) % len(self.peers)
         peer = self._next_peer
         self._next_peer = (self._next_peer + 1) % len(self.peers)
         self.loop.schedule(self.network.config.timeout,
@@ -224,9 +238,16 @@ class Bootstrapper:
         now = self.clock()
         start = max(now, peer.busy_until)
         wall = time.perf_counter()
-        answer, cost = (self._serve_batched(peer.vm, want, start) if self.batched
-                        else self._serve_serial(peer.vm, want, start))
-        self._serving_wall += time.perf_counter() - wall
+        try:
+            answer, cost = (self._serve_batched(peer.vm, want, start) if self.batched
+                            else self._serve_serial(peer.vm, want, start))
+        except VMUnavailable:
+            # The peer is gone: no answer comes, the request times out, and the peer is
+            # asked no more.
+            self._dropped.append(peer_index)
+            return
+        finally:
+            self._serving_wall += time.perf_counter() - wall
         peer.busy_until = start + cost
         size = sum(len(block) + CONTAINER_LEN_OVERHEAD for block in answer)
         delay = self.network.transfer(peer_index, size)

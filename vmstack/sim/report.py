@@ -37,6 +37,12 @@ def print_report(report: SimulationReport, console: Console) -> None:
                       f"{result.blocks_per_second:,.0f}", f"{result.wall_seconds:.2f}",
                       f"{result.serving_wall_seconds:.3f}")
     console.print(table)
+    for mode, result in report.results.items():
+        if result.peers_dropped:
+            dropped = ", ".join(str(peer) for peer in result.peers_dropped)
+            console.print(f"{mode}: dropped {plural(len(result.peers_dropped), 'peer')} "
+                          f"({dropped}) whose VM became unavailable; the others served "
+                          "the rest")
     speedup = report.speedup()
     if speedup is not None:
         console.print(f"batched bootstrap is {speedup:.1f}x faster than serial "

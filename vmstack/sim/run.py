@@ -39,6 +39,7 @@ from vmstack.batching import (
 from vmstack.cchain import generate_chain
 from vmstack.clock import SimClock
 from vmstack.defaults import DEFAULT_CHAIN_ID
+from vmstack.errors import VMUnavailable
 from vmstack.interfaces import Block, ChainVM
 from vmstack.sim.bootstrap import Bootstrapper, BootstrapResult
 from vmstack.sim.costs import REFERENCE_COSTS, CostModel, fit_cost, mean_cost, time_call
@@ -312,7 +313,7 @@ def simulate(
                 registries = [CollectorRegistry() for _ in range(config.peers)]
                 peers = [stacks.build(serving_store, registry, out_of_process=client)
                          for registry, client in zip(registries, served, strict=True)]
-                tip = peers[0].last_accepted()
+                tip = _last_accepted(peers)
                 node_dir = directory / f"node-{mode}"
                 shutil.rmtree(node_dir, ignore_errors=True)
                 trips = RoundTrips()
@@ -340,6 +341,17 @@ def simulate(
         return SimulationReport(config=config, costs=costs, chain_reused=reused,
                                 build_wall_seconds=build_wall, results=results, layers=layers,
                                 round_trips=round_trips)
+
+
+def _last_accepted(peers: list[ChainVM]) -> bytes:
+    """The last accepted block of the first peer that answers (a peer whose process died
+    is ``VMUnavailable``; the bootstrap then drops it), or ``VMUnavailable`` if none does."""
+    for peer in peers[:-1]:
+        try:
+            return peer.last_accepted()
+        except VMUnavailable:
+            continue
+    return peers[-1].last_accepted()
 
 
 def _parse_into(vm: ChainVM, data: bytes, parsed: list[Block]) -> None:
