@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from types import FrameType
+from typing import TYPE_CHECKING, NoReturn
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -105,8 +107,8 @@ def _parser() -> argparse.ArgumentParser:
         "serve", help="serve a stack over gRPC (the plugin side of a process boundary)",
         description="Open the LMDB store in DIR, build the stack the options describe and "
                     "serve it over gRPC until standard input closes or SIGTERM/SIGINT "
-                    "arrives. The first line of output is the handshake: 'vmstack-serve 1 "
-                    "ADDRESS PID'.")
+                    "arrives (then the status is 143/130). The first line of output is "
+                    "the handshake: 'vmstack-serve 1 ADDRESS PID'.")
     serve.add_argument("--data-dir", type=Path, required=True, metavar="DIR",
                        help="the LMDB store to serve (created if absent)")
     serve.add_argument("--address", metavar="ADDR",
@@ -291,11 +293,39 @@ def _serve(args: argparse.Namespace, console: Console) -> int:
                  stop_on_stdin_close=not args.no_stdin_watch)
 
 
+class Terminated(BaseException):
+    """SIGTERM arrived. Raised in the main thread, as ``KeyboardInterrupt`` is for Ctrl-C,
+    so that every ``with`` block unwinds: temporary stores are removed, served child
+    processes and Ray are stopped, stores are closed."""
+
+
+def _terminate(signum: int, frame: FrameType | None) -> NoReturn:
+    # A second SIGTERM must not cut the clean-up the first one started.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise Terminated
+
+
+#: Exit statuses of a command stopped by Ctrl-C and by SIGTERM (128 + the signal number,
+#: as a shell reports a process the signal killed).
+INTERRUPTED_STATUS = 128 + signal.SIGINT
+TERMINATED_STATUS = 128 + signal.SIGTERM
+
+
+def _say(text: str, *, style: str | None = None) -> None:
+    """One line on standard error, printed as it is (no rich markup: an extra such as
+    ``'vmstack[plot]'`` stays in)."""
+    Console(stderr=True).print(text, style=style, markup=False, highlight=False,
+                               soft_wrap=True)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status (2 for bad usage or input)."""
+    """Run the command line; returns the exit status: 2 for bad usage or input, 130 after
+    Ctrl-C and 143 after SIGTERM (each with one line on standard error, once every
+    temporary file is removed and every child process stopped)."""
     args = _parser().parse_args(argv)
     # Tables stay readable when the output goes to a file or a pipe.
     console = Console(width=None if sys.stdout.isatty() else 140)
+    previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         if args.command == "simulate":
             return _simulate(args, console)
@@ -303,11 +333,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _serve(args, console)
         return _bench(args, console)
     except (VMStackError, ValueError, OSError) as error:
-        Console(stderr=True).print(f"[red]vmstack {args.command}: {error}[/red]", soft_wrap=True)
+        _say(f"vmstack {args.command}: {error}", style="red")
         return 2
     except KeyboardInterrupt:
-        Console(stderr=True).print(f"vmstack {args.command}: interrupted", soft_wrap=True)
-        return 130
+        _say(f"vmstack {args.command}: interrupted")
+        return INTERRUPTED_STATUS
+    except Terminated:
+        _say(f"vmstack {args.command}: terminated")
+        return TERMINATED_STATUS
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

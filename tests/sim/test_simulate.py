@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import attrs
 import pytest
 
+from tests.sim.commands import live_processes_naming, signal_and_wait, start_command, wait_for
 from vmstack.sim.costs import REFERENCE_COSTS, CostModel
 from vmstack.sim.run import SimulationConfig, calibrate, simulate
 
@@ -164,27 +167,16 @@ def test_calibrating_out_of_process_learns_the_round_trips() -> None:
 
 def _start_and_interrupt(data_dir: Path, signum: int) -> subprocess.CompletedProcess[str]:
     """Start a long `vmstack simulate --data-dir` and send ``signum`` once it is building."""
-    import signal  # noqa: F401 - the caller passes one of its values
-    import time
-
-    process = subprocess.Popen(
-        [sys.executable, "-m", "vmstack", "simulate", "--blocks", "3000",
-         "--txs-per-block", "2", "--data-dir", str(data_dir)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60
-    while not (data_dir / "serving" / "data.mdb").exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    process = start_command("simulate", "--blocks", "3000", "--txs-per-block", "2",
+                            "--data-dir", str(data_dir), temporary=data_dir / "tmp")
+    wait_for(process, (data_dir / "serving" / "data.mdb").exists, "the build started")
     time.sleep(1.0)
-    process.send_signal(signum)
-    stdout, stderr = process.communicate(timeout=120)
-    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+    return signal_and_wait(process, signum)
 
 
 def test_ctrl_c_exits_130_with_one_line_and_the_next_run_rebuilds(tmp_path: Path) -> None:
     """Ctrl-C mid-build: status 130, one line, no traceback; the same --data-dir then
     serves a run with another configuration (the interrupted chain was never finished)."""
-    import signal
-
     interrupted = _start_and_interrupt(tmp_path, signal.SIGINT)
     assert interrupted.returncode == 130, interrupted.stderr
     assert interrupted.stderr.strip() == "vmstack simulate: interrupted"
@@ -195,11 +187,52 @@ def test_ctrl_c_exits_130_with_one_line_and_the_next_run_rebuilds(tmp_path: Path
     assert "reusing" not in result.stdout
 
 
+def test_ctrl_c_reaches_the_command_when_the_suite_ignores_sigint(tmp_path: Path) -> None:
+    """A suite run as a background job ignores SIGINT, and a child inherits that: the
+    command is started with SIGINT at its default, so Ctrl-C still stops it."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        interrupted = _start_and_interrupt(tmp_path, signal.SIGINT)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert interrupted.returncode == 130, interrupted.stderr
+    assert interrupted.stderr.strip() == "vmstack simulate: interrupted"
+
+
+def test_sigterm_exits_143_with_one_line_and_removes_the_temporary_store(
+        tmp_path: Path) -> None:
+    """SIGTERM mid-build, as Ctrl-C: status 143, one line, and the temporary store (in
+    the folder the command's TMPDIR names) is removed."""
+    temporary = tmp_path / "tmp"
+    process = start_command("simulate", "--blocks", "3000", "--txs-per-block", "2",
+                            temporary=temporary)
+    wait_for(process, lambda: any(temporary.glob("vmstack-sim-*/serving/data.mdb")),
+             "the build started")
+    time.sleep(1.0)
+    terminated = signal_and_wait(process, signal.SIGTERM)
+    assert terminated.returncode == 143, terminated.stderr
+    assert terminated.stderr.strip() == "vmstack simulate: terminated"
+    assert list(temporary.iterdir()) == []
+
+
+def test_sigterm_out_of_process_stops_every_served_child(tmp_path: Path) -> None:
+    """SIGTERM while the served processes of an out-of-process run start: status 143,
+    one line, no served process left, the temporary stores removed."""
+    temporary = tmp_path / "tmp"
+    process = start_command("simulate", "--blocks", "300", "--txs-per-block", "1",
+                            "--out-of-process", temporary=temporary)
+    wait_for(process, lambda: bool(live_processes_naming(str(temporary))),
+             "a served process started")
+    terminated = signal_and_wait(process, signal.SIGTERM)
+    assert terminated.returncode == 143, terminated.stderr
+    assert terminated.stderr.strip() == "vmstack simulate: terminated"
+    assert live_processes_naming(str(temporary)) == []
+    assert list(temporary.iterdir()) == []
+
+
 def test_sigkill_mid_build_leaves_a_directory_the_next_run_uses(tmp_path: Path) -> None:
     """A run killed mid-build (SIGKILL) leaves a directory the next run rebuilds and then
     reuses, never one that fails for good."""
-    import signal
-
     killed = _start_and_interrupt(tmp_path, signal.SIGKILL)
     assert killed.returncode == -signal.SIGKILL
     for reused in (False, True):

@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import os
 import selectors
-import signal
 import subprocess
 import sys
 import tempfile
@@ -173,8 +172,10 @@ def serve(data_dir: Path, *, address: str | None = None, sim_clock: float | None
 
     Prints the handshake line on ``out`` once serving, then waits: for its standard input
     to close (when ``stop_on_stdin_close``, as under :func:`spawn`), or for SIGTERM or
-    SIGINT. Then it stops serving, closes the stack (:func:`~vmstack.stack.close_stack`: a
-    parse pool's workers stop) and closes the store.
+    SIGINT, which the command line (:mod:`vmstack.cli`) turns into an exception raised out
+    of the wait. Either way it stops serving (the socket's folder removed), closes the
+    stack (:func:`~vmstack.stack.close_stack`: a parse pool's workers stop) and closes the
+    store; the exception then gives the command's status (130 or 143).
     """
     from prometheus_client import CollectorRegistry
 
@@ -183,8 +184,6 @@ def serve(data_dir: Path, *, address: str | None = None, sim_clock: float | None
     from vmstack.wrappers.rpc.server import VMServer
 
     stopped = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stopped.set())
     clock = None if sim_clock is None else SimClock(sim_clock)
     registry = CollectorRegistry()
     with LMDBStore(data_dir, readonly=readonly) as store, contextlib.ExitStack() as closing:
