@@ -7,7 +7,8 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, NoReturn
@@ -16,7 +17,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from vmstack.defaults import DEFAULT_CACHE_SIZE, DEFAULT_CHAIN_ID
-from vmstack.errors import VMStackError
+from vmstack.errors import StoreCorrupted, VMStackError
+from vmstack.sim.bounds import MAX_PEERS, MAX_PEERS_OUT_OF_PROCESS
 
 if TYPE_CHECKING:
     from vmstack.sim.costs import CostModel
@@ -24,18 +26,23 @@ if TYPE_CHECKING:
 __all__ = ["main"]
 
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
+class IntegerAtLeast:
+    """An argparse type: an integer of at least ``least``. ``__name__`` is what argparse
+    prints for a value that is not an integer ("invalid positive integer value: 'x'")."""
+
+    def __init__(self, least: int, name: str) -> None:
+        self.least = least
+        self.__name__ = name
+
+    def __call__(self, text: str) -> int:
+        value = int(text)
+        if value < self.least:
+            raise argparse.ArgumentTypeError(f"must be at least {self.least}, got {value}")
+        return value
 
 
-def _non_negative(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
-    return value
+positive_int = IntegerAtLeast(1, "positive integer")
+non_negative_int = IntegerAtLeast(0, "non-negative integer")
 
 
 def _version() -> str:
@@ -60,12 +67,14 @@ def _parser() -> argparse.ArgumentParser:
         description="Build a chain on the full stack over an embedded LMDB store, then "
                     "bootstrap a second node from it through get_ancestors / "
                     "batched_parse_block over a simulated network, batched and serial.")
-    simulate.add_argument("--blocks", type=_positive, default=600, metavar="N",
+    simulate.add_argument("--blocks", type=positive_int, default=600, metavar="N",
                           help="blocks in the chain (default: %(default)s)")
-    simulate.add_argument("--txs-per-block", type=_non_negative, default=10, metavar="K",
+    simulate.add_argument("--txs-per-block", type=non_negative_int, default=10, metavar="K",
                           help="signed transactions per block (default: %(default)s)")
-    simulate.add_argument("--peers", type=_positive, default=3, metavar="P",
-                          help="peers serving the chain (default: %(default)s)")
+    simulate.add_argument("--peers", type=positive_int, default=3, metavar="P",
+                          help=f"peers serving the chain (default: %(default)s; at most "
+                               f"{MAX_PEERS}, {MAX_PEERS_OUT_OF_PROCESS} with "
+                               "--out-of-process)")
     simulate.add_argument("--seed", type=int, default=1, metavar="S",
                           help="seed of the chain and the network (default: %(default)s)")
     simulate.add_argument("--data-dir", type=Path, metavar="DIR",
@@ -76,7 +85,7 @@ def _parser() -> argparse.ArgumentParser:
                           help="run each node's C-chain VM in a process of its own behind "
                                "the gRPC boundary (vmstack serve), and report the round "
                                "trips")
-    simulate.add_argument("--nodes", type=_positive, default=2, metavar="N",
+    simulate.add_argument("--nodes", type=positive_int, default=2, metavar="N",
                           help="nodes in the network (default: %(default)s, one serving "
                                "chain and one bootstrapping node); more, or an explicit "
                                "--engine, runs a network of nodes: builders extend the "
@@ -86,12 +95,12 @@ def _parser() -> argparse.ArgumentParser:
                                "Ray actors (ray; needs vmstack[ray]) (default: local)")
     simulate.add_argument("--ray-address", metavar="ADDR",
                           help="join this Ray cluster (default: start a local Ray)")
-    simulate.add_argument("--workers", type=_positive, metavar="W",
+    simulate.add_argument("--workers", type=positive_int, metavar="W",
                           help="Ray actors to spread the nodes over (default: one per node)")
-    simulate.add_argument("--builders", type=_positive, metavar="B",
+    simulate.add_argument("--builders", type=positive_int, metavar="B",
                           help="network nodes that start with the chain and build on it "
                                "(default: an eighth of the nodes, 2 to 4)")
-    simulate.add_argument("--live-blocks", type=_non_negative, default=20, metavar="L",
+    simulate.add_argument("--live-blocks", type=non_negative_int, default=20, metavar="L",
                           help="blocks the network's builders build and gossip during the "
                                "run (default: %(default)s)")
     simulate.add_argument("--json", type=Path, metavar="FILE", help="write every figure here")
@@ -114,16 +123,16 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--address", metavar="ADDR",
                        help="where to listen: unix:/path or 127.0.0.1:PORT (default: a Unix "
                             "socket in a private directory)")
-    serve.add_argument("--chain-id", type=_positive, metavar="ID",
+    serve.add_argument("--chain-id", type=positive_int, metavar="ID",
                        help=f"the EVM chain ID (default: {DEFAULT_CHAIN_ID})")
     serve.add_argument("--fork-time", type=float, metavar="T",
                        help="unix time of the proposer fork (default: no proposer layer)")
     serve.add_argument("--transition-time", type=float, metavar="T",
                        help="unix time of the transition (default: no transition layer)")
-    serve.add_argument("--settle-lag", type=_non_negative, metavar="N",
+    serve.add_argument("--settle-lag", type=non_negative_int, metavar="N",
                        help="blocks an accepted block waits before it is settled "
                             "(default: 0)")
-    serve.add_argument("--cache-size", type=_non_negative, metavar="N",
+    serve.add_argument("--cache-size", type=non_negative_int, metavar="N",
                        help="entries of the canonical hash cache "
                             f"(default: {DEFAULT_CACHE_SIZE})")
     serve.add_argument("--flavour", choices=("avalanche", "ethereum"),
@@ -133,7 +142,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--sim-clock", type=float, metavar="START",
                        help="run the stack on a simulated clock starting at START that "
                             "follows the time callers send")
-    serve.add_argument("--parse-workers", type=_non_negative, metavar="N",
+    serve.add_argument("--parse-workers", type=non_negative_int, metavar="N",
                        help="worker processes that check a large batch's envelope "
                             "signatures, with --fork-time (default: 0, serial)")
     serve.add_argument("--readonly", action="store_true",
@@ -146,6 +155,9 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--json", type=Path, metavar="FILE", help="write every row here")
     return parser
 
+
+#: From this many peers (and always out of process) the set-up of the peers has a bar.
+PEERS_PROGRESS_FROM = 32
 
 #: The figure formats ``--plot`` writes (matplotlib's, by file suffix).
 PLOT_FORMATS = (".png", ".svg", ".pdf")
@@ -208,6 +220,20 @@ def _read_costs(path: Path) -> CostModel:
         raise ValueError(f"--costs {path} is not a cost model: {error}") from None
 
 
+@contextmanager
+def _damage_named(data_dir: Path | None) -> Iterator[None]:
+    """Turn a damaged store in ``data_dir`` (``StoreCorrupted``) into one message naming
+    the directory, the damage and how to rebuild."""
+    try:
+        yield
+    except StoreCorrupted as error:
+        if data_dir is None:
+            raise
+        raise VMStackError(f"--data-dir {data_dir} holds a damaged store ({error}); remove "
+                           f"{data_dir}, or give another --data-dir, and the next run "
+                           "builds the chain anew") from None
+
+
 def _progress(console: Console) -> Progress:
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                     TimeElapsedColumn(), console=console, transient=False)
@@ -235,26 +261,31 @@ def _simulate(args: argparse.Namespace, console: Console) -> int:
     costs = REFERENCE_COSTS if args.costs is None else _read_costs(args.costs)
     if args.data_dir is not None and stored_chain(config, args.data_dir):
         console.print(f"reusing the chain of {plural(config.blocks, 'block')} stored in "
-                      f"{args.data_dir} (built by an earlier run with this configuration)")
-    with _progress(console) as progress:
+                      f"{args.data_dir} (built by an earlier run with this configuration)",
+                      markup=False)
+    with _damage_named(args.data_dir), _progress(console) as progress:
         if args.calibrate:
             with console.status("measuring this machine's call costs"):
                 costs = calibrate(config)
         build = progress.add_task("building chain", total=config.blocks)
+        # Setting up many peers takes a while: then it has a bar of its own.
+        peers = (progress.add_task("peers set up", total=config.peers)
+                 if config.peers >= PEERS_PROGRESS_FROM or config.out_of_process else None)
         fetch = {mode: progress.add_task(f"bootstrap ({mode})", total=config.blocks)
                  for mode in config.modes}
         report = simulate(
             config, data_dir=args.data_dir, costs=costs,
             on_build=lambda n: progress.update(build, completed=n),
-            on_fetch=lambda mode, n: progress.update(fetch[mode], completed=n))
+            on_fetch=lambda mode, n: progress.update(fetch[mode], completed=n),
+            on_peer=None if peers is None else lambda n: progress.update(peers, completed=n))
         progress.update(build, completed=config.blocks)
     print_report(report, console)
     if args.json is not None:
         write_json(report, args.json)
-        console.print(f"wrote {args.json}")
+        console.print(f"wrote {args.json}", markup=False)
     if args.plot is not None:
         write_plot(report, args.plot)
-        console.print(f"wrote {args.plot}")
+        console.print(f"wrote {args.plot}", markup=False)
     return 0
 
 
@@ -268,7 +299,7 @@ def _bench(args: argparse.Namespace, console: Console) -> int:
     print_comparisons(rows, console)
     if args.json is not None:
         write_json(rows, args.json, quick=args.quick)
-        console.print(f"wrote {args.json}")
+        console.print(f"wrote {args.json}", markup=False)
     return 0
 
 

@@ -60,8 +60,8 @@ def simulate_network_from_args(args: argparse.Namespace, console: Console, *,
     print_network_report(report, console)
     if args.json is not None:
         write_network_json(report, args.json)
-        console.print(f"wrote {args.json}")
+        console.print(f"wrote {args.json}", markup=False)
     if args.plot is not None:
         write_network_plot(report, args.plot)
-        console.print(f"wrote {args.plot}")
+        console.print(f"wrote {args.plot}", markup=False)
     return 0

@@ -18,14 +18,25 @@ def plural(count: int, noun: str) -> str:
     return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"
 
 
+def _transactions(report: SimulationReport) -> str:
+    """The transactions a block of the chain holds: as asked, or what was built when the
+    gas limit held fewer than asked."""
+    asked = report.config.txs_per_block
+    built = report.transactions
+    if built is None or built == asked * report.config.blocks:
+        return plural(asked, "tx")
+    return (f"{built / report.config.blocks:,.0f} txs on average ({asked:,} asked for; a "
+            "block holds what its gas limit pays for)")
+
+
 def print_report(report: SimulationReport, console: Console) -> None:
     """The closing tables: one row per mode, then the per-layer figures."""
     config = report.config
     chain = "reused from the data directory" if report.chain_reused else (
         f"built in {report.build_wall_seconds:.1f} s")
-    console.print(f"chain: {plural(config.blocks, 'block')} x "
-                  f"{plural(config.txs_per_block, 'tx')}, seed {config.seed}, "
-                  f"{plural(config.peers, 'peer')}, {chain}; costs: {report.costs.source}")
+    console.print(f"chain: {plural(config.blocks, 'block')} x {_transactions(report)}, "
+                  f"seed {config.seed}, {plural(config.peers, 'peer')}, {chain}; costs: "
+                  f"{report.costs.source}", markup=False)
     table = Table(title="bootstrap (sim s, blocks/s: simulated; wall s, serve s: measured)",
                   title_justify="left")
     for column in ("mode", "blocks", "requests", "retries", "MB", "sim s", "blocks/s",

@@ -36,12 +36,14 @@ from vmstack.batching import (
     batched_parse_block,
     get_ancestors,
 )
-from vmstack.cchain import generate_chain
+from vmstack.cchain import generate_chain, rawdb
+from vmstack.cchain.rlpbytes import list_items
 from vmstack.clock import SimClock
 from vmstack.defaults import DEFAULT_CHAIN_ID
-from vmstack.errors import VMUnavailable
+from vmstack.errors import InvalidBlock, StoreCorrupted, VMUnavailable
 from vmstack.interfaces import Block, ChainVM
 from vmstack.sim.bootstrap import Bootstrapper, BootstrapResult
+from vmstack.sim.bounds import MAX_PEERS, MAX_PEERS_OUT_OF_PROCESS
 from vmstack.sim.costs import REFERENCE_COSTS, CostModel, fit_cost, mean_cost, time_call
 from vmstack.sim.network import Network, NetworkConfig
 from vmstack.stack import build_stack
@@ -50,10 +52,13 @@ from vmstack.wrappers.proposer import StakingKey
 from vmstack.wrappers.rpc import RoundTrips, VMClient, spawn
 
 __all__ = [
+    "MAX_PEERS",
+    "MAX_PEERS_OUT_OF_PROCESS",
     "MODES",
     "SimulationConfig",
     "SimulationReport",
     "calibrate",
+    "chain_transactions",
     "layer_figures",
     "simulate",
     "stored_chain",
@@ -65,7 +70,9 @@ _CHAIN_FILE = "chain.json"
 
 @attrs.frozen
 class SimulationConfig:
-    """What to simulate. ``start_time`` is the genesis-era unix time the chain starts at."""
+    """What to simulate. ``start_time`` is the genesis-era unix time the chain starts at;
+    ``peers`` is at most :data:`MAX_PEERS` (:data:`MAX_PEERS_OUT_OF_PROCESS` with
+    ``out_of_process``)."""
 
     blocks: int = 600
     txs_per_block: int = 10
@@ -82,6 +89,10 @@ class SimulationConfig:
     def __attrs_post_init__(self) -> None:
         if self.blocks < 1 or self.txs_per_block < 0 or self.peers < 1:
             raise ValueError("blocks and peers must be at least 1, txs_per_block at least 0")
+        most = MAX_PEERS_OUT_OF_PROCESS if self.out_of_process else MAX_PEERS
+        if self.peers > most:
+            where = " out of process (each peer is a process)" if self.out_of_process else ""
+            raise ValueError(f"peers must be at most {most}{where}, got {self.peers}")
         unknown = set(self.modes) - set(MODES)
         if unknown or not self.modes:
             raise ValueError(f"modes are {MODES}, got {self.modes}")
@@ -110,6 +121,8 @@ class SimulationConfig:
 class SimulationReport:
     """Every figure of a run: configuration, cost model, chain, and one result per mode.
 
+    ``transactions`` is how many the chain holds (a block holds at most what its gas
+    limit pays for, fewer than ``txs_per_block`` asks when that is more; the rest waits).
     ``round_trips`` (out of process only, measured) gives, per mode, the round trips of
     the serving peers' clients and of the bootstrapping node's client:
     ``{mode: {"serving" | "node": {method: {"calls": n, "seconds": s}}}}``.
@@ -122,6 +135,7 @@ class SimulationReport:
     results: dict[str, BootstrapResult]
     layers: dict[str, dict[str, dict[str, float]]]
     round_trips: dict[str, dict[str, dict[str, dict[str, float]]]] = attrs.field(factory=dict)
+    transactions: int | None = None
 
     def speedup(self) -> float | None:
         """Serial over batched simulated bootstrap time, when both ran."""
@@ -134,7 +148,7 @@ class SimulationReport:
             "seed": self.config.seed,
             "config": self.config.as_dict(),
             "costs": self.costs.as_dict(),
-            "chain": {"reused": self.chain_reused,
+            "chain": {"reused": self.chain_reused, "transactions": self.transactions,
                       "build_wall_seconds": self.build_wall_seconds},
             "simulated": {mode: result.simulated() for mode, result in self.results.items()},
             "measured": {mode: result.measured() for mode, result in self.results.items()},
@@ -283,12 +297,14 @@ def simulate(
     costs: CostModel = REFERENCE_COSTS,
     on_build: Callable[[int], None] | None = None,
     on_fetch: Callable[[str, int], None] | None = None,
+    on_peer: Callable[[int], None] | None = None,
 ) -> SimulationReport:
     """Run the simulation of ``config`` and return every figure.
 
     Without ``data_dir`` the stores live in a temporary directory removed afterwards; with
     it, the serving store persists and a later run with the same chain configuration reuses
-    it. ``on_build(n)`` and ``on_fetch(mode, n)`` report progress.
+    it. ``on_build(n)``, ``on_fetch(mode, n)`` and ``on_peer(n)`` (``n`` peers set up:
+    started out of process, then built anew for each mode) report progress.
     """
     with _working_dir(data_dir) as directory:
         clock = SimClock(config.start_time)
@@ -303,16 +319,24 @@ def simulate(
         with LMDBStore(serving_dir) as serving_store:
             build_started = time.perf_counter()
             reused = _prepare_chain(config, stacks, serving_store, directory, on_build)
+            transactions = chain_transactions(serving_store, config.blocks)
             build_wall = time.perf_counter() - build_started
         with LMDBStore(serving_dir, readonly=config.out_of_process) as serving_store, \
                 ExitStack() as processes:
             # Out of process, each peer's C-chain part is a reader of the chain's store.
-            served = [processes.enter_context(stacks.serve(serving_dir, readonly=True))
-                      if config.out_of_process else None for _ in range(config.peers)]
+            served: list[VMClient | None] = []
+            for _ in range(config.peers):
+                served.append(processes.enter_context(stacks.serve(serving_dir, readonly=True))
+                              if config.out_of_process else None)
+                if on_peer is not None and config.out_of_process:
+                    on_peer(len(served))
             for mode in config.modes:
                 registries = [CollectorRegistry() for _ in range(config.peers)]
-                peers = [stacks.build(serving_store, registry, out_of_process=client)
-                         for registry, client in zip(registries, served, strict=True)]
+                peers: list[ChainVM] = []
+                for registry, client in zip(registries, served, strict=True):
+                    peers.append(stacks.build(serving_store, registry, out_of_process=client))
+                    if on_peer is not None:
+                        on_peer(len(peers))
                 tip = _last_accepted(peers)
                 node_dir = directory / f"node-{mode}"
                 shutil.rmtree(node_dir, ignore_errors=True)
@@ -339,8 +363,28 @@ def simulate(
                     _merge(merged, layer_figures(registry))
                 layers[mode] = merged
         return SimulationReport(config=config, costs=costs, chain_reused=reused,
+                                transactions=transactions,
                                 build_wall_seconds=build_wall, results=results, layers=layers,
                                 round_trips=round_trips)
+
+
+def chain_transactions(store: KeyValueStore, blocks: int) -> int:
+    """The transactions in blocks 1 to ``blocks`` of the C-chain in ``store``, counted from
+    the framing of their stored bodies (``StoreCorrupted`` if one is missing)."""
+    schema = rawdb.Schema(b"")
+    count = 0
+    for number in range(1, blocks + 1):
+        block_hash = rawdb.read_canonical_hash(store, schema, number)
+        body = (None if block_hash is None
+                else rawdb.read_body_rlp(store, schema, number, block_hash))
+        if body is None:
+            raise StoreCorrupted(f"the chain has no stored body at height {number}")
+        try:
+            count += len(list_items(list_items(body)[0]))
+        except (InvalidBlock, IndexError) as error:
+            raise StoreCorrupted(f"the stored body at height {number} is damaged: "
+                                 f"{error}") from None
+    return count
 
 
 def _last_accepted(peers: list[ChainVM]) -> bytes:
