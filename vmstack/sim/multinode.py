@@ -246,6 +246,9 @@ def simulate_network(
         first = _answer(engine.run([Call(0, "generate", (
             config.blocks, config.txs_per_block, config.seed, config.block_interval))],
             timeout=SETUP_TIMEOUT)[0], "building the chain")
+        transactions = _answer(engine.run([Call(0, "transactions", (config.blocks,))],
+                                          timeout=SETUP_TIMEOUT)[0],
+                               "counting the chain's transactions")
         chain = _answer(engine.run([Call(0, "export")], timeout=SETUP_TIMEOUT)[0],
                         "exporting the chain")
         imports = engine.run([Call(builder, "import_blocks", (chain,))
@@ -262,6 +265,7 @@ def simulate_network(
                              nodes=tuple(state.result for state in network.states),
                              totals=network.totals(), setup_wall_seconds=setup_wall,
                              run_wall_seconds=run_wall,
-                             peak_memory_bytes=tuple(engine.peak_memory()))
+                             peak_memory_bytes=tuple(engine.peak_memory()),
+                             transactions=transactions)
     finally:
         engine.close()

@@ -131,7 +131,9 @@ class NodeResult:
 class NetworkReport:
     """Every figure of a network run; ``as_dict()["simulated"]`` depends only on the seed,
     the configuration and the cost model. ``peak_memory_bytes`` is the peak resident size
-    of each process that held nodes (this one on the local engine, each actor on Ray)."""
+    of each process that held nodes (this one on the local engine, each actor on Ray);
+    ``transactions`` how many the first ``blocks`` blocks hold (a block holds what its gas
+    limit pays for, which may be fewer than ``txs_per_block``)."""
 
     config: NetworkSimulationConfig
     costs: CostModel
@@ -141,6 +143,7 @@ class NetworkReport:
     setup_wall_seconds: float
     run_wall_seconds: float
     peak_memory_bytes: tuple[int, ...] = ()
+    transactions: int | None = None
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -149,7 +152,7 @@ class NetworkReport:
             "config": self.config.as_dict(),
             "costs": self.costs.as_dict(),
             "simulated": {"nodes": [node.as_dict() for node in self.nodes],
-                          "totals": self.totals},
+                          "totals": self.totals, "transactions": self.transactions},
             "measured": {"setup_wall_seconds": self.setup_wall_seconds,
                          "run_wall_seconds": self.run_wall_seconds,
                          "peak_memory_bytes": list(self.peak_memory_bytes)},

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from vmstack.sim.network_records import NetworkReport, NodeResult
+from vmstack.sim.report import transactions_per_block
 
 __all__ = ["print_network_report", "write_network_json", "write_network_plot"]
 
@@ -36,8 +37,10 @@ def print_network_report(report: NetworkReport, console: Console) -> None:
     engine = report.engine
     where = engine["name"] if "workers" not in engine else \
         f"{engine['name']} ({engine['workers']} actors)"
+    per_block = transactions_per_block(config.txs_per_block, report.transactions,
+                                       config.blocks)
     console.print(f"network: {config.nodes} nodes ({config.builder_count} builders), chain "
-                  f"{config.blocks} blocks x {config.txs_per_block} txs + "
+                  f"{config.blocks} blocks x {per_block} + "
                   f"{config.live_blocks} built live, seed {config.seed}; engine: {where}; "
                   f"costs: {report.costs.source}")
     table = Table(title="nodes (simulated; sim s from joining)", title_justify="left")

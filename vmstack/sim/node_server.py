@@ -33,13 +33,14 @@ from vmstack.batching import (
     batched_parse_block,
     get_ancestors,
 )
-from vmstack.cchain import generate_chain
+from vmstack.cchain import generate_chain, rawdb
 from vmstack.cchain.generate import find_mempool, transaction_pool
+from vmstack.cchain.rlpbytes import list_items
 from vmstack.clock import SimClock
 from vmstack.errors import BlockNotFound, InvalidBlock, StoreCorrupted
 from vmstack.interfaces import Block, ChainVM
 from vmstack.stack import build_stack
-from vmstack.store import LMDBStore
+from vmstack.store import KeyValueStore, LMDBStore
 from vmstack.wrappers.proposer import StakingKey
 
 __all__ = [
@@ -53,13 +54,14 @@ __all__ = [
     "Received",
     "Served",
     "Tip",
+    "chain_transactions",
     "failure_reason",
     "peak_rss",
 ]
 
 #: The node methods a :class:`Call` may name.
-NODE_METHODS = frozenset({"generate", "export", "import_blocks", "tip", "serve", "receive",
-                          "execute", "deliver", "build"})
+NODE_METHODS = frozenset({"generate", "export", "import_blocks", "tip", "transactions",
+                          "serve", "receive", "execute", "deliver", "build"})
 
 
 @attrs.frozen
@@ -212,6 +214,11 @@ class NodeServer:
                        clock=self.clock, block_interval=block_interval)
         return self.tip()
 
+    def transactions(self, blocks: int) -> int:
+        """The transactions in the node's first ``blocks`` blocks
+        (:func:`chain_transactions`)."""
+        return chain_transactions(self._store, blocks)
+
     def export(self) -> list[bytes]:
         """Every accepted block above genesis, oldest first."""
         height = self.tip().height
@@ -327,6 +334,25 @@ class NodeServer:
         if method not in NODE_METHODS:
             raise ValueError(f"a node has no method {method!r}")
         return getattr(self, method)(*args)
+
+
+def chain_transactions(store: KeyValueStore, blocks: int) -> int:
+    """The transactions in blocks 1 to ``blocks`` of the C-chain in ``store``, counted from
+    the framing of their stored bodies (``StoreCorrupted`` if one is missing)."""
+    schema = rawdb.Schema(b"")
+    count = 0
+    for number in range(1, blocks + 1):
+        block_hash = rawdb.read_canonical_hash(store, schema, number)
+        body = (None if block_hash is None
+                else rawdb.read_body_rlp(store, schema, number, block_hash))
+        if body is None:
+            raise StoreCorrupted(f"the chain has no stored body at height {number}")
+        try:
+            count += len(list_items(list_items(body)[0]))
+        except (InvalidBlock, IndexError) as error:
+            raise StoreCorrupted(f"the stored body at height {number} is damaged: "
+                                 f"{error}") from None
+    return count
 
 
 def failure_reason(method: str, error: BaseException) -> str:

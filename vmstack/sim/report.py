@@ -10,7 +10,7 @@ from rich.table import Table
 
 from vmstack.sim.run import SimulationReport
 
-__all__ = ["plural", "print_report", "write_json", "write_plot"]
+__all__ = ["plural", "print_report", "transactions_per_block", "write_json", "write_plot"]
 
 
 def plural(count: int, noun: str) -> str:
@@ -18,15 +18,13 @@ def plural(count: int, noun: str) -> str:
     return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"
 
 
-def _transactions(report: SimulationReport) -> str:
-    """The transactions a block of the chain holds: as asked, or what was built when the
-    gas limit held fewer than asked."""
-    asked = report.config.txs_per_block
-    built = report.transactions
-    if built is None or built == asked * report.config.blocks:
+def transactions_per_block(asked: int, built: int | None, blocks: int) -> str:
+    """The transactions a block of a chain of ``blocks`` blocks holds: ``asked`` per
+    block, or, when the gas limit held fewer, the ``built`` ones on average."""
+    if built is None or built == asked * blocks:
         return plural(asked, "tx")
-    return (f"{built / report.config.blocks:,.0f} txs on average ({asked:,} asked for; a "
-            "block holds what its gas limit pays for)")
+    return (f"{built / blocks:,.0f} txs on average ({asked:,} asked for; a block holds "
+            "what its gas limit pays for)")
 
 
 def print_report(report: SimulationReport, console: Console) -> None:
@@ -34,7 +32,9 @@ def print_report(report: SimulationReport, console: Console) -> None:
     config = report.config
     chain = "reused from the data directory" if report.chain_reused else (
         f"built in {report.build_wall_seconds:.1f} s")
-    console.print(f"chain: {plural(config.blocks, 'block')} x {_transactions(report)}, "
+    per_block = transactions_per_block(config.txs_per_block, report.transactions,
+                                       config.blocks)
+    console.print(f"chain: {plural(config.blocks, 'block')} x {per_block}, "
                   f"seed {config.seed}, {plural(config.peers, 'peer')}, {chain}; costs: "
                   f"{report.costs.source}", markup=False)
     table = Table(title="bootstrap (sim s, blocks/s: simulated; wall s, serve s: measured)",

@@ -36,16 +36,16 @@ from vmstack.batching import (
     batched_parse_block,
     get_ancestors,
 )
-from vmstack.cchain import generate_chain, rawdb
-from vmstack.cchain.rlpbytes import list_items
+from vmstack.cchain import generate_chain
 from vmstack.clock import SimClock
 from vmstack.defaults import DEFAULT_CHAIN_ID
-from vmstack.errors import InvalidBlock, StoreCorrupted, VMUnavailable
+from vmstack.errors import VMUnavailable
 from vmstack.interfaces import Block, ChainVM
 from vmstack.sim.bootstrap import Bootstrapper, BootstrapResult
 from vmstack.sim.bounds import MAX_PEERS, MAX_PEERS_OUT_OF_PROCESS
 from vmstack.sim.costs import REFERENCE_COSTS, CostModel, fit_cost, mean_cost, time_call
 from vmstack.sim.network import Network, NetworkConfig
+from vmstack.sim.node_server import chain_transactions
 from vmstack.stack import build_stack
 from vmstack.store import KeyValueStore, LMDBStore
 from vmstack.wrappers.proposer import StakingKey
@@ -58,7 +58,6 @@ __all__ = [
     "SimulationConfig",
     "SimulationReport",
     "calibrate",
-    "chain_transactions",
     "layer_figures",
     "simulate",
     "stored_chain",
@@ -366,25 +365,6 @@ def simulate(
                                 transactions=transactions,
                                 build_wall_seconds=build_wall, results=results, layers=layers,
                                 round_trips=round_trips)
-
-
-def chain_transactions(store: KeyValueStore, blocks: int) -> int:
-    """The transactions in blocks 1 to ``blocks`` of the C-chain in ``store``, counted from
-    the framing of their stored bodies (``StoreCorrupted`` if one is missing)."""
-    schema = rawdb.Schema(b"")
-    count = 0
-    for number in range(1, blocks + 1):
-        block_hash = rawdb.read_canonical_hash(store, schema, number)
-        body = (None if block_hash is None
-                else rawdb.read_body_rlp(store, schema, number, block_hash))
-        if body is None:
-            raise StoreCorrupted(f"the chain has no stored body at height {number}")
-        try:
-            count += len(list_items(list_items(body)[0]))
-        except (InvalidBlock, IndexError) as error:
-            raise StoreCorrupted(f"the stored body at height {number} is damaged: "
-                                 f"{error}") from None
-    return count
 
 
 def _last_accepted(peers: list[ChainVM]) -> bytes:
