@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -21,7 +22,12 @@ from vmstack.clock import SimClock
 from vmstack.errors import VMStackError, VMUnavailable
 from vmstack.stack import build_stack
 from vmstack.store import LMDBStore
-from vmstack.wrappers.rpc import spawn
+from vmstack.wrappers.rpc import VMClient, spawn
+from vmstack.wrappers.rpc.local import (
+    PRIVATE_DIR_PREFIX,
+    make_private_dir,
+    remove_stale_private_dirs,
+)
 
 
 def test_spawn_serves_the_store_and_stops_with_the_block(lmdb_chain: Path) -> None:
@@ -156,3 +162,52 @@ def test_a_child_that_cannot_start_says_why(tmp_path: Path) -> None:
     with pytest.raises(VMStackError, match=r"exited before its handshake.*not a directory"), \
             spawn(not_a_dir):
         pass
+
+
+def _socket_dir(client: VMClient) -> Path:
+    assert client.address.startswith("unix:")
+    return Path(client.address.removeprefix("unix:")).parent
+
+
+def test_the_socket_folder_of_a_sigkilled_child_goes_at_the_next_start(
+        lmdb_chain: Path) -> None:
+    """A child killed with SIGKILL cannot remove its socket's private directory; the next
+    server to start removes it, and leaves the directories of live processes alone."""
+    with spawn(lmdb_chain, transition_time=TRANSITION_TIME) as client:
+        left = _socket_dir(client)
+        assert client.pid is not None
+        os.kill(client.pid, signal.SIGKILL)
+        assert wait_ended(client.pid)
+    assert left.is_dir()
+    live = make_private_dir()  # this process's, which runs
+    try:
+        with spawn(lmdb_chain, transition_time=TRANSITION_TIME) as client:
+            assert client.last_accepted()
+            assert not left.exists()
+            assert live.is_dir()
+    finally:
+        shutil.rmtree(live)
+
+
+def test_only_stale_private_directories_of_this_user_are_removed(tmp_path: Path) -> None:
+    """A directory named for a process that is gone goes; one named for a live process,
+    one named otherwise and a file of the same name stay."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    assert dead.wait(60) == 0
+    gone = tmp_path / f"{PRIVATE_DIR_PREFIX}{dead.pid}-1-abc"
+    live = tmp_path / f"{PRIVATE_DIR_PREFIX}{os.getpid()}-" \
+        f"{_own_start_time()}-abc"
+    reused = tmp_path / f"{PRIVATE_DIR_PREFIX}{os.getpid()}-1-abc"  # another start: gone
+    other = tmp_path / "vmstack-vm-abc"
+    for directory in (gone, live, reused, other):
+        directory.mkdir()
+        (directory / "vm.sock").write_bytes(b"")
+    lookalike = tmp_path / f"{PRIVATE_DIR_PREFIX}{dead.pid}-1-file"
+    lookalike.write_bytes(b"")
+    assert sorted(remove_stale_private_dirs(tmp_path)) == sorted([gone, reused])
+    assert live.is_dir() and other.is_dir() and lookalike.is_file()
+    assert not gone.exists() and not reused.exists()
+
+
+def _own_start_time() -> str:
+    return Path("/proc/self/stat").read_text().rpartition(")")[2].split()[19]
