@@ -12,7 +12,7 @@ are (the calls name the bytes, not only the ID). A rejected block refuses ``veri
 ``accept`` as a block in process does.
 
 Answers are checked against the protocol before anything is returned: an ancestors answer
-within the budget (rules 3-4 of ARCHITECTURE.md section 3: the count and the size), a batch
+within the budget (rule 4 of ARCHITECTURE.md section 3: the count and the size), a batch
 answered one block per element and an ``InvalidBlock`` naming one of its elements (rule
 7), the block asked for by ``get_block``, block IDs of 32 bytes, a fetched or built block
 with its bytes. A server that breaks one is :class:`~vmstack.errors.VMUnavailable` naming
