@@ -12,8 +12,11 @@ import grpc
 import pytest
 from google.protobuf.message import Message
 
+import vmstack
+from tests.wrappers.rpc.conftest import build_served_chain
 from vmstack.errors import InvalidBlock, VMUnavailable
-from vmstack.wrappers.rpc import VMClient, vm_pb2
+from vmstack.store import MemoryStore
+from vmstack.wrappers.rpc import VMClient, VMServer, vm_pb2
 from vmstack.wrappers.rpc.protocol import MAX_RESPONSE_SIZE, METHODS, SERVICE
 
 ASKED = b"\x11" * 32
@@ -139,3 +142,26 @@ def test_answers_within_the_rules_are_passed_on(fake: tuple[FakeServicer, VMClie
     with pytest.raises(InvalidBlock) as error:
         client.batched_parse_block([b"a", b"b"])
     assert error.value.index == 1
+
+
+class _IndexOutOfRange(VMServer):
+    """A server of a real stack whose batched parses fail naming an element that is not
+    in the batch."""
+
+    def answer(self, method: str, request: bytes) -> bytes:
+        if method != "BatchedParseBlock":
+            return super().answer(method, request)
+        return vm_pb2.BatchedParseBlockResponse(failure=invalid(10_000)).SerializeToString()
+
+
+def test_an_index_outside_the_batch_never_reaches_the_proposer_layer() -> None:
+    """The engine-side stack over a server that names element 10,000 of a batch of 5 gets
+    VMUnavailable from the proposer layer, not an IndexError from inside it."""
+    source = build_served_chain(MemoryStore(), blocks=20)
+    envelopes = [bytes(source.full_stack().get_block(block_id)) for block_id in source.ids]
+    target = build_served_chain(MemoryStore(), blocks=0)
+    with _IndexOutOfRange(target.c_part(), clock=target.clock) as server, \
+            VMClient(server.address, clock=target.clock) as client:
+        stack = target.full_stack(out_of_process=client)
+        with pytest.raises(VMUnavailable, match="rule 7"):
+            vmstack.batched_parse_block(stack, envelopes[-5:])
