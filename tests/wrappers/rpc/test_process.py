@@ -190,24 +190,22 @@ def test_the_socket_folder_of_a_sigkilled_child_goes_at_the_next_start(
 
 
 def test_only_stale_private_directories_of_this_user_are_removed(tmp_path: Path) -> None:
-    """A directory named for a process that is gone goes; one named for a live process,
-    one named otherwise and a file of the same name stay."""
+    """A directory named for a process of this namespace that is gone goes (an ID that
+    exited, or one reused by a process started later); one named for a live process, one
+    of another PID namespace, one named otherwise and a file of the same name stay."""
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     assert dead.wait(60) == 0
-    gone = tmp_path / f"{PRIVATE_DIR_PREFIX}{dead.pid}-1-abc"
-    live = tmp_path / f"{PRIVATE_DIR_PREFIX}{os.getpid()}-" \
-        f"{_own_start_time()}-abc"
-    reused = tmp_path / f"{PRIVATE_DIR_PREFIX}{os.getpid()}-1-abc"  # another start: gone
+    namespace = os.stat("/proc/self/ns/pid").st_ino
+    start = Path("/proc/self/stat").read_text().rpartition(")")[2].split()[19]
+    gone = tmp_path / f"{PRIVATE_DIR_PREFIX}{dead.pid}-1-{namespace}-abc"
+    reused = tmp_path / f"{PRIVATE_DIR_PREFIX}{os.getpid()}-1-{namespace}-abc"
+    live = tmp_path / f"{PRIVATE_DIR_PREFIX}{os.getpid()}-{start}-{namespace}-abc"
+    elsewhere = tmp_path / f"{PRIVATE_DIR_PREFIX}{dead.pid}-1-{namespace + 1}-abc"
     other = tmp_path / "vmstack-vm-abc"
-    for directory in (gone, live, reused, other):
+    for directory in (gone, reused, live, elsewhere, other):
         directory.mkdir()
         (directory / "vm.sock").write_bytes(b"")
-    lookalike = tmp_path / f"{PRIVATE_DIR_PREFIX}{dead.pid}-1-file"
+    lookalike = tmp_path / f"{PRIVATE_DIR_PREFIX}{dead.pid}-1-{namespace}-file"
     lookalike.write_bytes(b"")
     assert sorted(remove_stale_private_dirs(tmp_path)) == sorted([gone, reused])
-    assert live.is_dir() and other.is_dir() and lookalike.is_file()
-    assert not gone.exists() and not reused.exists()
-
-
-def _own_start_time() -> str:
-    return Path("/proc/self/stat").read_text().rpartition(")")[2].split()[19]
+    assert live.is_dir() and elsewhere.is_dir() and other.is_dir() and lookalike.is_file()

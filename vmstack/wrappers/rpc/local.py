@@ -1,11 +1,13 @@
 """What a served VM keeps on the local machine: its private directory and its token file.
 
 A private directory (mode 0700) holds a server's Unix socket, and the token file of a TCP
-server. Its name carries the ID and start time of the process that made it
-(``vmstack-vm-PID-START-XXXXXXXX``): a process killed by SIGKILL has no chance to remove its
-directory, so each new one is made after removing the directories of this name, owned by
-this user, whose process is gone (:func:`remove_stale_private_dirs`). A directory whose
-process still runs, or that is named otherwise, is never touched.
+server. Its name carries the ID and start time of the process that made it, and its PID
+namespace (``vmstack-vm-PID-START-NAMESPACE-XXXXXXXX``): a process killed by SIGKILL has no
+chance to remove its directory, so each new one is made after removing the directories of
+this name, owned by this user, made in this PID namespace, whose process is gone
+(:func:`remove_stale_private_dirs`). A directory whose process still runs, one made in
+another namespace (a container sharing the temporary directory), or one named otherwise
+is never touched.
 
 A token file holds the secret a client of a TCP server presents with every call (as the
 call metadata :data:`TOKEN_METADATA_KEY`). It is created with mode 0600, and a token file
@@ -30,7 +32,7 @@ PRIVATE_DIR_PREFIX = "vmstack-vm-"
 #: The call metadata that carries a client's token.
 TOKEN_METADATA_KEY = "vmstack-token"
 
-_PRIVATE_DIR_NAME = re.compile(rf"{re.escape(PRIVATE_DIR_PREFIX)}(\d+)-(\d+)-[^/]+")
+_PRIVATE_DIR_NAME = re.compile(rf"{re.escape(PRIVATE_DIR_PREFIX)}(\d+)-(\d+)-(\d+)-[^/]+")
 _TOKEN = re.compile(r"[A-Za-z0-9._~+/=-]{32,1024}")
 _PROC = Path("/proc")
 
@@ -44,6 +46,14 @@ def _start_time(pid: int) -> str | None:
         return None
     # The fields after the command name start at field 3 (the state); field 22 is the start.
     return None if fields[0] == "Z" else fields[19]
+
+
+def _pid_namespace() -> str:
+    """This process's PID namespace (the inode of ``/proc/self/ns/pid``; "0" without it)."""
+    try:
+        return str(os.stat(_PROC / "self" / "ns" / "pid").st_ino)
+    except OSError:
+        return "0"
 
 
 def _owner_runs(pid: int, start: str) -> bool:
@@ -69,9 +79,10 @@ def remove_stale_private_dirs(parent: Path | None = None) -> list[Path]:
         entries = list(parent.iterdir())
     except OSError:
         return removed
+    namespace = _pid_namespace()
     for entry in entries:
         match = _PRIVATE_DIR_NAME.fullmatch(entry.name)
-        if match is None:
+        if match is None or match[3] != namespace:
             continue
         try:
             facts = entry.lstat()
@@ -92,7 +103,8 @@ def make_private_dir() -> Path:
     remove_stale_private_dirs()
     pid = os.getpid()
     start = _start_time(pid) or "0"
-    directory = Path(tempfile.mkdtemp(prefix=f"{PRIVATE_DIR_PREFIX}{pid}-{start}-"))
+    directory = Path(tempfile.mkdtemp(
+        prefix=f"{PRIVATE_DIR_PREFIX}{pid}-{start}-{_pid_namespace()}-"))
     os.chmod(directory, 0o700)
     return directory
 
