@@ -23,7 +23,7 @@ from vmstack.stack import build_stack
 from vmstack.store import MemoryStore
 from vmstack.wrappers.proposer import StakingKey
 from vmstack.wrappers.rpc import VMServer, vm_pb2
-from vmstack.wrappers.rpc.protocol import METHODS
+from vmstack.wrappers.rpc.protocol import METHODS, block_digest
 
 START = 1_000.0
 BLOCKS = 13
@@ -79,7 +79,8 @@ def seeds() -> Iterator[bytes]:
     yield _request("LastAccepted", vm_pb2.LastAcceptedRequest())
     yield _request("GetBlockIDAtHeight", vm_pb2.GetBlockIDAtHeightRequest(height=3))
     yield _request("BlockVerify", vm_pb2.BlockVerifyRequest(id=tip, bytes=block))
-    yield _request("BlockReject", vm_pb2.BlockDecisionRequest(id=bytes(32)))
+    yield _request("BlockReject", vm_pb2.BlockDecisionRequest(id=bytes(32), digest=bytes(32)))
+    yield _request("BlockReject", vm_pb2.BlockDecisionRequest(id=tip, digest=block_digest(block)))
     yield _request("GetAncestors", vm_pb2.GetAncestorsRequest(
         id=tip, max_blocks_num=5, max_blocks_size=100_000, max_retrieval_time=1.0))
     yield _request("BatchedParseBlock", vm_pb2.BatchedParseBlockRequest(

@@ -122,7 +122,11 @@ def _parser() -> argparse.ArgumentParser:
                        help="the LMDB store to serve (created if absent)")
     serve.add_argument("--address", metavar="ADDR",
                        help="where to listen: unix:/path or 127.0.0.1:PORT (default: a Unix "
-                            "socket in a private directory)")
+                            "socket in a private directory); a port in use is an error")
+    serve.add_argument("--token-file", type=Path, metavar="FILE",
+                       help="the token every call must present (created with mode 0600 if "
+                            "absent); on TCP without it the server creates one in a private "
+                            "directory and prints where")
     serve.add_argument("--chain-id", type=positive_int, metavar="ID",
                        help=f"the EVM chain ID (default: {DEFAULT_CHAIN_ID})")
     serve.add_argument("--fork-time", type=float, metavar="T",
@@ -321,7 +325,7 @@ def _serve(args: argparse.Namespace, console: Console) -> int:
                  readonly=args.readonly,
                  stack_options={name: value for name, value in options.items()
                                 if value is not None},
-                 stop_on_stdin_close=not args.no_stdin_watch)
+                 stop_on_stdin_close=not args.no_stdin_watch, token_file=args.token_file)
 
 
 class Terminated(BaseException):

@@ -221,6 +221,25 @@ def test_the_served_clock_follows_the_callers_time() -> None:
         assert served_clock() == 512.5
 
 
+@pytest.mark.parametrize("now", [1e300, float(2**64), float("inf"), float("nan"), -1.0])
+def test_an_absurd_caller_time_is_refused_and_leaves_the_clock(now: float) -> None:
+    """A caller's time that is no time (beyond 2^53 s, infinite, NaN, negative) is a
+    malformed request, refused as ValueError; the served clock stays where it was and the
+    served VM still builds."""
+    served_clock = SimClock(100.0)
+    vm = memory_vm(blocks=2, clock=served_clock)
+    with VMServer(vm, clock=served_clock) as server, \
+            VMClient(server.address, clock=lambda: now) as absurd, \
+            VMClient(server.address, clock=SimClock(150.0)) as caller:
+        for call in (absurd.last_accepted, absurd.build_block,
+                     lambda: absurd.get_block(vm.last_accepted())):
+            with pytest.raises(ValueError, match="caller's time"):
+                call()
+        assert served_clock() == 100.0
+        assert caller.build_block().parent_id == vm.last_accepted()
+        assert served_clock() == 150.0
+
+
 class _SlowVM(MemoryVM):
     """A memory VM whose get_block waits until released."""
 

@@ -14,7 +14,7 @@ from tests.reliability.mutations import byte_mutations, mutate
 from tests.wrappers.rpc.conftest import ServedChain, build_served_chain
 from vmstack.store import MemoryStore
 from vmstack.wrappers.rpc import VMServer, vm_pb2
-from vmstack.wrappers.rpc.protocol import METHODS
+from vmstack.wrappers.rpc.protocol import METHODS, block_digest
 
 _FUZZ = settings(max_examples=150, deadline=None,
                  suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -64,6 +64,7 @@ def test_mutated_valid_requests(server: VMServer, chain: ServedChain, data: st.D
     requests = {
         "ParseBlock": vm_pb2.ParseBlockRequest(bytes=tip_bytes),
         "BlockVerify": vm_pb2.BlockVerifyRequest(id=chain.tip, bytes=tip_bytes),
+        "BlockReject": vm_pb2.BlockDecisionRequest(id=chain.tip, digest=block_digest(tip_bytes)),
         "GetAncestors": vm_pb2.GetAncestorsRequest(id=chain.tip, max_blocks_num=5,
                                                    max_blocks_size=50_000,
                                                    max_retrieval_time=1.0),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -18,10 +19,17 @@ from tests.reliability.stacks import check_store
 from tests.wrappers.rpc.conftest import START, TRANSITION_TIME
 from vmstack.batching import serial_get_ancestors
 from vmstack.clock import SimClock
+from vmstack.conformance import memory_vm
 from vmstack.errors import VMStackError, VMUnavailable
 from vmstack.stack import build_stack
 from vmstack.store import LMDBStore
-from vmstack.wrappers.rpc import spawn
+from vmstack.wrappers.rpc import VMClient, VMServer, spawn
+from vmstack.wrappers.rpc.local import (
+    PRIVATE_DIR_PREFIX,
+    _base36,
+    make_private_dir,
+    remove_stale_private_dirs,
+)
 
 
 def test_spawn_serves_the_store_and_stops_with_the_block(lmdb_chain: Path) -> None:
@@ -156,3 +164,67 @@ def test_a_child_that_cannot_start_says_why(tmp_path: Path) -> None:
     with pytest.raises(VMStackError, match=r"exited before its handshake.*not a directory"), \
             spawn(not_a_dir):
         pass
+
+
+def _socket_dir(client: VMClient) -> Path:
+    assert client.address.startswith("unix:")
+    return Path(client.address.removeprefix("unix:")).parent
+
+
+def test_the_socket_folder_of_a_sigkilled_child_goes_at_the_next_start(
+        lmdb_chain: Path) -> None:
+    """A child killed with SIGKILL cannot remove its socket's private directory; the next
+    server to start removes it, and leaves the directories of live processes alone."""
+    with spawn(lmdb_chain, transition_time=TRANSITION_TIME) as client:
+        left = _socket_dir(client)
+        assert client.pid is not None
+        os.kill(client.pid, signal.SIGKILL)
+        assert wait_ended(client.pid)
+    assert left.is_dir()
+    live = make_private_dir()  # this process's, which runs
+    try:
+        with spawn(lmdb_chain, transition_time=TRANSITION_TIME) as client:
+            assert client.last_accepted()
+            assert not left.exists()
+            assert live.is_dir()
+    finally:
+        shutil.rmtree(live)
+
+
+def test_only_stale_private_directories_of_this_user_are_removed(tmp_path: Path) -> None:
+    """A directory named for a process of this namespace that is gone goes (an ID that
+    exited, or one reused by a process started later); one named for a live process, one
+    of another PID namespace, one named otherwise and a file of the same name stay."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    assert dead.wait(60) == 0
+    namespace_number = os.stat("/proc/self/ns/pid").st_ino
+    namespace, other_namespace = _base36(namespace_number), _base36(namespace_number + 1)
+    start = _base36(int(Path("/proc/self/stat").read_text().rpartition(")")[2].split()[19]))
+    dead_pid, own_pid = _base36(dead.pid), _base36(os.getpid())
+    gone = tmp_path / f"{PRIVATE_DIR_PREFIX}{dead_pid}-1-{namespace}-abc"
+    reused = tmp_path / f"{PRIVATE_DIR_PREFIX}{own_pid}-1-{namespace}-abc"
+    live = tmp_path / f"{PRIVATE_DIR_PREFIX}{own_pid}-{start}-{namespace}-abc"
+    elsewhere = tmp_path / f"{PRIVATE_DIR_PREFIX}{dead_pid}-1-{other_namespace}-abc"
+    other = tmp_path / "vmstack-vm-abc"
+    for directory in (gone, reused, live, elsewhere, other):
+        directory.mkdir()
+        (directory / "vm.sock").write_bytes(b"")
+    lookalike = tmp_path / f"{PRIVATE_DIR_PREFIX}{dead_pid}-1-{namespace}-file"
+    lookalike.write_bytes(b"")
+    assert sorted(remove_stale_private_dirs(tmp_path)) == sorted([gone, reused])
+    assert live.is_dir() and elsewhere.is_dir() and other.is_dir() and lookalike.is_file()
+
+
+def test_a_socket_path_over_its_limit_says_so(tmp_path: Path) -> None:
+    """A Unix socket whose path is longer than the kernel takes is refused with the limit
+    and a way out, not as an address in use; the private directory's name leaves room for
+    the socket under a long temporary directory."""
+    deep = tmp_path / ("d" * 80)
+    deep.mkdir()
+    with pytest.raises(ValueError, match="at most 107 bytes"):
+        VMServer(memory_vm(blocks=1), address=f"unix:{deep / 'vm.sock'}")
+    made = make_private_dir()
+    try:
+        assert len(made.name) <= 40
+    finally:
+        shutil.rmtree(made)

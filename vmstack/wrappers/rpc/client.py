@@ -7,7 +7,16 @@ helpers against its VM, falling back there when that VM cannot batch, so this la
 refuses a batched call (``batching`` is always true).
 
 Blocks come back as :class:`RemoteBlock`: id, parent id, height, timestamp and bytes, with
-``verify``, ``accept`` and ``reject`` as calls that reach the served block.
+``verify``, ``accept`` and ``reject`` as calls that reach the served block whose bytes these
+are (the calls name the bytes, not only the ID). A rejected block refuses ``verify`` and
+``accept`` as a block in process does.
+
+Answers are checked against the protocol before anything is returned: an ancestors answer
+within the budget (rule 4 of ARCHITECTURE.md section 3: the count and the size), a batch
+answered one block per element and an ``InvalidBlock`` naming one of its elements (rule
+7), the block asked for by ``get_block``, block IDs of 32 bytes, a fetched or built block
+with its bytes. A server that breaks one is :class:`~vmstack.errors.VMUnavailable` naming
+the rule: its answers are not passed on.
 
 Failures: the served VM's errors arrive as themselves (``BlockNotFound``, ``InvalidBlock``
 with its index, ``StoreCorrupted``, ``BatchingNotImplemented``, ``ValueError``; anything
@@ -15,14 +24,19 @@ else as ``VMStackError``). A server that is gone, a broken connection or a passe
 is :class:`~vmstack.errors.VMUnavailable`, raised within ``timeout`` seconds of the call.
 Arguments that cannot be put in a request are judged here, with the errors the served VMs
 give for them, and a request over the message limit is refused before it is sent.
+
+A server that requires a token (every TCP server) refuses a call without it; the client
+presents the one in ``token_file``. A refused call is ``VMUnavailable`` saying so.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from types import TracebackType
 
 import attrs
@@ -35,16 +49,19 @@ from vmstack.clock import Clock
 from vmstack.errors import BlockNotFound, InvalidBlock, VMUnavailable
 from vmstack.stack import LayerInfo, StackDescription
 from vmstack.wrappers.rpc import vm_pb2
+from vmstack.wrappers.rpc.local import TOKEN_METADATA_KEY, read_token_file
 from vmstack.wrappers.rpc.protocol import (
     MAX_REQUEST_SIZE,
     MAX_RESPONSE_SIZE,
     METHODS,
+    block_digest,
     error_of,
 )
 
 __all__ = ["RemoteBlock", "RoundTrips", "VMClient"]
 
 _UINT64_LIMIT = 1 << 64
+_ID_LENGTH = 32
 
 
 @attrs.define
@@ -72,7 +89,8 @@ class RoundTrips:
 class RemoteBlock:
     """A block of the served VM: its facts, and decisions that are calls to the server."""
 
-    __slots__ = ("_bytes", "_client", "height", "id", "parent_id", "timestamp")
+    __slots__ = ("_bytes", "_client", "_digest", "_rejected", "height", "id", "parent_id",
+                 "timestamp")
 
     def __init__(self, client: VMClient, facts: vm_pb2.BlockFacts, data: bytes) -> None:
         self._client = client
@@ -81,22 +99,39 @@ class RemoteBlock:
         self.height: int = facts.height
         self.timestamp: int = facts.timestamp
         self._bytes = data
+        self._digest: bytes | None = None
+        self._rejected = False
 
     def __bytes__(self) -> bytes:
         return self._bytes
 
+    def _decision(self) -> vm_pb2.BlockDecisionRequest:
+        if self._digest is None:
+            self._digest = block_digest(self._bytes)
+        return vm_pb2.BlockDecisionRequest(id=self.id, digest=self._digest)
+
     def verify(self) -> None:
-        """Verify the served block (its bytes travel with the call, in case the server no
-        longer holds it)."""
+        """Verify the served block with these bytes (they travel with the call, so the
+        server finds that block, or parses them again if it no longer holds it);
+        ``InvalidBlock`` once this block is rejected."""
+        if self._rejected:
+            raise InvalidBlock(f"block {self.id.hex()} was rejected")
         self._client.call("BlockVerify", vm_pb2.BlockVerifyRequest(id=self.id, bytes=self._bytes))
 
     def accept(self) -> None:
-        """Accept the served block."""
-        self._client.call("BlockAccept", vm_pb2.BlockDecisionRequest(id=self.id))
+        """Accept the served block with these bytes; ``InvalidBlock`` once this block is
+        rejected."""
+        if self._rejected:
+            raise InvalidBlock(f"block {self.id.hex()} is rejected: only a verified block "
+                               "can be accepted")
+        self._client.call("BlockAccept", self._decision())
 
     def reject(self) -> None:
-        """Reject the served block."""
-        self._client.call("BlockReject", vm_pb2.BlockDecisionRequest(id=self.id))
+        """Reject the served block with these bytes (again: nothing)."""
+        if self._rejected:
+            return
+        self._client.call("BlockReject", self._decision())
+        self._rejected = True
 
     def __repr__(self) -> str:
         return f"RemoteBlock(id={self.id.hex()[:16]}…, height={self.height})"
@@ -115,19 +150,25 @@ class VMClient:
     ``timeout`` bounds every call, in seconds. ``clock``, when given, is the caller's clock:
     every request carries its time, so a server running its VM on simulated time follows
     it. ``pid`` is the served process's ID when :func:`~vmstack.wrappers.rpc.spawn` started
-    it. :attr:`round_trips` counts the calls made.
+    it. ``token_file`` holds the token a server that requires one (every TCP server) wants
+    with each call (see :mod:`vmstack.wrappers.rpc.local`). :attr:`round_trips` counts the
+    calls made.
     """
 
     batching = True
     watch_batching = staticmethod(fixed_capability)
 
     def __init__(self, address: str, *, timeout: float = 10.0,
-                 clock: Clock | None = None) -> None:
+                 clock: Clock | None = None,
+                 token_file: str | os.PathLike[str] | None = None) -> None:
         if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not (
                 math.isfinite(timeout) and timeout > 0):
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
         if not isinstance(address, str) or not address:
             raise ValueError(f"address must be a non-empty string, got {address!r}")
+        self._metadata: tuple[tuple[str, str], ...] = ()
+        if token_file is not None:
+            self._metadata = ((TOKEN_METADATA_KEY, read_token_file(Path(token_file))),)
         self._address = address
         self._timeout = float(timeout)
         self._clock = clock
@@ -196,7 +237,8 @@ class VMClient:
                              f"{MAX_REQUEST_SIZE}-byte message limit")
         started = time.perf_counter()
         try:
-            response = self._stubs[method](request, timeout=self._timeout)
+            response = self._stubs[method](request, timeout=self._timeout,
+                                           metadata=self._metadata)
         except grpc.RpcError as error:
             raise self._transport_error(method, error) from None
         finally:
@@ -211,6 +253,9 @@ class VMClient:
         details = error.details() if isinstance(error, grpc.Call) else str(error)
         if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
             return ValueError(f"{method}: a message is over the limit: {details}")
+        if code == grpc.StatusCode.UNAUTHENTICATED:
+            return VMUnavailable(f"{method}: the VM at {self._address} refused the call: "
+                                 f"{details}")
         if code == grpc.StatusCode.DEADLINE_EXCEEDED:
             return VMUnavailable(f"{method}: the VM at {self._address} did not answer within "
                                  f"{self._timeout:g} s")
@@ -218,24 +263,63 @@ class VMClient:
         return VMUnavailable(f"{method}: the VM at {self._address} is unavailable "
                              f"({status}: {details})")
 
-    def _block(self, response: Message, data: bytes | None = None) -> RemoteBlock:
+    # --- what an answer must be -------------------------------------------------------
+
+    def _broken(self, method: str, rule: str, what: str) -> VMUnavailable:
+        """The error for an answer that breaks the protocol: it is not passed on."""
+        return VMUnavailable(f"{method}: the VM at {self._address} broke the protocol "
+                             f"({rule}): {what}")
+
+    def _check_id(self, method: str, what: str, block_id: bytes) -> None:
+        if len(block_id) != _ID_LENGTH:
+            raise self._broken(method, "a block ID is 32 bytes",
+                               f"{what} of {len(block_id)} bytes")
+
+    def _block(self, method: str, response: Message, data: bytes | None = None,
+               asked: bytes | None = None) -> RemoteBlock:
+        """The block of a ``BlockResponse``: ``data`` are its bytes when the caller sent
+        them (parse), else the answer must carry them; ``asked`` is the ID asked for."""
         assert isinstance(response, vm_pb2.BlockResponse)
         facts = response.block
-        return RemoteBlock(self, facts, facts.bytes if data is None else data)
+        self._check_facts(method, facts)
+        if asked is not None and facts.id != asked:
+            raise self._broken(method, "the block asked for",
+                               f"block {facts.id.hex()} for {asked.hex()}")
+        if data is None:
+            if not facts.bytes:
+                raise self._broken(method, "a block is sent with its bytes",
+                                   f"block {facts.id.hex()} without bytes")
+            data = facts.bytes
+        return RemoteBlock(self, facts, data)
+
+    def _check_facts(self, method: str, facts: vm_pb2.BlockFacts) -> None:
+        self._check_id(method, "a block ID", facts.id)
+        self._check_id(method, "a parent ID", facts.parent_id)
+
+    def _check_batch_failure(self, error: Exception, size: int) -> None:
+        if not isinstance(error, InvalidBlock):
+            return
+        if error.index is None or error.index >= size:
+            raise self._broken("BatchedParseBlock", "rule 7: InvalidBlock names the index of "
+                               "the bad element",
+                               f"index {error.index} in a batch of {size}") from None
 
     # --- ChainVM ------------------------------------------------------------------------
 
     def get_block(self, block_id: bytes) -> RemoteBlock:
-        return self._block(self.call("GetBlock", vm_pb2.GetBlockRequest(id=_wire_id(block_id))))
+        wire_id = _wire_id(block_id)
+        response = self.call("GetBlock", vm_pb2.GetBlockRequest(id=wire_id))
+        return self._block("GetBlock", response, asked=wire_id)
 
     def parse_block(self, data: bytes) -> RemoteBlock:
         if not isinstance(data, bytes | bytearray | memoryview):
             raise InvalidBlock(f"block bytes must be bytes, not {type(data).__name__}")
         data = bytes(data)
-        return self._block(self.call("ParseBlock", vm_pb2.ParseBlockRequest(bytes=data)), data)
+        response = self.call("ParseBlock", vm_pb2.ParseBlockRequest(bytes=data))
+        return self._block("ParseBlock", response, data)
 
     def build_block(self) -> RemoteBlock:
-        return self._block(self.call("BuildBlock", vm_pb2.BuildBlockRequest()))
+        return self._block("BuildBlock", self.call("BuildBlock", vm_pb2.BuildBlockRequest()))
 
     def set_preference(self, block_id: bytes) -> None:
         self.call("SetPreference", vm_pb2.SetPreferenceRequest(id=_wire_id(block_id)))
@@ -243,6 +327,7 @@ class VMClient:
     def last_accepted(self) -> bytes:
         response = self.call("LastAccepted", vm_pb2.LastAcceptedRequest())
         assert isinstance(response, vm_pb2.BlockIDResponse)
+        self._check_id("LastAccepted", "a block ID", response.id)
         return response.id
 
     def get_block_id_at_height(self, height: int) -> bytes:
@@ -253,6 +338,7 @@ class VMClient:
         response = self.call("GetBlockIDAtHeight",
                              vm_pb2.GetBlockIDAtHeightRequest(height=height))
         assert isinstance(response, vm_pb2.BlockIDResponse)
+        self._check_id("GetBlockIDAtHeight", "a block ID", response.id)
         return response.id
 
     # --- BatchedChainVM: one round trip each ------------------------------------------
@@ -260,24 +346,40 @@ class VMClient:
     def get_ancestors(self, block_id: bytes, max_blocks_num: int, max_blocks_size: int,
                       max_retrieval_time: float) -> list[bytes]:
         # The served VM judges the budget; only what a request cannot carry is judged here,
-        # by the rule's own checks.
-        AncestorBudget(max_blocks_num, max_blocks_size, max_retrieval_time, clock=_zero)
+        # by the rule's own checks, and the answer is held to the same rule.
+        budget = AncestorBudget(max_blocks_num, max_blocks_size, max_retrieval_time,
+                                clock=_zero)
         response = self.call("GetAncestors", vm_pb2.GetAncestorsRequest(
             id=_wire_id(block_id), max_blocks_num=min(max_blocks_num, _INT64_MAX),
             max_blocks_size=min(max_blocks_size, _INT64_MAX),
             max_retrieval_time=max_retrieval_time))
         assert isinstance(response, vm_pb2.GetAncestorsResponse)
-        return list(response.blocks)
+        blocks = list(response.blocks)
+        for data in blocks:
+            if not budget.admit(data):
+                raise self._broken(
+                    "GetAncestors", "rule 4: the budget",
+                    f"{len(blocks)} blocks of {sum(map(len, blocks))} bytes for "
+                    f"max_blocks_num={max_blocks_num}, max_blocks_size={max_blocks_size}")
+        return blocks
 
     def batched_parse_block(self, blocks: Sequence[bytes]) -> list[RemoteBlock]:
         batch = [bytes(data) for data in check_parse_batch(blocks)]
         if not batch:
             return []
-        response = self.call("BatchedParseBlock", vm_pb2.BatchedParseBlockRequest(blocks=batch))
+        try:
+            response = self.call("BatchedParseBlock",
+                                 vm_pb2.BatchedParseBlockRequest(blocks=batch))
+        except InvalidBlock as error:
+            self._check_batch_failure(error, len(batch))
+            raise
         assert isinstance(response, vm_pb2.BatchedParseBlockResponse)
         if len(response.blocks) != len(batch):
-            raise VMUnavailable(f"BatchedParseBlock: the VM at {self._address} answered "
-                                f"{len(response.blocks)} blocks for {len(batch)}")
+            raise self._broken("BatchedParseBlock", "rule 7: one block per element, in "
+                               "input order",
+                               f"{len(response.blocks)} blocks for {len(batch)}")
+        for facts in response.blocks:
+            self._check_facts("BatchedParseBlock", facts)
         return [RemoteBlock(self, facts, data)
                 for facts, data in zip(response.blocks, batch, strict=True)]
 

@@ -12,6 +12,10 @@ options that are objects (a tracer, a registry, a staking key) cannot cross and 
 A clock can: with a :class:`~vmstack.clock.SimClock`, the child runs its stack on a
 simulated clock of its own and the client sends the caller's time with every request, so
 both sides share one simulated time.
+
+On a TCP address the child requires a token: :func:`spawn` makes a private directory
+holding a fresh token file (mode 0600), passes it to the child with ``--token-file`` and
+gives it to the client; the directory goes when the block ends.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import os
 import selectors
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -31,6 +36,7 @@ from typing import IO, Any
 from vmstack.clock import Clock, SimClock
 from vmstack.errors import VMUnavailable
 from vmstack.wrappers.rpc.client import VMClient
+from vmstack.wrappers.rpc.local import create_token_file, make_private_dir
 
 __all__ = ["HANDSHAKE", "STACK_OPTIONS", "serve", "spawn"]
 
@@ -65,7 +71,8 @@ def _option_text(name: str, value: object) -> str:
 
 
 def _command(data_dir: Path, address: str | None, clock: Clock | None, readonly: bool,
-             stack_options: Mapping[str, object]) -> list[str]:
+             stack_options: Mapping[str, object], token_file: Path | None = None
+             ) -> list[str]:
     unknown = sorted(set(stack_options) - set(STACK_OPTIONS))
     if unknown:
         raise ValueError(f"spawn cannot pass {', '.join(unknown)} to another process; it "
@@ -76,6 +83,8 @@ def _command(data_dir: Path, address: str | None, clock: Clock | None, readonly:
             command += [STACK_OPTIONS[name], _option_text(name, value)]
     if address is not None:
         command += ["--address", address]
+    if token_file is not None:
+        command += ["--token-file", str(token_file)]
     if readonly:
         command.append("--readonly")
     if isinstance(clock, SimClock):
@@ -144,8 +153,23 @@ def spawn(data_dir: str | os.PathLike[str], *, timeout: float = 10.0,
     ``clock``, whose ``pid`` is the child's. On leaving the block the client closes and
     the child stops (its store closed cleanly); a child that does not start within
     ``startup_timeout`` seconds is killed and ``VMUnavailable`` raised with what it said.
+    On a TCP ``address`` the child and the client share a fresh token (see the module's
+    docstring).
     """
-    command = _command(Path(data_dir), address, clock, readonly, stack_options)
+    with contextlib.ExitStack() as cleanup:
+        token_file = None
+        if address is not None and not address.startswith("unix:"):
+            private_dir = make_private_dir()
+            cleanup.callback(shutil.rmtree, private_dir, ignore_errors=True)
+            token_file = private_dir / "token"
+            create_token_file(token_file)
+        command = _command(Path(data_dir), address, clock, readonly, stack_options,
+                           token_file)
+        yield from _run_child(command, timeout, startup_timeout, clock, token_file)
+
+
+def _run_child(command: list[str], timeout: float, startup_timeout: float,
+               clock: Clock | None, token_file: Path | None) -> Iterator[VMClient]:
     with tempfile.TemporaryFile(prefix="vmstack-serve-") as log:
         process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                    stderr=log, start_new_session=True)
@@ -155,7 +179,7 @@ def spawn(data_dir: str | os.PathLike[str], *, timeout: float = 10.0,
             except VMUnavailable as error:
                 _stop(process, 1.0)
                 raise VMUnavailable(f"{error}{_stderr_tail(log)}") from None
-            client = VMClient(served_at, timeout=timeout, clock=clock)
+            client = VMClient(served_at, timeout=timeout, clock=clock, token_file=token_file)
             client.pid = process.pid
             try:
                 yield client
@@ -167,8 +191,13 @@ def spawn(data_dir: str | os.PathLike[str], *, timeout: float = 10.0,
 
 def serve(data_dir: Path, *, address: str | None = None, sim_clock: float | None = None,
           readonly: bool = False, stack_options: Mapping[str, Any],
-          out: IO[str] = sys.stdout, stop_on_stdin_close: bool = True) -> int:
+          out: IO[str] = sys.stdout, stop_on_stdin_close: bool = True,
+          token_file: Path | None = None) -> int:
     """What ``vmstack serve`` does: serve the stack over ``data_dir`` until stopped.
+
+    ``token_file`` is the token every call must present (see
+    :class:`~vmstack.wrappers.rpc.VMServer`); on TCP without one the server makes its own
+    and says where on standard error.
 
     Prints the handshake line on ``out`` once serving, then waits: for its standard input
     to close (when ``stop_on_stdin_close``, as under :func:`spawn`), or for SIGTERM or
@@ -191,12 +220,17 @@ def serve(data_dir: Path, *, address: str | None = None, sim_clock: float | None
                          **stack_options)
         closing.callback(close_stack, vm)  # a parse pool's workers stop with the server
         vm = wrap_layers(vm, name="served", registry=registry)
-        with VMServer(vm, address=address, clock=clock, registry=registry) as server:
+        with VMServer(vm, address=address, clock=clock, registry=registry,
+                      token_file=token_file) as server:
             print(f"{HANDSHAKE} {_PROTOCOL_VERSION} {server.address} {os.getpid()}",
                   file=out, flush=True)
             layers = " > ".join(layer.label for layer in describe_stack(vm))
             print(f"vmstack serve: serving {layers} from {data_dir} at {server.address}; "
                   "SIGTERM or Ctrl-C stops it", file=sys.stderr, flush=True)
+            if server.token_file is not None:
+                print(f"vmstack serve: every call must present the token in "
+                      f"{server.token_file} (VMClient(address, token_file=...))",
+                      file=sys.stderr, flush=True)
             if stop_on_stdin_close:
                 threading.Thread(target=_wait_for_eof, args=(stopped,), daemon=True).start()
             while not stopped.wait(0.5):

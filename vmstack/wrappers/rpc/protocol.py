@@ -7,11 +7,19 @@ Errors cross in-band: a response's ``failure`` names the kind of error the serve
 and its message (:func:`failure_of` on the server, :func:`error_of` on the client), so
 ``BlockNotFound``, ``InvalidBlock`` (with its index), ``StoreCorrupted``,
 ``BatchingNotImplemented``, ``VMUnavailable`` and ``ValueError`` arrive as themselves. A
-request that cannot be read, or carries fields this version does not know, is refused
-before it reaches the VM (:func:`decode_request`).
+request that cannot be read, carries fields this version does not know, or a caller's
+time that is no time (:data:`MAX_CALLER_TIME`), is refused before it reaches the VM
+(:func:`decode_request`).
+
+A block is named by its ID and the digest of the bytes its holder has
+(:func:`block_digest`): the server keeps the blocks it handed out under both, so a block
+of another body under the same ID never takes the place of the one a caller holds.
 """
 
 from __future__ import annotations
+
+import hashlib
+import math
 
 import attrs
 from google.protobuf.message import DecodeError, Message
@@ -30,6 +38,7 @@ from vmstack.interfaces import Block
 from vmstack.wrappers.rpc import vm_pb2
 
 __all__ = [
+    "MAX_CALLER_TIME",
     "MAX_MESSAGE_SIZE",
     "MAX_REQUEST_SIZE",
     "MAX_RESPONSE_SIZE",
@@ -37,6 +46,7 @@ __all__ = [
     "MalformedRequest",
     "Method",
     "SERVICE",
+    "block_digest",
     "decode_request",
     "error_of",
     "facts_of",
@@ -52,6 +62,11 @@ MAX_REQUEST_SIZE = MAX_MESSAGE_SIZE + 64 * 1024
 #: The largest response a client reads. Answers are bounded by the caller's own budgets
 #: (an Ancestors answer by ``max_blocks_size``), so this only stops a runaway server.
 MAX_RESPONSE_SIZE = 64 * 1024 * 1024
+#: The latest caller's time (``now``) a request may carry, in seconds: 2^53, the largest
+#: whole number a double holds exactly (far beyond any block timestamp in use, far within
+#: what a block's timestamp field holds). A later time, a negative one or one that is not
+#: finite is a malformed request: it would move a served simulated clock for good.
+MAX_CALLER_TIME = float(2**53)
 #: The service's full name, as gRPC routes it.
 SERVICE = vm_pb2.DESCRIPTOR.services_by_name["VM"].full_name
 
@@ -98,9 +113,10 @@ def _unknown_fields(message: Message) -> bool:
 def decode_request(method: Method, data: bytes) -> Message:
     """Read ``data`` as a request of ``method``, or raise :class:`MalformedRequest`.
 
-    Refused: anything over :data:`MAX_REQUEST_SIZE`, bytes that do not decode, and fields
-    the request type does not define (a caller of another version must not be half
-    understood).
+    Refused: anything over :data:`MAX_REQUEST_SIZE`, bytes that do not decode, fields the
+    request type does not define (a caller of another version must not be half
+    understood), and a caller's time beyond :data:`MAX_CALLER_TIME`, negative or not
+    finite.
     """
     if len(data) > MAX_REQUEST_SIZE:
         raise MalformedRequest(
@@ -113,7 +129,17 @@ def decode_request(method: Method, data: bytes) -> Message:
         raise MalformedRequest(f"{method.name} request does not decode: {error}") from None
     if _unknown_fields(request):
         raise MalformedRequest(f"{method.name} request has fields this server does not know")
+    if "now" in request.DESCRIPTOR.fields_by_name and request.HasField("now"):
+        now: float = request.now  # type: ignore[attr-defined]
+        if not (math.isfinite(now) and 0 <= now <= MAX_CALLER_TIME):
+            raise MalformedRequest(f"{method.name} request: the caller's time {now!r} is not "
+                                   f"a time from 0 to {MAX_CALLER_TIME:.0f} seconds")
     return request
+
+
+def block_digest(data: bytes) -> bytes:
+    """The SHA-256 digest of a block's bytes, which names them in a decision."""
+    return hashlib.sha256(data).digest()
 
 
 _KIND = vm_pb2.Failure

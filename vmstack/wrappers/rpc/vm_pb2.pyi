@@ -11,7 +11,13 @@ failed: the server is gone or the deadline passed.
 
 A request may carry `now`, the caller's clock in seconds: a server that runs its VM on
 simulated time moves that clock to `now` before it serves the request, so the served VM
-and its caller share one simulated time.
+and its caller share one simulated time. A `now` that is not a finite time from 0 to
+2^53 seconds is a malformed request.
+
+A block is named by its ID and by the bytes the caller holds: BlockVerify sends the
+bytes, BlockAccept and BlockReject their SHA-256 digest, so a decision reaches the block
+whose bytes the caller holds even when another block with the same ID and other bytes
+was parsed since.
 
 Regenerate vm_pb2.py and vm_pb2.pyi with `python -m vmstack.wrappers.rpc.regenerate`.
 """
@@ -352,18 +358,22 @@ class BlockDecisionRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     ID_FIELD_NUMBER: _builtins.int
+    DIGEST_FIELD_NUMBER: _builtins.int
     NOW_FIELD_NUMBER: _builtins.int
     id: _builtins.bytes
+    digest: _builtins.bytes
+    """SHA-256 of the block's bytes"""
     now: _builtins.float
     def __init__(
         self,
         *,
         id: _builtins.bytes = ...,
+        digest: _builtins.bytes = ...,
         now: _builtins.float | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_now", b"_now", "now", b"now"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_now", b"_now", "id", b"id", "now", b"now"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_now", b"_now", "digest", b"digest", "id", b"id", "now", b"now"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__now: _TypeAlias = _typing.Literal["now"]  # noqa: Y015
     _WhichOneofArgType__now: _TypeAlias = _typing.Literal["_now", b"_now"]  # noqa: Y015
