@@ -9,6 +9,7 @@ import pytest
 
 from vmstack.errors import StoreCorrupted
 from vmstack.store import MemoryStore
+from vmstack.store.format import FORMAT_KEY
 from vmstack.wrappers.proposer.block import PostForkBlock, build_unsigned
 from vmstack.wrappers.proposer.state import STORE_PREFIX, ProposerState, stored_block
 from vmstack.wrappers.proposer.vm import ProposerVM
@@ -110,7 +111,7 @@ def test_accepted_blocks_survive_a_restart_over_the_same_store() -> None:
     assert again.last_accepted() == blocks[-1].id
     assert [bytes(again.get_block(block.id)) for block in blocks] == [
         bytes(block) for block in blocks]
-    assert all(key.startswith(STORE_PREFIX) for key, _ in store.iterate())
+    assert all(key.startswith(STORE_PREFIX) or key == FORMAT_KEY for key, _ in store.iterate())
 
 
 def test_corrupted_record_raises_store_corrupted() -> None:
