@@ -39,7 +39,8 @@ settlement):
 - an unknown ID (no number entry), or a height with no canonical entry above the last
   accepted one, is :class:`~vmstack.errors.BlockNotFound`;
 - a block the canonical entry at its height does not name is ``BlockNotFound`` when the
-  store has the block that entry names, else the entry is damaged
+  store has both it and the block that entry names there (a side block), else the entry,
+  or the number entry that put the block at that height, is damaged
   (:class:`~vmstack.errors.StoreCorrupted`);
 - a canonical entry that names a block whose header or body the store lacks, an accepted
   height without a canonical entry, or a settled block without its receipts, is
@@ -141,6 +142,11 @@ class ChainReader:
                 return StoreCorrupted(f"the canonical entry at height {number} names block "
                                       f"{named.hex()}, whose {part} the store does not have")
         if block_id is not None and named != block_id:
+            if not reader.has(schema.header_key(number, block_id)):
+                # Its number entry (or its child's parent link) places it where the store
+                # has no such block: a misplaced or damaged entry, not a side block.
+                return StoreCorrupted(f"block {block_id.hex()} is placed at height {number}, "
+                                      "where the store does not have it")
             return BlockNotFound(f"block {block_id.hex()} is not the accepted block at "
                                  f"{number}")
         if rawdb.read_header_number(reader, schema, named) != number:

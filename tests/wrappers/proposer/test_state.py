@@ -130,3 +130,18 @@ def test_corrupted_record_raises_store_corrupted() -> None:
         with pytest.raises(StoreCorrupted):
             vm.get_ancestors(blocks[1].id, 10, 10**6, 1.0)
         assert vm.get_ancestors(blocks[2].id, 10, 10**6, 1.0) == [bytes(blocks[2])]
+
+
+def test_a_record_under_another_blocks_key_is_store_corrupted() -> None:
+    """A sound record copied under another accepted block's key fails its checksum, which
+    covers the key: record, stored_block and the newest pointer's parent all refuse it."""
+    store = MemoryStore()
+    state = ProposerState(store)
+    first, second = _two_records(state)
+    store.put(STORE_PREFIX + b"b" + second.id, store.get(STORE_PREFIX + b"b" + first.id))
+    with pytest.raises(StoreCorrupted, match="value of another key"):
+        state.record(second.id)
+    with state.snapshot() as snapshot, pytest.raises(StoreCorrupted):
+        stored_block(snapshot, second.id)
+    with pytest.raises(StoreCorrupted):
+        state.newest_parent()
