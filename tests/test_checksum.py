@@ -1,5 +1,5 @@
 """The project's checksum: CRC-32 with zlib's values, so stores written with either read
-back under the other; and the two ways a stored value carries it."""
+back under the other; and the one framing that ties a stored value to its key."""
 
 from __future__ import annotations
 
@@ -9,14 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from vmstack.checksum import (
-    CHECKSUM_LEN,
-    append_keyed_checksum,
-    crc32,
-    leading_checksum_holds,
-    prepend_checksum,
-    read_keyed_value,
-)
+from vmstack.checksum import CHECKSUM_LEN, crc32, frame, keyed_checksum, unframe
 from vmstack.errors import StoreCorrupted
 
 
@@ -44,32 +37,34 @@ def test_crc32_refuses_text() -> None:
         crc32("abc")
 
 
-@given(key=st.binary(max_size=40), value=st.binary(min_size=1, max_size=40))
-def test_a_keyed_value_reads_back_under_its_key_only(key: bytes, value: bytes) -> None:
-    """The stored form is the value and the CRC-32 of key and value; it reads back under
-    its key, and under another key, damaged or cut it is StoreCorrupted naming it."""
-    stored = append_keyed_checksum(key, value)
-    assert stored == value + zlib.crc32(key + value).to_bytes(CHECKSUM_LEN, "big")
-    assert read_keyed_value(key, memoryview(stored), len(value), "the thing") == value
-    with pytest.raises(StoreCorrupted, match=r"^the thing fails its checksum$"):
-        read_keyed_value(key + b"\0", stored, len(value), "the thing")
-    damaged = bytes((stored[0] ^ 1,)) + stored[1:]
-    with pytest.raises(StoreCorrupted, match=r"^the thing fails its checksum$"):
-        read_keyed_value(key, damaged, len(value), "the thing")
-    expected = f"^the thing is {len(stored) - 1} bytes, not {len(stored)}$"
-    with pytest.raises(StoreCorrupted, match=expected):
-        read_keyed_value(key, stored[:-1], len(value), "the thing")
-
-
-@given(body=st.binary(max_size=200))
-def test_a_leading_checksum_holds_for_its_body_only(body: bytes) -> None:
-    """The stored form is the CRC-32 of the body, then the body; any flipped bit, and any
-    value too short to hold a checksum, fails."""
-    stored = prepend_checksum(body)
-    assert stored == zlib.crc32(body).to_bytes(CHECKSUM_LEN, "big") + body
-    assert leading_checksum_holds(stored) and leading_checksum_holds(memoryview(stored))
+@given(key=st.binary(max_size=40), value=st.binary(max_size=200))
+def test_a_framed_value_reads_back_under_its_key_only(key: bytes, value: bytes) -> None:
+    """The stored form is the CRC-32 of key and value, then the value; it reads back under
+    its key (as a view, with or without a length), and under another key, damaged anywhere
+    or cut, it is StoreCorrupted naming it."""
+    stored = frame(key, value)
+    assert keyed_checksum(key, value) == zlib.crc32(key + value)
+    assert stored == zlib.crc32(key + value).to_bytes(CHECKSUM_LEN, "big") + value
+    assert frame(key, memoryview(value)) == stored
+    assert unframe(key, memoryview(stored), "the thing") == value
+    assert unframe(key, stored, "the thing", length=len(value)) == value
+    with pytest.raises(StoreCorrupted, match=r"^the thing fails its checksum"):
+        unframe(key + b"\0", stored, "the thing")
     for index in range(len(stored)):
         damaged = bytearray(stored)
         damaged[index] ^= 0x10
-        assert not leading_checksum_holds(bytes(damaged))
-    assert not any(leading_checksum_holds(stored[:length]) for length in range(CHECKSUM_LEN))
+        with pytest.raises(StoreCorrupted, match=r"^the thing fails its checksum"):
+            unframe(key, bytes(damaged), "the thing")
+    expected = f"^the thing is {len(stored) - 1} bytes, not {len(stored)}$"
+    with pytest.raises(StoreCorrupted, match=expected):
+        unframe(key, stored[:-1], "the thing", length=len(value))
+    for length in range(CHECKSUM_LEN):
+        with pytest.raises(StoreCorrupted, match="too short to hold its checksum"):
+            unframe(key, stored[:length], "the thing")
+
+
+def test_a_value_moved_to_another_key_of_its_kind_fails() -> None:
+    """The case a checksum of the value alone passes: a sound record under a sibling key."""
+    stored = frame(b"b" + bytes(32), b"record of block zero")
+    with pytest.raises(StoreCorrupted, match="the value of another key"):
+        unframe(b"b" + bytes([1]) * 32, stored, "the record")

@@ -1,21 +1,28 @@
-"""The checksum of every value vmstack stores with one: CRC-32, and the two ways a stored
-value carries it.
+"""The checksum of every value vmstack stores with one: CRC-32, and the one framing that
+ties a stored value to its key.
 
 :func:`crc32` is the CRC-32 of zlib and gzip (the same polynomial, the same values as
-``zlib.crc32``, so a value written with either reads back under the other), computed by
-Intel's ISA-L through the ``isal`` package, which folds with carry-less multiplication and
-is about 2.5-3x faster than the standard library's zlib on the 0.5-20 KB values checked on
-the serving path (block bytes, proposer records). Stores written before keep reading back:
-only the speed differs.
+``zlib.crc32``), computed by Intel's ISA-L through the ``isal`` package, which folds with
+carry-less multiplication and is about 2.5-3x faster than the standard library's zlib on
+the 0.5-20 KB values checked on the serving path (block bytes, proposer records).
 
-A stored value carries its checksum (:data:`CHECKSUM_LEN` bytes, big-endian) one of two
-ways:
+Every checksum vmstack stores covers the key the value is stored under as well as the
+value: :func:`keyed_checksum` is the CRC-32 of ``key + value``. So a damaged value fails,
+and so does a sound value copied under another key of its kind (another block's record,
+another height's pointer), which a checksum of the value alone would pass. A record of
+vmstack's own is stored framed, one way for every kind (pointers, heights, records of any
+length, the configuration record)::
 
-- a fixed-length value that points somewhere (a block ID, a height) ends with the CRC-32 of
-  its key and itself (:func:`append_keyed_checksum`, :func:`read_keyed_value`), so a
-  damaged copy fails, and so does a good copy that landed under another key;
-- a record of any length starts with the CRC-32 of the rest (:func:`prepend_checksum`,
-  :func:`leading_checksum_holds`).
+    frame(key, value) = keyed_checksum(key, value) (4 bytes, big-endian) + value
+
+and read back with :func:`unframe`, which checks the length (when the kind has a fixed
+one) and the checksum and raises :class:`~vmstack.errors.StoreCorrupted` otherwise. A new
+kind of record adopts the pair and nothing else. Values that keep another program's layout
+(the C-chain's go-ethereum keys) are not framed; the C-chain's integrity entry holds their
+keyed checksums instead (:mod:`vmstack.cchain.integrity`).
+
+Changing this framing changes every stored record: :data:`vmstack.store.format.FORMAT_VERSION`
+moves with it.
 """
 
 from __future__ import annotations
@@ -26,14 +33,7 @@ from isal import isal_zlib
 
 from vmstack.errors import StoreCorrupted
 
-__all__ = [
-    "CHECKSUM_LEN",
-    "append_keyed_checksum",
-    "crc32",
-    "leading_checksum_holds",
-    "prepend_checksum",
-    "read_keyed_value",
-]
+__all__ = ["CHECKSUM_LEN", "crc32", "frame", "keyed_checksum", "unframe"]
 
 #: ``crc32(data, value=0) -> int``: the CRC-32 of ``data`` (any bytes-like object),
 #: continuing from ``value``; equal to ``zlib.crc32(data, value)``. Bound directly, so a
@@ -44,32 +44,34 @@ crc32: Final = isal_zlib.crc32
 CHECKSUM_LEN: Final = 4
 
 
-def append_keyed_checksum(key: bytes, value: bytes) -> bytes:
-    """``value`` followed by the CRC-32 of ``key + value``: what is stored under ``key``."""
-    return value + crc32(value, crc32(key)).to_bytes(CHECKSUM_LEN, "big")
+def keyed_checksum(key: bytes | memoryview, value: bytes | memoryview) -> int:
+    """The CRC-32 of ``key + value`` (without building it): the checksum of ``value``
+    stored under ``key``."""
+    return crc32(value, crc32(key))
 
 
-def read_keyed_value(key: bytes, stored: bytes | memoryview, length: int, what: str) -> bytes:
-    """The ``length``-byte value that :func:`append_keyed_checksum` stored under ``key``.
+def frame(key: bytes, value: bytes | memoryview) -> bytes:
+    """What is stored under ``key`` for ``value``: its keyed checksum (4 bytes,
+    big-endian), then ``value``."""
+    return keyed_checksum(key, value).to_bytes(CHECKSUM_LEN, "big") + value
+
+
+def unframe(key: bytes, stored: bytes | memoryview, what: str, *,
+            length: int | None = None) -> memoryview:
+    """The value :func:`frame` stored under ``key``, as a view of ``stored`` (no copy).
 
     :class:`~vmstack.errors.StoreCorrupted`, its message starting with ``what``, if
-    ``stored`` is not ``length`` bytes and a checksum, or its checksum does not match.
+    ``stored`` is too short to hold a checksum, its value is not ``length`` bytes (when
+    given), or its checksum does not match: the value is damaged, or it is another key's.
     """
-    if len(stored) != length + CHECKSUM_LEN:
-        raise StoreCorrupted(f"{what} is {len(stored)} bytes, not {length + CHECKSUM_LEN}")
-    value = bytes(stored[:length])
-    if crc32(value, crc32(key)) != int.from_bytes(stored[length:], "big"):
-        raise StoreCorrupted(f"{what} fails its checksum")
+    size = len(stored)
+    if length is not None and size != CHECKSUM_LEN + length:
+        raise StoreCorrupted(f"{what} is {size} bytes, not {CHECKSUM_LEN + length}")
+    if size < CHECKSUM_LEN:
+        raise StoreCorrupted(f"{what} is {size} bytes, too short to hold its checksum")
+    view = memoryview(stored)
+    value = view[CHECKSUM_LEN:]
+    if keyed_checksum(key, value) != int.from_bytes(view[:CHECKSUM_LEN], "big"):
+        raise StoreCorrupted(f"{what} fails its checksum: it is damaged, or it is the "
+                             "value of another key")
     return value
-
-
-def prepend_checksum(body: bytes) -> bytes:
-    """The CRC-32 of ``body`` followed by ``body``."""
-    return crc32(body).to_bytes(CHECKSUM_LEN, "big") + body
-
-
-def leading_checksum_holds(stored: bytes | memoryview) -> bool:
-    """Whether ``stored`` is a checksum and the bytes it covers, as
-    :func:`prepend_checksum` wrote them (False for a value too short to hold one)."""
-    return len(stored) >= CHECKSUM_LEN and (
-        crc32(stored[CHECKSUM_LEN:]) == int.from_bytes(stored[:CHECKSUM_LEN], "big"))

@@ -132,7 +132,8 @@ def describe_stack(vm: ChainVM) -> StackDescription:
 
 #: Where :func:`build_stack` records the configuration a store was written with (keys
 #: outside the chain's own keyspace): one record for the C-chain part, one for the
-#: proposer layer, each a CRC-32 (4 bytes, big-endian) over sorted-key JSON.
+#: proposer layer, each sorted-key JSON framed by :func:`vmstack.checksum.frame` (a CRC-32
+#: over its key and the JSON, so one part's record under the other's key fails).
 CONFIG_KEY_PREFIX = b"vmstack/config/"
 
 
@@ -141,33 +142,35 @@ def check_configuration(store: KeyValueStore, part: str, settings: dict[str, obj
     ``"proposer"``): record them if the store has none yet, else compare.
 
     A setting that differs from the record is :class:`~vmstack.errors.ConfigMismatch`
-    naming it; a damaged record is :class:`~vmstack.errors.StoreCorrupted`. A store that
-    cannot be written (opened read-only) and has no record is left as it is.
+    naming it; a damaged or misplaced record, or a store of another record format
+    (:func:`vmstack.store.format.check_format`), is :class:`~vmstack.errors.StoreCorrupted`.
+    A store that cannot be written (opened read-only) and has no record is left as it is.
     """
     import contextlib
     import json
 
-    from vmstack.checksum import CHECKSUM_LEN, leading_checksum_holds, prepend_checksum
+    from vmstack.checksum import frame, unframe
     from vmstack.errors import ConfigMismatch, StoreCorrupted
     from vmstack.store import StoreError
+    from vmstack.store.format import check_format
 
     key = CONFIG_KEY_PREFIX + part.encode()
     text = json.dumps(settings, sort_keys=True).encode()
     try:
         stored = store.get(key)
     except KeyError:
+        check_format(store, holds_records=False)
         with contextlib.suppress(StoreError):
-            store.put(key, prepend_checksum(text))
+            store.put(key, frame(key, text))
         return
+    check_format(store, holds_records=True)
+    what = f"the {part} configuration record of the store"
     try:
-        if not leading_checksum_holds(stored):
-            raise ValueError("checksum")
-        recorded = json.loads(bytes(stored[CHECKSUM_LEN:]))
+        recorded = json.loads(bytes(unframe(key, stored, what)))
         if not isinstance(recorded, dict):
             raise ValueError("not an object")
     except ValueError:
-        raise StoreCorrupted(f"the {part} configuration record of the store is damaged"
-                             ) from None
+        raise StoreCorrupted(f"{what} is damaged") from None
     for field in sorted(settings.keys() | recorded.keys()):
         if recorded.get(field) != settings.get(field):
             raise ConfigMismatch(field, recorded.get(field), settings.get(field))

@@ -72,7 +72,8 @@ def test_a_header_whose_hash_does_not_match_its_key_is_corruption(
     other = vm.get_block(ids[2])
     store.put(schema.header_key(2, ids[1]), other.header_rlp())
     store.put(schema.body_key(2, ids[1]), other.body_rlp())
-    rawdb.write_integrity(store, schema, 2, ids[1], rawdb.checksum(bytes(other)))
+    rawdb.write_integrity(store, schema, 2, ids[1],
+                          rawdb.checksum(schema.integrity_key(2, ids[1]), bytes(other)))
     with pytest.raises(StoreCorrupted):
         vm.get_block(ids[1])
 

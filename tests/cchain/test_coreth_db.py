@@ -146,7 +146,9 @@ def test_integrity_entries_round_trip_and_check_their_length() -> None:
     for bad in (b"", b"\x00" * 3, b"\x00" * 5, b"\x00" * 9):
         with pytest.raises(StoreCorrupted):
             rawdb.decode_integrity(bad)
-    assert rawdb.checksum(b"block") == rawdb.checksum(memoryview(b"block"))
+    key, other = (rawdb.Schema().integrity_key(1, bytes([n]) * 32) for n in (1, 2))
+    assert rawdb.checksum(key, b"block") == rawdb.checksum(key, memoryview(b"block"))
+    assert rawdb.checksum(key, b"block") != rawdb.checksum(other, b"block")
 
 
 def test_integrity_keys_are_built_and_parsed_by_the_schema() -> None:

@@ -317,13 +317,13 @@ def test_accept_is_one_atomic_batch() -> None:
     """Each accept makes exactly one write batch and no single writes."""
     store = CountingStore()
     vm = new_vm(store)
-    batches = store.batches
+    batches, single_writes = store.batches, store.single_writes
     for _ in range(3):
         block = vm.build_block()
         block.verify()
         block.accept()
     assert store.batches == batches + 3
-    assert store.single_writes == 0
+    assert store.single_writes == single_writes
 
 
 def test_accept_needs_verify_and_a_parent_that_is_last_accepted() -> None:
@@ -459,7 +459,9 @@ def test_the_cache_is_never_filled_for_an_unsettled_height() -> None:
     with store.write_batch() as batch:
         rawdb.write_block(batch, schema, 7, sibling.id, sibling.header_rlp(),
                           sibling.body_rlp())
-        rawdb.write_integrity(batch, schema, 7, sibling.id, rawdb.checksum(bytes(sibling)))
+        rawdb.write_integrity(batch, schema, 7, sibling.id,
+                              rawdb.checksum(schema.integrity_key(7, sibling.id),
+                                             bytes(sibling)))
         rawdb.write_canonical_hash(batch, schema, 7, sibling.id)
     assert vm.get_block_id_at_height(7) == sibling.id
     assert 7 not in vm.cache

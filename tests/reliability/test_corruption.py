@@ -1,10 +1,17 @@
-"""Corruption: a store with one damaged value (a flipped byte, a truncation) or one missing
-key yields ``StoreCorrupted`` or ``BlockNotFound``, never wrong bytes served as a block — on
-``get_block``, on ``get_ancestors`` (the first block raises; mid-walk the answer stops
-before the damaged block), on the serial walk, and through the full stack."""
+"""Corruption: a store with one damaged value (a flipped byte, a truncation), one missing
+key, or a sound value copied under another key of its kind yields ``StoreCorrupted`` or
+``BlockNotFound``, never wrong bytes served as a block — on ``get_block``, on
+``get_ancestors`` (the first block raises; mid-walk the answer stops before the damaged
+block), on the serial walk, and through the full stack; and a data file cut short or
+emptied is ``StoreCorrupted`` when the stack opens it, never a signal or a new chain."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -304,3 +311,199 @@ def test_a_damaged_proposer_signature_is_never_served(stack_chain: Chain) -> Non
     except StoreCorrupted:
         return
     assert served == stack_chain.truth[1]
+
+
+# --- misplaced values: a sound value under another key of its kind ------------------------
+
+#: What is copied from block TARGET - 1 under block TARGET's keys: one kind of value, or
+#: the whole block with its integrity entry (which a checksum of the values alone passes).
+MOVES: dict[str, tuple[str, ...]] = {
+    "header": ("header",),
+    "body": ("body",),
+    "receipts": ("receipts",),
+    "integrity": ("integrity",),
+    "canonical": ("canonical",),
+    "number": ("number",),
+    "block": ("header", "body", "integrity"),
+    "block with receipts": ("header", "body", "receipts", "integrity"),
+}
+
+
+def moved(chain: Chain, kinds: tuple[str, ...], target: int) -> dict[bytes, bytes]:
+    """The chain's items with the values of ``kinds`` of block ``target - 1`` copied under
+    the keys of block ``target``."""
+    source, destination = block_hash_at(chain, target - 1), block_hash_at(chain, target)
+    items = dict(chain.items)
+    for kind in kinds:
+        items[KEYS[kind](target, destination)] = chain.items[KEYS[kind](target - 1, source)]
+    return items
+
+
+#: What the fast path reads of a block: the receipts never, a number entry only for the
+#: first block of a walk (a parent's number is its child's minus one), the rest always.
+FAST_READS: dict[str, str] = {"receipts": "never", "number": "first"}
+
+
+def check_misplaced(vm: ChainVM, chain: Chain, target: int, *, fast_reads: str = "always"
+                    ) -> None:
+    """What a VM over a store with a value misplaced at height ``target`` does: get_block
+    of that block is StoreCorrupted, and so is get_ancestors from it unless the fast path
+    never reads the value (it then serves the truth); walks from above stop before it (the
+    serial walk always, the fast walk when it reads the value for a parent); the height
+    answers StoreCorrupted or the true ID, and parsing its bytes StoreCorrupted or that
+    block. Never another block's bytes."""
+    head, block_id = chain.ids[-1], chain.ids[target]
+    below = len(chain.ids) - 1 - target
+    with pytest.raises(StoreCorrupted):
+        vm.get_block(block_id)
+    assert serial(vm, head) == chain.truth[:below]
+    if fast_reads == "never":
+        assert ancestors(vm, block_id) == chain.truth[below:]
+    else:
+        assert ancestors(vm, block_id) is StoreCorrupted
+    if fast_reads == "always":
+        assert ancestors(vm, head) == chain.truth[:below]
+    else:
+        assert ancestors(vm, head) == chain.truth
+    with contextlib.suppress(StoreCorrupted):
+        assert vm.get_block_id_at_height(target) == block_id
+    try:
+        parsed = vm.parse_block(chain.truth[below])
+    except StoreCorrupted:
+        return
+    assert parsed.id == block_id and bytes(parsed) == chain.truth[below]
+
+
+@pytest.mark.parametrize("move", list(MOVES))
+def test_a_value_under_another_blocks_key_is_store_corrupted(bare_chain: Chain,
+                                                             move: str) -> None:
+    """A sound value of the block below copied under a block's keys (each kind alone,
+    or the whole block with its integrity entry) is StoreCorrupted, never served as that
+    block: the integrity entry's checksums cover its key, the number and hash of the block.
+    The fast path reads neither receipts nor a parent's number entry, and serves the true
+    bytes past those."""
+    items = moved(bare_chain, MOVES[move], TARGET)
+    vm = bare_vm(reopen(items), SimClock(START + 100))
+    check_misplaced(vm, bare_chain, TARGET, fast_reads=FAST_READS.get(move, "always"))
+
+
+def test_a_whole_block_under_another_blocks_keys_through_the_full_stack(
+        stack_chain: Chain, tmp_path: Path) -> None:
+    """On LMDB through every layer, a pre-fork block's header, body and integrity entry
+    copied under the next block's keys is StoreCorrupted on every path."""
+    items = moved(stack_chain, MOVES["block"], TARGET)
+    with LMDBStore(tmp_path / "db") as store:
+        vm = full_stack(reopen(items, store), SimClock(START + 100))
+        check_misplaced(vm, stack_chain, TARGET)
+
+
+def proposer_index_key(chain: Chain, height: int) -> bytes:
+    """The proposer layer's index entry of the inner block of the post-fork block at
+    ``height`` (the inner ID is the first field of the block's framed record)."""
+    from vmstack.checksum import CHECKSUM_LEN
+    from vmstack.wrappers.proposer.vm import STORE_PREFIX
+
+    record = chain.items[proposer_record_key(chain, height)]
+    return STORE_PREFIX + b"i" + record[CHECKSUM_LEN:CHECKSUM_LEN + 32]
+
+
+@pytest.mark.parametrize("kind", ["record", "index"])
+def test_a_proposer_value_under_another_blocks_key_is_store_corrupted(
+        stack_chain: Chain, tmp_path: Path, kind: str) -> None:
+    """The proposer's record of an accepted post-fork block, or its index entry, copied
+    under the key of the next block's is StoreCorrupted wherever it is read: get_block,
+    get_ancestors from that block, the height's ID and parsing its bytes, and walks from
+    above stop before it. A checksum of the value alone used to pass the record, and
+    get_ancestors answered the block below where this one belongs."""
+    height = len(stack_chain.ids) - 2
+    key_of = proposer_record_key if kind == "record" else proposer_index_key
+    items = dict(stack_chain.items)
+    items[key_of(stack_chain, height)] = stack_chain.items[key_of(stack_chain, height - 1)]
+    with LMDBStore(tmp_path / "db") as store:
+        vm = full_stack(reopen(items, store), SimClock(START + 100))
+        if kind == "record":
+            check_misplaced(vm, stack_chain, height)
+            return
+        # The index is read where an inner block is mapped to its envelope: the height's
+        # ID. Every other path answers from the records, the truth.
+        with pytest.raises(StoreCorrupted):
+            vm.get_block_id_at_height(height)
+        head, below = stack_chain.ids[-1], len(stack_chain.ids) - 1 - height
+        for answer in (ancestors(vm, head), serial(vm, head)):
+            assert answer is StoreCorrupted or is_prefix(answer, stack_chain.truth)
+        for read in (lambda: bytes(vm.get_block(stack_chain.ids[height])),
+                     lambda: bytes(vm.parse_block(stack_chain.truth[below]))):
+            with contextlib.suppress(StoreCorrupted):
+                assert read() == stack_chain.truth[below]
+
+
+def test_one_configuration_record_under_the_others_key_is_store_corrupted(
+        stack_chain: Chain) -> None:
+    """The C-chain part's configuration record copied under the proposer layer's key is
+    StoreCorrupted when the stack is built, not another part's settings."""
+    from vmstack.stack import CONFIG_KEY_PREFIX
+
+    items = dict(stack_chain.items)
+    items[CONFIG_KEY_PREFIX + b"proposer"] = items[CONFIG_KEY_PREFIX + b"chain"]
+    with pytest.raises(StoreCorrupted, match="proposer configuration record"):
+        full_stack(reopen(items), SimClock(START + 100))
+
+
+# --- damaged store files ------------------------------------------------------------------
+
+_OPEN_STACK_IN_CHILD = """
+import sys
+from tests.reliability.stacks import START, full_stack
+from vmstack import SimClock, StoreCorrupted
+from vmstack.store import LMDBStore
+try:
+    store = LMDBStore(sys.argv[1], readonly=sys.argv[2] == "readonly")
+    vm = full_stack(store, SimClock(START + 100))
+    print("served", vm.last_accepted().hex())
+except StoreCorrupted as error:
+    print("StoreCorrupted:", error)
+"""
+#: Seconds a child opening a damaged store may take before the test fails.
+CHILD_DEADLINE = 120.0
+
+
+@pytest.fixture(scope="module")
+def stack_store(stack_chain: Chain, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The full stack's chain in an LMDB store, closed."""
+    path = tmp_path_factory.mktemp("stack") / "db"
+    with LMDBStore(path) as store:
+        reopen(stack_chain.items, store)
+    return path
+
+
+@pytest.mark.parametrize("mode", ["writer", "readonly"])
+def test_a_truncated_store_is_store_corrupted_through_the_full_stack(
+        stack_store: Path, tmp_path: Path, mode: str) -> None:
+    """A data file cut to a quarter, half or all but a page of its size is StoreCorrupted
+    naming the file when the stack opens it, never a SIGBUS: the opener runs in a child
+    process, which must live and say so within its deadline."""
+    full = os.path.getsize(stack_store / "data.mdb")
+    for size in (full // 4, full // 2, full - 4096):
+        path = tmp_path / f"cut{size}"
+        shutil.copytree(stack_store, path)
+        os.truncate(path / "data.mdb", size)
+        child = subprocess.run(
+            [sys.executable, "-c", _OPEN_STACK_IN_CHILD, str(path), mode],
+            capture_output=True, text=True, timeout=CHILD_DEADLINE, check=False,
+            env={**os.environ, "PYTHONPATH": os.getcwd()})
+        assert child.returncode == 0, f"the opener died (rc {child.returncode})"
+        assert child.stdout.startswith(f"StoreCorrupted: the LMDB data file {path}"), (
+            child.stdout)
+        assert f"is {size} bytes" in child.stdout
+
+
+def test_an_emptied_store_is_never_a_new_chain(stack_store: Path, tmp_path: Path) -> None:
+    """A store of a whole chain whose data file is 0 bytes is StoreCorrupted, writer and
+    reader alike, and is left 0 bytes: no genesis block is written over it."""
+    path = tmp_path / "db"
+    shutil.copytree(stack_store, path)
+    os.truncate(path / "data.mdb", 0)
+    for readonly in (False, True):
+        with pytest.raises(StoreCorrupted, match="is 0 bytes"):
+            full_stack(LMDBStore(path, readonly=readonly), SimClock(START + 100))
+    assert os.path.getsize(path / "data.mdb") == 0

@@ -175,9 +175,9 @@ class CrashingStore:
     def write_batch(self) -> WriteBatch:
         return BufferedWriteBatch(self._commit)
 
-    def iterate(self, prefix: bytes = b"", start: bytes | None = None
+    def iterate(self, prefix: bytes = b"", *, start: bytes | None = None
                 ) -> Iterator[tuple[bytes, bytes]]:
-        return self.inner.iterate(prefix, start)
+        return self.inner.iterate(prefix, start=start)
 
     def snapshot(self) -> AbstractContextManager[ReadSnapshot]:
         return self.inner.snapshot()
@@ -278,13 +278,14 @@ def check_reopened_after_crash(factory: Callable[[KeyValueStore, SimClock], Chai
 
 
 def test_crashing_store_really_crashes() -> None:
-    """The crashing store stops the node at the chosen write and keeps what came before."""
+    """The crashing store stops the node at the chosen write and keeps what came before
+    (the format record, the genesis block and two accepted blocks)."""
     memory = MemoryStore()
-    store = CrashingStore(memory, 3)
+    store = CrashingStore(memory, 4)
     clock = SimClock(START)
     accepted: list[bytes] = []
     with pytest.raises(Crash):
         accept_blocks(bare_vm(store, clock), clock, 10, accepted, [])
-    assert store.writes == 3
+    assert store.writes == 4
     assert len(accepted) == 2
     assert check_store(memory) == 2

@@ -18,8 +18,9 @@ Two ways to serve a block:
   number of each parent is its child's minus one. The budget is
   :class:`~vmstack.batching.AncestorBudget` walked by :func:`~vmstack.batching.walk_ancestors`.
 
-Each accept writes an integrity entry per block (a crc32 of the block RLP, and of the
-receipts RLP once settled); both paths check the block checksum, the slow path also the
+Each accept writes an integrity entry per block (a crc32 of the block's integrity key and
+its RLP, and of that key and the receipts RLP once settled: a block's values copied under
+another block's keys fail it); both paths check the block checksum, the slow path also the
 header hash and the receipts checksum. Blocks written by other software (a coreth
 database) have no integrity entry: they are served with the structural checks only
 (framing of header and body, the canonical check, and on the slow path the header hash and
@@ -38,7 +39,8 @@ settlement):
 - an unknown ID (no number entry), or a height with no canonical entry above the last
   accepted one, is :class:`~vmstack.errors.BlockNotFound`;
 - a block the canonical entry at its height does not name is ``BlockNotFound`` when the
-  store has the block that entry names, else the entry is damaged
+  store has both it and the block that entry names there (a side block), else the entry,
+  or the number entry that put the block at that height, is damaged
   (:class:`~vmstack.errors.StoreCorrupted`);
 - a canonical entry that names a block whose header or body the store lacks, an accepted
   height without a canonical entry, or a settled block without its receipts, is
@@ -140,6 +142,11 @@ class ChainReader:
                 return StoreCorrupted(f"the canonical entry at height {number} names block "
                                       f"{named.hex()}, whose {part} the store does not have")
         if block_id is not None and named != block_id:
+            if not reader.has(schema.header_key(number, block_id)):
+                # Its number entry (or its child's parent link) places it where the store
+                # has no such block: a misplaced or damaged entry, not a side block.
+                return StoreCorrupted(f"block {block_id.hex()} is placed at height {number}, "
+                                      "where the store does not have it")
             return BlockNotFound(f"block {block_id.hex()} is not the accepted block at "
                                  f"{number}")
         if rawdb.read_header_number(reader, schema, named) != number:
@@ -312,10 +319,12 @@ class ChainReader:
         except InvalidBlock as error:
             raise StoreCorrupted(f"the stored {where} is malformed: {error.reason}") from None
         if integrity is not None:
-            if rawdb.checksum(stitched) != integrity.block:
+            integrity_key = self.schema.integrity_key(number, block_id)
+            if rawdb.checksum(integrity_key, stitched) != integrity.block:
                 raise StoreCorrupted(f"the stored {where} fails its checksum")
-            if receipts_rlp is not None and (integrity.receipts is None or
-                                             rawdb.checksum(receipts_rlp) != integrity.receipts):
+            if receipts_rlp is not None and (
+                    integrity.receipts is None
+                    or rawdb.checksum(integrity_key, receipts_rlp) != integrity.receipts):
                 raise StoreCorrupted(f"the stored receipts of {where} fail their checksum")
         try:
             block = self.flavour.block_from_parts(header_rlp, body_rlp, block_id)
@@ -349,7 +358,8 @@ class ChainReader:
             except InvalidBlock as error:
                 raise StoreCorrupted(f"accepted block {block_hash.hex()} is malformed: "
                                      f"{error.reason}") from None
-            if integrity is None or rawdb.checksum(stitched) != integrity.block:
+            if integrity is None or rawdb.checksum(
+                    schema.integrity_key(number, block_hash), stitched) != integrity.block:
                 raise StoreCorrupted(f"accepted block {block_hash.hex()} at {number} fails "
                                      "its checksum")
             block_checksum = integrity.block
@@ -379,8 +389,10 @@ class Settlement:
             return
         rawdb.write_receipts(batch, schema, self.number, self.block_hash, self.receipts_rlp)
         if self.block_checksum is not None:
+            integrity_key = schema.integrity_key(self.number, self.block_hash)
             rawdb.write_integrity(batch, schema, self.number, self.block_hash,
-                                  self.block_checksum, rawdb.checksum(self.receipts_rlp))
+                                  self.block_checksum,
+                                  rawdb.checksum(integrity_key, self.receipts_rlp))
 
 
 def write_accepted(batch: KeyWriter, schema: rawdb.Schema, block: CChainBlock,
@@ -396,8 +408,11 @@ def write_accepted(batch: KeyWriter, schema: rawdb.Schema, block: CChainBlock,
     rawdb.write_last_accepted_hash(batch, schema, block_id)
     rawdb.write_head_header_hash(batch, schema, block_id)
     rawdb.write_head_fast_block_hash(batch, schema, block_id)
-    rawdb.write_integrity(batch, schema, number, block_id, rawdb.checksum(bytes(block)),
-                          None if receipts_rlp is None else rawdb.checksum(receipts_rlp))
+    integrity_key = schema.integrity_key(number, block_id)
+    rawdb.write_integrity(batch, schema, number, block_id,
+                          rawdb.checksum(integrity_key, bytes(block)),
+                          None if receipts_rlp is None
+                          else rawdb.checksum(integrity_key, receipts_rlp))
     if receipts_rlp is not None:
         rawdb.write_receipts(batch, schema, number, block_id, receipts_rlp)
     if integrity_start is None:
@@ -481,7 +496,7 @@ class FastAncestorWalk:
             except KeyError:
                 raise StoreCorrupted(f"block {block_id.hex()} at {number} has no integrity "
                                      "entry") from None
-            if _entry_checksum(entry) != _checksum(data):
+            if _entry_checksum(entry) != _checksum(integrity_key, data):
                 raise StoreCorrupted(f"the stored block {block_id.hex()} at {number} fails "
                                      "its checksum")
         self._next_number = number - 1

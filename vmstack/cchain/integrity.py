@@ -1,12 +1,15 @@
 """The values of vmstack's integrity keys (their keys are :mod:`vmstack.cchain.rawdb`'s):
 the integrity entry of a block and the integrity-start marker.
 
-An integrity entry is the crc32 of the block RLP (4 bytes, big-endian), then the crc32 of
-the receipts RLP once they are written (4 more). The marker is the first block number
-written with an entry (8 bytes, big-endian), then a crc32 over its key and that number
-(:func:`vmstack.checksum.append_keyed_checksum`), so that the marker, which decides which
-blocks are checked at all, is checked itself. Every
-value here is checked when decoded: a bad length or checksum is
+An integrity entry is the :func:`checksum` of the block RLP (4 bytes, big-endian), then the
+checksum of the receipts RLP once they are written (4 more), both keyed by the entry's own
+key (:func:`vmstack.checksum.keyed_checksum` over the integrity key, which names the
+block's number and hash, and the RLP): a header, body or receipts copied from another block
+under this block's keys fails, even together with that block's entry. The marker is the
+first block number written with an entry (8 bytes, big-endian), framed by
+:func:`vmstack.checksum.frame` (a checksum over its key and the number), so that the
+marker, which decides which blocks are checked at all, is checked itself. Every value here
+is checked when decoded: a bad length or checksum is
 :class:`~vmstack.errors.StoreCorrupted`, never a wrong answer.
 """
 
@@ -17,7 +20,7 @@ from typing import Final
 
 import attrs
 
-from vmstack.checksum import append_keyed_checksum, crc32, read_keyed_value
+from vmstack.checksum import frame, keyed_checksum, unframe
 from vmstack.errors import StoreCorrupted
 
 __all__ = [
@@ -35,9 +38,11 @@ _CRC_PAIR = struct.Struct(">II")
 _NUMBER_LENGTH = 8
 
 
-#: The integrity checksum of stored bytes: :func:`vmstack.checksum.crc32` (a 32-bit
-#: unsigned int), bound directly so the serving path pays no extra call.
-checksum: Final = crc32
+#: ``checksum(integrity_key, data) -> int``: the integrity checksum of a block's stored
+#: bytes (or its receipts), :func:`vmstack.checksum.keyed_checksum` under the block's
+#: integrity key (a 32-bit unsigned int), bound directly so the serving path pays no
+#: extra call.
+checksum: Final = keyed_checksum
 
 
 @attrs.frozen(slots=True)
@@ -77,13 +82,13 @@ def integrity_block_checksum(data: bytes | memoryview) -> int:
 
 
 def encode_integrity_start(key: bytes, encoded_number: bytes) -> bytes:
-    """The integrity-start marker stored under ``key``: the 8-byte block number, then the
-    checksum over the key and the number."""
-    return append_keyed_checksum(key, encoded_number)
+    """The integrity-start marker stored under ``key``: the 8-byte block number, framed
+    (:func:`vmstack.checksum.frame`)."""
+    return frame(key, encoded_number)
 
 
 def decode_integrity_start(key: bytes, value: bytes | memoryview) -> int:
     """The block number of the integrity-start marker ``value`` read under ``key``;
     :class:`StoreCorrupted` unless it is a number with its valid checksum."""
-    number = read_keyed_value(key, value, _NUMBER_LENGTH, "the integrity-start marker")
+    number = unframe(key, value, "the integrity-start marker", length=_NUMBER_LENGTH)
     return int.from_bytes(number, "big")

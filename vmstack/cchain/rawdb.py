@@ -10,14 +10,17 @@ Keys (``num`` is the block number as 8 big-endian bytes, ``hash`` the 32-byte bl
 
 and two keys of vmstack's own, outside geth's layout (geth never reads them)::
 
-    vmstack-sum + num + hash   integrity entry: crc32 of the block RLP (4 B, big-endian),
-                               then crc32 of the receipts RLP once they are written (4 B)
-    vmstack-sum-from           the first block number that has an integrity entry (8 B),
-                               then crc32 of the key and that number (4 B, big-endian)
+    vmstack-sum + num + hash   integrity entry: crc32 of this key and the block RLP (4 B,
+                               big-endian), then crc32 of this key and the receipts RLP
+                               once they are written (4 B)
+    vmstack-sum-from           crc32 of the key and the number (4 B, big-endian), then the
+                               first block number that has an integrity entry (8 B)
 
 The integrity entry lets a reader reject a damaged header or body (:class:`StoreCorrupted`)
-with one CRC-32 (:func:`vmstack.checksum.crc32`) over the block bytes it is about to
-serve, far cheaper than hashing the header; its values are
+with one CRC-32 (:func:`vmstack.checksum.keyed_checksum`) over the block bytes it is about
+to serve, far cheaper than hashing the header; as the checksum covers the block's number
+and hash (in the integrity key), a block's header and body copied under another block's
+keys fail it too. Its values are
 :mod:`vmstack.cchain.integrity`'s. Blocks written by other software (a coreth database)
 have none; ``vmstack-sum-from`` tells a reader from which height on an entry must exist,
 and a store with entries but no marker is damaged.
@@ -95,6 +98,7 @@ __all__ = [
     "encode_integrity",
     "has_chain_data",
     "has_integrity_entries",
+    "has_vmstack_records",
     "integrity_block_checksum",
     "read_body_rlp",
     "read_canonical_hash",
@@ -409,6 +413,13 @@ def has_integrity_entries(reader: ReadSnapshot | KeyValueStore, schema: Schema) 
     prefix = schema.prefix + INTEGRITY_PREFIX
     return _has_key_under(reader, prefix,
                           key_len=len(prefix) + NUMBER_LENGTH + HASH_LENGTH)
+
+
+def has_vmstack_records(reader: ReadSnapshot | KeyValueStore, schema: Schema) -> bool:
+    """Whether the store holds any record of vmstack's own under ``schema`` (the
+    integrity-start marker or an integrity entry), whose format
+    :func:`vmstack.store.format.check_format` holds it to."""
+    return reader.has(schema.integrity_start_key()) or has_integrity_entries(reader, schema)
 
 
 def has_chain_data(reader: ReadSnapshot | KeyValueStore, schema: Schema) -> bool:

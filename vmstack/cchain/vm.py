@@ -81,6 +81,7 @@ from vmstack.clock import Clock
 from vmstack.defaults import DEFAULT_CACHE_SIZE, DEFAULT_CHAIN_ID
 from vmstack.errors import BlockNotFound, InvalidBlock, StoreCorrupted
 from vmstack.store.base import KeyValueStore, ReadSnapshot
+from vmstack.store.format import check_format
 
 __all__ = [
     "BlockStatus",
@@ -170,7 +171,10 @@ class CChainVM:
     def _open(self, genesis: bytes | None, genesis_timestamp: int) -> None:
         """Adopt the chain in the store, or write the genesis block into an empty one. A
         store that holds chain data but no last accepted pointer is damaged
-        (``StoreCorrupted``): it is never given a genesis block over its blocks."""
+        (``StoreCorrupted``): it is never given a genesis block over its blocks; nor is a
+        store of another record format (:func:`vmstack.store.format.check_format`)."""
+        check_format(self._store,
+                     holds_records=rawdb.has_vmstack_records(self._store, self._schema))
         with self._store.snapshot() as snap:
             last = rawdb.read_last_accepted_hash(snap, self._schema)
             existing = None if last is None else rawdb.read_canonical_hash(snap, self._schema, 0)

@@ -42,7 +42,11 @@ a live writer has in flight.
 Errors. LMDB errors that mean the files are damaged or are not an LMDB database (corrupted
 page, bad meta page, checksum or version mismatch) surface as
 :class:`~vmstack.errors.StoreCorrupted`; other LMDB failures as :class:`StoreError`; using a
-closed store, snapshot or batch raises :class:`StoreClosed`.
+closed store, snapshot or batch raises :class:`StoreClosed`. Before LMDB maps the data
+file, opening checks it against the last page its meta page names, and an empty or missing
+data file of a store that held data (see :mod:`vmstack.store.lmdb_files`): a file cut
+short is ``StoreCorrupted`` naming it and both sizes, never a ``SIGBUS`` on the first read
+past its end, and a store cut to nothing is never opened as a new one.
 
 This module holds the store itself: opening, short reads, batches committed in one write
 transaction and the map's growth. The writer lock and the read gate are in
@@ -75,6 +79,7 @@ from vmstack.store.base import (
     check_value,
 )
 from vmstack.store.lmdb_errors import translate_error
+from vmstack.store.lmdb_files import HELD_DATA_MARKER, check_data_file, mark_held_data
 from vmstack.store.lmdb_locks import (
     WRITER_LOCK_FILE,
     ReadGate,
@@ -110,9 +115,11 @@ class LMDBStore(ClosesOnExit):
         "_closed",
         "_env",
         "_gate",
+        "_held_data_marked",
         "_lock_descriptor",
         "_path",
         "_readonly",
+        "_sync",
         "_write_lock",
     )
 
@@ -131,12 +138,19 @@ class LMDBStore(ClosesOnExit):
             raise ValueError(f"max_readers must be a positive int, got {max_readers!r}")
         self._path = os.fspath(path)
         self._readonly = readonly
+        self._sync = sync
         self._closed = True
         self._lock_descriptor: int | None = None
+        self._held_data_marked = False
         if readonly and not os.path.isdir(self._path):
             raise StoreError(f"no LMDB store to open read-only at {self._path}")
         if not readonly:
             self._lock_descriptor = take_writer_lock(self._path)
+        try:
+            meta = check_data_file(self._path)
+        except BaseException:
+            self._drop_writer_lock()
+            raise
         try:
             self._env = lmdb.open(
                 self._path,
@@ -163,6 +177,10 @@ class LMDBStore(ClosesOnExit):
             self._closed = True
             self._drop_writer_lock()
             raise translate_error(exc, f"cannot open the LMDB store at {self._path}") from exc
+        if not readonly:
+            self._held_data_marked = os.path.exists(os.path.join(self._path, HELD_DATA_MARKER))
+            if meta is not None and meta.txnid > 0 and not self._held_data_marked:
+                self._held_data_marked = mark_held_data(self._path, sync=sync)
 
     def _drop_writer_lock(self) -> None:
         descriptor, self._lock_descriptor = self._lock_descriptor, None
@@ -352,6 +370,8 @@ class LMDBStore(ClosesOnExit):
                         else:
                             txn.put(key, value)
                     txn.commit()
+                    if not self._held_data_marked:
+                        self._held_data_marked = mark_held_data(self._path, sync=self._sync)
                     return
                 except lmdb.MapFullError:
                     self._abort_and_grow(txn)

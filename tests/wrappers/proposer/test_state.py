@@ -9,6 +9,7 @@ import pytest
 
 from vmstack.errors import StoreCorrupted
 from vmstack.store import MemoryStore
+from vmstack.store.format import FORMAT_KEY
 from vmstack.wrappers.proposer.block import PostForkBlock, build_unsigned
 from vmstack.wrappers.proposer.state import STORE_PREFIX, ProposerState, stored_block
 from vmstack.wrappers.proposer.vm import ProposerVM
@@ -110,7 +111,7 @@ def test_accepted_blocks_survive_a_restart_over_the_same_store() -> None:
     assert again.last_accepted() == blocks[-1].id
     assert [bytes(again.get_block(block.id)) for block in blocks] == [
         bytes(block) for block in blocks]
-    assert all(key.startswith(STORE_PREFIX) for key, _ in store.iterate())
+    assert all(key.startswith(STORE_PREFIX) or key == FORMAT_KEY for key, _ in store.iterate())
 
 
 def test_corrupted_record_raises_store_corrupted() -> None:
@@ -129,3 +130,18 @@ def test_corrupted_record_raises_store_corrupted() -> None:
         with pytest.raises(StoreCorrupted):
             vm.get_ancestors(blocks[1].id, 10, 10**6, 1.0)
         assert vm.get_ancestors(blocks[2].id, 10, 10**6, 1.0) == [bytes(blocks[2])]
+
+
+def test_a_record_under_another_blocks_key_is_store_corrupted() -> None:
+    """A sound record copied under another accepted block's key fails its checksum, which
+    covers the key: record, stored_block and the newest pointer's parent all refuse it."""
+    store = MemoryStore()
+    state = ProposerState(store)
+    first, second = _two_records(state)
+    store.put(STORE_PREFIX + b"b" + second.id, store.get(STORE_PREFIX + b"b" + first.id))
+    with pytest.raises(StoreCorrupted, match="value of another key"):
+        state.record(second.id)
+    with state.snapshot() as snapshot, pytest.raises(StoreCorrupted):
+        stored_block(snapshot, second.id)
+    with pytest.raises(StoreCorrupted):
+        state.newest_parent()

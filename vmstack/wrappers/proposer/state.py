@@ -4,14 +4,16 @@ The layer keeps its accepted post-fork blocks in its own keyspace of the store i
 with the VMs below (a :class:`~vmstack.store.PrefixedStore` view under
 :data:`STORE_PREFIX`), as avalanchego's proposervm keeps its ``state/``:
 
-- ``b`` + block ID: the record of an accepted post-fork block (checksum, inner block ID,
-  parent ID, envelope bytes);
+- ``b`` + block ID: the record of an accepted post-fork block (inner block ID, parent ID,
+  envelope bytes);
 - ``i`` + inner block ID: the index from an inner block to the envelope that wraps it;
 - ``last``: the newest post-fork block written (accepted, or being accepted);
 - ``first``: the height of the first accepted post-fork block.
 
-Every stored value carries a checksum over its key and itself, so a damaged or misplaced
-value is ``StoreCorrupted``, never followed or answered. An accept writes its record ahead
+Every value is stored framed by :func:`vmstack.checksum.frame`, whose checksum covers its
+key (the layer's prefix included) and itself, so a damaged value, or a sound one copied under
+another key of its kind (another block's record, another inner block's index entry), is
+``StoreCorrupted``, never followed or answered. An accept writes its record ahead
 of the inner VM's accept (:meth:`ProposerState.write_accepted`); a crash between the two
 leaves a record the inner VM never accepted, which :meth:`ProposerState.recover` undoes on
 the next start of the store's writer.
@@ -24,15 +26,10 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 
 from vmstack.batching import BLOCK_ID_LEN
-from vmstack.checksum import (
-    CHECKSUM_LEN,
-    append_keyed_checksum,
-    leading_checksum_holds,
-    prepend_checksum,
-    read_keyed_value,
-)
+from vmstack.checksum import frame, unframe
 from vmstack.errors import InvalidBlock, StoreCorrupted
 from vmstack.store import KeyValueStore, PrefixedStore, ReadSnapshot
+from vmstack.store.format import check_format
 from vmstack.wrappers.proposer.block import PostForkBlock, decode_block
 
 __all__ = [
@@ -47,38 +44,49 @@ logger = logging.getLogger(__name__)
 #: The keyspace of the layer's records in the store it shares with the VMs below.
 STORE_PREFIX = b"proposervm/"
 
-_BLOCK = b"b"  # b + id -> crc32 (4, BE) | inner id (32) | parent id (32) | envelope bytes
-_INNER = b"i"  # i + inner id -> id | crc32(b"i" + inner id + id) (4, BE)
-_LAST = b"last"  # the newest post-fork block written: id | crc32(b"last" + id) (4, BE)
-_FIRST = b"first"  # first post-fork height: height (8, BE) | crc32(b"first" + height) (4, BE)
+# Each value below is stored as frame(STORE_PREFIX + key, value).
+_BLOCK = b"b"  # b + id -> inner id (32) | parent id (32) | envelope bytes
+_INNER = b"i"  # i + inner id -> id (32)
+_LAST = b"last"  # the newest post-fork block written: id (32)
+_FIRST = b"first"  # the first post-fork height: height (8, BE)
 _HEIGHT_LEN = 8
-_RECORD_HEAD = CHECKSUM_LEN + 2 * BLOCK_ID_LEN
+_RECORD_HEAD = 2 * BLOCK_ID_LEN
+
+
+def _framed(key: bytes, value: bytes) -> bytes:
+    """The stored form of ``value`` under ``key`` of the layer's keyspace."""
+    return frame(STORE_PREFIX + key, value)
+
+
+def _unframed(key: bytes, stored: bytes | memoryview, what: str, *,
+              length: int | None = None) -> memoryview:
+    """The value :func:`_framed` stored under ``key``; ``StoreCorrupted`` naming ``what``
+    for a damaged or misplaced one."""
+    return unframe(STORE_PREFIX + key, stored, what, length=length)
 
 
 def _decode_pointer(key: bytes, value: bytes | memoryview, what: str) -> bytes:
-    """The block ID of a pointer stored under ``key`` with
-    :func:`~vmstack.checksum.append_keyed_checksum`, so a damaged or misplaced pointer is
-    caught rather than followed; ``StoreCorrupted`` naming ``what`` otherwise."""
-    return read_keyed_value(key, value, BLOCK_ID_LEN, f"the stored {what}")
+    """The block ID of a pointer stored under ``key``, so a damaged or misplaced pointer
+    is caught rather than followed; ``StoreCorrupted`` naming ``what`` otherwise."""
+    return bytes(_unframed(key, value, f"the stored {what}", length=BLOCK_ID_LEN))
 
 
-def _encode_record(inner_id: bytes, envelope: PostForkBlock) -> bytes:
-    return prepend_checksum(inner_id + envelope.parent_id + bytes(envelope))
+def _encode_record(block_id: bytes, inner_id: bytes, envelope: PostForkBlock) -> bytes:
+    return _framed(_BLOCK + block_id, inner_id + envelope.parent_id + bytes(envelope))
 
 
 def _record_parts(block_id: bytes, record: bytes | memoryview) -> tuple[bytes, bytes, bytes]:
     """``(inner id, parent id, envelope bytes)`` of a stored record, or ``StoreCorrupted``
-    if the record is short or fails its checksum. The checksum covers everything after it,
-    the signature included (which the block ID leaves out), so the ancestors walk reads a
-    record without decoding or hashing the envelope."""
-    if len(record) <= _RECORD_HEAD:
-        raise StoreCorrupted(f"stored post-fork block {block_id.hex()} is truncated")
-    view = memoryview(record)
-    if not leading_checksum_holds(view):
-        raise StoreCorrupted(f"stored post-fork block {block_id.hex()} fails its checksum")
-    parent_at = CHECKSUM_LEN + BLOCK_ID_LEN
-    return (bytes(view[CHECKSUM_LEN:parent_at]), bytes(view[parent_at:_RECORD_HEAD]),
-            bytes(view[_RECORD_HEAD:]))
+    if the record is short or fails its checksum. The checksum covers the record's key and
+    everything in it, the signature included (which the block ID leaves out), so the
+    ancestors walk reads a record without decoding or hashing the envelope, and a record
+    copied under another block's key is caught there too."""
+    what = f"stored post-fork block {block_id.hex()}"
+    body = _unframed(_BLOCK + block_id, record, what)
+    if len(body) <= _RECORD_HEAD:
+        raise StoreCorrupted(f"{what} is truncated")
+    return (bytes(body[:BLOCK_ID_LEN]), bytes(body[BLOCK_ID_LEN:_RECORD_HEAD]),
+            bytes(body[_RECORD_HEAD:]))
 
 
 def is_block_id(value: object) -> bool:
@@ -116,12 +124,15 @@ def _decode_record(block_id: bytes, record: bytes) -> tuple[bytes, PostForkBlock
 class ProposerState:
     """The layer's records in its keyspace of ``store``: reading them, writing an accepted
     block ahead of the inner VM's accept, and undoing a write the inner VM never followed.
+    Opening holds the store to the record format (:func:`vmstack.store.format.check_format`):
+    records of another format are ``StoreCorrupted``.
     """
 
     __slots__ = ("_store",)
 
     def __init__(self, store: KeyValueStore) -> None:
         self._store = PrefixedStore(store, STORE_PREFIX)
+        check_format(store, holds_records=self._store.has(_LAST) or self._store.has(_FIRST))
 
     def snapshot(self) -> AbstractContextManager[ReadSnapshot]:
         """A consistent view of the records, for :func:`stored_block`."""
@@ -177,8 +188,8 @@ class ProposerState:
             value = self._store.get(_FIRST)
         except KeyError:
             return None
-        encoded = read_keyed_value(_FIRST, value, _HEIGHT_LEN,
-                                   "the stored first post-fork height")
+        encoded = _unframed(_FIRST, value, "the stored first post-fork height",
+                            length=_HEIGHT_LEN)
         return int.from_bytes(encoded, "big")
 
     def write_accepted(self, block_id: bytes, inner_id: bytes, envelope: PostForkBlock,
@@ -188,12 +199,11 @@ class ProposerState:
         batch, ahead of the inner VM's accept."""
         first = not self.is_accepted(envelope.parent_id)
         with self._store.write_batch() as batch:
-            batch.put(_BLOCK + block_id, _encode_record(inner_id, envelope))
-            batch.put(_INNER + inner_id, append_keyed_checksum(_INNER + inner_id, block_id))
-            batch.put(_LAST, append_keyed_checksum(_LAST, block_id))
+            batch.put(_BLOCK + block_id, _encode_record(block_id, inner_id, envelope))
+            batch.put(_INNER + inner_id, _framed(_INNER + inner_id, block_id))
+            batch.put(_LAST, _framed(_LAST, block_id))
             if first:
-                encoded = height.to_bytes(_HEIGHT_LEN, "big")
-                batch.put(_FIRST, append_keyed_checksum(_FIRST, encoded))
+                batch.put(_FIRST, _framed(_FIRST, height.to_bytes(_HEIGHT_LEN, "big")))
 
     def undo_record(self, block_id: bytes, inner_id: bytes, parent_id: bytes) -> None:
         """Remove the record of a post-fork block whose inner block was not accepted."""
@@ -201,7 +211,7 @@ class ProposerState:
             batch.delete(_BLOCK + block_id)
             batch.delete(_INNER + inner_id)
             if self._store.has(_BLOCK + parent_id):
-                batch.put(_LAST, append_keyed_checksum(_LAST, parent_id))
+                batch.put(_LAST, _framed(_LAST, parent_id))
             else:
                 batch.delete(_LAST)
                 batch.delete(_FIRST)
