@@ -18,7 +18,7 @@ from vmstack.cchain.generate import generate_chain
 from vmstack.cchain.vm import CChainVM
 from vmstack.clock import SimClock
 from vmstack.interfaces import find_layer, iter_layers
-from vmstack.parsepool import MAX_FAILURES, ParsePool
+from vmstack.parsepool import _FRONT, _INDEX_MASK, MAX_FAILURES, ParsePool
 from vmstack.stack import DEFAULT_CHAIN_ID
 from vmstack.store import MemoryStore
 from vmstack.wrappers.proposer.block import PostForkBlock, build_signed
@@ -36,29 +36,26 @@ def _gone(pid: int) -> bool:
 
 
 def _started(pool: ParsePool) -> tuple[int, ...]:
-    """Start ``pool``'s workers (the first batch over the threshold stays serial while
-    they start), wait until each has answered its warm-up batch (so that a pool with a
-    short timeout does not count a slow start on a busy machine as a failure), and return
-    their process IDs."""
-    assert pool.submit(abs, [-1] * max(pool.threshold, 1)) is None
+    """Start ``pool``'s workers (in the background), wait until each has answered its
+    warm-up batch (so that a pool with a short timeout does not count a slow start on a
+    busy machine as a failure), and return their process IDs."""
+    pool.start(abs)
+    assert pool.wait_ready(60), "the workers never answered their warm-up batch"
     pids = pool.worker_pids
     assert len(pids) == pool.workers
-    for worker in pool._workers:
-        assert worker.connection.poll(30), "a worker never answered its warm-up batch"
     return pids
 
 
-def _ready(pool: ParsePool) -> None:
-    """``pool`` with its workers running (started now if a failure took them down)."""
-    if not pool.worker_pids:
-        _started(pool)
+def _front(pool: ParsePool) -> int:
+    """How far the workers have claimed the batch out, from the front."""
+    return int(pool._claims[_FRONT] & _INDEX_MASK)
 
 
 def _all_claimed(pool: ParsePool, count: int) -> None:
     """Wait until the workers have claimed the ``count`` items of the batch out, so the
     caller has none left to run itself."""
     deadline = time.monotonic() + 30
-    while pool._claims[1] < count:
+    while _front(pool) < count:
         assert time.monotonic() < deadline, "the workers never claimed the batch"
         time.sleep(0.01)
 
@@ -142,12 +139,17 @@ def test_repeated_failures_leave_the_pool_serial_for_good() -> None:
 
 
 def test_a_cancelled_batch_does_not_hold_up_the_next() -> None:
+    """The next batch is not sent to a worker still busy with a cancelled one (it stays
+    serial instead of waiting behind it); once the worker is done, batches reach it."""
     with ParsePool(1, threshold=0) as pool:
         _started(pool)
-        first = pool.submit(time.sleep, [0.2, 0])
+        first = pool.submit(time.sleep, [0.5, 0])
         assert first is not None
+        _all_claimed(pool, 1)
         first.cancel()
         assert first.results() is None
+        assert pool.submit(abs, [-5, -6]) is None  # the worker still sleeps
+        assert pool.wait_ready(30)
         second = pool.submit(abs, [-5, -6])
         assert second is not None and second.results() == [5, 6]
 
@@ -159,6 +161,7 @@ def test_a_batch_while_another_is_out_stays_serial() -> None:
         assert first is not None
         assert pool.submit(abs, [-3, -4]) is None
         assert first.results() == [1, 2]
+        assert pool.wait_ready(30)  # the worker has answered the first batch
         assert pool.submit(abs, [-3, -4]) is not None
 
 
@@ -180,7 +183,8 @@ def test_closing_the_stack_stops_its_workers_and_it_still_parses() -> None:
     pool = find_layer(vm, ProposerVM).parse_pool
     assert pool is not None and pool.workers == 2
     expected = [block.id for block in serial_parse_block(vm, blocks)]
-    assert [block.id for block in batched_parse_block(vm, blocks)] == expected  # starts them
+    assert [block.id for block in batched_parse_block(vm, blocks)] == expected
+    assert pool.wait_ready(60)
     pids = pool.worker_pids
     assert len(pids) == 2
     assert [block.id for block in batched_parse_block(vm, blocks)] == expected
@@ -218,12 +222,14 @@ def test_a_served_stack_stops_its_workers_with_the_server(tmp_path: Path) -> Non
                                     chain_id=chain_id)) for index, data in enumerate(inner)]
     with spawn(tmp_path / "chain", fork_time=0, parse_workers=1) as client:
         expected = [PostForkBlock.decode(data).id for data in envelopes]
-        for _ in range(2):  # the first batch starts the worker, the second uses it
-            assert [block.id for block in client.batched_parse_block(envelopes)] == expected
         server = client.pid
         assert server is not None
-        started = descendants(server)
+        deadline = time.monotonic() + 60  # the worker starts as the served stack is built
+        while not (started := descendants(server)) and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert started, "the served stack started no worker"
+        for _ in range(2):
+            assert [block.id for block in client.batched_parse_block(envelopes)] == expected
     # multiprocessing's forkserver leaves when it sees its parent gone: give it a moment.
     deadline = time.monotonic() + 10
     while not all(ended(pid) for pid in started) and time.monotonic() < deadline:
@@ -246,9 +252,9 @@ def test_a_function_that_fails_gives_none_and_frees_the_pool() -> None:
     caller's serial path meets the error itself); a failed worker is replaced."""
     with ParsePool(1, threshold=0) as pool:
         for batch in ([1, "x"], ["x", 1], ["x"]):
-            _ready(pool)
+            _started(pool)
             failing = pool.submit(abs, batch)
             assert failing is not None and failing.results() is None
-        _ready(pool)
+        _started(pool)
         after = pool.submit(abs, [-1, -2])
         assert after is not None and after.results() == [1, 2]
