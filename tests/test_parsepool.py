@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import logging
 import multiprocessing
 import os
@@ -11,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.processes import descendants, ended
+from tests import slow_start
+from tests.processes import descendants, ended, returns_within, wait_ended, wait_stopped
 from vmstack import build_stack, close_stack
 from vmstack.batching import batched_parse_block, serial_parse_block
 from vmstack.cchain.generate import generate_chain
@@ -258,3 +260,132 @@ def test_a_function_that_fails_gives_none_and_frees_the_pool() -> None:
         _started(pool)
         after = pool.submit(abs, [-1, -2])
         assert after is not None and after.results() == [1, 2]
+
+
+def _distinct_items(count: int, size: int) -> list[bytes]:
+    """``count`` different byte strings of ``size`` bytes (pickled one by one: together
+    far more than a pipe holds)."""
+    return [index.to_bytes(4, "big") * (size // 4) for index in range(count)]
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads process states from /proc")
+@pytest.mark.timeout(120)
+def test_a_stopped_worker_makes_the_batch_serial_instead_of_hanging() -> None:
+    """A SIGSTOPped worker never reads its pipe: a batch larger than the pipe holds is
+    given up within the timeout (serial: ``None``), the stopped worker is killed, and new
+    workers start."""
+    with ParsePool(2, threshold=0, timeout=1.0) as pool:
+        pids = _started(pool)
+        os.kill(pids[0], signal.SIGSTOP)
+        try:
+            assert wait_stopped(pids[0])
+            items = _distinct_items(2_000, 1_000)
+
+            def batch() -> list[int] | None:
+                pending = pool.submit(len, items)
+                return None if pending is None else pending.results()
+
+            assert returns_within(60, batch) is None
+            assert wait_ended(pids[0]), "the stopped worker was left behind"
+            fresh = _started(pool)
+            assert not set(fresh) & set(pids)
+            again = pool.submit(len, items)
+            assert again is not None and again.results() == [1_000] * 2_000
+        finally:
+            if not ended(pids[0]):
+                os.kill(pids[0], signal.SIGKILL)
+
+
+@pytest.mark.timeout(240)
+def test_a_worker_killed_anywhere_in_its_claims_never_blocks_the_caller() -> None:
+    """Workers and the caller claim items in shared memory: a worker SIGKILLed at any
+    moment of a batch of tiny items (nearly all of its time spent claiming) leaves nothing
+    the caller waits on. Each batch answers, within a deadline, its results or ``None``."""
+    items = list(range(-20_000, 0))
+    expected = [abs(item) for item in items]
+    for _ in range(12):
+        with ParsePool(1, threshold=0, timeout=10.0) as pool:
+            (pid,) = _started(pool)
+            pending = pool.submit(abs, items)
+            assert pending is not None
+            deadline = time.monotonic() + 30
+            while _front(pool) == 0 and time.monotonic() < deadline:
+                time.sleep(0.0005)
+            os.kill(pid, signal.SIGKILL)
+            assert returns_within(60, pending.results) in (None, expected)
+
+
+@pytest.mark.timeout(120)
+def test_a_pool_in_a_forked_child_is_closed_there_and_the_parent_keeps_it() -> None:
+    """After ``os.fork()`` the child's copy of a running pool parses serially (60 batches
+    through a stack give the serial blocks, no pool batch is taken, closing and the exit
+    handlers are quiet), and the parent's workers and pool are untouched."""
+    clock = SimClock(1_700_000_000.0)
+    vm = build_stack(MemoryStore(), clock=clock, fork_time=0,
+                     staking_key=StakingKey.generate(seed=b"forked pool"), parse_workers=1)
+    try:
+        ids = generate_chain(vm, blocks=7, txs_per_block=1, seed=6, clock=clock)
+        blocks = [bytes(vm.get_block(block_id)) for block_id in ids[1:]]
+        expected = [block.id for block in serial_parse_block(vm, blocks)]
+        pool = find_layer(vm, ProposerVM).parse_pool
+        assert pool is not None
+        pids = _started(pool)
+        child = os.fork()
+        if child == 0:  # the child: report by exit status, never return into pytest
+            status = 1
+            try:
+                same = all([block.id for block in batched_parse_block(vm, blocks)] == expected
+                           for _ in range(60))
+                taken = pool.submit(abs, [-1] * 10)
+                pool.close()
+                atexit._run_exitfuncs()  # what a normal exit of the child runs
+                status = 0 if (same and taken is None and pool.closed
+                               and pool.worker_pids == ()) else 2
+            except BaseException:
+                status = 3
+            finally:
+                os._exit(status)
+        deadline = time.monotonic() + 90
+        while (reaped := os.waitpid(child, os.WNOHANG))[0] == 0:
+            if time.monotonic() > deadline:
+                os.kill(child, signal.SIGKILL)
+                os.waitpid(child, 0)
+                pytest.fail("the forked child did not finish its batches")
+            time.sleep(0.05)
+        assert os.waitstatus_to_exitcode(reaped[1]) == 0
+        assert not any(ended(pid) for pid in pids), "the child stopped the parent's workers"
+        assert pool.worker_pids == pids and not pool.closed
+        pending = pool.submit(abs, [-1, -2, -3, -4])
+        assert pending is not None and pending.results() == [1, 2, 3, 4]
+        assert [block.id for block in batched_parse_block(vm, blocks)] == expected
+    finally:
+        close_stack(vm)
+
+
+def test_the_workers_start_when_the_stack_is_built() -> None:
+    """``build_stack(parse_workers=1)`` starts the worker in the background: it runs
+    before any batch is parsed."""
+    vm = build_stack(MemoryStore(), fork_time=0, parse_workers=1)
+    try:
+        pool = find_layer(vm, ProposerVM).parse_pool
+        assert pool is not None
+        deadline = time.monotonic() + 60
+        while not pool.worker_pids and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert len(pool.worker_pids) == 1
+    finally:
+        close_stack(vm)
+
+
+@pytest.mark.timeout(120)
+def test_no_batch_waits_for_a_starting_worker() -> None:
+    """Workers whose start takes seconds (an import that sleeps): every batch submitted
+    meanwhile is left serial at once, and the workers take batches once ready."""
+    with ParsePool(1, threshold=0) as pool:
+        pool.start(slow_start.negate)
+        for _ in range(3):
+            assert pool.submit(slow_start.negate, [1, 2, 3]) is None
+        assert not pool.wait_ready(0), "a submit waited for the worker to start"
+        assert pool.wait_ready(60 + slow_start.IMPORT_SECONDS)
+        pending = pool.submit(slow_start.negate, [1, 2, 3])
+        assert pending is not None and pending.results() == [-1, -2, -3]

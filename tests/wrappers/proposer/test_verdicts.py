@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 import pytest
 
+from tests.processes import ended, returns_within, wait_ended, wait_stopped
 from vmstack.batching import batched_parse_block, serial_parse_block
 from vmstack.cchain.generate import generate_chain
 from vmstack.clock import SimClock
@@ -201,3 +202,26 @@ def test_a_worker_killed_mid_batch_still_gives_the_serial_answer(
                 serial_parse_block, made.reference, good)
         assert own.wait_ready(60)
         assert own.worker_pids and not set(own.worker_pids) & set(killed)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads process states from /proc")
+@pytest.mark.timeout(180)
+def test_a_stopped_worker_leaves_1800_envelopes_to_the_serial_parse() -> None:
+    """The worker is SIGSTOPped: a batch of 1,800 signed envelopes (their checks far more
+    than its pipe holds) is parsed serially once the pool's timeout has passed, with the
+    serial answer, and the stopped worker is killed."""
+    with ParsePool(1, threshold=0, timeout=2.0) as own:
+        made = Chain(own)
+        assert own.wait_ready(60)
+        (pid,) = own.worker_pids
+        batch = made.blocks * 150
+        expected = _outcome(serial_parse_block, made.reference, batch)
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            assert wait_stopped(pid)
+            assert returns_within(120, lambda: _outcome(batched_parse_block, made.pooled,
+                                                        batch)) == expected
+            assert wait_ended(pid), "the stopped worker was left behind"
+        finally:
+            if not ended(pid):
+                os.kill(pid, signal.SIGKILL)
