@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import atexit
 import logging
 import multiprocessing
+import multiprocessing.util
 import os
 import signal
 import time
@@ -285,12 +285,16 @@ def test_a_stopped_worker_makes_the_batch_serial_instead_of_hanging() -> None:
                 pending = pool.submit(len, items)
                 return None if pending is None else pending.results()
 
-            assert returns_within(60, batch) is None
+            # The first batch finds the worker stuck as it sends (far more than a pipe
+            # holds); where a pipe held it all, a later batch finds it owing an answer for
+            # longer than the timeout. Every batch answers meanwhile.
+            deadline = time.monotonic() + 60
+            while not ended(pids[0]) and time.monotonic() < deadline:
+                assert returns_within(60, batch) in (None, [1_000] * 2_000)
+                time.sleep(0.2)
             assert wait_ended(pids[0]), "the stopped worker was left behind"
             fresh = _started(pool)
             assert not set(fresh) & set(pids)
-            again = pool.submit(len, items)
-            assert again is not None and again.results() == [1_000] * 2_000
         finally:
             if not ended(pids[0]):
                 os.kill(pids[0], signal.SIGKILL)
@@ -337,8 +341,10 @@ def test_a_pool_in_a_forked_child_is_closed_there_and_the_parent_keeps_it() -> N
                 same = all([block.id for block in batched_parse_block(vm, blocks)] == expected
                            for _ in range(60))
                 taken = pool.submit(abs, [-1] * 10)
-                pool.close()
-                atexit._run_exitfuncs()  # what a normal exit of the child runs
+                pool.close()  # what the pool's finalizer does at the child's exit
+                # multiprocessing's exit handler terminates and joins the children it knows
+                # (not every exit handler runs here: some would stop the parent's services).
+                multiprocessing.util._exit_function()  # type: ignore[attr-defined]
                 status = 0 if (same and taken is None and pool.closed
                                and pool.worker_pids == ()) else 2
             except BaseException:

@@ -84,8 +84,8 @@ from typing import Any, Generic, TypeVar
 
 from vmstack.errors import VMStackError
 
-__all__ = ["DEFAULT_TIMEOUT", "MAX_FAILURES", "PARALLEL_THRESHOLD", "START_TIMEOUT",
-           "ParsePool", "PendingResults", "available_cores"]
+__all__ = ["DEFAULT_TIMEOUT", "MAX_FAILURES", "PARALLEL_THRESHOLD", "ParsePool",
+           "PendingResults", "START_TIMEOUT", "available_cores"]
 
 logger = logging.getLogger(__name__)
 
