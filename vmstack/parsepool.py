@@ -707,7 +707,7 @@ def _start_workers(pool: ParsePool, generation: int, function: Callable[[Any], A
                     return
                 pool._claims = claims
                 pool._workers.append(worker)
-    except (OSError, RuntimeError, ValueError, pickle.PicklingError) as error:
+    except Exception as error:  # whatever stops a start leaves the pool serial
         with pool._lock:
             if pool._generation == generation:
                 pool._failures = MAX_FAILURES
