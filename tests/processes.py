@@ -1,13 +1,20 @@
 """Child processes as Linux's ``/proc`` shows them, for the tests that check what a child
-does: whether it ended, whether every thread of it stopped, what it started."""
+does: whether it ended, whether every thread of it stopped, what it started; and a call
+made with a deadline, for the tests of what must not hang on a child."""
 
 from __future__ import annotations
 
 import os
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
-__all__ = ["descendants", "ended", "parent_and_state", "wait_ended", "wait_stopped"]
+T = TypeVar("T")
+
+__all__ = ["descendants", "ended", "parent_and_state", "returns_within", "wait_ended",
+           "wait_stopped"]
 
 
 def parent_and_state(entry: Path) -> tuple[int, str] | None:
@@ -68,3 +75,26 @@ def descendants(pid: int) -> set[int]:
         frontier = {child for child, parent in parents.items() if parent in frontier}
         found |= frontier
     return found
+
+
+def returns_within(seconds: float, call: Callable[[], T]) -> T:
+    """``call()``'s answer (or its exception), made on a thread of its own; an
+    ``AssertionError`` if it has not returned within ``seconds`` (the thread, a daemon, is
+    left to whatever holds it)."""
+    outcome: list[tuple[bool, object]] = []
+
+    def run() -> None:
+        try:
+            outcome.append((True, call()))
+        except BaseException as error:  # handed to the caller below
+            outcome.append((False, error))
+
+    thread = threading.Thread(target=run, name="returns-within", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert outcome, f"the call did not return within {seconds:g} s (it hangs)"
+    returned, value = outcome[0]
+    if not returned:
+        assert isinstance(value, BaseException)
+        raise value
+    return value  # type: ignore[return-value]

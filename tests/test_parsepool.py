@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import multiprocessing.util
 import os
 import signal
 import time
@@ -11,14 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.processes import descendants, ended
+from tests import slow_start
+from tests.processes import descendants, ended, returns_within, wait_ended, wait_stopped
 from vmstack import build_stack, close_stack
 from vmstack.batching import batched_parse_block, serial_parse_block
 from vmstack.cchain.generate import generate_chain
 from vmstack.cchain.vm import CChainVM
 from vmstack.clock import SimClock
 from vmstack.interfaces import find_layer, iter_layers
-from vmstack.parsepool import MAX_FAILURES, ParsePool
+from vmstack.parsepool import _FRONT, _INDEX_MASK, MAX_FAILURES, ParsePool
 from vmstack.stack import DEFAULT_CHAIN_ID
 from vmstack.store import MemoryStore
 from vmstack.wrappers.proposer.block import PostForkBlock, build_signed
@@ -36,29 +38,26 @@ def _gone(pid: int) -> bool:
 
 
 def _started(pool: ParsePool) -> tuple[int, ...]:
-    """Start ``pool``'s workers (the first batch over the threshold stays serial while
-    they start), wait until each has answered its warm-up batch (so that a pool with a
-    short timeout does not count a slow start on a busy machine as a failure), and return
-    their process IDs."""
-    assert pool.submit(abs, [-1] * max(pool.threshold, 1)) is None
+    """Start ``pool``'s workers (in the background), wait until each has answered its
+    warm-up batch (so that a pool with a short timeout does not count a slow start on a
+    busy machine as a failure), and return their process IDs."""
+    pool.start(abs)
+    assert pool.wait_ready(60), "the workers never answered their warm-up batch"
     pids = pool.worker_pids
     assert len(pids) == pool.workers
-    for worker in pool._workers:
-        assert worker.connection.poll(30), "a worker never answered its warm-up batch"
     return pids
 
 
-def _ready(pool: ParsePool) -> None:
-    """``pool`` with its workers running (started now if a failure took them down)."""
-    if not pool.worker_pids:
-        _started(pool)
+def _front(pool: ParsePool) -> int:
+    """How far the workers have claimed the batch out, from the front."""
+    return int(pool._claims[_FRONT] & _INDEX_MASK)
 
 
 def _all_claimed(pool: ParsePool, count: int) -> None:
     """Wait until the workers have claimed the ``count`` items of the batch out, so the
     caller has none left to run itself."""
     deadline = time.monotonic() + 30
-    while pool._claims[1] < count:
+    while _front(pool) < count:
         assert time.monotonic() < deadline, "the workers never claimed the batch"
         time.sleep(0.01)
 
@@ -142,12 +141,17 @@ def test_repeated_failures_leave_the_pool_serial_for_good() -> None:
 
 
 def test_a_cancelled_batch_does_not_hold_up_the_next() -> None:
+    """The next batch is not sent to a worker still busy with a cancelled one (it stays
+    serial instead of waiting behind it); once the worker is done, batches reach it."""
     with ParsePool(1, threshold=0) as pool:
         _started(pool)
-        first = pool.submit(time.sleep, [0.2, 0])
+        first = pool.submit(time.sleep, [0.5, 0])
         assert first is not None
+        _all_claimed(pool, 1)
         first.cancel()
         assert first.results() is None
+        assert pool.submit(abs, [-5, -6]) is None  # the worker still sleeps
+        assert pool.wait_ready(30)
         second = pool.submit(abs, [-5, -6])
         assert second is not None and second.results() == [5, 6]
 
@@ -159,6 +163,7 @@ def test_a_batch_while_another_is_out_stays_serial() -> None:
         assert first is not None
         assert pool.submit(abs, [-3, -4]) is None
         assert first.results() == [1, 2]
+        assert pool.wait_ready(30)  # the worker has answered the first batch
         assert pool.submit(abs, [-3, -4]) is not None
 
 
@@ -180,7 +185,8 @@ def test_closing_the_stack_stops_its_workers_and_it_still_parses() -> None:
     pool = find_layer(vm, ProposerVM).parse_pool
     assert pool is not None and pool.workers == 2
     expected = [block.id for block in serial_parse_block(vm, blocks)]
-    assert [block.id for block in batched_parse_block(vm, blocks)] == expected  # starts them
+    assert [block.id for block in batched_parse_block(vm, blocks)] == expected
+    assert pool.wait_ready(60)
     pids = pool.worker_pids
     assert len(pids) == 2
     assert [block.id for block in batched_parse_block(vm, blocks)] == expected
@@ -218,12 +224,14 @@ def test_a_served_stack_stops_its_workers_with_the_server(tmp_path: Path) -> Non
                                     chain_id=chain_id)) for index, data in enumerate(inner)]
     with spawn(tmp_path / "chain", fork_time=0, parse_workers=1) as client:
         expected = [PostForkBlock.decode(data).id for data in envelopes]
-        for _ in range(2):  # the first batch starts the worker, the second uses it
-            assert [block.id for block in client.batched_parse_block(envelopes)] == expected
         server = client.pid
         assert server is not None
-        started = descendants(server)
+        deadline = time.monotonic() + 60  # the worker starts as the served stack is built
+        while not (started := descendants(server)) and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert started, "the served stack started no worker"
+        for _ in range(2):
+            assert [block.id for block in client.batched_parse_block(envelopes)] == expected
     # multiprocessing's forkserver leaves when it sees its parent gone: give it a moment.
     deadline = time.monotonic() + 10
     while not all(ended(pid) for pid in started) and time.monotonic() < deadline:
@@ -246,9 +254,144 @@ def test_a_function_that_fails_gives_none_and_frees_the_pool() -> None:
     caller's serial path meets the error itself); a failed worker is replaced."""
     with ParsePool(1, threshold=0) as pool:
         for batch in ([1, "x"], ["x", 1], ["x"]):
-            _ready(pool)
+            _started(pool)
             failing = pool.submit(abs, batch)
             assert failing is not None and failing.results() is None
-        _ready(pool)
+        _started(pool)
         after = pool.submit(abs, [-1, -2])
         assert after is not None and after.results() == [1, 2]
+
+
+def _distinct_items(count: int, size: int) -> list[bytes]:
+    """``count`` different byte strings of ``size`` bytes (pickled one by one: together
+    far more than a pipe holds)."""
+    return [index.to_bytes(4, "big") * (size // 4) for index in range(count)]
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads process states from /proc")
+@pytest.mark.timeout(120)
+def test_a_stopped_worker_makes_the_batch_serial_instead_of_hanging() -> None:
+    """A SIGSTOPped worker never reads its pipe: a batch larger than the pipe holds is
+    given up within the timeout (serial: ``None``), the stopped worker is killed, and new
+    workers start."""
+    with ParsePool(2, threshold=0, timeout=1.0) as pool:
+        pids = _started(pool)
+        os.kill(pids[0], signal.SIGSTOP)
+        try:
+            assert wait_stopped(pids[0])
+            items = _distinct_items(2_000, 1_000)
+
+            def batch() -> list[int] | None:
+                pending = pool.submit(len, items)
+                return None if pending is None else pending.results()
+
+            # The first batch finds the worker stuck as it sends (far more than a pipe
+            # holds); where a pipe held it all, a later batch finds it owing an answer for
+            # longer than the timeout. Every batch answers meanwhile.
+            deadline = time.monotonic() + 60
+            while not ended(pids[0]) and time.monotonic() < deadline:
+                assert returns_within(60, batch) in (None, [1_000] * 2_000)
+                time.sleep(0.2)
+            assert wait_ended(pids[0]), "the stopped worker was left behind"
+            fresh = _started(pool)
+            assert not set(fresh) & set(pids)
+        finally:
+            if not ended(pids[0]):
+                os.kill(pids[0], signal.SIGKILL)
+
+
+@pytest.mark.timeout(240)
+def test_a_worker_killed_anywhere_in_its_claims_never_blocks_the_caller() -> None:
+    """Workers and the caller claim items in shared memory: a worker SIGKILLed at any
+    moment of a batch of tiny items (nearly all of its time spent claiming) leaves nothing
+    the caller waits on. Each batch answers, within a deadline, its results or ``None``."""
+    items = list(range(-20_000, 0))
+    expected = [abs(item) for item in items]
+    for _ in range(12):
+        with ParsePool(1, threshold=0, timeout=10.0) as pool:
+            (pid,) = _started(pool)
+            pending = pool.submit(abs, items)
+            assert pending is not None
+            deadline = time.monotonic() + 30
+            while _front(pool) == 0 and time.monotonic() < deadline:
+                time.sleep(0.0005)
+            os.kill(pid, signal.SIGKILL)
+            assert returns_within(60, pending.results) in (None, expected)
+
+
+@pytest.mark.timeout(120)
+def test_a_pool_in_a_forked_child_is_closed_there_and_the_parent_keeps_it() -> None:
+    """After ``os.fork()`` the child's copy of a running pool parses serially (60 batches
+    through a stack give the serial blocks, no pool batch is taken, closing and the exit
+    handlers are quiet), and the parent's workers and pool are untouched."""
+    clock = SimClock(1_700_000_000.0)
+    vm = build_stack(MemoryStore(), clock=clock, fork_time=0,
+                     staking_key=StakingKey.generate(seed=b"forked pool"), parse_workers=1)
+    try:
+        ids = generate_chain(vm, blocks=7, txs_per_block=1, seed=6, clock=clock)
+        blocks = [bytes(vm.get_block(block_id)) for block_id in ids[1:]]
+        expected = [block.id for block in serial_parse_block(vm, blocks)]
+        pool = find_layer(vm, ProposerVM).parse_pool
+        assert pool is not None
+        pids = _started(pool)
+        child = os.fork()
+        if child == 0:  # the child: report by exit status, never return into pytest
+            status = 1
+            try:
+                same = all([block.id for block in batched_parse_block(vm, blocks)] == expected
+                           for _ in range(60))
+                taken = pool.submit(abs, [-1] * 10)
+                pool.close()  # what the pool's finalizer does at the child's exit
+                # multiprocessing's exit handler terminates and joins the children it knows
+                # (not every exit handler runs here: some would stop the parent's services).
+                multiprocessing.util._exit_function()  # type: ignore[attr-defined]
+                status = 0 if (same and taken is None and pool.closed
+                               and pool.worker_pids == ()) else 2
+            except BaseException:
+                status = 3
+            finally:
+                os._exit(status)
+        deadline = time.monotonic() + 90
+        while (reaped := os.waitpid(child, os.WNOHANG))[0] == 0:
+            if time.monotonic() > deadline:
+                os.kill(child, signal.SIGKILL)
+                os.waitpid(child, 0)
+                pytest.fail("the forked child did not finish its batches")
+            time.sleep(0.05)
+        assert os.waitstatus_to_exitcode(reaped[1]) == 0
+        assert not any(ended(pid) for pid in pids), "the child stopped the parent's workers"
+        assert pool.worker_pids == pids and not pool.closed
+        pending = pool.submit(abs, [-1, -2, -3, -4])
+        assert pending is not None and pending.results() == [1, 2, 3, 4]
+        assert [block.id for block in batched_parse_block(vm, blocks)] == expected
+    finally:
+        close_stack(vm)
+
+
+def test_the_workers_start_when_the_stack_is_built() -> None:
+    """``build_stack(parse_workers=1)`` starts the worker in the background: it runs
+    before any batch is parsed."""
+    vm = build_stack(MemoryStore(), fork_time=0, parse_workers=1)
+    try:
+        pool = find_layer(vm, ProposerVM).parse_pool
+        assert pool is not None
+        deadline = time.monotonic() + 60
+        while not pool.worker_pids and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert len(pool.worker_pids) == 1
+    finally:
+        close_stack(vm)
+
+
+@pytest.mark.timeout(120)
+def test_no_batch_waits_for_a_starting_worker() -> None:
+    """Workers whose start takes seconds (an import that sleeps): every batch submitted
+    meanwhile is left serial at once, and the workers take batches once ready."""
+    with ParsePool(1, threshold=0) as pool:
+        pool.start(slow_start.negate)
+        for _ in range(3):
+            assert pool.submit(slow_start.negate, [1, 2, 3]) is None
+        assert not pool.wait_ready(0), "a submit waited for the worker to start"
+        assert pool.wait_ready(60 + slow_start.IMPORT_SECONDS)
+        pending = pool.submit(slow_start.negate, [1, 2, 3])
+        assert pending is not None and pending.results() == [-1, -2, -3]

@@ -7,19 +7,31 @@ pycryptodome, which holds the GIL, so threads do not help). A layer hands such w
 pool with :meth:`ParsePool.submit` and keeps doing its cheap serial work meanwhile; it then
 reads the results with :meth:`PendingResults.results` and walks the batch in its own serial
 order, consulting them, so answers and errors are the serial parse's, element for element.
-Every worker gets the whole batch and claims items one at a time from a counter in shared
-memory; ``results`` makes the caller claim and run the items still unclaimed (it would
-otherwise sit waiting), so a worker whose core is busy with other processes takes fewer, and
-one that never ran is not waited for.
+Every worker gets the whole batch and claims items one at a time from the front, through a
+counter in shared memory; ``results`` makes the caller claim and run items from the back
+until the two ends meet (it would otherwise sit waiting), so a worker whose core is busy
+with other processes takes fewer, and one that never ran is not waited for.
 
 The rules the pool keeps:
 
 - It is an optimisation only: every way it can fail (below the threshold, closed, busy with
-  another thread's batch, a worker that died, no answer within ``timeout``) makes
-  :meth:`ParsePool.submit` or :meth:`PendingResults.results` answer ``None``, and the caller
-  does the work serially. Nothing it does can change an answer.
-- It starts lazily (the first batch at or over ``threshold`` starts the workers and is
-  left serial meanwhile) and is reused; the start method is ``forkserver`` (``spawn`` where
+  another thread's batch, no worker ready, a worker that died, is stopped or does not
+  answer within ``timeout``) makes :meth:`ParsePool.submit` or
+  :meth:`PendingResults.results` answer ``None``, and the caller does the work serially.
+  Nothing it does can change an answer.
+- The caller never waits without a deadline, and never on anything a worker holds. Its
+  writes to a worker's pipe are non-blocking, bounded by ``timeout`` in all (a stopped
+  worker that does not read makes the batch serial, it does not hang the caller); every
+  wait for an answer is bounded by ``timeout``; the claims are words of shared memory
+  that caller and workers read and write without a lock (no lock a killed worker could
+  leave held; two ends that meet may both run one item, whose result is the same). An
+  answer is read only once the pipe holds all of it.
+- Workers start in the background (:meth:`ParsePool.start`, which the proposer layer calls
+  when it is built; else the first batch at or over ``threshold``), and no batch waits for
+  one: a worker takes batches once it has answered a warm-up batch that imports what it
+  will run, and a batch submitted before any worker is ready stays serial. A worker still
+  busy with an earlier batch is not sent a new one; one that owes an answer for longer
+  than ``timeout`` counts as stuck. The start method is ``forkserver`` (``spawn`` where
   there is none), never a plain ``fork`` of a process that runs grpc, LMDB or
   OpenTelemetry threads. A worker imports the module of the function it runs (with the
   packages above it) and, as multiprocessing does for these start methods, the main module
@@ -31,11 +43,15 @@ The rules the pool keeps:
 - It never leaks a process: :meth:`ParsePool.close` (also the context manager's exit, and a
   ``weakref.finalize`` when a forgotten pool is collected or the interpreter exits) stops
   and reaps every worker within a bounded wait (killed if need be); the workers are
-  daemonic, so they also die with this process. A pool whose worker died, or that did not
-  answer in time, is torn down with one log line and started afresh for the next batch;
-  after :data:`MAX_FAILURES` such failures it stays serial for good. A closed pool answers
-  every batch ``None`` (the caller's serial path): using one after ``close`` is not an
-  error.
+  daemonic, so they also die with this process. A pool whose worker died, was stuck or
+  failed is torn down (killed: a stopped worker too) with one log line and started afresh
+  in the background; after :data:`MAX_FAILURES` such failures it stays serial for good.
+  A closed pool answers every batch ``None`` (the caller's serial path): using one after
+  ``close`` is not an error.
+- It belongs to the process that made it. In a child made by ``os.fork()`` the pool (a
+  copy of the parent's) behaves as closed: every batch is serial, ``close`` is quiet, and
+  nothing the child does reaches the parent's workers (nor does multiprocessing's exit
+  handler in the child terminate them).
 
 The pool knows nothing about blocks: the layers decide what to send (ARCHITECTURE.md,
 section 5: it is injected, keyword-only, never a module global). Only the proposer layer
@@ -52,7 +68,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import multiprocessing
+import multiprocessing.process
 import os
+import pickle
+import select
+import struct
 import threading
 import time
 import weakref
@@ -65,7 +85,7 @@ from typing import Any, Generic, TypeVar
 from vmstack.errors import VMStackError
 
 __all__ = ["DEFAULT_TIMEOUT", "MAX_FAILURES", "PARALLEL_THRESHOLD", "ParsePool",
-           "PendingResults", "available_cores"]
+           "PendingResults", "START_TIMEOUT", "available_cores"]
 
 logger = logging.getLogger(__name__)
 
@@ -80,13 +100,29 @@ ResultT = TypeVar("ResultT")
 #: where the pool is ahead run after run. With another program busy on a core there is
 #: no core to gain, and the pool is about at par at any size.
 PARALLEL_THRESHOLD = 4
-#: The longest wait (seconds) for the workers' results of one batch before the batch is
-#: done serially and the pool torn down.
+#: The longest time (seconds) one batch may take to reach the workers, and then the
+#: longest wait for their results, before the batch is done serially and the pool torn
+#: down; also how long a worker may owe an answer before it counts as stuck.
 DEFAULT_TIMEOUT = 30.0
-#: Failures (a worker that died, or no answer in time) after which a pool stays serial.
+#: The longest time (seconds) a new worker may take to answer its warm-up batch (start
+#: its interpreter, import what it will run) before it counts as stuck, when the pool's
+#: timeout is shorter. Batches never wait for it meanwhile.
+START_TIMEOUT = 60.0
+#: Failures (a worker that died, was stuck or failed) after which a pool stays serial.
 MAX_FAILURES = 3
 # How long close() waits for a worker to exit before it is killed.
 _EXIT_WAIT = 2.0
+# A frame on a worker's pipe: its length, then a pickle.
+_FRAME_HEADER = struct.Struct("!Q")
+_READ_SIZE = 1 << 16
+# The two claim words in shared memory: the next index the workers take (the front) and
+# the lowest index the caller has taken (the back). Each word carries its batch number
+# above _INDEX_BITS, so a worker still on an old batch never moves a new batch's ends.
+_FRONT, _BACK = 0, 1
+_INDEX_BITS = 32
+_INDEX_MASK = (1 << _INDEX_BITS) - 1
+# Batch numbers run from 1 to this and wrap (0 is no batch; the words stay positive).
+_LAST_BATCH = (1 << 30) - 1
 
 
 def available_cores() -> int:
@@ -104,50 +140,164 @@ def _context() -> ForkServerContext | SpawnContext:
     return multiprocessing.get_context("spawn")
 
 
-def _claim_and_run(claims: Any, batch: int, function: Callable[[ItemT], ResultT],
-                   items: Sequence[ItemT]) -> list[tuple[int, ResultT]]:
-    """Run ``function`` over the items of ``batch`` this process claims, one at a time,
-    from the shared ``claims`` (``[batch, next index]``), until none is left or the batch
-    is no longer the current one; ``(index, result)`` pairs."""
+def _word(batch: int, index: int) -> int:
+    """A claim word: ``index`` of ``batch``."""
+    return (batch << _INDEX_BITS) | index
+
+
+def _claim_front(claims: Any, batch: int, function: Callable[[ItemT], ResultT],
+                 items: Sequence[ItemT]) -> list[tuple[int, ResultT]]:
+    """A worker's claims: run ``function`` over the items of ``batch`` it takes from the
+    front, one at a time, until the front meets the caller's back or the batch is no longer
+    the current one; ``(index, result)`` pairs.
+
+    No lock: two workers that read the front together both take its item (one result is
+    kept), and a worker that writes an older front back makes the others retake an item;
+    no item is ever skipped, since the front only ever becomes a value some worker read
+    plus one, after taking the item at that value.
+    """
     done: list[tuple[int, ResultT]] = []
     while True:
-        with claims.get_lock():
-            index = claims[1]
-            if claims[0] != batch or index >= len(items):
-                return done
-            claims[1] = index + 1
+        front, back = claims[_FRONT], claims[_BACK]
+        if front >> _INDEX_BITS != batch or back >> _INDEX_BITS != batch:
+            return done
+        index = front & _INDEX_MASK
+        if index >= min(back & _INDEX_MASK, len(items)):
+            return done
+        claims[_FRONT] = front + 1
         done.append((index, function(items[index])))
+
+
+def _claim_back(claims: Any, batch: int, function: Callable[[ItemT], ResultT],
+                items: Sequence[ItemT]) -> list[tuple[int, ResultT]]:
+    """The caller's claims: run ``function`` over the items of ``batch`` from the back, one
+    at a time, until it reaches the workers' front; ``(index, result)`` pairs. When it
+    returns, every item is taken: by the caller, or by a worker below the front it read (a
+    front of another batch counts as none taken, and the caller runs the whole batch)."""
+    done: list[tuple[int, ResultT]] = []
+    index = len(items)
+    while index > 0:
+        front = claims[_FRONT]
+        taken = front & _INDEX_MASK if front >> _INDEX_BITS == batch else 0
+        if index - 1 < taken:
+            break
+        index -= 1
+        claims[_BACK] = _word(batch, index)
+        done.append((index, function(items[index])))
+    return done
+
+
+def _frame(message: object) -> bytes:
+    """``message`` pickled, behind its length."""
+    payload = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    return _FRAME_HEADER.pack(len(payload)) + payload
+
+
+def _read_exactly(fd: int, count: int) -> bytes:
+    """``count`` bytes from the blocking ``fd`` (a worker's end); ``EOFError`` at its end."""
+    parts: list[bytes] = []
+    while count:
+        chunk = os.read(fd, min(count, _READ_SIZE))
+        if not chunk:
+            raise EOFError
+        parts.append(chunk)
+        count -= len(chunk)
+    return b"".join(parts)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """All of ``data`` to the blocking ``fd`` (a worker's end)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def _serve(connection: Connection, claims: Any) -> None:
     """A worker's loop: read ``(batch, function, items)``, answer the ``(index, result)``
     pairs of the items it claimed (or the failure, as text); stop at ``None`` or when the
     pool's end closes."""
+    fd = connection.fileno()
     while True:
         try:
-            message = connection.recv()
+            (length,) = _FRAME_HEADER.unpack(_read_exactly(fd, _FRAME_HEADER.size))
+            payload = _read_exactly(fd, length)
         except (EOFError, OSError):
             return
-        if message is None:
-            return
-        batch, function, items = message
         try:
-            answer: tuple[bool, Any] = (True, _claim_and_run(claims, batch, function, items))
+            message = pickle.loads(payload)
+            if message is None:
+                return
+            batch, function, items = message
+            answer: tuple[bool, Any] = (True, _claim_front(claims, batch, function, items))
         except Exception as error:  # reported to the pool, which goes serial
             answer = (False, f"{type(error).__name__}: {error}")
-        connection.send(answer)
+        try:
+            _write_all(fd, _frame(answer))
+        except OSError:
+            return
 
 
 class _Worker:
-    """One worker process and the pool's end of its pipe; ``stale`` counts answers to
-    batches given up on, which are read and dropped before the next batch's."""
+    """One worker process and the pool's end of its pipe (non-blocking). A worker owes at
+    most one answer (it is sent a batch only when it owes none): ``owed_batch`` is the
+    batch it is for (0: the warm-up) and ``owed_since`` when it was sent (``None``: owes
+    nothing); ``ready`` once the warm-up was answered; ``inbox`` holds an answer's bytes
+    read so far; ``ended`` once its pipe reached its end."""
 
-    __slots__ = ("connection", "process", "stale")
+    __slots__ = ("connection", "ended", "inbox", "owed_batch", "owed_since", "process",
+                 "ready")
 
     def __init__(self, process: BaseProcess, connection: Connection) -> None:
         self.process = process
         self.connection = connection
-        self.stale = 0
+        self.ready = False
+        self.owed_batch = 0
+        self.owed_since: float | None = None
+        self.inbox = bytearray()
+        self.ended = False
+
+    def owe(self, batch: int) -> None:
+        self.owed_batch = batch
+        self.owed_since = time.monotonic()
+
+    def read_answer(self) -> tuple[bool, Any] | None:
+        """The answer owed, if the pipe holds all of it now (never waits); ``_PoolFailure``
+        if the worker is gone without one, or sent something that is no answer."""
+        fd = self.connection.fileno()
+        while not self.ended:
+            try:
+                chunk = os.read(fd, _READ_SIZE)
+            except BlockingIOError:
+                break
+            except OSError:
+                self.ended = True
+                break
+            if not chunk:
+                self.ended = True
+                break
+            self.inbox += chunk
+        answer = self._take_frame()
+        if answer is None and self.ended:
+            raise _PoolFailure("a worker process died")
+        return answer
+
+    def _take_frame(self) -> tuple[bool, Any] | None:
+        header = _FRAME_HEADER.size
+        if len(self.inbox) < header:
+            return None
+        (length,) = _FRAME_HEADER.unpack_from(self.inbox)
+        if len(self.inbox) < header + length:
+            return None
+        payload = bytes(self.inbox[header:header + length])
+        del self.inbox[:header + length]
+        try:
+            answer = pickle.loads(payload)
+            ok, _ = answer
+        except Exception:
+            raise _PoolFailure("a worker sent something that is not an answer") from None
+        self.owed_since = None
+        self.ready = True
+        return (bool(ok), answer[1])
 
 
 class PendingResults(Generic[ResultT]):
@@ -171,31 +321,32 @@ class PendingResults(Generic[ResultT]):
 
     def results(self) -> list[ResultT] | None:
         """Every item's result in order, or ``None`` if the pool could not give them: the
-        caller first claims and runs the items no worker has taken yet, then reads the
-        workers' answers."""
+        caller first claims and runs the items no worker has taken yet, from the back,
+        then reads the answers of the workers that took the others (at most the pool's
+        timeout). ``None`` in a process other than the pool's."""
+        if self._pool._foreign():
+            return None
+        if not self._settled and self._pool.closed:
+            self.cancel()
         if not self._settled:
+            claims = self._pool._claims
             try:
-                own = _claim_and_run(self._pool._claims, self._batch, self._function,
-                                     self._items)
+                own = _claim_back(claims, self._batch, self._function, self._items)
             except Exception:  # the caller's serial path meets it again, in its place
                 self.cancel()
                 return None
             self._settled = True
-            if len(own) == len(self._items):
-                # No worker got to run (their cores were busy): their empty answers are
-                # dropped later instead of being waited for now.
-                self._pool._abandon(self._workers)
-                self._results = [result for _, result in own]
-            else:
-                self._results = self._pool._collect(self._workers, own, len(self._items))
+            self._results = self._pool._collect(self._workers, self._batch, own,
+                                                 len(self._items))
         return self._results
 
     def cancel(self) -> None:
-        """Give the batch up (the caller no longer needs it); the workers' answers are
-        dropped when they come. No effect once :meth:`results` has answered."""
-        if not self._settled:
+        """Give the batch up (the caller no longer needs it): the workers stop claiming,
+        and their answers are dropped when they come. No effect once :meth:`results` has
+        answered."""
+        if not self._settled and not self._pool._foreign():
             self._settled = True
-            self._pool._abandon(self._workers)
+            self._pool._abandon(self._batch)
 
 
 class ParsePool:
@@ -206,12 +357,12 @@ class ParsePool:
     1.4-1.8x.
 
     ``workers`` must be at least 1 and ``threshold`` at least 0 (``ValueError``
-    otherwise); ``timeout`` bounds the wait for one batch's results. The workers start with
-    the first batch at or over the threshold, which stays serial (the workers import what
-    they run meanwhile). The pool takes one batch at a time: a batch submitted while another
-    is out (from another thread) stays serial. Close the pool with
-    :meth:`close` or a ``with`` block; one never closed is closed when it is collected or
-    at exit.
+    otherwise); ``timeout`` bounds the sending of one batch and the wait for its results.
+    :meth:`start` starts the workers in the background (else the first batch at or over
+    the threshold does); a batch submitted before a worker is ready stays serial, so no
+    batch waits for one. The pool takes one batch at a time: a batch submitted while
+    another is out (from another thread) stays serial. Close the pool with :meth:`close`
+    or a ``with`` block; one never closed is closed when it is collected or at exit.
     """
 
     def __init__(self, workers: int | None = None, *, threshold: int = PARALLEL_THRESHOLD,
@@ -226,15 +377,20 @@ class ParsePool:
         self._size = workers
         self._threshold = threshold
         self._timeout = timeout
+        self._pid = os.getpid()  # the pool belongs to this process only
         self._lock = threading.Lock()
         self._busy = False
         self._batch = 0  # batches are numbered from 1; 0 is none
-        self._claims: Any = None  # shared with the workers: [current batch, next index]
+        self._claims: Any = None  # shared with the workers: the claim words
         self._failures = 0
         self._closed = False
+        self._warm_up: Callable[[Any], Any] | None = None  # what a new worker imports
+        self._generation = 0  # moves at every teardown: a start of an older one gives up
+        self._starter: threading.Thread | None = None
         # Shared with the finalizer, which must not hold the pool itself.
         self._workers: list[_Worker] = []
-        self._finalizer = weakref.finalize(self, _stop, self._workers)
+        self._finalizer = weakref.finalize(self, _stop, self._workers, self._pid)
+        _POOLS.add(self)
 
     @property
     def workers(self) -> int:
@@ -248,71 +404,127 @@ class ParsePool:
 
     @property
     def closed(self) -> bool:
-        """Whether :meth:`close` has run (every batch is then left to the serial path)."""
-        return self._closed
+        """Whether :meth:`close` has run, or the pool is used in a process other than the
+        one that made it (every batch is then left to the serial path)."""
+        return self._closed or self._foreign()
 
     @property
     def disabled(self) -> bool:
         """Whether the pool gave up after :data:`MAX_FAILURES` failures (or is closed)."""
-        return self._closed or self._failures >= MAX_FAILURES
+        return self.closed or self._failures >= MAX_FAILURES
 
     @property
     def worker_pids(self) -> tuple[int, ...]:
-        """The process IDs of the running workers (none before the first batch)."""
+        """The process IDs of the started workers (ready or not; none before
+        :meth:`start` or the first batch, and none in another process)."""
+        if self._foreign():
+            return ()
         with self._lock:
             return tuple(worker.process.pid for worker in self._workers
                          if worker.process.pid is not None)
 
     def accepts(self, count: int) -> bool:
-        """Whether a batch of ``count`` items would go to the workers (if not busy)."""
+        """Whether a batch of ``count`` items would go to the workers (if ready and not
+        busy)."""
         return count >= max(self._threshold, 1) and not self.disabled
+
+    def start(self, function: Callable[[ItemT], ResultT]) -> None:
+        """Start the workers in the background, if they are not running or starting: each
+        imports what ``function`` needs (a module-level function, pickled by name) with a
+        warm-up batch, and takes batches once it has answered it. Returns at once; no
+        effect on a closed or disabled pool."""
+        if self.disabled:
+            return
+        with self._lock:
+            if self._warm_up is None:
+                self._warm_up = function
+            self._start_in_background()
+
+    def wait_ready(self, timeout: float) -> bool:
+        """Whether every worker is running and has answered its warm-up batch within
+        ``timeout`` seconds (starting them if need be). Batches never wait for this: it is
+        for measurements and tests that want the warm pool."""
+        deadline = time.monotonic() + timeout
+        while not self.disabled:
+            with self._lock:
+                if not self._busy:
+                    try:
+                        ready = self._ready_workers()
+                    except _PoolFailure as failure:
+                        ready = []
+                        self._fail_locked(str(failure))
+                    if len(ready) == self._size:
+                        return True
+                    if not self._workers:
+                        self._start_in_background()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            time.sleep(min(0.01, remaining))
+        return False
 
     def submit(self, function: Callable[[ItemT], ResultT],
                items: Sequence[ItemT]) -> PendingResults[ResultT] | None:
-        """Send ``function`` and ``items`` to the workers, which claim the items one at a
-        time from a shared counter (as the caller does in :meth:`PendingResults.results`,
-        so a worker slowed down by other processes takes fewer), and return at once;
-        ``None`` when the batch stays serial (fewer items than the
-        threshold, pool closed, disabled or busy, workers that cannot start or be reached).
-        ``function`` must be a module-level function (it is pickled by name) that depends
-        on nothing but its item."""
+        """Send ``function`` and ``items`` to the ready workers, which claim the items one
+        at a time from a shared counter (as the caller does in
+        :meth:`PendingResults.results`, so a worker slowed down by other processes takes
+        fewer), and return; ``None`` when the batch stays serial (fewer items than the
+        threshold, pool closed, disabled or busy, no worker ready yet, a worker that died
+        or did not take the batch within the timeout). ``function`` must be a module-level
+        function (it is pickled by name) that depends on nothing but its item."""
         if not self.accepts(len(items)):
             return None
         with self._lock:
             if self._busy or self.disabled:
                 return None
-            if not self._workers:
-                self._start_workers(function)
+            if self._warm_up is None:
+                self._warm_up = function
+            try:
+                workers = self._ready_workers()
+            except _PoolFailure as failure:
+                self._fail_locked(str(failure))
                 return None
-            workers = list(self._workers)
+            if not workers:
+                if not self._workers:
+                    self._start_in_background()
+                return None
             self._busy = True
-            self._batch += 1
+            self._batch = self._batch % _LAST_BATCH + 1
             batch = self._batch
+            claims = self._claims
+        batch_items = list(items)
         try:
-            self._drop_stale(workers)
+            frame = _frame((batch, function, batch_items))
+        except Exception as error:  # an item that cannot be pickled: the serial path
+            self._release()
+            logger.warning("parse pool: a batch cannot be sent (%s); parsing it serially",
+                           error)
+            return None
+        claims[_BACK] = _word(batch, len(batch_items))
+        claims[_FRONT] = _word(batch, 0)
+        try:
+            self._send(workers, frame, batch)
         except _PoolFailure as failure:
-            self._abandon([])
+            self._abandon(batch)
             self._fail(str(failure))
             return None
-        batch_items = list(items)
-        with self._claims.get_lock():
-            self._claims[0], self._claims[1] = batch, 0
-        used: list[_Worker] = []
-        try:
-            for worker in workers:
-                worker.connection.send((batch, function, batch_items))
-                used.append(worker)
-        except (OSError, ValueError) as error:
-            self._abandon(used)
-            self._fail(f"could not reach a worker ({error})")
-            return None
-        return PendingResults(self, used, batch, function, batch_items)
+        return PendingResults(self, workers, batch, function, batch_items)
 
     def close(self) -> None:
         """Stop and reap every worker (killed if it does not exit within a few seconds).
-        Idempotent; afterwards every batch is left to the serial path."""
+        Idempotent; afterwards every batch is left to the serial path. In a process other
+        than the pool's it only lets go of this process's copies of the pipes."""
+        if self._foreign():
+            self._closed = True
+            self._finalizer()
+            return
         with self._lock:
             self._closed = True
+            self._generation += 1
+            starter = self._starter
+        if starter is not None and starter is not threading.current_thread():
+            starter.join(START_TIMEOUT)  # a worker being started is stopped by it
+        with self._lock:
             self._finalizer()
 
     def __enter__(self) -> ParsePool:
@@ -322,123 +534,225 @@ class ParsePool:
         self.close()
 
     def __repr__(self) -> str:
-        state = "closed" if self._closed else ("disabled" if self.disabled else "open")
+        state = "closed" if self.closed else ("disabled" if self.disabled else "open")
         return f"ParsePool(workers={self._size}, threshold={self._threshold}, {state})"
 
     # --- internals -----------------------------------------------------------------------
 
-    def _start_workers(self, function: Callable[[ItemT], ResultT]) -> None:
-        """Start the workers (called with the lock held) and have each import what
-        ``function`` needs, with an empty batch whose answer the next batch drops; if they
-        cannot start, the pool is disabled."""
-        context = _context()
-        try:
-            self._claims = context.Array("q", 2)
-            for _ in range(self._size):
-                ours, theirs = context.Pipe()
-                process = context.Process(target=_serve, args=(theirs, self._claims),
-                                          daemon=True, name="vmstack-parse-worker")
-                process.start()
-                theirs.close()
-                worker = _Worker(process, ours)
-                self._workers.append(worker)
-                ours.send((0, function, []))
-                worker.stale = 1
-        except (OSError, RuntimeError, ValueError) as error:
-            self._failures = MAX_FAILURES
-            _stop(self._workers)
-            logger.warning("parse pool: workers cannot start (%s); parsing serially", error)
+    def _foreign(self) -> bool:
+        """Whether this is not the process that made the pool (a child of ``os.fork()``)."""
+        return os.getpid() != self._pid
 
-    def _collect(self, workers: list[_Worker], own: list[tuple[int, ResultT]],
+    def _start_in_background(self) -> None:
+        """Start the workers on a thread of their own (called with the lock held), unless
+        they are running or starting."""
+        if self._workers or self._warm_up is None or self.disabled or (
+                self._starter is not None and self._starter.is_alive()):
+            return
+        self._starter = threading.Thread(
+            target=_start_workers, args=(self, self._generation, self._warm_up),
+            name="vmstack-parse-pool-start", daemon=True)
+        self._starter.start()
+
+    def _ready_workers(self) -> list[_Worker]:
+        """The workers that owe no answer and have answered their warm-up (called with the
+        lock held): answers that came are read and dropped; ``_PoolFailure`` for a worker
+        that died or owes an answer for too long (stuck)."""
+        now = time.monotonic()
+        ready: list[_Worker] = []
+        for worker in self._workers:
+            if worker.owed_since is not None:
+                worker.read_answer()
+            if worker.owed_since is None:
+                if worker.ended:
+                    raise _PoolFailure("a worker process died")
+                if worker.ready:
+                    ready.append(worker)
+                continue
+            limit = self._timeout if worker.ready else max(self._timeout, START_TIMEOUT)
+            if now - worker.owed_since > limit:
+                raise _PoolFailure(f"a worker owes an answer for over {limit:g} s (stuck)")
+        return ready
+
+    def _send(self, workers: list[_Worker], frame: bytes, batch: int) -> None:
+        """Write ``frame`` to every worker's pipe, all at once, without blocking, within
+        the timeout; ``_PoolFailure`` if a worker is gone or does not read it in time."""
+        deadline = time.monotonic() + self._timeout
+        left = {worker.connection.fileno(): memoryview(frame) for worker in workers}
+        for worker in workers:
+            worker.owe(batch)
+        while True:
+            for fd, view in list(left.items()):
+                try:
+                    left[fd] = view[os.write(fd, view):]
+                except BlockingIOError:
+                    continue
+                except OSError as error:
+                    raise _PoolFailure(f"could not reach a worker ({error})") from None
+                if not left[fd]:
+                    del left[fd]
+            if not left:
+                return
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise _PoolFailure(f"a worker took no batch within {self._timeout:g} s "
+                                   "(stopped or stuck)")
+            poller = select.poll()
+            for fd in left:
+                poller.register(fd, select.POLLOUT)
+            poller.poll(max(remaining * 1000, 1))
+
+    def _collect(self, workers: list[_Worker], batch: int, own: list[tuple[int, ResultT]],
                  count: int) -> list[ResultT] | None:
         """The ``count`` results in item order, from the caller's ``own`` pairs and the
-        workers' answers, or ``None`` (and the pool torn down) if a worker died, failed,
+        answers of ``workers``, read until they cover the batch (a worker that took nothing
+        is not waited for), or ``None`` (and the pool torn down) if a worker died, failed,
         or the batch took longer than the timeout."""
         deadline = time.monotonic() + self._timeout
-        pairs = list(own)
+        found: dict[int, ResultT] = dict(own)
+        waiting = list(workers)
         try:
-            for worker in workers:
-                ok, answer = self._answer(worker, deadline)
-                if not ok:
-                    raise _PoolFailure(f"a worker failed ({answer})")
-                pairs.extend(answer)
-            if sorted(index for index, _ in pairs) != list(range(count)):
-                raise _PoolFailure("the answers do not cover the batch")
+            while len(found) < count:
+                for worker in list(waiting):
+                    answer = worker.read_answer()
+                    if answer is None:
+                        continue
+                    waiting.remove(worker)
+                    ok, pairs = answer
+                    if not ok:
+                        raise _PoolFailure(f"a worker failed ({pairs})")
+                    for index, result in pairs:
+                        found.setdefault(index, result)
+                if len(found) >= count:
+                    break
+                if not waiting:
+                    raise _PoolFailure("the answers do not cover the batch")
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise _PoolFailure(f"no answer within {self._timeout:g} s")
+                wait([handle for worker in waiting
+                      for handle in (worker.connection, worker.process.sentinel)], remaining)
         except _PoolFailure as failure:
+            self._abandon(batch)
             self._fail(str(failure))
             return None
-        finally:
-            with self._lock:
-                self._busy = False
-        return [result for _, result in sorted(pairs, key=lambda pair: pair[0])]
+        except (OSError, ValueError):  # the pool was closed meanwhile
+            self._abandon(batch)
+            return None
+        self._release()
+        if sorted(found) != list(range(count)):
+            self._fail("the answers name items the batch does not have")
+            return None
+        return [found[index] for index in range(count)]
 
-    def _answer(self, worker: _Worker, deadline: float) -> tuple[bool, Any]:
-        """The next answer of ``worker`` to a batch still wanted (stale ones dropped)."""
-        while True:
-            answer = self._receive(worker, deadline)
-            if worker.stale:
-                worker.stale -= 1
-                continue
-            return answer
-
-    def _receive(self, worker: _Worker, deadline: float) -> tuple[bool, Any]:
-        """One answer of ``worker``, waiting until ``deadline`` at most."""
-        remaining = max(deadline - time.monotonic(), 0.0)
-        try:
-            if not wait([worker.connection, worker.process.sentinel], remaining):
-                raise _PoolFailure(f"no answer within {self._timeout:g} s")
-            answer: tuple[bool, Any] = worker.connection.recv()
-        except (EOFError, OSError, ValueError):  # ValueError: closed meanwhile
-            raise _PoolFailure("a worker process died") from None
-        return answer
-
-    def _drop_stale(self, workers: list[_Worker]) -> None:
-        """Read and drop the answers ``workers`` owe to batches given up on, so that a new
-        batch never waits behind them in a pipe (bounded by the timeout)."""
-        deadline = time.monotonic() + self._timeout
-        for worker in workers:
-            while worker.stale:
-                self._receive(worker, deadline)
-                worker.stale -= 1
-
-    def _abandon(self, workers: list[_Worker]) -> None:
-        """Give up a batch sent to ``workers``: their answers are dropped when read."""
+    def _release(self) -> None:
         with self._lock:
-            if self._claims is not None:
-                with self._claims.get_lock():
-                    self._claims[0] = 0  # no batch: the workers stop claiming
-            for worker in workers:
-                worker.stale += 1
+            self._busy = False
+
+    def _abandon(self, batch: int) -> None:
+        """Give up ``batch``: the workers stop claiming its items (no lock: the caller's
+        word), and their answers are dropped when read."""
+        with self._lock:
+            if self._claims is not None and self._batch == batch:
+                self._claims[_BACK] = _word(batch, 0)
             self._busy = False
 
     def _fail(self, what: str) -> None:
-        """Tear the workers down after a failure, with one log line."""
         with self._lock:
-            if self._closed:
-                return
-            self._failures += 1
-            _stop(self._workers, grace=0.0)  # a worker's state is nothing worth waiting for
-        then = ("parsing serially from now on" if self.disabled
-                else "this batch is parsed serially, the next one starts new workers")
+            self._fail_locked(what)
+
+    def _fail_locked(self, what: str) -> None:
+        """Tear the workers down after a failure (called with the lock held), with one log
+        line, and start new ones in the background unless the pool gave up."""
+        if self.closed:
+            return
+        self._failures += 1
+        self._generation += 1
+        _stop(self._workers, self._pid, grace=0.0)  # a worker's state is not worth waiting for
+        if self.disabled:
+            then = "parsing serially from now on"
+        else:
+            then = "this batch is parsed serially while new workers start"
+            self._start_in_background()
         logger.warning("parse pool: %s; %s", what, then)
 
 
 class _PoolFailure(VMStackError):
-    """Why a batch's results could not be read (internal: the caller goes serial)."""
+    """Why a batch could not go to or come back from the workers (internal: the caller
+    goes serial)."""
 
 
-def _stop(workers: list[_Worker], grace: float = _EXIT_WAIT) -> None:
+def _start_workers(pool: ParsePool, generation: int, function: Callable[[Any], Any]) -> None:
+    """Start ``pool``'s workers (on the starting thread, without the pool's lock) and send
+    each a warm-up batch that imports what ``function`` needs; a worker is handed to the
+    pool as soon as it runs, unless the pool was torn down or closed meanwhile (then it is
+    stopped here). If workers cannot start, the pool is disabled."""
+    context = _context()
+    try:
+        claims = context.Array("q", 2, lock=False)
+        warm_up = _frame((0, function, []))
+        for _ in range(pool._size):
+            ours, theirs = context.Pipe()
+            process = context.Process(target=_serve, args=(theirs, claims), daemon=True,
+                                      name="vmstack-parse-worker")
+            process.start()
+            theirs.close()
+            os.set_blocking(ours.fileno(), False)
+            worker = _Worker(process, ours)
+            os.write(ours.fileno(), warm_up)  # a fresh pipe holds a warm-up whole
+            worker.owe(0)
+            with pool._lock:
+                if pool._generation != generation or pool.closed:
+                    _stop([worker], pool._pid, grace=0.0)
+                    return
+                pool._claims = claims
+                pool._workers.append(worker)
+    except Exception as error:  # whatever stops a start leaves the pool serial
+        with pool._lock:
+            if pool._generation == generation:
+                pool._failures = MAX_FAILURES
+                _stop(pool._workers, pool._pid)
+        logger.warning("parse pool: workers cannot start (%s); parsing serially", error)
+
+
+def _stop(workers: list[_Worker], owner: int, grace: float = _EXIT_WAIT) -> None:
     """Stop and reap ``workers`` (emptying the list): ask each to exit, give them
-    ``grace`` seconds, kill what is left. Holds no reference to the pool, so it can be its
+    ``grace`` seconds, kill what is left (a stopped worker too). In a process other than
+    ``owner`` (a child of ``os.fork()``) it only closes that process's copies of the
+    pipes: the workers are the owner's. Holds no reference to the pool, so it can be its
     finalizer."""
+    if os.getpid() != owner:
+        for worker in workers:
+            worker.connection.close()
+        workers.clear()
+        return
     for worker in workers:
-        with contextlib.suppress(OSError, ValueError):  # already gone: reaped below
-            worker.connection.send(None)
+        with contextlib.suppress(OSError, ValueError):  # full, or already gone: killed below
+            os.write(worker.connection.fileno(), _frame(None))
     deadline = time.monotonic() + grace
     for worker in workers:
         worker.process.join(max(deadline - time.monotonic(), 0.0))
         if worker.process.is_alive():
             worker.process.kill()
-            worker.process.join()
+            worker.process.join(_EXIT_WAIT)
         worker.connection.close()
     workers.clear()
+
+
+#: Every pool of this process, for the fork handler below.
+_POOLS: weakref.WeakSet[ParsePool] = weakref.WeakSet()
+
+
+def _forget_workers_in_child() -> None:
+    """In a child of ``os.fork()``: take the parent's workers out of multiprocessing's
+    list of this process's children, whose exit handler would otherwise terminate them
+    (and fail to join them) when the child exits."""
+    children = getattr(multiprocessing.process, "_children", None)
+    if not isinstance(children, set):
+        return
+    for pool in list(_POOLS):
+        for worker in pool._workers:
+            children.discard(worker.process)
+
+
+os.register_at_fork(after_in_child=_forget_workers_in_child)

@@ -7,10 +7,12 @@ from __future__ import annotations
 import os
 import random
 import signal
+import time
 from collections.abc import Callable, Iterator, Sequence
 
 import pytest
 
+from tests.processes import ended, returns_within, wait_ended, wait_stopped
 from vmstack.batching import batched_parse_block, serial_parse_block
 from vmstack.cchain.generate import generate_chain
 from vmstack.clock import SimClock
@@ -55,8 +57,7 @@ def pool() -> Iterator[ParsePool]:
 @pytest.fixture(scope="module")
 def chain(pool: ParsePool) -> Chain:
     made = Chain(pool)
-    batched_parse_block(made.pooled, made.blocks)  # starts the workers (a serial batch)
-    assert pool.worker_pids
+    assert pool.wait_ready(60)  # the layer started the workers as it was built
     return made
 
 
@@ -150,7 +151,7 @@ def test_a_batch_below_the_threshold_never_reaches_the_pool(
         sizes = _submissions(small, monkeypatch)
         assert _outcome(batched_parse_block, made.pooled, made.blocks[:4]) == _outcome(
             serial_parse_block, made.reference, made.blocks[:4])
-        assert sizes == [] and small.worker_pids == ()
+        assert sizes == []
 
 
 def test_the_verdict_is_the_signature_check_itself() -> None:
@@ -173,7 +174,7 @@ def test_a_worker_killed_mid_batch_still_gives_the_serial_answer(
     the serial answer (the checks run in this process), and later ones have new workers."""
     with ParsePool(1, threshold=0) as own:
         made = Chain(own)
-        batched_parse_block(made.pooled, made.blocks)  # starts the worker
+        assert own.wait_ready(60)
         rng = random.Random("killed")
         batch = list(made.blocks)
         where = rng.randrange(len(batch))
@@ -196,8 +197,38 @@ def test_a_worker_killed_mid_batch_still_gives_the_serial_answer(
         monkeypatch.setattr(own, "submit", submit)
         good = made.blocks[:6]
         # The dead worker is found by this batch or the next (if this process claimed all
-        # the checks itself), and a later one starts a new worker.
+        # the checks itself), and new workers start in the background.
         for _ in range(3):
             assert _outcome(batched_parse_block, made.pooled, good) == _outcome(
                 serial_parse_block, made.reference, good)
+        assert own.wait_ready(60)
         assert own.worker_pids and not set(own.worker_pids) & set(killed)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads process states from /proc")
+@pytest.mark.timeout(180)
+def test_a_stopped_worker_leaves_1800_envelopes_to_the_serial_parse() -> None:
+    """The worker is SIGSTOPped: a batch of 1,800 signed envelopes (their checks far more
+    than its pipe holds) is parsed serially once the pool's timeout has passed, with the
+    serial answer, and the stopped worker is killed."""
+    with ParsePool(1, threshold=0, timeout=2.0) as own:
+        made = Chain(own)
+        assert own.wait_ready(60)
+        (pid,) = own.worker_pids
+        batch = made.blocks * 150
+        expected = _outcome(serial_parse_block, made.reference, batch)
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            assert wait_stopped(pid)
+            # The checks are sent as one message far larger than a pipe holds, so the first
+            # batch finds the worker stuck; where a pipe held it all, a later batch finds it
+            # owing an answer past the timeout. Every batch gives the serial answer.
+            deadline = time.monotonic() + 60
+            while not ended(pid) and time.monotonic() < deadline:
+                assert returns_within(120, lambda: _outcome(
+                    batched_parse_block, made.pooled, batch)) == expected
+                time.sleep(0.2)
+            assert wait_ended(pid), "the stopped worker was left behind"
+        finally:
+            if not ended(pid):
+                os.kill(pid, signal.SIGKILL)

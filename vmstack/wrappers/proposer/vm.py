@@ -58,6 +58,7 @@ from vmstack.wrappers.proposer.block import (
 )
 from vmstack.wrappers.proposer.staking import Certificate, StakingKey, signing_identity
 from vmstack.wrappers.proposer.state import STORE_PREFIX, ProposerState, is_block_id
+from vmstack.wrappers.proposer.verdicts import signature_verdict
 from vmstack.wrappers.proposer.verify import (
     MAX_CLOCK_SKEW,
     PreForkFacts,
@@ -189,8 +190,10 @@ class ProposerVM:
     built blocks name it and verified ones may not exceed it. ``clock`` gives block
     timestamps and the ancestors time budget. ``parse_pool`` (a
     :class:`~vmstack.parsepool.ParsePool`, none by default) checks the envelopes'
-    signatures of a large ``batched_parse_block`` in worker processes; the layer owns it
-    from then on and :meth:`close` closes it (a pool shared by several layers closes once).
+    signatures of a large ``batched_parse_block`` in worker processes; the layer starts
+    its workers in the background as it is built (a batch before they are ready is parsed
+    serially, never waiting for them), owns it from then on and :meth:`close` closes it (a
+    pool shared by several layers closes once).
 
     On start the layer undoes a record written ahead of an inner accept that a crash cut
     short, but only when ``store`` is its data's writer (:func:`vmstack.store.is_writer`):
@@ -239,6 +242,8 @@ class ProposerVM:
         self._preferred: bytes | None = None
         if is_writer(store):
             self._state.recover(functools.partial(inner_accepted, inner))
+        if parse_pool is not None:
+            parse_pool.start(signature_verdict)
 
     # --- configuration -------------------------------------------------------------------
 
