@@ -8,11 +8,15 @@ import pkgutil
 
 import vmstack
 from vmstack import errors
+from vmstack.cli import Terminated
 from vmstack.conformance.stacks import KitFault
 
 #: Exceptions outside the tree on purpose: the kit injects KitFault to check that a layer
 #: passes a foreign error through as the very object.
 FOREIGN = {KitFault}
+#: Signals, not errors: SIGTERM raised in the command line's main thread as Ctrl-C raises
+#: KeyboardInterrupt (a BaseException, so no `except Exception` of the stack catches it).
+SIGNALS = {Terminated}
 
 
 def defined_exceptions() -> dict[str, type[BaseException]]:
@@ -29,13 +33,16 @@ def defined_exceptions() -> dict[str, type[BaseException]]:
 
 
 def test_every_exception_of_the_package_is_in_the_tree() -> None:
-    """Every exception class any vmstack module defines is a VMStackError, but KitFault."""
+    """Every exception class any vmstack module defines is a VMStackError, but KitFault and
+    the command line's SIGTERM signal."""
     found = defined_exceptions()
     assert set(errors.__all__) <= {name.rsplit(".", 1)[1] for name in found}
     outside = sorted(name for name, kind in found.items()
-                     if not issubclass(kind, errors.VMStackError) and kind not in FOREIGN)
+                     if not issubclass(kind, errors.VMStackError)
+                     and kind not in FOREIGN | SIGNALS)
     assert outside == []
     assert all(not issubclass(kind, errors.VMStackError) for kind in FOREIGN)
+    assert all(not issubclass(kind, Exception) for kind in SIGNALS)
 
 
 def test_the_docstring_tree_names_every_error() -> None:
