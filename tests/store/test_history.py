@@ -214,3 +214,97 @@ def test_wrong_directory_is_value_error(tmp_path: Path) -> None:
         EraArchive(tmp_path / "missing")
     with pytest.raises(ValueError, match="no era1 file"):
         EraArchive(tmp_path)
+
+
+def _rewrite(era_dir: Path, tmp_path: Path, number: int, **change: bytes) -> Path:
+    """A copy of the first shared file with block ``number``'s records changed, re-framed
+    (CRCs valid, accumulator and name unchanged: only what verify reads can tell)."""
+    source = EraArchive(era_dir, sparse=True)
+    records = []
+    for n in range(8192):
+        records.append(EraRecord(source.header_rlp(n), source.body_rlp(n), source.receipts(n), 0))
+    target = tmp_path / "era"
+    target.mkdir()
+    original = source.files[0].read_bytes()
+    # Keep the total difficulties: read them from the original's records.
+    offset, position = 8, 0
+    with_td = []
+    while position < 8192:
+        lengths = []
+        for _ in range(4):
+            lengths.append(int.from_bytes(original[offset + 2:offset + 6], "little"))
+            offset += 8 + lengths[-1]
+        td = int.from_bytes(original[offset - 32:offset], "little")
+        with_td.append(EraRecord(records[position].header_rlp, records[position].body_rlp,
+                                 records[position].receipts_rlp, td))
+        position += 1
+    with_td[number] = EraRecord(with_td[number].header_rlp,
+                                change.get("body", with_td[number].body_rlp),
+                                change.get("receipts", with_td[number].receipts_rlp),
+                                with_td[number].total_difficulty)
+    path = write_era1(target, "sepolia", 0, with_td)
+    assert path.name == FIRST
+    return target
+
+
+def test_verify_accepts_the_shared_files(archive: EraArchive) -> None:
+    """Every record of both shared files passes verify, bodies and receipts included."""
+    seen: list[int] = []
+    assert archive.verify(on_block=seen.append) == sum(p.stat().st_size for p in archive.files)
+    assert len(seen) == len(archive) == 16384
+
+
+@pytest.mark.parametrize(("field", "message"), [
+    ("body", "uncle hash does not match"), ("receipts", "receipts root does not match")])
+def test_verify_refuses_a_body_or_receipts_the_header_does_not_commit_to(
+        era_dir: Path, tmp_path: Path, field: str, message: str) -> None:
+    """A well-framed body or receipts list of another block is refused by verify only."""
+    replacement = {"body": encode_item([[], [[b"\x01"]]]), "receipts": encode_item([b"\x01"])}
+    directory = _rewrite(era_dir, tmp_path, 7, **{field: replacement[field]})
+    archive = EraArchive(directory)
+    assert archive.header_rlp(7)  # opens: the accumulator covers headers only
+    with pytest.raises(StoreCorrupted, match=f"{FIRST}: block 7: {message}"):
+        archive.verify()
+
+
+def test_cli_history_verify(era_dir: Path, tmp_path: Path,
+                            capsys: pytest.CaptureFixture[str]) -> None:
+    """verify prints one line and exits 0 on good files, 2 with one line on a bad archive."""
+    from vmstack.cli import main
+
+    assert main(["history", "verify", str(era_dir), "--sparse"]) == 0
+    assert "16384 blocks" in capsys.readouterr().out
+    path = _copy(era_dir, tmp_path)
+    _flip(path, 40)
+    assert main(["history", "verify", str(path.parent)]) == 2
+    error = capsys.readouterr().err.strip()
+    assert FIRST in error and len(error.splitlines()) == 1
+
+
+def test_reads_are_thread_safe_with_one_open_file(era_dir: Path) -> None:
+    """Threads reading both files through an LRU of one open file get the right bytes."""
+    import threading
+
+    archive = EraArchive(era_dir, sparse=True, max_open_files=1)
+    expected = {n: keccak256(archive.header_rlp(n)) for n in (3, 8000, 172040, 180000)}
+    failures: list[BaseException] = []
+
+    def reader() -> None:
+        try:
+            for _ in range(50):
+                for number, digest in expected.items():
+                    assert archive.hash(number) == digest
+                    assert keccak256(archive.header_rlp(number)) == digest
+        except BaseException as error:  # reported by the main thread
+            failures.append(error)
+
+    threads = [threading.Thread(target=reader) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not any(thread.is_alive() for thread in threads)
+    assert not failures
+    archive.close()
+    with pytest.raises(ValueError, match="closed"):
+        archive.header_rlp(3)

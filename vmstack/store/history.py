@@ -30,7 +30,7 @@ import re
 import struct
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Final, Self
@@ -40,7 +40,7 @@ import cramjam
 import google_crc32c
 
 from vmstack.cchain.crypto import keccak256
-from vmstack.cchain.rlpbytes import header_parent_hash, read_prefix
+from vmstack.cchain.rlpbytes import header_parent_hash, iter_list_items, read_prefix
 from vmstack.errors import BlockNotFound, InvalidBlock, StoreCorrupted
 
 __all__ = [
@@ -245,7 +245,10 @@ class _EraFile:
         self.users = 0
         self.evicted = False
         self.offsets: list[int] = []
+        #: The block hashes the accumulator covers, kept once computed (a file reopened
+        #: unchanged after leaving the LRU is not verified again).
         self.hashes: list[bytes] | None = None
+        self.verified: tuple[int, int, int] | None = None
 
     def damaged(self, what: str) -> StoreCorrupted:
         return StoreCorrupted(f"era1 file {self.path}: {what}")
@@ -304,7 +307,9 @@ class _EraFile:
         accumulator and parent links from every header and total difficulty."""
         fd = os.open(self.path, os.O_RDONLY)
         try:
-            if os.fstat(fd).st_size != self.size:
+            status = os.fstat(fd)
+            identity = (status.st_ino, status.st_size, status.st_mtime_ns)
+            if status.st_size != self.size:
                 raise self.damaged("its size changed since the archive was opened")
             raw = self._pread(fd, self.index_at + 16, 8 * self.count)
             offsets = [self.index_at + rel for (rel,) in struct.iter_unpack("<q", raw)]
@@ -314,8 +319,9 @@ class _EraFile:
                     raise self.damaged("its block index points outside its block records")
                 previous = offset
             self.offsets = offsets
-            if not trust:
+            if not trust and (self.hashes is None or identity != self.verified):
                 self.hashes = self._verify_accumulator(fd)
+                self.verified = identity
         except BaseException:
             os.close(fd)
             raise
@@ -551,6 +557,37 @@ class EraArchive:
         finally:
             self._release(file)
 
+    def verify(self, *, on_block: Callable[[int], None] | None = None) -> int:
+        """Read and check every record of every file, as go-ethereum's ``era verify`` does:
+        each file's accumulator and parent links (also across contiguous files), every snappy
+        CRC and RLP frame, each body against its header's transactions root, uncle hash and
+        withdrawals root, each receipts list against the receipts root. ``on_block(number)``
+        is called after each block. Returns the bytes of the files read; raises
+        :class:`StoreCorrupted` naming the file and block at the first failure."""
+        total = 0
+        previous: tuple[int, bytes] | None = None
+        for epoch in sorted(self._files):
+            file = self._files[epoch]
+            for number in range(file.start, file.last + 1):
+                header = self.header_rlp(number)
+                if number == file.start and previous is not None and \
+                        previous[0] == number - 1 and header_parent_hash(header) != previous[1]:
+                    raise file.damaged(f"block {number}'s parent hash is not the hash of block "
+                                       f"{number - 1} in the previous file")
+                try:
+                    _check_commitments(header, self.body_rlp(number), self.receipts(number))
+                except InvalidBlock as error:
+                    raise file.damaged(f"block {number}: {error}") from None
+                if on_block is not None:
+                    on_block(number)
+            previous = (file.last, self.hash(file.last))
+            total += file.size
+        return total
+
+    def __len__(self) -> int:
+        """The number of blocks the archive holds."""
+        return sum(file.count for file in self._files.values())
+
     def close(self) -> None:
         """Close the open files; later reads raise ``ValueError``."""
         with self._lock:
@@ -568,3 +605,31 @@ class EraArchive:
                  traceback: TracebackType | None) -> None:
         self.close()
 
+
+
+# --- verifying everything --------------------------------------------------------------------
+
+
+def _trie_encodings(list_rlp: bytes | memoryview) -> list[bytes]:
+    """A list's items as a trie stores them: a list item as it stands, a string item (a typed
+    transaction or receipt) as its payload."""
+    encodings = []
+    for item in iter_list_items(list_rlp):
+        is_list, payload, length = read_prefix(item)
+        encodings.append(bytes(item) if is_list else bytes(item[payload:payload + length]))
+    return encodings
+
+
+def _check_commitments(header_rlp: bytes, body_rlp: bytes, receipts_rlp: bytes) -> None:
+    from vmstack.cchain.codec import ETHEREUM
+    from vmstack.cchain.tries import check_body_commitments, derive_root, encoded_body_commitments
+
+    header = ETHEREUM.decode_header(header_rlp)
+    fields = list(iter_list_items(body_rlp))
+    if len(fields) not in (2, 3):
+        raise InvalidBlock(f"body has {len(fields)} fields, expected 2 or 3")
+    check_body_commitments(header, encoded_body_commitments(
+        _trie_encodings(fields[0]), bytes(fields[1]),
+        None if len(fields) == 2 else _trie_encodings(fields[2]), None))
+    if derive_root(_trie_encodings(receipts_rlp)) != header.receipt_root:
+        raise InvalidBlock("receipts root does not match the header")
