@@ -308,3 +308,14 @@ def test_reads_are_thread_safe_with_one_open_file(era_dir: Path) -> None:
     archive.close()
     with pytest.raises(ValueError, match="closed"):
         archive.header_rlp(3)
+
+
+def test_bench_row_measures_verify_against_sha256(era_dir: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bench case gives one row over the shared files, sha256 as its floor."""
+    from vmstack.benchmarks import history
+
+    monkeypatch.setenv("VMSTACK_VECTORS", str(era_dir.parent))
+    (row,) = history.run(quick=True)
+    assert row.floor_label == "sha256 of the file" and row.goal_met is not None
+    assert row.fast_seconds > 0 and row.notes["verify_mb_per_s"] > 0

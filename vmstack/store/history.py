@@ -567,20 +567,24 @@ class EraArchive:
         total = 0
         previous: tuple[int, bytes] | None = None
         for epoch in sorted(self._files):
-            file = self._files[epoch]
-            for number in range(file.start, file.last + 1):
-                header = self.header_rlp(number)
-                if number == file.start and previous is not None and \
-                        previous[0] == number - 1 and header_parent_hash(header) != previous[1]:
-                    raise file.damaged(f"block {number}'s parent hash is not the hash of block "
-                                       f"{number - 1} in the previous file")
-                try:
-                    _check_commitments(header, self.body_rlp(number), self.receipts(number))
-                except InvalidBlock as error:
-                    raise file.damaged(f"block {number}: {error}") from None
-                if on_block is not None:
-                    on_block(number)
-            previous = (file.last, self.hash(file.last))
+            file = self._acquire(self._files[epoch].start)
+            try:
+                for number in range(file.start, file.last + 1):
+                    header = file.read(number, 0)
+                    if number == file.start and previous is not None and \
+                            previous[0] == number - 1 and \
+                            header_parent_hash(header) != previous[1]:
+                        raise file.damaged(f"block {number}'s parent hash is not the hash of "
+                                           f"block {number - 1} in the previous file")
+                    try:
+                        _check_commitments(header, file.read(number, 1), file.read(number, 2))
+                    except InvalidBlock as error:
+                        raise file.damaged(f"block {number}: {error}") from None
+                    if on_block is not None:
+                        on_block(number)
+                previous = (file.last, keccak256(file.read(file.last, 0)))
+            finally:
+                self._release(file)
             total += file.size
         return total
 
