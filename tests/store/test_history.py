@@ -89,7 +89,7 @@ def test_snappy_round_trip_and_crc_checked() -> None:
     assert snappy_unframe(framed) == data
     damaged = bytearray(framed)
     damaged[14] ^= 1
-    with pytest.raises(ValueError, match="CRC"):
+    with pytest.raises(StoreCorrupted, match="CRC"):
         snappy_unframe(bytes(damaged))
 
 

@@ -75,10 +75,6 @@ _MAX_CHUNK: Final = 65536
 _DEFAULT_OPEN_FILES: Final = 64
 
 
-class _Damage(ValueError):
-    """A check failed inside a file; the file layer adds its name (as StoreCorrupted)."""
-
-
 # --- snappy framing ------------------------------------------------------------------------
 
 
@@ -101,49 +97,49 @@ def snappy_frame(data: bytes) -> bytes:
 def snappy_unframe(framed: bytes | memoryview) -> bytes:
     """The bytes of a snappy-framed stream, every chunk's masked CRC-32C checked.
 
-    Raises ``ValueError`` (:class:`StoreCorrupted` naming the file, in an archive) for a
+    Raises :class:`StoreCorrupted` (naming the file too, in an archive) for a
     missing stream identifier, an unskippable reserved chunk, a chunk over 64 KiB
     uncompressed, bytes that do not decompress, or a CRC that does not match.
     """
     view = memoryview(framed)
     if bytes(view[:10]) != _STREAM_ID:
-        raise _Damage("snappy stream does not start with the stream identifier")
+        raise StoreCorrupted("snappy stream does not start with the stream identifier")
     out: list[bytes] = []
     offset, end = 10, len(view)
     while offset < end:
         if offset + 4 > end:
-            raise _Damage("snappy chunk header is truncated")
+            raise StoreCorrupted("snappy chunk header is truncated")
         kind = view[offset]
         length = int.from_bytes(view[offset + 1:offset + 4], "little")
         start = offset + 4
         offset = start + length
         if offset > end:
-            raise _Damage("snappy chunk runs past the end of its record")
+            raise StoreCorrupted("snappy chunk runs past the end of its record")
         if kind == 0xFF:
             if bytes(view[start - 4:offset]) != _STREAM_ID:
-                raise _Damage("malformed snappy stream identifier")
+                raise StoreCorrupted("malformed snappy stream identifier")
             continue
         if kind in (0x00, 0x01):
             if length < 4:
-                raise _Damage("snappy chunk too short for its CRC")
+                raise StoreCorrupted("snappy chunk too short for its CRC")
             expected = int.from_bytes(view[start:start + 4], "little")
             payload = bytes(view[start + 4:offset])
             if kind == 0x00:
                 try:
                     if cramjam.snappy.decompress_raw_len(payload) > _MAX_CHUNK:
-                        raise _Damage("snappy chunk decompresses to more than 64 KiB")
+                        raise StoreCorrupted("snappy chunk decompresses to more than 64 KiB")
                     chunk = bytes(cramjam.snappy.decompress_raw(payload))
                 except cramjam.DecompressionError as error:
-                    raise _Damage(f"snappy chunk does not decompress ({error})") from None
+                    raise StoreCorrupted(f"snappy chunk does not decompress ({error})") from None
             else:
                 if len(payload) > _MAX_CHUNK:
-                    raise _Damage("uncompressed snappy chunk over 64 KiB")
+                    raise StoreCorrupted("uncompressed snappy chunk over 64 KiB")
                 chunk = payload
             if _masked_crc32c(chunk) != expected:
-                raise _Damage("snappy chunk CRC-32C does not match its bytes")
+                raise StoreCorrupted("snappy chunk CRC-32C does not match its bytes")
             out.append(chunk)
         elif 0x02 <= kind <= 0x7F:
-            raise _Damage(f"reserved unskippable snappy chunk type 0x{kind:02x}")
+            raise StoreCorrupted(f"reserved unskippable snappy chunk type 0x{kind:02x}")
     return b"".join(out)
 
 
@@ -372,7 +368,7 @@ class _EraFile:
     def _unframe(self, value: memoryview, number: int, what: str) -> bytes:
         try:
             return snappy_unframe(value)
-        except _Damage as error:
+        except StoreCorrupted as error:
             raise self.damaged(f"block {number} {what}: {error}") from None
 
     def _header(self, value: memoryview, number: int) -> bytes:
