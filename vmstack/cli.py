@@ -154,6 +154,14 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--no-stdin-watch", action="store_true",
                        help="keep serving when standard input closes")
 
+    history = commands.add_parser("history", help="era1 history archives")
+    history_commands = history.add_subparsers(dest="history_command", required=True)
+    verify = history_commands.add_parser(
+        "verify", help="check every file and record of a directory of era1 files")
+    verify.add_argument("directory", type=Path, metavar="DIR")
+    verify.add_argument("--sparse", action="store_true",
+                        help="accept missing epochs between the files")
+
     bench = commands.add_parser("bench", help="the benchmarks side by side, as ratios")
     bench.add_argument("--quick", action="store_true", help="fewer rounds (under 30 s)")
     bench.add_argument("--json", type=Path, metavar="FILE", help="write every row here")
@@ -307,6 +315,20 @@ def _bench(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def _history(args: argparse.Namespace, console: Console) -> int:
+    from vmstack.store.history import EraArchive
+
+    with EraArchive(args.directory, sparse=args.sparse) as archive, \
+            _progress(console) as progress:
+        task = progress.add_task(f"verifying {len(archive.files)} era1 files",
+                                 total=len(archive))
+        size = archive.verify(on_block=lambda number: progress.advance(task))
+    console.print(f"{args.directory}: {len(archive.files)} era1 files, blocks {archive.first}"
+                  f"-{archive.last} ({len(archive)} blocks, {size / 1e6:.1f} MB) verified",
+                  markup=False, highlight=False)
+    return 0
+
+
 def _serve(args: argparse.Namespace, console: Console) -> int:
     from vmstack.cchain import AVALANCHE, ETHEREUM
     from vmstack.wrappers.rpc.process import serve
@@ -366,6 +388,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _simulate(args, console)
         if args.command == "serve":
             return _serve(args, console)
+        if args.command == "history":
+            return _history(args, console)
         return _bench(args, console)
     except (VMStackError, ValueError, OSError) as error:
         _say(f"vmstack {args.command}: {error}", style="red")

@@ -1,0 +1,635 @@
+"""Settled history read from era1 archives: :class:`EraArchive`.
+
+An era1 file is an e2store file (records of ``type u16 LE | length u32 LE | reserved u16 = 0 |
+value``) holding up to 8,192 consecutive blocks::
+
+    era1        := version | block-tuple* | accumulator | block-index
+    block-tuple := header | body | receipts | total-difficulty
+
+The header, body and receipts values are snappy-framed RLP (the receipts in their consensus
+form); the total difficulty is a 32-byte little-endian integer; the accumulator is the SSZ hash
+tree root of the list of ``(block hash, total difficulty)`` header records (limit 8,192, length
+mixed in); the block index is ``start | offset* | count`` (u64 LE each), every offset relative
+to the start of the index record. A file is named ``network-EEEEE-RRRRRRRR.era1``: its epoch
+(``start // 8192``) and the first four bytes of its accumulator root.
+
+Every check fails with :class:`~vmstack.errors.StoreCorrupted` naming the file and what was
+wrong; damaged bytes are never returned as data. Opening an archive reads each file's tail
+only (its block index and stored root, checked against its name); the first read from a file
+also recomputes its accumulator from every header and total difficulty (``trust=True`` skips
+that), after which each header served is checked against the hash the accumulator covers.
+Reads use ``os.pread`` on a bounded LRU of open files, so they are thread-safe and read only
+the records asked for.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import struct
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Final, Self
+
+import attrs
+import cramjam
+import google_crc32c
+
+from vmstack.cchain.crypto import keccak256
+from vmstack.cchain.rlpbytes import header_parent_hash, iter_list_items, read_prefix
+from vmstack.errors import BlockNotFound, InvalidBlock, StoreCorrupted
+
+__all__ = [
+    "ERA1_BLOCKS",
+    "EraArchive",
+    "EraRecord",
+    "accumulator_root",
+    "snappy_frame",
+    "snappy_unframe",
+    "write_era1",
+]
+
+#: Blocks per era1 file (the accumulator's list limit).
+ERA1_BLOCKS: Final = 8192
+
+TYPE_VERSION: Final = 0x3265
+TYPE_HEADER: Final = 0x03
+TYPE_BODY: Final = 0x04
+TYPE_RECEIPTS: Final = 0x05
+TYPE_TOTAL_DIFFICULTY: Final = 0x06
+TYPE_ACCUMULATOR: Final = 0x07
+TYPE_BLOCK_INDEX: Final = 0x3266
+TYPE_ERE_INDEX: Final = 0x3267
+
+#: The largest record value read (go-ethereum's e2store limit).
+MAX_RECORD_VALUE: Final = 50 * 1024 * 1024
+_RECORD = struct.Struct("<HIH")
+_U64 = struct.Struct("<Q")
+_NAME = re.compile(r"^(?P<network>[A-Za-z0-9_]+)-(?P<epoch>\d{5,})-(?P<root>[0-9a-f]{8})\.era1$")
+_STREAM_ID: Final = b"\xff\x06\x00\x00sNaPpY"
+_MAX_CHUNK: Final = 65536
+_DEFAULT_OPEN_FILES: Final = 64
+
+
+# --- snappy framing ------------------------------------------------------------------------
+
+
+def _masked_crc32c(data: bytes) -> int:
+    crc: int = google_crc32c.value(data)
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def snappy_frame(data: bytes) -> bytes:
+    """``data`` in the snappy framing format: the stream identifier, then one compressed
+    chunk (masked CRC-32C of its uncompressed bytes) per 64 KiB."""
+    parts = [_STREAM_ID]
+    for start in range(0, len(data), _MAX_CHUNK):
+        chunk = data[start:start + _MAX_CHUNK]
+        body = struct.pack("<I", _masked_crc32c(chunk)) + bytes(cramjam.snappy.compress_raw(chunk))
+        parts.append(bytes((0x00,)) + len(body).to_bytes(3, "little") + body)
+    return b"".join(parts)
+
+
+def snappy_unframe(framed: bytes | memoryview) -> bytes:
+    """The bytes of a snappy-framed stream, every chunk's masked CRC-32C checked.
+
+    Raises :class:`StoreCorrupted` (naming the file too, in an archive) for a
+    missing stream identifier, an unskippable reserved chunk, a chunk over 64 KiB
+    uncompressed, bytes that do not decompress, or a CRC that does not match.
+    """
+    view = memoryview(framed)
+    if bytes(view[:10]) != _STREAM_ID:
+        raise StoreCorrupted("snappy stream does not start with the stream identifier")
+    out: list[bytes] = []
+    offset, end = 10, len(view)
+    while offset < end:
+        if offset + 4 > end:
+            raise StoreCorrupted("snappy chunk header is truncated")
+        kind = view[offset]
+        length = int.from_bytes(view[offset + 1:offset + 4], "little")
+        start = offset + 4
+        offset = start + length
+        if offset > end:
+            raise StoreCorrupted("snappy chunk runs past the end of its record")
+        if kind == 0xFF:
+            if bytes(view[start - 4:offset]) != _STREAM_ID:
+                raise StoreCorrupted("malformed snappy stream identifier")
+            continue
+        if kind in (0x00, 0x01):
+            if length < 4:
+                raise StoreCorrupted("snappy chunk too short for its CRC")
+            expected = int.from_bytes(view[start:start + 4], "little")
+            payload = bytes(view[start + 4:offset])
+            if kind == 0x00:
+                try:
+                    if cramjam.snappy.decompress_raw_len(payload) > _MAX_CHUNK:
+                        raise StoreCorrupted("snappy chunk decompresses to more than 64 KiB")
+                    chunk = bytes(cramjam.snappy.decompress_raw(payload))
+                except cramjam.DecompressionError as error:
+                    raise StoreCorrupted(f"snappy chunk does not decompress ({error})") from None
+            else:
+                if len(payload) > _MAX_CHUNK:
+                    raise StoreCorrupted("uncompressed snappy chunk over 64 KiB")
+                chunk = payload
+            if _masked_crc32c(chunk) != expected:
+                raise StoreCorrupted("snappy chunk CRC-32C does not match its bytes")
+            out.append(chunk)
+        elif 0x02 <= kind <= 0x7F:
+            raise StoreCorrupted(f"reserved unskippable snappy chunk type 0x{kind:02x}")
+    return b"".join(out)
+
+
+# --- the accumulator -----------------------------------------------------------------------
+
+
+def _sha256(data: bytes) -> bytes:
+    return hashlib.sha256(data).digest()
+
+
+_ZERO_HASHES = [bytes(32)]
+for _ in range(13):
+    _ZERO_HASHES.append(_sha256(_ZERO_HASHES[-1] * 2))
+
+
+def accumulator_root(hashes: Sequence[bytes], total_difficulties: Sequence[int]) -> bytes:
+    """The era1 accumulator: the SSZ hash tree root of the list of header records
+    ``(block hash, total difficulty as uint256 LE)``, limit 8,192, its length mixed in."""
+    if len(hashes) != len(total_difficulties) or len(hashes) > ERA1_BLOCKS:
+        raise ValueError("an accumulator takes as many hashes as total difficulties, "
+                         f"at most {ERA1_BLOCKS}")
+    layer = [_sha256(h + td.to_bytes(32, "little"))
+             for h, td in zip(hashes, total_difficulties, strict=True)]
+    for depth in range(13):
+        if len(layer) % 2:
+            layer.append(_ZERO_HASHES[depth])
+        layer = [_sha256(layer[i] + layer[i + 1]) for i in range(0, len(layer), 2)]
+    root = layer[0] if layer else _ZERO_HASHES[13]
+    return _sha256(root + len(hashes).to_bytes(32, "little"))
+
+
+# --- writing -------------------------------------------------------------------------------
+
+
+@attrs.frozen(slots=True)
+class EraRecord:
+    """One block of an era1 file: its header, body and receipts RLP and total difficulty."""
+
+    header_rlp: bytes
+    body_rlp: bytes
+    receipts_rlp: bytes
+    total_difficulty: int
+
+
+def _record(kind: int, value: bytes) -> bytes:
+    return _RECORD.pack(kind, len(value), 0) + value
+
+
+def write_era1(directory: Path | str, network: str, start: int,
+               records: Sequence[EraRecord]) -> Path:
+    """Write ``records`` (blocks ``start``, ``start + 1``, ...) as one era1 file in
+    ``directory`` and return its path, named by its epoch and accumulator root. ``start`` is
+    a multiple of 8,192 and there are 1 to 8,192 records."""
+    if start % ERA1_BLOCKS or not 0 < len(records) <= ERA1_BLOCKS:
+        raise ValueError("an era1 file starts at a multiple of 8192 and holds 1 to 8192 blocks")
+    parts = [_record(TYPE_VERSION, b"")]
+    written = 8
+    offsets: list[int] = []
+    for record in records:
+        offsets.append(written)
+        td = record.total_difficulty.to_bytes(32, "little")
+        for kind, value in ((TYPE_HEADER, snappy_frame(record.header_rlp)),
+                            (TYPE_BODY, snappy_frame(record.body_rlp)),
+                            (TYPE_RECEIPTS, snappy_frame(record.receipts_rlp)),
+                            (TYPE_TOTAL_DIFFICULTY, td)):
+            parts.append(_record(kind, value))
+            written += 8 + len(value)
+    root = accumulator_root([keccak256(r.header_rlp) for r in records],
+                            [r.total_difficulty for r in records])
+    parts.append(_record(TYPE_ACCUMULATOR, root))
+    base = written + 40
+    index = [_U64.pack(start)]
+    index.extend(struct.pack("<q", offset - base) for offset in offsets)
+    index.append(_U64.pack(len(records)))
+    parts.append(_record(TYPE_BLOCK_INDEX, b"".join(index)))
+    path = Path(directory) / f"{network}-{start // ERA1_BLOCKS:05d}-{root[:4].hex()}.era1"
+    path.write_bytes(b"".join(parts))
+    return path
+
+
+# --- one file --------------------------------------------------------------------------------
+
+
+class _EraFile:
+    """One era1 file: its tail checked on construction, opened (index read, accumulator
+    recomputed unless trusted) by :meth:`open`. Reads are ``os.pread`` calls."""
+
+    def __init__(self, path: Path, network: str, epoch: int, name_root: str) -> None:
+        self.path = path
+        self.network = network
+        self.epoch = epoch
+        self.size = path.stat().st_size
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            self._check_tail(fd, name_root)
+        finally:
+            os.close(fd)
+        self.fd = -1
+        self.users = 0
+        self.evicted = False
+        self.offsets: list[int] = []
+        #: The block hashes the accumulator covers, kept once computed (a file reopened
+        #: unchanged after leaving the LRU is not verified again).
+        self.hashes: list[bytes] | None = None
+        self.verified: tuple[int, int, int] | None = None
+
+    def damaged(self, what: str) -> StoreCorrupted:
+        return StoreCorrupted(f"era1 file {self.path}: {what}")
+
+    def _pread(self, fd: int, offset: int, length: int) -> bytes:
+        data = os.pread(fd, length, offset)
+        if len(data) != length:
+            raise self.damaged(f"truncated: {length} bytes expected at offset {offset}")
+        return data
+
+    def _check_tail(self, fd: int, name_root: str) -> None:
+        if self.size < 8 + 40 + 32:
+            raise self.damaged(f"truncated: {self.size} bytes")
+        if self._pread(fd, 0, 8) != _record(TYPE_VERSION, b""):
+            raise self.damaged("no era1 version record at its start")
+        count: int = _U64.unpack(self._pread(fd, self.size - 8, 8))[0]
+        index_at = self.size - 24 - 8 * count
+        if not 0 < count <= ERA1_BLOCKS or index_at < 48:
+            raise self.damaged(self._not_era1(fd) or
+                               f"block count {count} in its index is impossible (truncated?)")
+        tail = self._pread(fd, index_at - 40, 40 + 16)
+        kind, length, reserved = _RECORD.unpack_from(tail, 40)
+        if (kind, length, reserved) != (TYPE_BLOCK_INDEX, 16 + 8 * count, 0):
+            raise self.damaged(self._not_era1(fd) or "no block index record at its end "
+                               "(truncated or damaged)")
+        if _RECORD.unpack_from(tail, 0) != (TYPE_ACCUMULATOR, 32, 0):
+            raise self.damaged("no accumulator record before its block index")
+        self.root: bytes = tail[8:40]
+        if self.root[:4].hex() != name_root:
+            raise self.damaged(f"its accumulator root {self.root.hex()} does not match its name")
+        self.start: int = _U64.unpack_from(tail, 48)[0]
+        self.count = count
+        self.index_at = index_at
+        if self.start != self.epoch * ERA1_BLOCKS:
+            raise self.damaged(f"it starts at block {self.start}, not at its epoch's "
+                               f"{self.epoch * ERA1_BLOCKS}")
+
+    def _not_era1(self, fd: int) -> str | None:
+        """Why the file is not era1 when its records end in another kind of index."""
+        offset = 0
+        last = None
+        while offset + 8 <= self.size:
+            kind, length, _ = _RECORD.unpack(os.pread(fd, 8, offset))
+            last = kind
+            offset += 8 + length
+        if last == TYPE_ERE_INDEX:
+            return "not an era1 file: it ends in an ere index record (type 0x3267)"
+        return None
+
+    @property
+    def last(self) -> int:
+        return self.start + self.count - 1
+
+    def open(self, trust: bool) -> None:
+        """Open the file, read its block index and, unless ``trust``, recompute its
+        accumulator and parent links from every header and total difficulty."""
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            status = os.fstat(fd)
+            identity = (status.st_ino, status.st_size, status.st_mtime_ns)
+            if status.st_size != self.size:
+                raise self.damaged("its size changed since the archive was opened")
+            raw = self._pread(fd, self.index_at + 16, 8 * self.count)
+            offsets = [self.index_at + rel for (rel,) in struct.iter_unpack("<q", raw)]
+            previous = 7
+            for offset in offsets:
+                if not previous < offset < self.index_at - 40:
+                    raise self.damaged("its block index points outside its block records")
+                previous = offset
+            self.offsets = offsets
+            if not trust and (self.hashes is None or identity != self.verified):
+                self.hashes = self._verify_accumulator(fd)
+                self.verified = identity
+        except BaseException:
+            os.close(fd)
+            raise
+        self.fd = fd
+
+    def _verify_accumulator(self, fd: int) -> list[bytes]:
+        data = self._pread(fd, 0, self.index_at)
+        hashes: list[bytes] = []
+        tds: list[int] = []
+        for position, offset in enumerate(self.offsets):
+            number = self.start + position
+            values = []
+            for kind in (TYPE_HEADER, TYPE_BODY, TYPE_RECEIPTS, TYPE_TOTAL_DIFFICULTY):
+                value, offset = self._record_in(data, offset, kind, number)
+                values.append(value)
+            header = self._header(values[0], number)
+            if hashes and header_parent_hash(header) != hashes[-1]:
+                raise self.damaged(f"block {number}'s parent hash is not block {number - 1}'s "
+                                   "hash")
+            hashes.append(keccak256(header))
+            tds.append(self._total_difficulty(values[3], number))
+            end = self.offsets[position + 1] if position + 1 < self.count else self.index_at - 40
+            if offset != end:
+                raise self.damaged(f"block {number}'s records do not end where the next begin")
+        if accumulator_root(hashes, tds) != self.root:
+            raise self.damaged("its accumulator root does not match its headers and total "
+                               "difficulties")
+        return hashes
+
+    def _record_in(self, data: bytes | memoryview, offset: int, kind: int,
+                   number: int) -> tuple[memoryview, int]:
+        if offset + 8 > len(data):
+            raise self.damaged(f"block {number}: record runs past the end")
+        found, length, reserved = _RECORD.unpack_from(data, offset)
+        if found != kind or reserved:
+            raise self.damaged(f"block {number}: record of type 0x{found:04x} (reserved "
+                               f"{reserved}) where type 0x{kind:04x} belongs")
+        end = offset + 8 + length
+        if length > MAX_RECORD_VALUE or end > len(data):
+            raise self.damaged(f"block {number}: record of {length} bytes runs past the end")
+        return memoryview(data)[offset + 8:end], end
+
+    def _total_difficulty(self, value: memoryview, number: int) -> int:
+        if len(value) != 32:
+            raise self.damaged(f"block {number}: total difficulty record is not 32 bytes")
+        return int.from_bytes(value, "little")
+
+    def _unframe(self, value: memoryview, number: int, what: str) -> bytes:
+        try:
+            return snappy_unframe(value)
+        except StoreCorrupted as error:
+            raise self.damaged(f"block {number} {what}: {error}") from None
+
+    def _header(self, value: memoryview, number: int) -> bytes:
+        header = self._unframe(value, number, "header")
+        self._check_list(header, number, "header")
+        return header
+
+    def _check_list(self, data: bytes, number: int, what: str) -> None:
+        try:
+            is_list, payload, length = read_prefix(data)
+        except InvalidBlock as error:
+            raise self.damaged(f"block {number} {what}: {error}") from None
+        if not is_list or payload + length != len(data):
+            raise self.damaged(f"block {number} {what}: not exactly one RLP list")
+
+    def read(self, number: int, slot: int) -> bytes:
+        """The unframed value of record ``slot`` (0 header, 1 body, 2 receipts) of block
+        ``number``, checked: its CRCs, its RLP framing, a header against its hash."""
+        offset = self.offsets[number - self.start]
+        for _ in range(slot):
+            length = _RECORD.unpack(self._pread(self.fd, offset, 8))[1]
+            offset += 8 + length
+        head = self._pread(self.fd, offset, 8)
+        kind = (TYPE_HEADER, TYPE_BODY, TYPE_RECEIPTS)[slot]
+        value, _ = self._record_in(head + self._pread(self.fd, offset + 8, min(
+            _RECORD.unpack(head)[1], MAX_RECORD_VALUE + 1)), 0, kind, number)
+        what = ("header", "body", "receipts")[slot]
+        data = self._unframe(value, number, what)
+        self._check_list(data, number, what)
+        if slot == 0 and self.hashes is not None and keccak256(data) != self.hashes[
+                number - self.start]:
+            raise self.damaged(f"block {number} header: its hash is not the one its "
+                               "accumulator covers")
+        return data
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+# --- the archive -----------------------------------------------------------------------------
+
+
+class EraArchive:
+    """Read-only settled history from a directory of era1 files (see the module docstring).
+
+    ``EraArchive(directory, *, trust=False, sparse=False, network=None, max_open_files=64)``:
+    the ``.era1`` files of one network, one per epoch, contiguous unless ``sparse`` (which
+    serves whichever epochs are present, as go-ethereum's ``eradb`` does); every file but
+    the last holds 8,192 blocks. ``ValueError`` for a path that is not a directory or holds
+    no era1 file; :class:`StoreCorrupted` naming the file for two files of one epoch, a gap,
+    a file of another network, a malformed name, or a file whose tail or root is damaged.
+    ``trust=True`` skips recomputing each file's accumulator on its first read.
+
+    :meth:`header_rlp`, :meth:`body_rlp`, :meth:`receipts` and :meth:`hash` take a block
+    number from :attr:`first` to :attr:`last` (:class:`BlockNotFound` for one not held).
+    Thread-safe; at most ``max_open_files`` files are open at once.
+    """
+
+    def __init__(self, directory: Path | str, *, trust: bool = False, sparse: bool = False,
+                 network: str | None = None, max_open_files: int = _DEFAULT_OPEN_FILES) -> None:
+        self.directory = Path(directory)
+        if not self.directory.is_dir():
+            raise ValueError(f"{self.directory} is not a directory of era1 files")
+        if max_open_files < 1:
+            raise ValueError("max_open_files must be at least 1")
+        self._trust = trust
+        self._max_open = max_open_files
+        self._lock = threading.Lock()
+        self._open: OrderedDict[int, _EraFile] = OrderedDict()
+        self._closed = False
+        names = sorted(p.name for p in self.directory.iterdir() if p.name.endswith(".era1"))
+        if not names:
+            others = sorted(p.name for p in self.directory.iterdir() if p.suffix == ".ere")
+            hint = f" ({', '.join(others)}: ere files, not era1)" if others else ""
+            raise ValueError(f"no era1 file in {self.directory}{hint}")
+        parsed: list[tuple[int, str, str, Path]] = []
+        for name in names:
+            match = _NAME.match(name)
+            path = self.directory / name
+            if match is None:
+                raise StoreCorrupted(f"era1 file {path}: its name is not "
+                                     "network-EEEEE-RRRRRRRR.era1")
+            parsed.append((int(match["epoch"]), match["network"], match["root"], path))
+        parsed.sort()
+        self.network = network if network is not None else parsed[0][1]
+        self._files: dict[int, _EraFile] = {}
+        for epoch, file_network, root, path in parsed:
+            if file_network != self.network:
+                raise StoreCorrupted(f"era1 file {path}: of network {file_network}, the "
+                                     f"archive is {self.network}")
+            if epoch in self._files:
+                raise StoreCorrupted(f"era1 file {path}: a second file for epoch {epoch} "
+                                     f"(the other is {self._files[epoch].path.name})")
+            if self._files and not sparse and epoch != max(self._files) + 1:
+                raise StoreCorrupted(f"era1 file {path}: epoch {epoch} follows epoch "
+                                     f"{max(self._files)}, the epochs between are missing")
+            self._files[epoch] = _EraFile(path, file_network, epoch, root)
+        epochs = sorted(self._files)
+        for epoch in epochs[:-1]:
+            if self._files[epoch].count != ERA1_BLOCKS:
+                raise StoreCorrupted(f"era1 file {self._files[epoch].path}: holds "
+                                     f"{self._files[epoch].count} blocks, only the last file "
+                                     f"may hold fewer than {ERA1_BLOCKS}")
+        self.first: int = self._files[epochs[0]].start
+        self.last: int = self._files[epochs[-1]].last
+
+    @property
+    def files(self) -> list[Path]:
+        """The archive's files, by epoch."""
+        return [self._files[epoch].path for epoch in sorted(self._files)]
+
+    def roots(self) -> dict[Path, bytes]:
+        """Each file's stored accumulator root (checked against its name)."""
+        return {self._files[e].path: self._files[e].root for e in sorted(self._files)}
+
+    def holds(self, number: int) -> bool:
+        """Whether block ``number`` is in the archive."""
+        file = self._files.get(number // ERA1_BLOCKS) if number >= 0 else None
+        return file is not None and number <= file.last
+
+    def __contains__(self, number: object) -> bool:
+        return isinstance(number, int) and self.holds(number)
+
+    def _acquire(self, number: int) -> _EraFile:
+        if not self.holds(number):
+            raise BlockNotFound(f"block {number} is not in the era1 archive {self.directory}")
+        epoch = number // ERA1_BLOCKS
+        with self._lock:
+            if self._closed:
+                raise ValueError(f"the era1 archive {self.directory} is closed")
+            file = self._open.get(epoch)
+            if file is None:
+                file = self._files[epoch]
+                file.open(self._trust)
+                file.evicted = False
+                self._open[epoch] = file
+                while len(self._open) > self._max_open:
+                    _, old = self._open.popitem(last=False)
+                    old.evicted = True
+                    if old.users == 0:
+                        old.close()
+            else:
+                self._open.move_to_end(epoch)
+            file.users += 1
+            return file
+
+    def _release(self, file: _EraFile) -> None:
+        with self._lock:
+            file.users -= 1
+            if file.evicted and file.users == 0:
+                file.close()
+
+    def _read(self, number: int, slot: int) -> bytes:
+        file = self._acquire(number)
+        try:
+            return file.read(number, slot)
+        finally:
+            self._release(file)
+
+    def header_rlp(self, number: int) -> bytes:
+        """The header RLP of block ``number``."""
+        return self._read(number, 0)
+
+    def body_rlp(self, number: int) -> bytes:
+        """The body RLP of block ``number`` (``[transactions, uncles, withdrawals?]``)."""
+        return self._read(number, 1)
+
+    def receipts(self, number: int) -> bytes:
+        """The receipts RLP of block ``number``: the list of its receipts in consensus form
+        (a typed receipt as a string ``type || rlp``), what its receipts root commits to."""
+        return self._read(number, 2)
+
+    def hash(self, number: int) -> bytes:
+        """The hash of block ``number`` (from the verified accumulator, or its header)."""
+        file = self._acquire(number)
+        try:
+            if file.hashes is not None:
+                return file.hashes[number - file.start]
+            return keccak256(file.read(number, 0))
+        finally:
+            self._release(file)
+
+    def verify(self, *, on_block: Callable[[int], None] | None = None) -> int:
+        """Read and check every record of every file, as go-ethereum's ``era verify`` does:
+        each file's accumulator and parent links (also across contiguous files), every snappy
+        CRC and RLP frame, each body against its header's transactions root, uncle hash and
+        withdrawals root, each receipts list against the receipts root. ``on_block(number)``
+        is called after each block. Returns the bytes of the files read; raises
+        :class:`StoreCorrupted` naming the file and block at the first failure."""
+        total = 0
+        previous: tuple[int, bytes] | None = None
+        for epoch in sorted(self._files):
+            file = self._acquire(self._files[epoch].start)
+            try:
+                for number in range(file.start, file.last + 1):
+                    header = file.read(number, 0)
+                    if number == file.start and previous is not None and \
+                            previous[0] == number - 1 and \
+                            header_parent_hash(header) != previous[1]:
+                        raise file.damaged(f"block {number}'s parent hash is not the hash of "
+                                           f"block {number - 1} in the previous file")
+                    try:
+                        _check_commitments(header, file.read(number, 1), file.read(number, 2))
+                    except InvalidBlock as error:
+                        raise file.damaged(f"block {number}: {error}") from None
+                    if on_block is not None:
+                        on_block(number)
+                previous = (file.last, keccak256(file.read(file.last, 0)))
+            finally:
+                self._release(file)
+            total += file.size
+        return total
+
+    def __len__(self) -> int:
+        """The number of blocks the archive holds."""
+        return sum(file.count for file in self._files.values())
+
+    def close(self) -> None:
+        """Close the open files; later reads raise ``ValueError``."""
+        with self._lock:
+            self._closed = True
+            for file in self._open.values():
+                file.evicted = True
+                if file.users == 0:
+                    file.close()
+            self._open.clear()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self.close()
+
+
+
+# --- verifying everything --------------------------------------------------------------------
+
+
+def _trie_encodings(list_rlp: bytes | memoryview) -> list[bytes]:
+    """A list's items as a trie stores them: a list item as it stands, a string item (a typed
+    transaction or receipt) as its payload."""
+    encodings = []
+    for item in iter_list_items(list_rlp):
+        is_list, payload, length = read_prefix(item)
+        encodings.append(bytes(item) if is_list else bytes(item[payload:payload + length]))
+    return encodings
+
+
+def _check_commitments(header_rlp: bytes, body_rlp: bytes, receipts_rlp: bytes) -> None:
+    from vmstack.cchain.codec import ETHEREUM
+    from vmstack.cchain.tries import check_body_commitments, derive_root, encoded_body_commitments
+
+    header = ETHEREUM.decode_header(header_rlp)
+    fields = list(iter_list_items(body_rlp))
+    if len(fields) not in (2, 3):
+        raise InvalidBlock(f"body has {len(fields)} fields, expected 2 or 3")
+    check_body_commitments(header, encoded_body_commitments(
+        _trie_encodings(fields[0]), bytes(fields[1]),
+        None if len(fields) == 2 else _trie_encodings(fields[2]), None))
+    if derive_root(_trie_encodings(receipts_rlp)) != header.receipt_root:
+        raise InvalidBlock("receipts root does not match the header")
