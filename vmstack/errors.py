@@ -17,6 +17,8 @@ One shallow tree, so a caller can catch everything the stack raises on purpose w
     │                            (a ValueError)
     ├── VMUnavailable            a VM behind a process boundary is gone or did not answer in time
     ├── NodeCrashed              a node of a network simulation died or stopped answering
+    ├── AnyoneCanPropose         no validator at that P-chain height: any node proposes, unsigned
+    ├── ProposerWindowNotStarted this node's proposer window has not come yet (names the time)
     └── KitDeclarationError      a conformance test class declares what the kit does not know
                                  (a TypeError)
 
@@ -28,6 +30,7 @@ becomes :class:`BlockNotFound` at the store boundary only.
 from __future__ import annotations
 
 __all__ = [
+    "AnyoneCanPropose",
     "BatchingNotImplemented",
     "BlockNotFound",
     "ConfigMismatch",
@@ -37,6 +40,7 @@ __all__ = [
     "KitDeclarationError",
     "MalformedRequest",
     "NodeCrashed",
+    "ProposerWindowNotStarted",
     "StoreClosed",
     "StoreCorrupted",
     "StoreError",
@@ -142,6 +146,22 @@ class NodeCrashed(VMStackError):
         self.node = node
         self.reason = reason
         super().__init__(f"node {node} crashed: {reason}")
+
+
+class AnyoneCanPropose(VMStackError):
+    """The validator set at the P-chain height asked is empty: no proposer is expected, any
+    node may propose, and its block is unsigned (avalanchego's ``ErrAnyoneCanPropose``)."""
+
+
+class ProposerWindowNotStarted(VMStackError):
+    """``build_block`` before this node's proposer window: ``build_time`` (seconds, on the
+    layer's clock) is the earliest time it may build on the same parent, ``reason`` says
+    whose turn it is."""
+
+    def __init__(self, reason: str, *, build_time: float) -> None:
+        self.reason = reason
+        self.build_time = build_time
+        super().__init__(reason)
 
 
 class KitDeclarationError(VMStackError, TypeError):

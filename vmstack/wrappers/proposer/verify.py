@@ -13,6 +13,11 @@ kind must satisfy against its parent and the accepted chain.
   block, and the inner block is not accepted already.
 - A pre-fork block (:func:`check_pre_fork`): its parent is pre-fork and from before the
   fork time, and the block extends the accepted chain.
+- The proposer windows, when the layer has a validator set (:func:`check_proposer_window`,
+  and :func:`proposer_turn` for building): a post-fork child of a post-fork parent is
+  signed by the proposer its slot expects (from Durango on), or comes no earlier than its
+  proposer's delay and is signed iff within the verify windows (before Durango), all
+  against the validator set at the parent's P-chain height.
 
 Each check raises ``InvalidBlock`` naming the broken rule and changes nothing; the layer
 (:mod:`~vmstack.wrappers.proposer.vm`) calls them with itself, then verifies the inner
@@ -31,9 +36,19 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from vmstack.errors import BlockNotFound, InvalidBlock
+from vmstack.errors import AnyoneCanPropose, BlockNotFound, InvalidBlock
 from vmstack.interfaces import Block, ChainVM
 from vmstack.wrappers.proposer.block import OptionBlock, PostForkBlock, decode_block
+from vmstack.wrappers.proposer.certificate import format_node_id
+from vmstack.wrappers.proposer.windower import (
+    EMPTY_NODE_ID,
+    MAX_BUILD_WINDOWS,
+    MAX_VERIFY_DELAY,
+    MAX_VERIFY_WINDOWS,
+    WINDOW_DURATION,
+    Windower,
+    time_to_slot,
+)
 
 if TYPE_CHECKING:
     from vmstack.wrappers.proposer.vm import ProposerBlock, ProposerVM
@@ -42,16 +57,19 @@ __all__ = [
     "BlockFacts",
     "MAX_CLOCK_SKEW",
     "PreForkFacts",
+    "ProposerTurn",
     "block_facts",
     "check_extends_accepted_chain",
     "check_post_fork",
     "check_pre_fork",
     "check_pre_fork_extends_accepted_chain",
+    "check_proposer_window",
     "decode_envelope",
     "inner_accepted",
     "own_facts",
     "parent_facts",
     "pchain_height_source",
+    "proposer_turn",
     "try_envelope",
 ]
 
@@ -243,6 +261,12 @@ def check_post_fork(vm: ProposerVM, block: ProposerBlock, envelope: PostForkBloc
     if envelope.pchain_height > current:
         raise InvalidBlock(f"block {block.id.hex()}: P-chain height "
                            f"{envelope.pchain_height} is ahead of the P-chain ({current})")
+    windower = vm.windower
+    if windower is not None and parent.post_fork:
+        check_proposer_window(windower, durango_time=vm.durango_time, block_id=block.id,
+                              height=block.height, timestamp=envelope.timestamp,
+                              proposer=envelope.proposer, parent_timestamp=parent.timestamp,
+                              parent_pchain_height=parent.pchain_height)
     inner_id = block.inner.id
     if vm._state.accepted_envelope_of_inner(inner_id) is not None:
         raise InvalidBlock(f"block {block.id.hex()}: its inner block {inner_id.hex()} is "
@@ -311,3 +335,115 @@ def check_pre_fork_extends_accepted_chain(vm: ProposerVM, block: ProposerBlock, 
     raise InvalidBlock(f"block {block.id.hex()}: it conflicts with the accepted chain "
                        f"(its parent {parent_id.hex()} is accepted but the last accepted "
                        f"block is {last.hex()})")
+
+
+# --- proposer windows -------------------------------------------------------------------
+
+
+def _who(node_id: bytes | None) -> str:
+    return "unsigned" if node_id is None or node_id == EMPTY_NODE_ID else (
+        f"signed by {format_node_id(node_id)}")
+
+
+def check_proposer_window(windower: Windower, *, durango_time: float, block_id: bytes,
+                          height: int, timestamp: int, proposer: bytes | None,
+                          parent_timestamp: int, parent_pchain_height: int) -> None:
+    """The proposer windows of a post-fork block over a post-fork parent, as avalanchego's
+    ``verifyPostDurangoBlockDelay`` / ``verifyPreDurangoBlockDelay``, against the set at
+    the parent's P-chain height. Durango applies from a parent at or after
+    ``durango_time``:
+
+    - from Durango on, the block's slot (:func:`time_to_slot` from the parent) expects
+      one proposer, and the block must be signed by it; with no validators anyone may
+      propose and the block must be unsigned;
+    - before it, the block comes no earlier than its proposer's delay (an unsigned block
+      waits every verify window), and is signed iff it comes within
+      :data:`~vmstack.wrappers.proposer.windower.MAX_VERIFY_DELAY` of its parent.
+
+    ``InvalidBlock`` names the slot and whose turn it is, or the delays.
+    """
+    name = block_id.hex()
+    if parent_timestamp >= durango_time:
+        slot = time_to_slot(parent_timestamp, timestamp)
+        try:
+            expected = windower.expected_proposer(height, parent_pchain_height, slot)
+        except AnyoneCanPropose:
+            if proposer is not None:
+                raise InvalidBlock(f"block {name}: {_who(proposer)} in slot {slot}, but no "
+                                   f"validator is at P-chain height {parent_pchain_height}: "
+                                   "anyone may propose, and the block must be unsigned"
+                                   ) from None
+            return
+        except ValueError as error:
+            raise InvalidBlock(f"block {name}: {error}") from None
+        if expected != proposer:
+            raise InvalidBlock(f"block {name}: slot {slot} of height {height} expects "
+                               f"{format_node_id(expected)}, the block is {_who(proposer)}")
+        return
+    signer = EMPTY_NODE_ID if proposer is None else proposer
+    min_delay = windower.delay(height, parent_pchain_height, signer, MAX_VERIFY_WINDOWS)
+    delay = timestamp - parent_timestamp
+    if delay < min_delay:
+        raise InvalidBlock(f"block {name}: proposer window not started: a block "
+                           f"{_who(proposer)} at height {height} comes from {min_delay:g} s "
+                           f"after its parent, this one {delay:g} s after")
+    if (delay < MAX_VERIFY_DELAY) != (proposer is not None):
+        raise InvalidBlock(f"block {name}: {delay:g} s after its parent it must be "
+                           f"{'signed' if delay < MAX_VERIFY_DELAY else 'unsigned'} (signed "
+                           f"within {MAX_VERIFY_DELAY:g} s), it is {_who(proposer)}")
+
+
+@attrs.frozen
+class ProposerTurn:
+    """When a node may build a child of a parent: from ``start`` (seconds), the block
+    signed iff ``signed``; ``reason`` says why not earlier (whose turn it is)."""
+
+    start: float
+    signed: bool
+    reason: str
+
+
+def proposer_turn(windower: Windower, *, durango_time: float, min_block_delay: float,
+                  node_id: bytes | None, height: int, timestamp: int,
+                  parent_timestamp: int, parent_pchain_height: int) -> ProposerTurn:
+    """When ``node_id`` (``None``: a node without a key) may build the child at ``height``
+    of a post-fork parent, for a block stamped ``timestamp``, as avalanchego's
+    ``timeToBuild`` and ``buildChild`` decide it, with the set at the parent's P-chain
+    height and never before ``min_block_delay`` after the parent:
+
+    - from Durango on, the start of the node's first slot from the block's slot on (from
+      ``min_block_delay`` on when the set is empty: anyone builds, unsigned); the block is
+      signed. A node outside the set has no slot within the look-ahead, and its start is
+      the look-ahead's end;
+    - before it, its delay in the proposer list of
+      :data:`~vmstack.wrappers.proposer.windower.MAX_BUILD_WINDOWS` windows (the last
+      window for a node without a key); the block is signed iff within the verify windows.
+    """
+    me = EMPTY_NODE_ID if node_id is None else node_id
+    me_name = "a node without a staking key" if node_id is None else format_node_id(me)
+    earliest = parent_timestamp + min_block_delay
+    if parent_timestamp >= durango_time:
+        slot = time_to_slot(parent_timestamp, max(float(timestamp), earliest))
+        try:
+            delay = windower.min_delay_for_proposer(height, parent_pchain_height, me, slot)
+        except AnyoneCanPropose:
+            return ProposerTurn(earliest, False, f"no validator is at P-chain height "
+                                f"{parent_pchain_height}: anyone may build height {height}, "
+                                f"unsigned, from {earliest:g}")
+        start = max(parent_timestamp + delay, earliest)
+        now_slot = time_to_slot(parent_timestamp, timestamp)
+        expected = windower.expected_proposer(height, parent_pchain_height, now_slot)
+        if me not in windower.validator_set(parent_pchain_height).members:
+            whose = (f"{me_name} is not a validator at P-chain height {parent_pchain_height}, so "
+                     "it has no slot")
+        else:
+            whose = (f"its next slot is {time_to_slot(parent_timestamp, start)}, from "
+                     f"{start:g}")
+        return ProposerTurn(start, True, f"slot {now_slot} of height {height} expects "
+                            f"{format_node_id(expected)}; {whose}")
+    delay = windower.delay(height, parent_pchain_height, me, MAX_BUILD_WINDOWS)
+    start = parent_timestamp + max(delay, min_block_delay)
+    return ProposerTurn(start, timestamp - parent_timestamp < MAX_VERIFY_DELAY,
+                        f"height {height}: the window of {me_name} opens {delay:g} s "
+                        f"after its parent ({delay / WINDOW_DURATION:g} windows), at "
+                        f"{start:g}")

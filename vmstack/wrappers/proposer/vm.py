@@ -45,7 +45,12 @@ import attrs
 
 from vmstack.capability import BatchingWatch, fixed_capability
 from vmstack.clock import Clock
-from vmstack.errors import BlockNotFound, InvalidBlock, StoreCorrupted
+from vmstack.errors import (
+    BlockNotFound,
+    InvalidBlock,
+    ProposerWindowNotStarted,
+    StoreCorrupted,
+)
 from vmstack.interfaces import Block, ChainVM
 from vmstack.parsepool import ParsePool
 from vmstack.store import KeyValueStore, MemoryStore, is_writer
@@ -61,7 +66,9 @@ from vmstack.wrappers.proposer.state import STORE_PREFIX, ProposerState, is_bloc
 from vmstack.wrappers.proposer.verdicts import signature_verdict
 from vmstack.wrappers.proposer.verify import (
     MAX_CLOCK_SKEW,
+    BlockFacts,
     PreForkFacts,
+    ProposerTurn,
     block_facts,
     check_post_fork,
     check_pre_fork,
@@ -69,8 +76,10 @@ from vmstack.wrappers.proposer.verify import (
     inner_accepted,
     own_facts,
     pchain_height_source,
+    proposer_turn,
     try_envelope,
 )
+from vmstack.wrappers.proposer.windower import ValidatorSource, Windower
 
 __all__ = [
     "MAX_CLOCK_SKEW",
@@ -185,7 +194,20 @@ class ProposerVM:
     :class:`StakingKey`, or a pycryptodome
     ``RsaKey`` / P-256 ``EccKey`` with its ``certificate`` (DER or :class:`Certificate`; a
     self-signed one if omitted). Without a key the node builds unsigned post-fork blocks, as
-    anyone may once the proposer windows have passed (this layer models no windows).
+    anyone may once the proposer windows have passed.
+    ``validators`` turns on avalanchego's proposer windows (Snowman++): the validator set
+    (NodeID -> weight) at every P-chain height, a callable of the P-chain height giving
+    it, or a :class:`~vmstack.wrappers.proposer.windower.Windower`; ``{}`` is an empty set
+    (anyone may propose, unsigned). A post-fork child of a post-fork block is then checked
+    against the set at its parent's P-chain height
+    (:func:`~vmstack.wrappers.proposer.verify.check_proposer_window`): from
+    ``durango_time`` on (judged by the parent's timestamp; default 0, Durango throughout),
+    each slot of 5 s has one expected proposer, who alone signs a block in it; before it,
+    the pre-Durango delays apply. ``build_block`` builds only from this node's turn (and
+    never sooner than ``min_block_delay`` seconds after the parent), else raises
+    :class:`~vmstack.errors.ProposerWindowNotStarted` naming the time it may build
+    (:meth:`build_time`). Without ``validators`` (the default) the layer models no
+    windows: any node builds at any time, signed when it has a key.
     ``pchain_height`` is the current P-chain height, an int or a zero-argument callable;
     built blocks name it and verified ones may not exceed it. ``clock`` gives block
     timestamps and the ancestors time budget. ``parse_pool`` (a
@@ -200,9 +222,10 @@ class ProposerVM:
     over a read-only handle, or beside a live writer, it writes nothing.
     """
 
-    __slots__ = ("_chain_id", "_clock", "_fork_time", "_inner", "_inner_batching",
-                 "_parse_pool", "_pchain_height", "_pre_fork_facts", "_preferred",
-                 "_processing", "_shared", "_signer", "_state")
+    __slots__ = ("_chain_id", "_clock", "_durango_time", "_fork_time", "_inner",
+                 "_inner_batching", "_min_block_delay", "_parse_pool", "_pchain_height",
+                 "_pre_fork_facts", "_preferred", "_processing", "_shared", "_signer",
+                 "_state", "_windower")
 
     #: The layer always answers batched calls itself: its capability never changes.
     watch_batching = staticmethod(fixed_capability)
@@ -220,13 +243,28 @@ class ProposerVM:
         pchain_height: Callable[[], int] | int = 0,
         signer: StakingKey | Any = None,
         parse_pool: ParsePool | None = None,
+        validators: Windower | ValidatorSource | None = None,
+        durango_time: float = 0.0,
+        min_block_delay: float = 1.0,
     ) -> None:
         if parse_pool is not None and not isinstance(parse_pool, ParsePool):
             raise ValueError(f"parse_pool must be a ParsePool or None, got {parse_pool!r}")
         if isinstance(fork_time, bool) or not isinstance(fork_time, int | float) or (
                 math.isnan(fork_time)):
             raise ValueError(f"fork_time must be a number of seconds, got {fork_time!r}")
+        for name, value in (("durango_time", durango_time),
+                            ("min_block_delay", min_block_delay)):
+            if isinstance(value, bool) or not isinstance(value, int | float) or (
+                    math.isnan(value)):
+                raise ValueError(f"{name} must be a number of seconds, got {value!r}")
+        if min_block_delay < 0 or math.isinf(min_block_delay):
+            raise ValueError(f"min_block_delay must be finite and not negative, got "
+                             f"{min_block_delay!r}")
         self._chain_id = chain_id_bytes(chain_id)
+        self._windower = (validators if validators is None or isinstance(validators, Windower)
+                          else Windower(validators, self._chain_id))
+        self._durango_time = durango_time
+        self._min_block_delay = min_block_delay
         self._pchain_height = pchain_height_source(pchain_height)
         self._signer = signing_identity(staking_key, certificate, signer=signer)
         self._inner = inner
@@ -272,6 +310,21 @@ class ProposerVM:
     def chain_id(self) -> bytes:
         """The chain ID signed into every header."""
         return self._chain_id
+
+    @property
+    def windower(self) -> Windower | None:
+        """The proposer windows the layer enforces, or ``None`` (no windows)."""
+        return self._windower
+
+    @property
+    def durango_time(self) -> float:
+        """The time from which children of a block follow the post-Durango windows."""
+        return self._durango_time
+
+    @property
+    def min_block_delay(self) -> float:
+        """Seconds after its parent before which no windowed child is built."""
+        return self._min_block_delay
 
     @property
     def parse_pool(self) -> ParsePool | None:
@@ -343,28 +396,69 @@ class ProposerVM:
     def build_block(self) -> ProposerBlock:
         """Build on the preferred block: a pre-fork block while its timestamp is before the
         fork, else a post-fork block (unsigned when its parent is pre-fork or the node has
-        no key). A preferred block that is no longer served (rejected) gives way to the last
-        accepted block, here and in the inner VM, so a node always builds."""
-        parent_id = self._preferred_id()
-        try:
-            parent = block_facts(self, parent_id)
-        except BlockNotFound:
-            if self._preferred is None:
-                raise
-            self._prefer_last_accepted()
-            parent_id = self._preferred_id()
-            parent = block_facts(self, parent_id)
-        inner_block = self._inner.build_block()
+        no key). With proposer windows, a child of a post-fork block is built only from
+        this node's turn, signed as the windows say; before it
+        :class:`~vmstack.errors.ProposerWindowNotStarted` names the time it may build, and
+        nothing is taken from the inner VM. A preferred block that is no longer served
+        (rejected) gives way to the last accepted block, here and in the inner VM, so a
+        node always builds."""
+        parent_id, parent = self._build_parent()
         if not parent.post_fork and parent.timestamp < self._fork_time:
-            return ProposerBlock(self, inner_block, None)
+            return ProposerBlock(self, self._inner.build_block(), None)
         timestamp = max(int(self._clock()), parent.timestamp)
+        signed = parent.post_fork and self._signer is not None
+        if parent.post_fork and self._windower is not None:
+            turn = self._turn(parent_id, parent, timestamp)
+            if timestamp < turn.start:
+                raise ProposerWindowNotStarted(
+                    f"not this node's turn to build on {parent_id.hex()} at {timestamp}: "
+                    f"{turn.reason}", build_time=turn.start)
+            signed = turn.signed and self._signer is not None
+        inner_block = self._inner.build_block()
         pchain_height = max(self._pchain_height(), parent.pchain_height)
-        if not parent.post_fork or self._signer is None:
+        if not signed or self._signer is None:
             envelope = build_unsigned(parent_id, timestamp, pchain_height, bytes(inner_block))
         else:
             envelope = build_signed(parent_id, timestamp, pchain_height, bytes(inner_block),
                                     key=self._signer, chain_id=self._chain_id)
         return ProposerBlock(self, inner_block, envelope)
+
+    def build_time(self) -> float:
+        """The earliest time (seconds, on the layer's clock) at which :meth:`build_block`
+        builds on the preferred block: now when it may build now (always without proposer
+        windows, and on a pre-fork block), else the start of this node's turn."""
+        now = self._clock()
+        parent_id, parent = self._build_parent()
+        if self._windower is None or not parent.post_fork:
+            return now
+        turn = self._turn(parent_id, parent, max(int(now), parent.timestamp))
+        return max(now, turn.start)
+
+    def _build_parent(self) -> tuple[bytes, BlockFacts]:
+        """The preferred block and its facts; a preferred block no longer served gives
+        way to the last accepted one."""
+        parent_id = self._preferred_id()
+        try:
+            return parent_id, block_facts(self, parent_id)
+        except BlockNotFound:
+            if self._preferred is None:
+                raise
+            self._prefer_last_accepted()
+            parent_id = self._preferred_id()
+            return parent_id, block_facts(self, parent_id)
+
+    def _turn(self, parent_id: bytes, parent: BlockFacts, timestamp: int) -> ProposerTurn:
+        """This node's turn to build a child of post-fork ``parent`` stamped
+        ``timestamp``."""
+        assert self._windower is not None
+        processing = self._processing.get(parent_id)
+        parent_height = (processing.height if processing is not None
+                         else self._inner.get_block(parent.inner_id).height)
+        return proposer_turn(self._windower, durango_time=self._durango_time,
+                             min_block_delay=self._min_block_delay, node_id=self.node_id,
+                             height=parent_height + 1, timestamp=timestamp,
+                             parent_timestamp=parent.timestamp,
+                             parent_pchain_height=parent.pchain_height)
 
     def set_preference(self, block_id: bytes) -> None:
         """Prefer ``block_id`` (served, else ``BlockNotFound``) and its inner block below."""
