@@ -162,3 +162,31 @@ def test_a_served_part_is_held_to_the_chain_record_only(tmp_path: Path) -> None:
     with LMDBStore(tmp_path / "fresh", readonly=True) as store:
         build_stack(store, clock=SimClock(START))
         assert not store.has(CONFIG_KEY_PREFIX + b"chain")
+
+
+def test_build_stack_passes_the_validators_to_the_proposer_layer() -> None:
+    """With a validator set the proposer layer enforces its windows: a node that is not in
+    the set may not build, a node alone in it builds signed; without a fork no set."""
+    from vmstack.errors import ProposerWindowNotStarted
+    from vmstack.wrappers.proposer import ProposerVM
+    from vmstack.wrappers.proposer.staking import StakingKey
+
+    key, other = StakingKey.generate(seed=b"stack node a"), StakingKey.generate(seed=b"b")
+    clock = SimClock(1_000.0)
+    for node_key, builds in ((key, True), (other, False)):
+        vm = build_stack(MemoryStore(), fork_time=0.0, clock=clock, staking_key=node_key,
+                         validators={key.node_id: 1}, durango_time=0.0)
+        proposer = find_layer(vm, ProposerVM)
+        assert proposer is not None and proposer.windower is not None
+        clock.advance(10.0)
+        first = vm.build_block()  # the first post-fork block: no window yet
+        first.verify()
+        first.accept()
+        clock.advance(10.0)
+        if builds:
+            vm.build_block().verify()
+        else:
+            with pytest.raises(ProposerWindowNotStarted):
+                vm.build_block()
+    with pytest.raises(ValueError, match="fork_time"):
+        build_stack(MemoryStore(), validators={key.node_id: 1})

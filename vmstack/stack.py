@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from vmstack.clock import Clock
     from vmstack.store import KeyValueStore
     from vmstack.wrappers.proposer import StakingKey
+    from vmstack.wrappers.proposer.windower import ValidatorSource, Windower
 
 __all__ = ["CONFIG_KEY_PREFIX", "DEFAULT_CHAIN_ID", "LayerInfo", "StackDescription",
            "build_stack", "check_configuration", "close_stack", "describe_stack", "find_layer",
@@ -229,6 +230,8 @@ def build_stack(
     out_of_process: ChainVM | None = None,
     served_part: bool = False,
     parse_workers: int = 0,
+    validators: Windower | ValidatorSource | None = None,
+    durango_time: float = 0.0,
 ) -> ChainVM:
     """The full C-chain stack over one ``store``, top layer returned (ARCHITECTURE.md, section 2).
 
@@ -266,6 +269,12 @@ def build_stack(
     stack with a pool with :func:`close_stack` (a forgotten pool is still reaped when
     collected or at exit).
 
+    ``validators`` and ``durango_time`` go to the proposer layer: with a validator set (a
+    mapping of NodeID to weight, a callable of the P-chain height giving one, or a
+    ``Windower``) its ``verify`` enforces the proposer windows and ``build_block`` waits
+    for this node's slot (README, "Proposer windows"); without one any node proposes at
+    any time, as before. They need a ``fork_time``.
+
     The store remembers the configuration it was first built with (flavour, EVM chain ID,
     transition time, settle lag and key prefix for the C-chain part; fork time and chain ID
     for the proposer layer): building a stack over it with another raises
@@ -282,6 +291,9 @@ def build_stack(
     if isinstance(parse_workers, bool) or not isinstance(parse_workers, int) or (
             parse_workers < 0):
         raise ValueError(f"parse_workers must be a non-negative int, got {parse_workers!r}")
+
+    if fork_time is None and validators is not None:
+        raise ValueError("validators belong to the proposer layer: give a fork_time too")
 
     def chain_vm() -> CChainVM:
         return CChainVM(store, flavour=flavour, key_prefix=key_prefix, clock=clock,
@@ -320,7 +332,8 @@ def build_stack(
 
             parse_pool = ParsePool(parse_workers)
         vm = ProposerVM(vm, fork_time=fork_time, chain_id=chain_id, store=store,
-                        staking_key=staking_key, clock=clock, parse_pool=parse_pool)
+                        staking_key=staking_key, clock=clock, parse_pool=parse_pool,
+                        validators=validators, durango_time=durango_time)
         vm = wrap_layers(vm, name="proposervm", tracer=tracer, registry=registry)
     return vm
 
