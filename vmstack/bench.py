@@ -30,6 +30,7 @@ CASE_MODULES = (
     "vmstack.benchmarks.boundary",
     "vmstack.benchmarks.hostile",
     "vmstack.benchmarks.history",
+    "vmstack.benchmarks.windower",
 )
 
 

@@ -468,3 +468,13 @@ def test_bad_heights_and_slots_are_refused() -> None:
         windower.proposers(1, 0, -1)
     with pytest.raises(ValueError, match="validators"):
         Windower(42, FIXED_CHAIN_ID)  # type: ignore[arg-type]
+
+
+def test_the_bench_row_times_the_kept_set_against_a_set_per_call() -> None:
+    """The windower's bench row compares the same answers: it has all three figures and a
+    verdict on its goal."""
+    from vmstack.benchmarks import windower
+
+    (row,) = windower.run(quick=True)
+    assert row.fast_seconds > 0 and row.baseline_seconds > 0 and row.floor_seconds
+    assert row.goal_met is not None
