@@ -26,7 +26,7 @@ from vmstack.batching import (
     get_ancestors,
 )
 from vmstack.cchain import generate_chain
-from vmstack.cchain.generate import find_mempool, transaction_pool
+from vmstack.cchain.generate import find_mempool, pool_transactions
 from vmstack.clock import SimClock
 from vmstack.errors import BlockNotFound, InvalidBlock
 from vmstack.interfaces import Block, ChainVM
@@ -267,8 +267,8 @@ class NodeServer:
         self._at(now)
         mempool = find_mempool(self.vm)
         if txs:
-            pool = transaction_pool(seed=seed, chain_id=mempool.chain_id)
-            mempool.add_transactions(pool.take(position, txs))
+            mempool.add_transactions(pool_transactions(seed=seed, chain_id=mempool.chain_id,
+                                                       start=position, count=txs))
         block = self.vm.build_block()
         block.verify()
         self.vm.set_preference(block.id)
