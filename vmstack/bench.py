@@ -29,6 +29,7 @@ CASE_MODULES = (
     "vmstack.benchmarks.layers",
     "vmstack.benchmarks.boundary",
     "vmstack.benchmarks.hostile",
+    "vmstack.benchmarks.state",
 )
 
 
