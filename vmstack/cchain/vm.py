@@ -336,7 +336,7 @@ class CChainVM:
         """The nonce a new transaction from ``address`` takes: its nonce in the preferred
         block's state, past the ones pending in the mempool that follow on (geth's pending
         nonce)."""
-        return self._mempool.next_nonce(address, self._reader_of(self._preferred)(address).nonce)
+        return self._mempool.next_nonce(address, self._reader_of(self._build_on())(address).nonce)
 
     def state_root_after(self, parent_id: bytes, transactions: Sequence[Transaction],
                          withdrawals: Sequence[Withdrawal] = ()) -> bytes:
@@ -355,6 +355,12 @@ class CChainVM:
                             execute_transactions(transactions), coinbase=BLACKHOLE_ADDRESS,
                             base_fee=BASE_FEE, withdrawals=withdrawals)
         return state.root
+
+    def _build_on(self) -> bytes | None:
+        """The block the next one builds on, if it is processing (``None``: the last
+        accepted block), as :meth:`build_block` chooses it."""
+        preferred = self._preferred
+        return preferred if preferred in self._processing else None
 
     def _reader_of(self, block_id: bytes | None) -> Callable[[bytes], Account]:
         state = self._state_of(block_id)
@@ -541,7 +547,7 @@ class CChainVM:
         if self._stateless:
             raise InvalidTransaction("a replaying VM keeps no account state to check "
                                      "transactions against")
-        self._mempool.add_transactions(transactions, self._reader_of(self._preferred))
+        self._mempool.add_transactions(transactions, self._reader_of(self._build_on()))
 
     def add_ext_data(self, ext_data: bytes) -> None:
         """Queue extData (Avalanche atomic transactions) for a built block; each built block
