@@ -83,7 +83,7 @@ def _root_rows(repeat: int) -> Comparison:
     def floor() -> object:
         return [keccak256(account.encode()) for _, account in touched()]
 
-    fast, baseline, cheapest = (median_seconds(operation, repeat=repeat, number=20) / 20
+    fast, baseline, cheapest = (median_seconds(operation, repeat=repeat, number=20)
                                 for operation in (ours, theirs, floor))
     return Comparison(
         group=GROUP, case=f"state root, block of 10 txs ({_TOUCHED} accounts of {_ACCOUNTS})",
