@@ -148,8 +148,8 @@ class CChainVM:
     :func:`~vmstack.cchain.genesis.default_genesis` at ``genesis_timestamp``, funding
     ``DEV_KEYS``), or from ``genesis`` given as a genesis block's RLP; a store that has a
     chain keeps it (``genesis``, if given, must give its block 0, else ``ValueError``).
-    ``chain_id`` defaults to the genesis's (``DEFAULT_CHAIN_ID`` if it names none); one
-    that differs from the genesis's is ``ValueError``. A store that holds chain data but no
+    A genesis that names a chain ID sets it: ``chain_id`` left at its default takes the
+    genesis's, another is ``ValueError``. A store that holds chain data but no
     valid last accepted pointer is ``StoreCorrupted``: it is never given a genesis block
     over its blocks.
 
@@ -171,7 +171,7 @@ class CChainVM:
         flavour: Flavour = AVALANCHE,
         key_prefix: bytes = b"",
         clock: Clock = time.time,
-        chain_id: int | None = None,
+        chain_id: int = DEFAULT_CHAIN_ID,
         cache_size: int = DEFAULT_CACHE_SIZE,
         settle_lag: int = 0,
         genesis_timestamp: int = 0,
@@ -179,11 +179,10 @@ class CChainVM:
         replay: bool = False,
     ) -> None:
         if isinstance(genesis, Genesis) and genesis.chain_id is not None:
-            if chain_id is not None and chain_id != genesis.chain_id:
+            if chain_id not in (DEFAULT_CHAIN_ID, genesis.chain_id):
                 raise ValueError(f"chain_id {chain_id} differs from the genesis's "
                                  f"{genesis.chain_id}")
             chain_id = genesis.chain_id
-        chain_id = DEFAULT_CHAIN_ID if chain_id is None else chain_id
         if not isinstance(flavour, Flavour):
             raise ValueError(f"flavour must be a Flavour, got {flavour!r}")
         if isinstance(chain_id, bool) or not isinstance(chain_id, int) or chain_id < 1:
