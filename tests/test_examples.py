@@ -26,13 +26,15 @@ def test_write_a_layer_passes_its_conformance_tests() -> None:
 
 
 def test_embed_in_simulator_runs_and_the_peer_catches_up() -> None:
-    """The simulator example builds, serves and replays a chain through the full stack."""
+    """The simulator example gossips to four nodes, includes each transaction once, rejects
+    the rival proposal, and a new node catches up through the full stack."""
     result = _run("embed_in_simulator.py")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "built and accepted 24 blocks" in result.stdout
-    assert "served 25 blocks" in result.stdout
-    assert "peer caught up" in result.stdout
-    assert "TransitionVM           batched" in result.stdout
+    assert "the rival proposal lost and was rejected" in result.stdout
+    assert "49 transactions gossiped to 4 nodes (192 duplicates refused), each included once" \
+        in result.stdout
+    assert "served 13 blocks" in result.stdout
+    assert "new node caught up" in result.stdout
 
 
 def test_inspect_store_lists_blocks_heads_and_sizes() -> None:

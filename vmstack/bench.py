@@ -31,6 +31,7 @@ CASE_MODULES = (
     "vmstack.benchmarks.hostile",
     "vmstack.benchmarks.history",
     "vmstack.benchmarks.windower",
+    "vmstack.benchmarks.state",
 )
 
 

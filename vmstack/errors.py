@@ -6,6 +6,7 @@ One shallow tree, so a caller can catch everything the stack raises on purpose w
     VMStackError
     ├── BlockNotFound            the block is unknown, rejected, or its key is missing
     ├── InvalidBlock             bytes or a block that fail a rule (also a ValueError)
+    ├── InvalidTransaction       a submitted transaction no block could carry now (a ValueError)
     ├── BatchingNotImplemented   the optional batched protocol is not offered here
     ├── StoreCorrupted           a stored value fails its check (wrong hash, truncated RLP)
     ├── StoreError               the store cannot do what was asked (also a RuntimeError)
@@ -37,6 +38,7 @@ __all__ = [
     "InvalidBlock",
     "InvalidCertificate",
     "InvalidSignature",
+    "InvalidTransaction",
     "KitDeclarationError",
     "MalformedRequest",
     "NodeCrashed",
@@ -75,6 +77,16 @@ class InvalidBlock(VMStackError, ValueError):
         located = InvalidBlock(self.reason, index=index)
         located.__cause__ = self
         return located
+
+
+class InvalidTransaction(VMStackError, ValueError):
+    """A transaction submitted to a mempool that no block could carry now (missing or bad
+    signature, another chain, gas below intrinsic, a nonce below the sender's, a balance too
+    low, a duplicate of one already pending); ``reason`` says which."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
 
 
 class BatchingNotImplemented(VMStackError):

@@ -17,7 +17,7 @@ OpenTelemetry nor prometheus-client.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, overload
 
 import attrs
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
     from vmstack.cchain.codec import Flavour
+    from vmstack.cchain.genesis import Genesis
     from vmstack.cchain.types import Transaction
     from vmstack.clock import Clock
     from vmstack.store import KeyValueStore
@@ -180,12 +181,15 @@ def check_configuration(store: KeyValueStore, part: str, settings: dict[str, obj
 def submit_transactions(vm: ChainVM, transactions: Iterable[Transaction]) -> int:
     """Queue signed ``transactions`` for the blocks ``vm``'s stack builds; the number queued.
 
-    They go to the mempool of the VM in charge now (found with :func:`find_layer`; across a
-    transition layer, the pre VM's until the transition block is accepted, when the waiting
-    ones move to the post VM's, in order). A transaction the mempool refuses (another chain,
-    a gas limit no block can hold) is ``ValueError`` and nothing is queued; a stack with no
-    mempool in this process (one whose C-chain VM is served out of process) is
-    ``ValueError`` too.
+    The one entry point for submission. They go to the mempool of the VM in charge now
+    (found with :func:`find_layer`; across a transition layer, the pre VM's until the
+    transition block is accepted, when the pending ones move to the post VM's). A
+    transaction no block could carry now (a missing or bad signature, another chain, gas
+    below intrinsic, a nonce below the sender's, a balance too low, a duplicate of a pending
+    one) is :class:`~vmstack.errors.InvalidTransaction` (a ``ValueError``) naming the reason,
+    and nothing of the call is queued; a nonce above the sender's next one waits. A stack
+    with no mempool in this process (one whose C-chain VM is served out of process) is
+    ``ValueError``.
     """
     from vmstack.cchain.generate import find_mempool
 
@@ -232,6 +236,8 @@ def build_stack(
     parse_workers: int = 0,
     validators: Windower | ValidatorSource | None = None,
     durango_time: float = 0.0,
+    genesis: Genesis | None = None,
+    extra_layers: Mapping[str, Sequence[Callable[[ChainVM], ChainVM]]] | None = None,
 ) -> ChainVM:
     """The full C-chain stack over one ``store``, top layer returned (ARCHITECTURE.md, section 2).
 
@@ -252,7 +258,8 @@ def build_stack(
     takes the place of the C-chain part and the layers from ``"C"`` up are built over it in
     this process; ``store`` then holds only the proposer layer's records. The options that
     shape the C-chain part (``flavour``, ``transition_time``, ``key_prefix``,
-    ``settle_lag``, ``cache_size``) belong to the serving side and are refused here.
+    ``settle_lag``, ``cache_size``, ``genesis``) belong to the serving side and are refused
+    here.
 
     ``served_part`` says the stack built is the C-chain part that another process serves
     to a proposer layer of its own (what ``vmstack serve`` builds without a ``fork_time``);
@@ -275,6 +282,14 @@ def build_stack(
     for this node's slot (README, "Proposer windows"); without one any node proposes at
     any time, as before. They need a ``fork_time``.
 
+    ``genesis`` (a :class:`~vmstack.cchain.Genesis`) is what an empty store's chain starts
+    from (default: the development keys funded); ``chain_id`` must then be the genesis's,
+    if it names one. ``extra_layers`` puts the caller's own layers in the stack: under
+    ``"C"``, each callable ``inner -> ChainVM`` is applied directly over the C-chain part
+    (the transition layer or the C-chain VM), under ``"proposervm"`` directly over the
+    proposer layer; in both places under that position's metered and traced layers, the
+    first item innermost.
+
     The store remembers the configuration it was first built with (flavour, EVM chain ID,
     transition time, settle lag and key prefix for the C-chain part; fork time and chain ID
     for the proposer layer): building a stack over it with another raises
@@ -294,10 +309,27 @@ def build_stack(
 
     if fork_time is None and validators is not None:
         raise ValueError("validators belong to the proposer layer: give a fork_time too")
+    layers = dict(extra_layers or {})
+    unknown = sorted(set(layers) - {"C", "proposervm"})
+    if unknown:
+        raise ValueError(f"extra_layers go under \"C\" or \"proposervm\", not {unknown}")
+    if layers.get("proposervm") and fork_time is None:
+        raise ValueError("extra_layers[\"proposervm\"] needs a proposer layer (a fork_time)")
+    if genesis is not None and genesis.chain_id is not None and chain_id != genesis.chain_id:
+        if chain_id != DEFAULT_CHAIN_ID:
+            raise ValueError(f"chain_id {chain_id} differs from the genesis's "
+                             f"{genesis.chain_id}")
+        chain_id = genesis.chain_id
 
     def chain_vm() -> CChainVM:
         return CChainVM(store, flavour=flavour, key_prefix=key_prefix, clock=clock,
-                        chain_id=chain_id, settle_lag=settle_lag, cache_size=cache_size)
+                        chain_id=chain_id, settle_lag=settle_lag, cache_size=cache_size,
+                        genesis=genesis)
+
+    def user_layers(vm: ChainVM, position: str) -> ChainVM:
+        for make in layers.get(position, ()):
+            vm = make(vm)
+        return vm
 
     if out_of_process is None:
         check_configuration(store, "chain", {
@@ -313,7 +345,8 @@ def build_stack(
         served_options = {"flavour": flavour is not AVALANCHE,
                           "transition_time": transition_time is not None,
                           "key_prefix": key_prefix != b"", "settle_lag": settle_lag != 0,
-                          "cache_size": cache_size != DEFAULT_CACHE_SIZE}
+                          "cache_size": cache_size != DEFAULT_CACHE_SIZE,
+                          "genesis": genesis is not None}
         misplaced = sorted(name for name, given in served_options.items() if given)
         if misplaced:
             raise ValueError(f"{', '.join(misplaced)} shape the served C-chain part: give "
@@ -324,7 +357,7 @@ def build_stack(
     if transition_time is not None:
         vm = TransitionVM(SerialChainVM(chain_vm()), vm, transition_time=transition_time,
                           clock=clock)
-    vm = wrap_layers(vm, name="C", tracer=tracer, registry=registry)
+    vm = wrap_layers(user_layers(vm, "C"), name="C", tracer=tracer, registry=registry)
     if fork_time is not None:
         parse_pool = None
         if parse_workers > 0:
@@ -334,7 +367,8 @@ def build_stack(
         vm = ProposerVM(vm, fork_time=fork_time, chain_id=chain_id, store=store,
                         staking_key=staking_key, clock=clock, parse_pool=parse_pool,
                         validators=validators, durango_time=durango_time)
-        vm = wrap_layers(vm, name="proposervm", tracer=tracer, registry=registry)
+        vm = wrap_layers(user_layers(vm, "proposervm"), name="proposervm", tracer=tracer,
+                         registry=registry)
     return vm
 
 

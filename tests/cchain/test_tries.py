@@ -21,6 +21,7 @@ from vmstack.cchain import (
     check_body,
     keccak256,
 )
+from vmstack.cchain.genesis import DEV_KEYS
 from vmstack.cchain.tries import (
     body_commitments,
     check_body_commitments,
@@ -31,7 +32,7 @@ from vmstack.cchain.types import ZERO_HASH
 from vmstack.errors import InvalidBlock
 from vmstack.store import MemoryStore
 
-KEY = keccak256(b"commitments sender")
+KEY = DEV_KEYS[0]
 TO = keccak256(b"commitments recipient")[12:]
 
 

@@ -26,7 +26,7 @@ from vmstack.cchain import (
     receipts_root,
     transaction_pool,
 )
-from vmstack.cchain.genesis import GAS_LIMIT
+from vmstack.cchain.genesis import DEV_KEYS, GAS_LIMIT, Genesis, default_genesis
 from vmstack.cchain.vm import MAX_FUTURE_SECONDS
 from vmstack.clock import SimClock
 from vmstack.errors import BlockNotFound, InvalidBlock
@@ -34,7 +34,7 @@ from vmstack.interfaces import BatchedChainVM, ChainVM
 from vmstack.store import MemoryStore, ReadSnapshot, WriteBatch
 from vmstack.store.base import BytesLike
 
-KEY = keccak256(b"test sender")
+KEY = DEV_KEYS[0]
 TO = keccak256(b"test recipient")[12:]
 
 
@@ -87,11 +87,11 @@ def _accept_chain(vm: CChainVM, count: int) -> list[bytes]:
 # --- genesis -----------------------------------------------------------------------------
 
 
-def test_genesis_is_deterministic_from_flavour_chain_id_and_timestamp() -> None:
-    """Two empty stores get the same genesis; another chain id or timestamp another one."""
+def test_genesis_is_deterministic_from_flavour_allocation_and_timestamp() -> None:
+    """Two empty stores get the same genesis; another allocation or timestamp another one."""
     first = CChainVM(MemoryStore()).last_accepted()
     assert CChainVM(MemoryStore()).last_accepted() == first
-    assert CChainVM(MemoryStore(), chain_id=43113).last_accepted() != first
+    assert CChainVM(MemoryStore(), genesis=Genesis({TO: 1})).last_accepted() != first
     assert CChainVM(MemoryStore(), genesis_timestamp=5).last_accepted() != first
     assert CChainVM(MemoryStore(), flavour=ETHEREUM).last_accepted() != first
     assert first == genesis_block(AVALANCHE, chain_id=43114).hash
@@ -121,7 +121,8 @@ def test_a_store_with_a_chain_keeps_it() -> None:
     ids = _accept_chain(vm, 3)
     again = new_vm(store, genesis_timestamp=99)
     assert again.last_accepted() == ids[-1]
-    other = AVALANCHE.encode_block(genesis_block(AVALANCHE, chain_id=43114, timestamp=1))
+    other = AVALANCHE.encode_block(genesis_block(AVALANCHE, chain_id=43114,
+                                                 genesis=default_genesis(timestamp=1)))
     with pytest.raises(ValueError):
         CChainVM(store, genesis=other)
 
@@ -146,12 +147,16 @@ def test_the_vm_is_a_batched_bottom_vm() -> None:
 
 
 def test_build_takes_mempool_transactions_within_the_gas_limit() -> None:
-    """Transactions are taken in order until the next would pass the gas limit."""
+    """Transactions are taken in nonce order until the next would pass the gas limit; the
+    rest stay pending, and so do the built ones until a block with them is accepted."""
     vm = new_vm(MemoryStore())
     big = GAS_LIMIT // 3 + 1
     vm.add_transactions([_tx(i, gas=big) for i in range(4)])
     block = vm.build_block()
-    assert len(block.transactions) == 2
+    assert [tx.nonce for tx in block.transactions] == [0, 1]
+    assert vm.pending_transactions() == 4
+    block.verify()
+    block.accept()
     assert vm.pending_transactions() == 2
     assert block.header.gas_used <= GAS_LIMIT
     assert block.header.gas_used == execute_transactions(block.transactions)[-1].cumulative_gas_used

@@ -134,7 +134,11 @@ def test_tampered_bodies_fail_verify_and_never_replace_a_known_block() -> None:
     processing block with that ID, parse refuses it; the real block is still served."""
     vm = new_vm(MemoryStore())
     build_chain(vm, 1)
-    vm.add_transactions(vm.get_block(vm.last_accepted()).transactions)
+    from vmstack.cchain import DEV_KEYS, DynamicFeeTx, address_of
+
+    nonce = vm.account(address_of(DEV_KEYS[3])).nonce
+    vm.add_transactions([DynamicFeeTx(chain_id=43114, nonce=nonce, max_fee_per_gas=10**11,
+                                      gas=21_000, to=b"\x11" * 20).sign(DEV_KEYS[3])])
     block = vm.build_block()
     data = bytearray(bytes(block))
     data[-60] ^= 0x04
@@ -182,23 +186,37 @@ def test_mutated_blocks_raise_only_invalid_block(sample: tuple[CChainVM, list[by
 
 @pytest.mark.parametrize("damage", ["r=0", "y_parity=2", "high s"])
 def test_a_transaction_whose_sender_cannot_be_recovered_fails_verify(damage: str) -> None:
-    """verify recovers every sender, so an accepted block always restores on the slow path."""
+    """The mempool refuses a transaction whose sender does not recover, and verify refuses
+    a block carrying one, so an accepted block always restores on the slow path."""
     import attrs
 
     from vmstack import SimClock
-    from vmstack.cchain import CChainVM, DynamicFeeTx, sign_transaction
+    from vmstack.cchain import (
+        DEV_KEYS,
+        Block,
+        CChainVM,
+        DynamicFeeTx,
+        execute_transactions,
+        sign_transaction,
+    )
     from vmstack.cchain.crypto import SECP256K1_N
+    from vmstack.errors import InvalidTransaction
     from vmstack.store import MemoryStore
 
     good = sign_transaction(DynamicFeeTx(chain_id=43114, max_fee_per_gas=10**10, gas=21000,
-                                         to=b"\x11" * 20), 777, 43114)
+                                         to=b"\x11" * 20), DEV_KEYS[0], 43114)
     bad = {"r=0": attrs.evolve(good, r=0), "y_parity=2": attrs.evolve(good, y_parity=2),
            "high s": attrs.evolve(good, s=SECP256K1_N - good.s, y_parity=1 - good.y_parity)}
     clock = SimClock(1.7e9)
     vm = CChainVM(MemoryStore(), clock=clock)
-    vm.add_transactions([bad[damage]])
+    with pytest.raises(InvalidTransaction):
+        vm.add_transactions([bad[damage]])
+    vm.add_transactions([good])
     clock.advance(2)
-    block = vm.build_block()
+    built = vm.build_block()
+    body = vm.flavour.body([bad[damage]])
+    header = vm.flavour.seal(built.header, body, execute_transactions([bad[damage]])).header
+    block = vm.parse_block(vm.flavour.encode_block(Block(header, body)))
     with pytest.raises(InvalidBlock, match="transaction 0"):
         block.verify()
     with pytest.raises(BlockNotFound):

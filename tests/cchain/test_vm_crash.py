@@ -1,5 +1,6 @@
 """A CChainVM writer killed mid-write (SIGKILL) leaves an LMDB store that opens cleanly and
-never shows a half-written block."""
+never shows a half-written block, nor a block without its account state or state without
+its block."""
 
 from __future__ import annotations
 
@@ -82,3 +83,24 @@ def test_a_killed_writer_never_leaves_a_half_written_block(tmp_path: Path, seed:
         assert len(answer) == height + 1
         assert answer[:20] == serial_get_ancestors(vm, tip, max_blocks_num=20,
                                                    max_retrieval_time=60.0)
+        _state_is_the_tip_s(store, vm)
+
+
+def _state_is_the_tip_s(store: LMDBStore, vm: CChainVM) -> None:
+    """The stored accounts are the last accepted block's post-state: the state head names
+    that block, and the trie package's root over the accounts is its header's state root."""
+    from trie import HexaryTrie
+
+    from vmstack.cchain.state import read_account_record, read_state_head_record
+
+    tip = vm.last_accepted()
+    head_key = vm.schema.state_head_key()
+    head_block, head_root = read_state_head_record(head_key, store.get(head_key))
+    reference = HexaryTrie({})
+    prefix = vm.schema.account_prefix()
+    with store.snapshot() as snap:
+        for key, value in snap.iterate(prefix):
+            account = read_account_record(key, value)
+            reference[keccak256(bytes(key[len(prefix):]))] = account.encode()
+    assert head_block == tip
+    assert head_root == reference.root_hash == vm.get_block(tip).header.state_root

@@ -11,7 +11,7 @@ import pytest
 from tests.reliability.stacks import START, TRANSITION_TIME, bare_vm, full_stack, grow
 from vmstack import SimClock
 from vmstack.cchain import CChainVM
-from vmstack.cchain.generate import find_mempool, transaction_pool
+from vmstack.cchain.generate import dev_transactions, find_mempool
 from vmstack.interfaces import Block, ChainVM
 from vmstack.store import KeyValueStore, MemoryStore
 from vmstack.transition import TransitionVM
@@ -52,13 +52,13 @@ class Node:
         self.clock = SimClock(START)
         self.vm = factory(MemoryStore(), self.clock)
         grow(self.vm, self.clock, blocks)
-        self.pool = transaction_pool(seed=9, chain_id=find_mempool(self.vm).chain_id)
         self.taken = 0
 
     def build(self, *, step: float = 2.0) -> Block:
         """A new verified block on the preferred one (not preferred yet)."""
         self.clock.advance(step)
-        find_mempool(self.vm).add_transactions(self.pool.take(self.taken, 2))
+        find_mempool(self.vm).add_transactions(dev_transactions(self.vm, 2,
+                                                                seed=9 + self.taken))
         self.taken += 2
         block = self.vm.build_block()
         block.verify()

@@ -32,7 +32,7 @@ from tests.reliability.stacks import (
 from tests.reliability.stores import replay
 from vmstack import SimClock
 from vmstack.cchain import CChainVM, rawdb
-from vmstack.cchain.generate import find_mempool, transaction_pool
+from vmstack.cchain.generate import dev_transactions, find_mempool
 from vmstack.interfaces import ChainVM
 from vmstack.stack import build_stack
 from vmstack.store import (
@@ -190,12 +190,9 @@ def accept_blocks(vm: ChainVM, clock: SimClock, count: int, accepted: list[bytes
                   in_flight: list[bytes]) -> None:
     """Build, verify, prefer and accept ``count`` blocks on ``vm`` as an engine does,
     recording each block's ID in ``in_flight`` before its accept and in ``accepted`` after."""
-    mempool = find_mempool(vm)
-    pool = transaction_pool(seed=5, chain_id=mempool.chain_id)
     for _ in range(count):
         clock.advance(2.0)
-        mempool = find_mempool(vm)
-        mempool.add_transactions(pool.take(3 * len(accepted), 3))
+        find_mempool(vm).add_transactions(dev_transactions(vm, 3, seed=5 + len(accepted)))
         block = vm.build_block()
         block.verify()
         vm.set_preference(block.id)

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from tests.reliability.stacks import FORK_TIME, full_stack, grow, staking_key
 from vmstack import SimClock
 from vmstack.batching import MAX_CONTAINERS_LEN, batched_parse_block, serial_parse_block
-from vmstack.benchmarks.hostile import recoverable_transfers
+from vmstack.benchmarks.hostile import committed_block, recoverable_transfers
 from vmstack.cchain import AVALANCHE, Block, CChainVM
 from vmstack.cchain.genesis import GAS_LIMIT
 from vmstack.cchain.tries import derive_root
@@ -332,10 +332,9 @@ def test_verify_recovers_at_most_the_senders_the_gas_limit_allows(
     """The most senders one valid block makes a node recover is gas_limit // 21000."""
     import vmstack.cchain.types.transactions as types
 
-    builder = _verifier()
-    builder.add_transactions(recoverable_transfers(GAS_LIMIT // TX_BASE_GAS + 50))
-    data = bytes(builder.build_block())
+    data = committed_block(recoverable_transfers(GAS_LIMIT // TX_BASE_GAS + 50), _verifier())
     recoveries = Counter(monkeypatch, types, "recover_address")
     block = _verifier().parse_block(data)
-    block.verify()
+    with pytest.raises(InvalidBlock, match="unaffordable"):  # keyless senders cannot pay
+        block.verify()
     assert recoveries.calls == GAS_LIMIT // TX_BASE_GAS

@@ -29,7 +29,15 @@ from vmstack.cchain.crypto import (
     sign_hash,
 )
 from vmstack.cchain.generate import TransactionPool, generate_chain, transaction_pool
-from vmstack.cchain.genesis import genesis_block
+from vmstack.cchain.genesis import (
+    DEV_BALANCE,
+    DEV_KEYS,
+    Genesis,
+    GenesisAccount,
+    default_genesis,
+    dev_addresses,
+    genesis_block,
+)
 from vmstack.cchain.rlpbytes import (
     block_bytes,
     block_hash,
@@ -42,6 +50,7 @@ from vmstack.cchain.rlpbytes import (
     read_prefix,
     split_block,
 )
+from vmstack.cchain.state import EMPTY_CODE_HASH, EMPTY_TRIE_ROOT, Account, AccountTrie
 from vmstack.cchain.tries import (
     check_body,
     receipts_root,
@@ -91,6 +100,8 @@ __all__ = [
     "AVALANCHE",
     "AccessListTx",
     "AccessTuple",
+    "Account",
+    "AccountTrie",
     "AnyHeader",
     "Authorization",
     "AvalancheHeader",
@@ -103,13 +114,19 @@ __all__ = [
     "CChainVM",
     "CanonicalHashCache",
     "DEFAULT_CHAIN_ID",
+    "DEV_BALANCE",
+    "DEV_KEYS",
     "DynamicFeeTx",
     "EMPTY_BLOOM",
+    "EMPTY_CODE_HASH",
     "EMPTY_EXT_DATA_HASH",
     "EMPTY_ROOT",
+    "EMPTY_TRIE_ROOT",
     "EMPTY_UNCLE_HASH",
     "ETHEREUM",
     "Flavour",
+    "Genesis",
+    "GenesisAccount",
     "Header",
     "LegacyTx",
     "Log",
@@ -129,7 +146,9 @@ __all__ = [
     "decode_receipts",
     "decode_rlp",
     "decode_transaction",
+    "default_genesis",
     "derive_receipts",
+    "dev_addresses",
     "encode_receipts",
     "execute_transactions",
     "ext_data_hash",

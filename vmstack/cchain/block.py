@@ -12,14 +12,14 @@ needs.
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import attrs
 
 from vmstack.cchain.crypto import keccak256
 from vmstack.cchain.execution import execute_transactions
-from vmstack.cchain.genesis import new_header, state_root
+from vmstack.cchain.genesis import new_header
 from vmstack.cchain.rlpbytes import (
     ItemSpan,
     block_bytes,
@@ -39,6 +39,7 @@ from vmstack.cchain.types import (
 )
 
 if TYPE_CHECKING:
+    from vmstack.cchain.state import State
     from vmstack.cchain.vm import CChainVM
 
 __all__ = ["BlockStatus", "CChainBlock", "assemble_block"]
@@ -64,7 +65,7 @@ class CChainBlock:
     """
 
     __slots__ = ("_body", "_built", "_header", "_header_end", "_id", "_raw", "_receipts",
-                 "_senders", "_spans", "_status", "_vm")
+                 "_senders", "_spans", "_state", "_status", "_vm")
 
     def __init__(
         self,
@@ -92,6 +93,8 @@ class CChainBlock:
         self._receipts = receipts
         self._senders = senders
         self._built = built
+        # The post-state while the block is built or processing (see CChainVM).
+        self._state: State | None = None
 
     @property
     def id(self) -> bytes:
@@ -183,25 +186,31 @@ class CChainBlock:
 
 def assemble_block(vm: CChainVM, parent_id: bytes, parent: AnyHeader, timestamp: int,
                    txs: Sequence[Transaction], ext_data: bytes,
-                   withdrawals: Sequence[Withdrawal], tx_encodings: Sequence[bytes]
-                   ) -> CChainBlock:
+                   withdrawals: Sequence[Withdrawal], tx_encodings: Sequence[bytes],
+                   post_state: Callable[[Sequence[Receipt]], State | None]) -> CChainBlock:
     """A new (unverified, built) block of ``vm`` on ``parent``: ``txs`` executed by the
     execution model, the header committing to the body (from the transactions' known
-    ``tx_encodings``) and to the receipts, and the state root chained from the parent's."""
+    ``tx_encodings``) and to the receipts, and its state root the root of
+    ``post_state(receipts)`` (the parent's root when that is ``None``: a replaying VM keeps
+    no state)."""
     receipts = execute_transactions(txs)
     gas_used = receipts[-1].cumulative_gas_used if receipts else 0
     flavour = vm.flavour
     body = flavour.body(txs, ext_data=ext_data, withdrawals=withdrawals)
     header = _commit(new_header(flavour, parent, parent_hash=parent_id,
-                                timestamp=timestamp, gas_used=gas_used, ext_data=ext_data),
+                                timestamp=timestamp, gas_used=gas_used, ext_data=ext_data,
+                                gas_limit=vm.gas_limit),
                      body, receipts, tx_encodings)
-    header = attrs.evolve(header, state_root=state_root(parent.state_root, header.tx_root,
-                                                        header.receipt_root))
+    state = post_state(receipts)
+    if state is not None:
+        header = attrs.evolve(header, state_root=state.root)
     header_rlp = flavour.encode_header(header)
     raw = block_bytes(header_rlp, flavour.encode_body(body))
-    return CChainBlock(vm, keccak256(header_rlp), raw, header,
-                       header_end=first_item_offset(raw) + len(header_rlp), body=body,
-                       receipts=receipts, built=True)
+    block = CChainBlock(vm, keccak256(header_rlp), raw, header,
+                        header_end=first_item_offset(raw) + len(header_rlp), body=body,
+                        receipts=receipts, built=True)
+    block._state = state
+    return block
 
 
 def _commit(header: AnyHeader, body: Body, receipts: Sequence[Receipt],

@@ -9,11 +9,13 @@ the bottom of the stack, found by following ``inner`` from the top (re-found for
 block, since a transition layer's ``inner`` changes at the transition).
 
 The pool mixes what a C-chain carries: legacy (EIP-155), EIP-2930 and EIP-1559
-transactions from a few senders with increasing nonces, plain transfers, token-style calls,
-larger calls and contract creations, some with access lists. Avalanche blocks carry extData
-(atomic transactions, as opaque bytes) now and then; Ethereum blocks carry withdrawals now
-and then. The pool is used in order and starts over when used up, so after
-``size / txs_per_block`` blocks transactions repeat (the VM does not track account nonces).
+transactions from the funded development keys (:data:`~vmstack.cchain.genesis.DEV_KEYS`)
+with consecutive nonces from each sender's nonce in the chain's state, plain transfers,
+token-style calls, larger calls and contract creations, some with access lists.
+Avalanche blocks carry extData (atomic transactions, as opaque bytes) now and then;
+Ethereum blocks carry withdrawals now and then. The pools are used in order and signed as
+the chain needs them, so every transaction is valid where it is included: nonces follow
+on, and the keys can pay.
 
 Everything is deterministic for a seed: the same seed, VM configuration and clock start give
 the same block IDs.
@@ -29,7 +31,7 @@ from typing import Protocol, runtime_checkable
 import attrs
 
 from vmstack.cchain.codec import Flavour
-from vmstack.cchain.crypto import SECP256K1_N, keccak256
+from vmstack.cchain.genesis import DEV_KEYS, dev_addresses
 from vmstack.cchain.types import (
     AccessListTx,
     AccessTuple,
@@ -47,15 +49,17 @@ __all__ = [
     "DEFAULT_POOL_SIZE",
     "Mempool",
     "TransactionPool",
+    "dev_transactions",
     "find_mempool",
     "generate_chain",
+    "pool_transactions",
     "transaction_pool",
 ]
 
 #: Pre-signed transactions in a default pool.
 DEFAULT_POOL_SIZE = 1024
 
-_SENDERS = 16
+_SENDERS = len(DEV_KEYS)
 _GWEI = 10**9
 _EXT_DATA_EVERY = 5
 _WITHDRAWALS_EVERY = 4
@@ -80,6 +84,8 @@ class TransactionPool:
 
     chain_id: int
     transactions: tuple[Transaction, ...]
+    #: Each development key's nonce after the pool's last transaction.
+    next_nonces: tuple[int, ...] = ()
 
     def take(self, start: int, count: int) -> list[Transaction]:
         """``count`` transactions from position ``start``, wrapping around the pool."""
@@ -87,11 +93,6 @@ class TransactionPool:
         if not pool:
             raise ValueError("the transaction pool is empty")
         return [pool[(start + i) % len(pool)] for i in range(count)]
-
-
-def _sender_key(seed: int, index: int) -> int:
-    return int.from_bytes(keccak256(b"vmstack sender %d %d" % (seed, index)), "big") % (
-        SECP256K1_N - 1) + 1
 
 
 def _address(rng: random.Random) -> bytes:
@@ -121,16 +122,17 @@ def _access_list(rng: random.Random, to: bytes | None) -> tuple[AccessTuple, ...
 
 
 @functools.lru_cache(maxsize=8)
-def transaction_pool(*, seed: int, chain_id: int, size: int = DEFAULT_POOL_SIZE
-                     ) -> TransactionPool:
-    """A pool of ``size`` transactions signed for ``chain_id``, deterministic for ``seed``
-    (about 30% legacy, 20% EIP-2930, 50% EIP-1559). Cached: a pool is signed once per
-    process."""
+def transaction_pool(*, seed: int, chain_id: int, size: int = DEFAULT_POOL_SIZE,
+                     start_nonces: tuple[int, ...] = ()) -> TransactionPool:
+    """A pool of ``size`` transactions signed for ``chain_id`` by the development keys,
+    deterministic for ``seed`` (about 30% legacy, 20% EIP-2930, 50% EIP-1559), each key's
+    nonces counting on from its entry of ``start_nonces`` (0 for keys past its end). Cached:
+    a pool is signed once per process."""
     if size < 1:
         raise ValueError(f"a pool holds at least one transaction, got {size}")
     rng = random.Random(seed)
-    keys = [_sender_key(seed, i) for i in range(_SENDERS)]
-    nonces = [0] * _SENDERS
+    keys = DEV_KEYS
+    nonces = [*start_nonces[:_SENDERS], *[0] * (_SENDERS - len(start_nonces[:_SENDERS]))]
     transactions: list[Transaction] = []
     for _ in range(size):
         sender = rng.randrange(_SENDERS)
@@ -155,7 +157,7 @@ def transaction_pool(*, seed: int, chain_id: int, size: int = DEFAULT_POOL_SIZE
                               gas=gas + 10_000, to=to, value=value, data=data,
                               access_list=_access_list(rng, to))
         transactions.append(sign_transaction(tx, keys[sender], chain_id))
-    return TransactionPool(chain_id, tuple(transactions))
+    return TransactionPool(chain_id, tuple(transactions), tuple(nonces))
 
 
 def find_mempool(vm: object) -> Mempool:
@@ -192,8 +194,8 @@ def generate_chain(
         raise ValueError(f"block_interval must be non-negative, got {block_interval!r}")
     rng = random.Random(seed)
     ids: list[bytes] = []
-    position = 0
     stack: tuple[object, ...] = ()
+    stream: _PoolStream | None = None
     for index in range(blocks):
         if clock is not None:
             clock.advance(block_interval)
@@ -204,9 +206,10 @@ def generate_chain(
             mempool = find_mempool(vm)
             stack = layers
         if txs_per_block:
-            pool = transaction_pool(seed=seed, chain_id=mempool.chain_id)
-            mempool.add_transactions(pool.take(position, txs_per_block))
-            position += txs_per_block
+            if stream is None or stream.chain_id != mempool.chain_id:
+                stream = _PoolStream(seed, mempool.chain_id, blocks * txs_per_block,
+                                     _dev_nonces(mempool))
+            mempool.add_transactions(stream.take(txs_per_block))
         _add_extras(mempool, rng)
         block = vm.build_block()
         block.verify()
@@ -216,6 +219,92 @@ def generate_chain(
         if progress is not None:
             progress(index + 1)
     return ids
+
+
+_CHUNK = 8 * DEFAULT_POOL_SIZE
+
+
+class _PoolStream:
+    """The transactions of one ``generate_chain`` call: cached pools of at most
+    ``_CHUNK`` transactions signed one after the other, each pool's nonces following on
+    from the one before, so a long chain is signed as it is built."""
+
+    def __init__(self, seed: int, chain_id: int, needed: int,
+                 start_nonces: tuple[int, ...]) -> None:
+        self.chain_id = chain_id
+        self._seed = seed
+        self._needed = needed
+        self._chunk = 0
+        self._pool = self._next(start_nonces)
+        self._position = 0
+
+    def _next(self, start_nonces: tuple[int, ...]) -> TransactionPool:
+        # Sizes are multiples of the default so that chains of similar lengths share a
+        # cached pool; the first chunk's seed is the caller's.
+        size = max(1, -(-min(self._needed, _CHUNK) // DEFAULT_POOL_SIZE)) * DEFAULT_POOL_SIZE
+        seed = self._seed if self._chunk == 0 else self._seed * 1_000_003 + self._chunk
+        self._chunk += 1
+        return transaction_pool(seed=seed, chain_id=self.chain_id, size=size,
+                                start_nonces=start_nonces)
+
+    def take(self, count: int) -> list[Transaction]:
+        taken: list[Transaction] = []
+        while len(taken) < count:
+            pool = self._pool.transactions
+            if self._position == len(pool):
+                self._pool = self._next(self._pool.next_nonces)
+                self._position = 0
+                continue
+            end = min(len(pool), self._position + count - len(taken))
+            taken.extend(pool[self._position:end])
+            self._position = end
+        return taken
+
+
+def _chunk(seed: int, chain_id: int, index: int) -> TransactionPool:
+    """The ``index``-th chunk of :func:`pool_transactions`' sequence for ``seed``."""
+    start = () if index == 0 else _chunk(seed, chain_id, index - 1).next_nonces
+    return transaction_pool(seed=seed if index == 0 else seed * 1_000_003 + index,
+                            chain_id=chain_id, size=DEFAULT_POOL_SIZE, start_nonces=start)
+
+
+def pool_transactions(*, seed: int, chain_id: int, start: int, count: int
+                      ) -> list[Transaction]:
+    """``count`` transactions from position ``start`` of an endless deterministic sequence
+    for ``seed``, signed by the development keys with nonces counting from 0: on a fresh
+    chain every prefix of it is valid in order (a simulator hands out consecutive
+    slices)."""
+    if start < 0 or count < 0:
+        raise ValueError("start and count must be non-negative")
+    taken: list[Transaction] = []
+    position = start
+    while len(taken) < count:
+        chunk = _chunk(seed, chain_id, position // DEFAULT_POOL_SIZE).transactions
+        offset = position % DEFAULT_POOL_SIZE
+        end = min(DEFAULT_POOL_SIZE, offset + count - len(taken))
+        taken.extend(chunk[offset:end])
+        position += end - offset
+    return taken
+
+
+def _dev_nonces(mempool: Mempool) -> tuple[int, ...]:
+    """The development keys' nonces in the state of the VM under ``mempool`` (all 0 for a
+    VM that keeps no accounts)."""
+    next_nonce = getattr(mempool, "next_nonce", None)
+    if next_nonce is None:
+        return ()
+    nonces = tuple(next_nonce(address) for address in dev_addresses())
+    return nonces if any(nonces) else ()
+
+
+def dev_transactions(vm: object, count: int, *, seed: int) -> list[Transaction]:
+    """``count`` transactions of the generator's mix, signed by the development keys with
+    the nonces that follow on in the mempool of ``vm``'s stack (its bottom VM's
+    ``next_nonce``), so they can be submitted to it now; deterministic for a seed and the
+    stack's state."""
+    mempool = find_mempool(vm)
+    return list(transaction_pool(seed=seed, chain_id=mempool.chain_id, size=max(count, 1),
+                                 start_nonces=_dev_nonces(mempool)).transactions[:count])
 
 
 def _add_extras(mempool: Mempool, rng: random.Random) -> None:

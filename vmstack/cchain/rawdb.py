@@ -8,13 +8,16 @@ Keys (``num`` is the block number as 8 big-endian bytes, ``hash`` the 32-byte bl
     LastHeader         head header hash      LastFast         head fast-sync block hash
     LastFinalized      last settled block hash
 
-and two keys of vmstack's own, outside geth's layout (geth never reads them)::
+and keys of vmstack's own, outside geth's layout (geth never reads them)::
 
     vmstack-sum + num + hash   integrity entry: crc32 of this key and the block RLP (4 B,
                                big-endian), then crc32 of this key and the receipts RLP
                                once they are written (4 B)
     vmstack-sum-from           crc32 of the key and the number (4 B, big-endian), then the
                                first block number that has an integrity entry (8 B)
+    vmstack-acct + address     an account of the accepted state (see
+                               :mod:`vmstack.cchain.state`), framed with its checksum
+    vmstack-state              the block the accepted state is after and its state root
 
 The integrity entry lets a reader reject a damaged header or body (:class:`StoreCorrupted`)
 with one CRC-32 (:func:`vmstack.checksum.keyed_checksum`) over the block bytes it is about
@@ -71,6 +74,8 @@ from vmstack.store.base import (
 )
 
 __all__ = [
+    "ACCOUNT_PREFIX",
+    "ADDRESS_LENGTH",
     "BLOCK_BODY_PREFIX",
     "BLOCK_RECEIPTS_PREFIX",
     "CORETH_KEY_PREFIX",
@@ -88,6 +93,7 @@ __all__ = [
     "KeyKind",
     "NUMBER_LENGTH",
     "ParsedKey",
+    "STATE_HEAD_KEY",
     "Schema",
     "checksum",
     "decode_block_hash",
@@ -138,6 +144,9 @@ HEAD_FAST_BLOCK_KEY: Final = b"LastFast"
 HEAD_FINALIZED_BLOCK_KEY: Final = b"LastFinalized"
 INTEGRITY_PREFIX: Final = b"vmstack-sum"
 INTEGRITY_START_KEY: Final = b"vmstack-sum-from"
+ACCOUNT_PREFIX: Final = b"vmstack-acct"
+STATE_HEAD_KEY: Final = b"vmstack-state"
+ADDRESS_LENGTH: Final = 20
 
 _MAX_PREFIX_LEN: Final = MAX_KEY_LEN - (len(INTEGRITY_PREFIX) + NUMBER_LENGTH + HASH_LENGTH)
 
@@ -188,6 +197,8 @@ class KeyKind(enum.Enum):
     HEAD_FINALIZED_BLOCK = "last settled"
     INTEGRITY = "integrity"
     INTEGRITY_START = "integrity start"
+    ACCOUNT = "account"
+    STATE_HEAD = "state head"
 
 
 @attrs.frozen(slots=True)
@@ -205,6 +216,7 @@ _HEAD_KINDS: Final = {
     HEAD_FAST_BLOCK_KEY: KeyKind.HEAD_FAST_BLOCK,
     HEAD_FINALIZED_BLOCK_KEY: KeyKind.HEAD_FINALIZED_BLOCK,
     INTEGRITY_START_KEY: KeyKind.INTEGRITY_START,
+    STATE_HEAD_KEY: KeyKind.STATE_HEAD,
 }
 _HASHED_KINDS: Final = {
     HEADER_PREFIX: KeyKind.HEADER,
@@ -293,6 +305,20 @@ class Schema:
         """geth's ``LastFast``: the hash of the head fast-sync block (coreth writes it)."""
         return self.prefix + HEAD_FAST_BLOCK_KEY
 
+    def account_key(self, address: bytes) -> bytes:
+        """``vmstack-acct + address``: an account of the accepted state."""
+        if len(address) != ADDRESS_LENGTH:
+            raise ValueError(f"an address is 20 bytes, not {len(address)}")
+        return self.prefix + ACCOUNT_PREFIX + address
+
+    def account_prefix(self) -> bytes:
+        """The prefix of every account key."""
+        return self.prefix + ACCOUNT_PREFIX
+
+    def state_head_key(self) -> bytes:
+        """``vmstack-state``: the block the accepted state is after, and its root."""
+        return self.prefix + STATE_HEAD_KEY
+
     def last_settled_key(self) -> bytes:
         """geth's ``LastFinalized``: the hash of the last settled block (receipts written)."""
         return self.prefix + HEAD_FINALIZED_BLOCK_KEY
@@ -319,6 +345,9 @@ class Schema:
                 and rest[:tag_len] == INTEGRITY_PREFIX):
             number = int.from_bytes(rest[tag_len:tag_len + NUMBER_LENGTH], "big")
             return ParsedKey(KeyKind.INTEGRITY, number, rest[tag_len + NUMBER_LENGTH:])
+        if (len(rest) == len(ACCOUNT_PREFIX) + ADDRESS_LENGTH
+                and rest.startswith(ACCOUNT_PREFIX)):
+            return ParsedKey(KeyKind.ACCOUNT)
         return None
 
 

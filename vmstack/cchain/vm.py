@@ -37,12 +37,25 @@ each block when it accepts it.
 
 Execution. The VM does not run EVM code: receipts come from the execution model of
 :mod:`vmstack.cchain.execution`.
+
+Accounts. Each block's post-state (nonces, balances: :mod:`vmstack.cchain.state`) is derived
+from its parent's when it is verified or built: a processing block holds the accounts it
+changed over its parent's state (a processing block's, or the accepted state), so siblings
+and deeper processing chains verify independently. ``verify`` refuses a transaction whose
+nonce or balance does not fit that state and a header whose state root is not the
+post-state's. ``accept`` writes the changed accounts and the state head (block and root)
+in the block's own write batch, so a crash leaves the block with its state or neither;
+``reject`` drops the post-state. The accepted state lives in the store, so two VMs over one
+store (a transition layer's pre and post VMs) share it: each re-reads it when the store's
+last accepted block is not the one it holds. A replaying VM (``replay=True``), and one over a
+chain another program wrote (a coreth database: no state head, no integrity marker),
+keeps no account state: those blocks were executed by an EVM it does not run.
 """
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from vmstack.batching import (
     AncestorBudget,
@@ -59,7 +72,14 @@ from vmstack.cchain.chain import MAX_NUMBER, ChainReader, FastAncestorWalk, writ
 from vmstack.cchain.codec import AVALANCHE, Flavour, encode_receipts
 from vmstack.cchain.crypto import keccak256
 from vmstack.cchain.execution import TX_BASE_GAS, execute_transactions, intrinsic_gas
-from vmstack.cchain.genesis import GAS_LIMIT, genesis_block
+from vmstack.cchain.genesis import (
+    BASE_FEE,
+    BLACKHOLE_ADDRESS,
+    GAS_LIMIT,
+    Genesis,
+    default_genesis,
+    genesis_block,
+)
 from vmstack.cchain.mempool import Mempool
 from vmstack.cchain.rlpbytes import block_bytes, first_item_offset, frame_body_fields, header_slice
 from vmstack.cchain.rules import (
@@ -71,15 +91,26 @@ from vmstack.cchain.rules import (
     check_received_body,
     check_transaction_rules,
 )
+from vmstack.cchain.state import (
+    AcceptedState,
+    Account,
+    State,
+    account_record,
+    apply_block,
+    read_account_record,
+    read_state_head_record,
+    state_head_record,
+)
 from vmstack.cchain.types import (
     AnyHeader,
     AvalancheHeader,
+    Receipt,
     Transaction,
     Withdrawal,
 )
 from vmstack.clock import Clock
 from vmstack.defaults import DEFAULT_CACHE_SIZE, DEFAULT_CHAIN_ID
-from vmstack.errors import BlockNotFound, InvalidBlock, StoreCorrupted
+from vmstack.errors import BlockNotFound, InvalidBlock, InvalidTransaction, StoreCorrupted
 from vmstack.store.base import KeyValueStore, ReadSnapshot
 from vmstack.store.format import check_format
 
@@ -114,10 +145,14 @@ class CChainVM:
     ancestors time budget; ``chain_id`` is the transactions' chain; ``cache_size`` bounds the
     canonical hash cache; ``settle_lag`` is how many accepted blocks a block's receipts wait
     for. An empty store gets a genesis block, deterministic from
-    ``flavour``, ``chain_id`` and ``genesis_timestamp``, or ``genesis`` (a genesis block's RLP)
-    when given; a store that has a chain keeps it (``genesis``, if given, must be its block
-    0, else ``ValueError``). A store that holds chain data but no valid last accepted
-    pointer is ``StoreCorrupted``: it is never given a genesis block over its blocks.
+    ``flavour``, ``chain_id`` and ``genesis`` (a :class:`~vmstack.cchain.Genesis`; default
+    :func:`~vmstack.cchain.genesis.default_genesis` at ``genesis_timestamp``, funding
+    ``DEV_KEYS``), or from ``genesis`` given as a genesis block's RLP; a store that has a
+    chain keeps it (``genesis``, if given, must give its block 0, else ``ValueError``).
+    A genesis that names a chain ID sets it: ``chain_id`` left at its default takes the
+    genesis's, another is ``ValueError``. A store that holds chain data but no
+    valid last accepted pointer is ``StoreCorrupted``: it is never given a genesis block
+    over its blocks.
 
     ``replay=True`` is for a VM that replays blocks a real EVM executed (a coreth
     database's chain, recorded blocks): the execution model cannot reproduce their
@@ -141,9 +176,14 @@ class CChainVM:
         cache_size: int = DEFAULT_CACHE_SIZE,
         settle_lag: int = 0,
         genesis_timestamp: int = 0,
-        genesis: bytes | None = None,
+        genesis: Genesis | bytes | None = None,
         replay: bool = False,
     ) -> None:
+        if isinstance(genesis, Genesis) and genesis.chain_id is not None:
+            if chain_id not in (DEFAULT_CHAIN_ID, genesis.chain_id):
+                raise ValueError(f"chain_id {chain_id} differs from the genesis's "
+                                 f"{genesis.chain_id}")
+            chain_id = genesis.chain_id
         if not isinstance(flavour, Flavour):
             raise ValueError(f"flavour must be a Flavour, got {flavour!r}")
         if isinstance(chain_id, bool) or not isinstance(chain_id, int) or chain_id < 1:
@@ -162,13 +202,26 @@ class CChainVM:
         self._lock = threading.RLock()
         self._processing: dict[bytes, CChainBlock] = {}
         self._preferred: bytes | None = None
-        self._mempool = Mempool(chain_id=chain_id, gas_limit=GAS_LIMIT,
-                                avalanche=self._avalanche)
+        self._base: AcceptedState | None = None
         self._open(genesis, genesis_timestamp)
+        with self._store.snapshot() as snap:
+            # A chain another program wrote (a coreth database: no integrity marker, no
+            # state head) has no account state here: its blocks are served, not re-executed.
+            self._stateless = self._replay or (
+                not snap.has(self._schema.state_head_key())
+                and self._chain.integrity_start(snap) is None)
+            # The gas limit is the genesis's on a chain this VM wrote, the C-chain's on
+            # another program's.
+            self._gas_limit = GAS_LIMIT if self._stateless else self._chain.stored_header(
+                snap, 0, self._chain.canonical_hash(snap, 0)).gas_limit
+            if not self._stateless:
+                self._accepted_base(snap)
+        self._mempool = Mempool(chain_id=chain_id, gas_limit=self._gas_limit,
+                                avalanche=self._avalanche)
 
     # --- opening ---------------------------------------------------------------------------
 
-    def _open(self, genesis: bytes | None, genesis_timestamp: int) -> None:
+    def _open(self, genesis: Genesis | bytes | None, genesis_timestamp: int) -> None:
         """Adopt the chain in the store, or write the genesis block into an empty one. A
         store that holds chain data but no last accepted pointer is damaged
         (``StoreCorrupted``): it is never given a genesis block over its blocks; nor is a
@@ -184,25 +237,138 @@ class CChainVM:
             if last is not None:
                 self._chain.last_accepted(snap)
         if last is None:
-            self._write_genesis(self._genesis_bytes(genesis, genesis_timestamp))
-        elif genesis is not None and existing != self.parse_block(genesis).id:
+            self._write_genesis(self._genesis_bytes(genesis, genesis_timestamp), genesis)
+        elif genesis is not None and existing != self.parse_block(
+                self._genesis_bytes(genesis, genesis_timestamp)).id:
             raise ValueError("the store holds a chain with another genesis block")
         with self._store.snapshot() as snap:
             self._chain.settle_cache(self._chain.settled_number(snap))
 
-    def _genesis_bytes(self, genesis: bytes | None, timestamp: int) -> bytes:
-        if genesis is not None:
-            return genesis
-        block = genesis_block(self._flavour, chain_id=self._chain_id, timestamp=timestamp)
+    def _genesis_bytes(self, genesis: Genesis | bytes | None, timestamp: int) -> bytes:
+        if isinstance(genesis, bytes | bytearray):
+            return bytes(genesis)
+        if genesis is None:
+            genesis = default_genesis(timestamp=timestamp)
+        block = genesis_block(self._flavour, chain_id=self._chain_id, genesis=genesis)
         return self._flavour.encode_block(block)
 
-    def _write_genesis(self, data: bytes) -> None:
+    def _write_genesis(self, data: bytes, genesis: Genesis | bytes | None) -> None:
+        """Write the genesis block with its accounts and state head: those of ``genesis``
+        (the default genesis when ``None``), none for a genesis given as block bytes,
+        whose header must then state the empty trie's root."""
         block = self.parse_block(data)
         if block.height != 0:
             raise ValueError(f"a genesis block has number 0, not {block.height}")
+        accounts: dict[bytes, Account] = {}
+        if isinstance(genesis, Genesis):
+            accounts = genesis.accounts()
+        elif genesis is None:
+            accounts = default_genesis().accounts()
         receipts_rlp = encode_receipts(execute_transactions(block.transactions))
         with self._store.write_batch() as batch:
             write_accepted(batch, self._schema, block, receipts_rlp, None, ())
+            if not self._replay:
+                base = AcceptedState(block.id, accounts)
+                if base.trie.root_hash != block.header.state_root:
+                    raise ValueError("the genesis block's state root is not its "
+                                     "allocation's")
+                for address, account in accounts.items():
+                    key = self._schema.account_key(address)
+                    batch.put(key, account_record(key, account))
+                head_key = self._schema.state_head_key()
+                batch.put(head_key, state_head_record(head_key, block.id, base.trie.root_hash))
+
+    # --- account state ---------------------------------------------------------------------
+
+    def _accepted_base(self, snap: ReadSnapshot) -> AcceptedState:
+        """The state after the last accepted block, as this VM holds it, re-read from
+        ``snap`` when the store's last accepted block is another (another VM over the same
+        store accepted it). ``StoreCorrupted`` for a store whose state head is missing,
+        damaged or not the last accepted block's, or whose accounts do not give the root
+        the head records."""
+        last = self._chain.last_accepted(snap)
+        base = self._base
+        if base is not None and base.block_id == last:
+            return base
+        try:
+            head = snap.get(self._schema.state_head_key())
+        except KeyError:
+            raise StoreCorrupted("the store holds a chain but no account state (a store "
+                                 "of replayed blocks opens with replay=True)") from None
+        block_id, root = read_state_head_record(self._schema.state_head_key(), head)
+        if block_id != last:
+            raise StoreCorrupted(f"the stored account state is after block {block_id.hex()},"
+                                 f" not the last accepted {last.hex()}")
+        prefix = self._schema.account_prefix()
+        accounts = {bytes(key[len(prefix):]): read_account_record(key, value)
+                    for key, value in snap.iterate(prefix)}
+        base = AcceptedState(last, accounts)
+        if base.trie.root_hash != root:
+            raise StoreCorrupted("the stored accounts do not give the state root their "
+                                 "head records")
+        self._base = base
+        return base
+
+    def _state_of(self, block_id: bytes | None) -> State | AcceptedState:
+        """The post-state of a processing block, or of the last accepted one (``None``)."""
+        with self._lock:
+            if block_id is not None:
+                known = self._processing.get(block_id)
+                if known is not None and known._state is not None:
+                    return known._state
+            with self._store.snapshot() as snap:
+                if self._stateless:
+                    raise ValueError("a replaying VM keeps no account state")
+                base = self._accepted_base(snap)
+            if block_id is not None and block_id != base.block_id:
+                raise BlockNotFound(f"block {block_id.hex()} is neither processing nor the "
+                                    "last accepted block: only their state is kept")
+            return base
+
+    def account(self, address: bytes, *, block_id: bytes | None = None) -> Account:
+        """The account of ``address`` (20 bytes) in the state after ``block_id`` (a
+        processing block or the last accepted one; default the last accepted): nonce 0,
+        balance 0 for an address never touched. ``BlockNotFound`` for an older or unknown
+        block (only those states are kept)."""
+        if not isinstance(address, bytes) or len(address) != 20:
+            raise ValueError(f"an address is 20 bytes, got {address!r}")
+        state = self._state_of(None if block_id is None else check_block_id(block_id))
+        return state.get(address) if isinstance(state, AcceptedState) else (
+            state.account(address))
+
+    def next_nonce(self, address: bytes) -> int:
+        """The nonce a new transaction from ``address`` takes: its nonce in the preferred
+        block's state, past the ones pending in the mempool that follow on (geth's pending
+        nonce)."""
+        return self._mempool.next_nonce(address, self._reader_of(self._build_on())(address).nonce)
+
+    def state_root_after(self, parent_id: bytes, transactions: Sequence[Transaction],
+                         withdrawals: Sequence[Withdrawal] = ()) -> bytes:
+        """The state root of a block over ``parent_id`` (processing or the last accepted
+        block) carrying ``transactions`` and ``withdrawals``, by the rules ``verify``
+        applies (``InvalidBlock`` for a transaction they refuse): what a block crafted
+        outside ``build_block`` must state."""
+        found = self._state_of(check_block_id(parent_id))
+        parent = None if isinstance(found, AcceptedState) else found
+        base = found if isinstance(found, AcceptedState) else self._base
+        if base is None:
+            with self._store.snapshot() as snap:
+                base = self._accepted_base(snap)
+        senders = [tx.sender() for tx in transactions]
+        state = apply_block(parent, base, transactions, senders,
+                            execute_transactions(transactions), coinbase=BLACKHOLE_ADDRESS,
+                            base_fee=BASE_FEE, withdrawals=withdrawals)
+        return state.root
+
+    def _build_on(self) -> bytes | None:
+        """The block the next one builds on, if it is processing (``None``: the last
+        accepted block), as :meth:`build_block` chooses it."""
+        preferred = self._preferred
+        return preferred if preferred in self._processing else None
+
+    def _reader_of(self, block_id: bytes | None) -> Callable[[bytes], Account]:
+        state = self._state_of(block_id)
+        return state.get if isinstance(state, AcceptedState) else state.account
 
     # --- properties ------------------------------------------------------------------------
 
@@ -213,6 +379,11 @@ class CChainVM:
     @property
     def chain_id(self) -> int:
         return self._chain_id
+
+    @property
+    def gas_limit(self) -> int:
+        """The gas limit of every block of this chain (its genesis's)."""
+        return self._gas_limit
 
     @property
     def schema(self) -> rawdb.Schema:
@@ -284,11 +455,30 @@ class CChainVM:
             return known
         with self._store.snapshot() as snap:
             restored = self._chain.restore(snap, block_id)
+            if not self._stateless:
+                self._check_state_commitment(snap, block_id, restored.block.header)
         raw = restored.raw
         return CChainBlock(self, block_id, raw, restored.block.header,
                            header_end=first_item_offset(raw) + restored.header_size,
                            body=restored.block.body, status=BlockStatus.ACCEPTED,
                            receipts=restored.receipts, senders=restored.senders)
+
+    def _check_state_commitment(self, snap: ReadSnapshot, block_id: bytes,
+                                header: AnyHeader) -> None:
+        """The state a settled block commits to is the one kept, as a VM restoring a
+        block's execution results finds its state: for the last accepted block (the one
+        whose state is kept), the stored state head names it and its root is the header's
+        (``StoreCorrupted`` otherwise)."""
+        if self._chain.last_accepted(snap) != block_id:
+            return
+        try:
+            head = snap.get(self._schema.state_head_key())
+        except KeyError:
+            raise StoreCorrupted("the last accepted block has no account state") from None
+        head_block, root = read_state_head_record(self._schema.state_head_key(), head)
+        if head_block != block_id or root != header.state_root:
+            raise StoreCorrupted(f"the stored account state is not the one block "
+                                 f"{block_id.hex()} commits to")
 
     # --- BatchedChainVM: the fast path -----------------------------------------------------
 
@@ -354,10 +544,14 @@ class CChainVM:
         return CChainBlock(self, block_id, raw, decoded, header_end=header_end, spans=spans)
 
     def add_transactions(self, transactions: Iterable[Transaction]) -> None:
-        """Queue signed transactions for :meth:`build_block` (in order); ``ValueError`` for
-        one a valid block could not carry (:meth:`Mempool.add_transactions
+        """Queue signed transactions for :meth:`build_block`, checked against the preferred
+        block's state; :class:`~vmstack.errors.InvalidTransaction` (and none queued) for
+        one no block could carry now (:meth:`Mempool.add_transactions
         <vmstack.cchain.mempool.Mempool.add_transactions>`)."""
-        self._mempool.add_transactions(transactions)
+        if self._stateless:
+            raise InvalidTransaction("a replaying VM keeps no account state to check "
+                                     "transactions against")
+        self._mempool.add_transactions(transactions, self._reader_of(self._build_on()))
 
     def add_ext_data(self, ext_data: bytes) -> None:
         """Queue extData (Avalanche atomic transactions) for a built block; each built block
@@ -370,12 +564,12 @@ class CChainVM:
         self._mempool.add_withdrawals(withdrawals)
 
     def pending_transactions(self) -> int:
-        """How many transactions wait in the mempool."""
+        """How many transactions are pending in the mempool."""
         return self._mempool.pending()
 
     def take_transactions(self) -> list[Transaction]:
-        """Remove every waiting transaction from the mempool and return them in order (a
-        transition layer hands them to the VM that takes over)."""
+        """Remove every pending transaction from the mempool and return them in arrival
+        order (a transition layer hands them to the VM that takes over)."""
         return self._mempool.take_transactions()
 
     def set_preference(self, block_id: bytes) -> None:
@@ -392,15 +586,43 @@ class CChainVM:
 
     def build_block(self) -> CChainBlock:
         """A new block on the preferred block (the last accepted one unless a processing
-        block is preferred), from the mempool in order while the gas limit holds, with the
-        next queued extData (Avalanche) or withdrawals (Ethereum). Its timestamp is the
-        clock's, but never before its parent's. The block is not verified."""
+        block is preferred), with every pending transaction executable on its state that
+        fits the gas limit (:meth:`Mempool.executable
+        <vmstack.cchain.mempool.Mempool.executable>`) and the next queued extData
+        (Avalanche) or withdrawals (Ethereum). Its timestamp is the clock's, but never
+        before its parent's. The block is not verified; its transactions stay pending
+        until an accepted block includes them."""
+        mempool = self._mempool
         with self._lock:
             parent_id, parent = self._build_parent()
             timestamp = max(int(self._clock()), parent.time)
-            txs, ext_data, withdrawals = self._mempool.take_block()
+            parent_state: State | None = None
+            base: AcceptedState | None = None
+            if self._stateless:
+                txs: list[Transaction] = []
+            else:
+                found = self._state_of(parent_id)
+                if isinstance(found, AcceptedState):
+                    base = found
+                    txs = mempool.executable(found.get)
+                else:
+                    parent_state = found
+                    base = self._base
+                    txs = mempool.executable(found.account)
+            ext_data, withdrawals = mempool.take_extras()
+        encodings = [mempool.encoding(tx) for tx in txs]
+
+        def post_state(receipts: Sequence[Receipt]) -> State | None:
+            if base is None:
+                return None
+            senders = [mempool.sender(tx, encoding) for tx, encoding in zip(txs, encodings,
+                                                                           strict=True)]
+            return apply_block(parent_state, base, txs, senders, receipts,
+                               coinbase=BLACKHOLE_ADDRESS, base_fee=BASE_FEE,
+                               withdrawals=withdrawals)
+
         block = assemble_block(self, parent_id, parent, timestamp, txs, ext_data, withdrawals,
-                               [self._mempool.encoding(tx) for tx in txs])
+                               encodings, post_state)
         self._chain.remember_header(block.id, block.header)
         return block
 
@@ -425,6 +647,7 @@ class CChainVM:
                     block._status = BlockStatus.ACCEPTED
                     return
                 parent = self._processing.get(block.parent_id)
+                base = None if self._stateless else self._accepted_base(snap)
                 if parent is not None:
                     parent_number, parent_time = parent.height, parent.timestamp
                 else:
@@ -438,8 +661,8 @@ class CChainVM:
                     parent_number, parent_time = parent_header.number, parent_header.time
             check_header_rules(block.header, parent_number=parent_number,
                                parent_time=parent_time, now=self._clock(),
-                               gas_limit=None if self._replay else GAS_LIMIT)
-            self._check_body(block)
+                               gas_limit=None if self._replay else self._gas_limit)
+            self._check_body(block, None if parent is None else parent._state, base)
             block._status = BlockStatus.PROCESSING
             self._processing[block.id] = block
             self._chain.remember_header(block.id, block.header)
@@ -457,26 +680,50 @@ class CChainVM:
         raise InvalidBlock(f"block {block.id.hex()}: bytes differ from the accepted block "
                            "with this ID")
 
-    def _check_body(self, block: CChainBlock) -> None:
+    def _check_body(self, block: CChainBlock, parent_state: State | None,
+                    base: AcceptedState | None) -> None:
         """The body rules, cheapest first, so that hostile bytes cost little to refuse: the
         rules of the body as received (:func:`~vmstack.cchain.rules.check_received_body`:
         sizes, decode, transaction rules, the header's commitments to the body); then that
         the header commits to what executing the block produces: gas used, receipts root
         and bloom (:func:`check_receipts_commitments`; not when replaying); and last, that
         every sender recovers (:meth:`Mempool.check_senders
-        <vmstack.cchain.mempool.Mempool.check_senders>`), the costly part."""
+        <vmstack.cchain.mempool.Mempool.check_senders>`), the costly part; and then (not when
+        replaying) the state transition over the parent's state (``parent_state``, or the
+        accepted ``base``): each transaction's nonce and balance
+        (:func:`~vmstack.cchain.state.apply_block`) and the header's state root. A block
+        this VM built keeps the post-state it was built with, from the same function over
+        the same parent state."""
         spans = dict(zip((f.name for f in self._flavour.body_fields), block._body_spans(),
                          strict=False))
         where = f"block {block.id.hex()}"
+        receipts = block._receipts
         try:
             body, encodings = check_received_body(block.header, block._raw, spans,
                                                   lambda: block.body, chain_id=self._chain_id)
             if not self._replay:
-                check_receipts_commitments(block.header,
-                                           execute_transactions(body.transactions))
+                if receipts is None or not block._built:
+                    receipts = execute_transactions(body.transactions)
+                check_receipts_commitments(block.header, receipts)
         except InvalidBlock as error:
             raise InvalidBlock(f"{where}: {error.reason}") from None
-        self._mempool.check_senders(body.transactions, encodings, where)
+        senders = self._mempool.check_senders(body.transactions, encodings, where)
+        block._senders = tuple(senders)
+        if base is None or receipts is None:
+            return
+        state = block._state if block._built else None
+        if state is None:
+            header = block.header
+            try:
+                state = apply_block(parent_state, base, body.transactions, senders, receipts,
+                                    coinbase=header.coinbase, base_fee=header.base_fee or 0,
+                                    withdrawals=body.withdrawals or ())
+            except InvalidBlock as error:
+                raise InvalidBlock(f"{where}: {error.reason}") from None
+        if state.root != block.header.state_root:
+            raise InvalidBlock(f"{where}: state root {block.header.state_root.hex()} is not "
+                               f"the post-state's {state.root.hex()}")
+        block._state = state
 
     def _accept(self, block: CChainBlock) -> None:
         with self._lock:
@@ -503,11 +750,29 @@ class CChainVM:
                 if receipts is None:
                     receipts = execute_transactions(block.transactions)
                 receipts_rlp = encode_receipts(receipts)
+            state = block._state
             with self._store.write_batch() as batch:
                 write_accepted(batch, self._schema, block, receipts_rlp, integrity_start,
                                settling)
+                if state is not None:
+                    for address, account in state.changed.items():
+                        key = self._schema.account_key(address)
+                        if account.empty:
+                            batch.delete(key)
+                        else:
+                            batch.put(key, account_record(key, account))
+                    head_key = self._schema.state_head_key()
+                    batch.put(head_key, state_head_record(head_key, block.id, state.root))
             block._status = BlockStatus.ACCEPTED
             self._processing.pop(block.id, None)
+            base = self._base
+            if state is not None and base is not None and base.block_id == block.parent_id:
+                base.advance(block.id, state)
+            else:
+                self._base = None
+            block._state = None
+            if base is not None and block._senders is not None:
+                self._mempool.on_accepted(block._senders, base.get)
             if receipts_rlp is not None:
                 self._chain.settle_cache(number)
             elif settling:
@@ -521,6 +786,7 @@ class CChainVM:
             if block._status is BlockStatus.REJECTED:
                 return
             block._status = BlockStatus.REJECTED
+            block._state = None
             self._processing.pop(block.id, None)
             if self._preferred == block.id:
                 self._preferred = None

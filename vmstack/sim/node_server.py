@@ -34,7 +34,7 @@ from vmstack.batching import (
     get_ancestors,
 )
 from vmstack.cchain import generate_chain, rawdb
-from vmstack.cchain.generate import find_mempool, transaction_pool
+from vmstack.cchain.generate import find_mempool, pool_transactions
 from vmstack.cchain.rlpbytes import list_items
 from vmstack.clock import SimClock
 from vmstack.errors import BlockNotFound, InvalidBlock, StoreCorrupted
@@ -321,8 +321,8 @@ class NodeServer:
         self._at(now)
         mempool = find_mempool(self.vm)
         if txs:
-            pool = transaction_pool(seed=seed, chain_id=mempool.chain_id)
-            mempool.add_transactions(pool.take(position, txs))
+            mempool.add_transactions(pool_transactions(seed=seed, chain_id=mempool.chain_id,
+                                                       start=position, count=txs))
         block = self.vm.build_block()
         block.verify()
         self.vm.set_preference(block.id)

@@ -12,6 +12,7 @@ above it read it once per change rather than at every call.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -19,7 +20,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from vmstack.capability import BatchingWatch
 from vmstack.clock import Clock
-from vmstack.errors import BatchingNotImplemented, InvalidBlock
+from vmstack.errors import BatchingNotImplemented, InvalidBlock, InvalidTransaction
 from vmstack.interfaces import BatchedChainVM, Block, ChainVM, find_layer
 from vmstack.transition.rules import builds_on_transition, transition_accepted
 from vmstack.wrappers.base import WrappedBlock
@@ -238,14 +239,15 @@ class TransitionVM:
                 self._announce(not before)
 
     def _hand_over_transactions(self) -> None:
-        """Move the transactions still waiting in the pre VM's mempool to the post VM's, in
+        """Move the transactions still pending in the pre VM's mempool to the post VM's, in
         order, when the post VM takes over: nothing submitted before the transition is
-        dropped by it."""
+        dropped by it, except what the accepted chain made invalid meanwhile (a nonce
+        below its sender's), which the post VM refuses one by one."""
         try:
             source = find_layer(self._pre, TransactionSource)  # type: ignore[type-abstract]
             target = find_layer(self._post, TransactionSink)  # type: ignore[type-abstract]
         except LookupError:
             return
-        waiting = source.take_transactions()
-        if waiting:
-            target.add_transactions(waiting)
+        for tx in source.take_transactions():
+            with contextlib.suppress(InvalidTransaction):
+                target.add_transactions([tx])

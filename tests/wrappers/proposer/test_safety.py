@@ -21,7 +21,7 @@ from tests.reliability.test_concurrency import check_linked
 from vmstack import BlockNotFound, InvalidBlock, SimClock, get_ancestors
 from vmstack.batching import serial_get_ancestors
 from vmstack.cchain import CChainVM
-from vmstack.cchain.generate import find_mempool, transaction_pool
+from vmstack.cchain.generate import dev_transactions, find_mempool
 from vmstack.conformance import MemoryVM
 from vmstack.interfaces import ChainVM
 from vmstack.store import LMDBStore, MemoryStore, ReadSnapshot
@@ -242,10 +242,10 @@ def test_two_wrappers_through_the_full_stack(accept_first: bool) -> None:
     clock.advance(2)
     mempool = find_mempool(vm)
     assert isinstance(mempool, CChainVM)
-    mempool.add_transactions(transaction_pool(seed=8, chain_id=mempool.chain_id).take(0, 3))
+    mempool.add_transactions(dev_transactions(vm, 3, seed=8))
     built = vm.build_block()
     built.verify()
-    assert mempool.pending_transactions() == 0
+    assert mempool.pending_transactions() == 3  # pending until a block with them is accepted
     envelope = _proposer_block(built)
     other = vm.parse_block(rewrap(_proposer_block(head), bytes(envelope.inner),
                                   chain_id=_proposer_vm(vm).chain_id))
@@ -358,11 +358,10 @@ def test_get_ancestors_never_empty_for_blocks_processing_or_accepted_under_threa
     for reader in readers:
         reader.start()
     mempool = find_mempool(vm)
-    pool = transaction_pool(seed=4, chain_id=mempool.chain_id)
     try:
         for index in range(40):
             clock.advance(2)
-            mempool.add_transactions(pool.take(2 * index, 2))
+            mempool.add_transactions(dev_transactions(vm, 2, seed=4 + index))
             block = vm.build_block()
             block.verify()
             vm.set_preference(block.id)
