@@ -188,13 +188,22 @@ def submit_transactions(vm: ChainVM, transactions: Iterable[Transaction]) -> int
     below intrinsic, a nonce below the sender's, a balance too low, a duplicate of a pending
     one) is :class:`~vmstack.errors.InvalidTransaction` (a ``ValueError``) naming the reason,
     and nothing of the call is queued; a nonce above the sender's next one waits. A stack
-    with no mempool in this process (one whose C-chain VM is served out of process) is
-    ``ValueError``.
+    whose C-chain part is served in another process submits them there, through the layer
+    that has ``submit_transactions`` (a :class:`~vmstack.wrappers.rpc.VMClient`: one round
+    trip, the same refusals); a stack with neither is ``ValueError``.
     """
     from vmstack.cchain.generate import find_mempool
 
     batch = list(transactions)
-    find_mempool(vm).add_transactions(batch)
+    try:
+        mempool = find_mempool(vm)
+    except ValueError:
+        for layer in iter_layers(vm):
+            submit = getattr(layer, "submit_transactions", None)
+            if callable(submit):
+                return int(submit(batch))
+        raise
+    mempool.add_transactions(batch)
     return len(batch)
 
 

@@ -34,11 +34,11 @@ def test_generated_module_matches_the_proto() -> None:
 
 def test_every_method_of_the_service_is_known() -> None:
     """The method table is read from the descriptor: the ChainVM calls, decisions, the
-    batched protocol, health and description."""
+    batched protocol, transaction submission, health and description."""
     assert set(METHODS) == {
         "GetBlock", "ParseBlock", "BuildBlock", "SetPreference", "LastAccepted",
         "GetBlockIDAtHeight", "BlockVerify", "BlockAccept", "BlockReject", "GetAncestors",
-        "BatchedParseBlock", "Health", "Describe"}
+        "BatchedParseBlock", "SubmitTransactions", "Health", "Describe"}
     for method in METHODS.values():
         assert method.path == f"/vmstack.rpc.VM/{method.name}"
         assert "failure" in method.response.DESCRIPTOR.fields_by_name

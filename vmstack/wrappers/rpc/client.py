@@ -35,9 +35,10 @@ import math
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 import attrs
 import grpc
@@ -57,6 +58,9 @@ from vmstack.wrappers.rpc.protocol import (
     block_digest,
     error_of,
 )
+
+if TYPE_CHECKING:
+    from vmstack.cchain.types import Transaction
 
 __all__ = ["RemoteBlock", "RoundTrips", "VMClient"]
 
@@ -384,6 +388,21 @@ class VMClient:
                 for facts, data in zip(response.blocks, batch, strict=True)]
 
     # --- the server itself --------------------------------------------------------------
+
+    def submit_transactions(self, transactions: Iterable[Transaction]) -> int:
+        """Queue signed ``transactions`` in the served stack's mempool in one round trip
+        (what :func:`vmstack.stack.submit_transactions` does for a stack over this client);
+        the number queued. The served mempool's refusal arrives as
+        :class:`~vmstack.errors.InvalidTransaction` with its reason, nothing queued."""
+        request = vm_pb2.SubmitTransactionsRequest(
+            transactions=[tx.encode() for tx in transactions])
+        response = self.call("SubmitTransactions", request)
+        assert isinstance(response, vm_pb2.SubmitTransactionsResponse)
+        if response.queued != len(request.transactions):
+            raise VMUnavailable(f"SubmitTransactions: the VM at {self._address} broke the "
+                                f"protocol (all or none): it queued {response.queued} of "
+                                f"{len(request.transactions)}")
+        return response.queued
 
     def health(self) -> str:
         """The server's word on itself; ``VMUnavailable`` if it does not answer."""

@@ -29,6 +29,7 @@ from vmstack.errors import (
     BatchingNotImplemented,
     BlockNotFound,
     InvalidBlock,
+    InvalidTransaction,
     MalformedRequest,
     StoreCorrupted,
     VMStackError,
@@ -155,6 +156,7 @@ def failure_of(error: BaseException) -> vm_pb2.Failure:
         return failure
     kinds: tuple[tuple[type[BaseException], vm_pb2.Failure.Kind.ValueType], ...] = (
         (BlockNotFound, _KIND.BLOCK_NOT_FOUND),
+        (InvalidTransaction, _KIND.INVALID_TRANSACTION),
         (StoreCorrupted, _KIND.STORE_CORRUPTED),
         (BatchingNotImplemented, _KIND.BATCHING_NOT_IMPLEMENTED),
         (VMUnavailable, _KIND.VM_UNAVAILABLE),
@@ -177,6 +179,7 @@ def error_of(failure: vm_pb2.Failure) -> Exception:
         return InvalidBlock(failure.reason or message, index=index)
     simple: dict[int, type[Exception]] = {
         _KIND.BLOCK_NOT_FOUND: BlockNotFound,
+        _KIND.INVALID_TRANSACTION: InvalidTransaction,
         _KIND.STORE_CORRUPTED: StoreCorrupted,
         _KIND.BATCHING_NOT_IMPLEMENTED: BatchingNotImplemented,
         _KIND.VM_UNAVAILABLE: VMUnavailable,

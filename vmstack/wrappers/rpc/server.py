@@ -42,7 +42,7 @@ from google.protobuf.message import Message
 
 from vmstack import batching
 from vmstack.clock import SimClock
-from vmstack.errors import InvalidBlock
+from vmstack.errors import InvalidBlock, InvalidTransaction
 from vmstack.interfaces import Block, ChainVM
 from vmstack.wrappers.rpc import vm_pb2
 from vmstack.wrappers.rpc.local import (
@@ -150,6 +150,7 @@ class VMServer:
             "BatchedParseBlock": self._batched_parse_block,
             "Health": self._health,
             "Describe": self._describe,
+            "SubmitTransactions": self._submit_transactions,
         }
         if self._handlers.keys() != METHODS.keys():
             raise RuntimeError("VMServer's handlers do not match vm.proto's methods")
@@ -388,6 +389,20 @@ class VMServer:
         return vm_pb2.BatchedParseBlockResponse(
             blocks=[facts_of(self._hand_out(block, data), with_bytes=False)
                     for block, data in zip(parsed, batch, strict=True)])
+
+    def _submit_transactions(self, request: Message) -> Message:
+        from vmstack.cchain.types import decode_transaction
+        from vmstack.stack import submit_transactions
+
+        assert isinstance(request, vm_pb2.SubmitTransactionsRequest)
+        transactions = []
+        for index, data in enumerate(request.transactions):
+            try:
+                transactions.append(decode_transaction(data))
+            except ValueError as error:
+                raise InvalidTransaction(f"transaction {index} does not decode: {error}") from None
+        queued = submit_transactions(self._vm, transactions)
+        return vm_pb2.SubmitTransactionsResponse(queued=queued)
 
     def _health(self, request: Message) -> Message:
         return vm_pb2.HealthResponse(healthy=True, pid=os.getpid(),

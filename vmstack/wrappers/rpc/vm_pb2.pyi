@@ -64,6 +64,8 @@ class Failure(_message.Message):
         """an error outside the project's tree"""
         VM_UNAVAILABLE: Failure._Kind.ValueType  # 9
         """the served VM is itself a client whose server is gone"""
+        INVALID_TRANSACTION: Failure._Kind.ValueType  # 10
+        """a submitted transaction no block could carry now"""
 
     class Kind(_Kind, metaclass=_KindEnumTypeWrapper): ...
     KIND_UNSPECIFIED: Failure.Kind.ValueType  # 0
@@ -80,6 +82,8 @@ class Failure(_message.Message):
     """an error outside the project's tree"""
     VM_UNAVAILABLE: Failure.Kind.ValueType  # 9
     """the served VM is itself a client whose server is gone"""
+    INVALID_TRANSACTION: Failure.Kind.ValueType  # 10
+    """a submitted transaction no block could carry now"""
 
     KIND_FIELD_NUMBER: _builtins.int
     MESSAGE_FIELD_NUMBER: _builtins.int
@@ -508,6 +512,58 @@ class BatchedParseBlockResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___BatchedParseBlockResponse: _TypeAlias = BatchedParseBlockResponse  # noqa: Y015
+
+@_typing.final
+class SubmitTransactionsRequest(_message.Message):
+    """Signed transactions, each in its canonical encoding (a typed one as its EIP-2718 bytes),
+    for the served stack's mempool; all or none are queued.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TRANSACTIONS_FIELD_NUMBER: _builtins.int
+    NOW_FIELD_NUMBER: _builtins.int
+    now: _builtins.float
+    @_builtins.property
+    def transactions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bytes]: ...
+    def __init__(
+        self,
+        *,
+        transactions: _abc.Iterable[_builtins.bytes] | None = ...,
+        now: _builtins.float | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_now", b"_now", "now", b"now"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_now", b"_now", "now", b"now", "transactions", b"transactions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__now: _TypeAlias = _typing.Literal["now"]  # noqa: Y015
+    _WhichOneofArgType__now: _TypeAlias = _typing.Literal["_now", b"_now"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__now) -> _WhichOneofReturnType__now | None: ...
+
+Global___SubmitTransactionsRequest: _TypeAlias = SubmitTransactionsRequest  # noqa: Y015
+
+@_typing.final
+class SubmitTransactionsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    QUEUED_FIELD_NUMBER: _builtins.int
+    FAILURE_FIELD_NUMBER: _builtins.int
+    queued: _builtins.int
+    @_builtins.property
+    def failure(self) -> Global___Failure: ...
+    def __init__(
+        self,
+        *,
+        queued: _builtins.int = ...,
+        failure: Global___Failure | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["failure", b"failure"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["failure", b"failure", "queued", b"queued"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SubmitTransactionsResponse: _TypeAlias = SubmitTransactionsResponse  # noqa: Y015
 
 @_typing.final
 class HealthRequest(_message.Message):
