@@ -31,6 +31,7 @@ from typing import Protocol, runtime_checkable
 import attrs
 
 from vmstack.cchain.codec import Flavour
+from vmstack.cchain.execution import TX_BASE_GAS
 from vmstack.cchain.genesis import DEV_KEYS, dev_addresses
 from vmstack.cchain.types import (
     AccessListTx,
@@ -180,8 +181,11 @@ def generate_chain(
     progress: Callable[[int], None] | None = None,
 ) -> list[bytes]:
     """Build, verify, prefer and accept ``blocks`` blocks on ``vm`` (a ``CChainVM`` or the
-    top of a stack), each with ``txs_per_block`` transactions handed to the bottom VM's
-    mempool (a block holds fewer if the gas limit is reached; the rest wait for the next).
+    top of a stack), each with ``txs_per_block`` transactions: before each block the bottom
+    VM's mempool is topped up to ``txs_per_block`` pending ones, but never beyond what one
+    block's gas limit could hold (``gas_limit // TX_BASE_GAS``), so a block holds fewer if
+    the gas limit is reached, the rest wait for the next, and an absurd ``txs_per_block``
+    never overfills the bounded mempool.
     ``clock`` (a :class:`~vmstack.clock.SimClock`, the one the stack runs on) is advanced by
     ``block_interval`` before each block; ``progress(n)`` is called after the ``n``-th block.
     Returns the new blocks' IDs, oldest first. Deterministic for a seed (given a
@@ -209,7 +213,9 @@ def generate_chain(
             if stream is None or stream.chain_id != mempool.chain_id:
                 stream = _PoolStream(seed, mempool.chain_id, blocks * txs_per_block,
                                      _dev_nonces(mempool))
-            mempool.add_transactions(stream.take(txs_per_block))
+            wanted = _top_up(mempool, txs_per_block)
+            if wanted:
+                mempool.add_transactions(stream.take(wanted))
         _add_extras(mempool, rng)
         block = vm.build_block()
         block.verify()
@@ -219,6 +225,16 @@ def generate_chain(
         if progress is not None:
             progress(index + 1)
     return ids
+
+
+def _top_up(mempool: Mempool, txs_per_block: int) -> int:
+    """How many transactions to hand ``mempool`` before a block: up to ``txs_per_block``
+    pending, at most what one block can hold (a pool that cannot say holds none)."""
+    gas_limit = getattr(mempool, "gas_limit", None)
+    target = (txs_per_block if not isinstance(gas_limit, int)
+              else min(txs_per_block, gas_limit // TX_BASE_GAS))
+    pending = getattr(mempool, "pending_transactions", None)
+    return max(0, target - (pending() if callable(pending) else 0))
 
 
 _CHUNK = 8 * DEFAULT_POOL_SIZE
