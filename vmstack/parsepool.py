@@ -23,8 +23,10 @@ The rules the pool keeps:
   writes to a worker's pipe are non-blocking, bounded by ``timeout`` in all (a stopped
   worker that does not read makes the batch serial, it does not hang the caller); every
   wait for an answer is bounded by ``timeout``; the claims are words of shared memory
-  that caller and workers read and write without a lock (no lock a killed worker could
-  leave held; two ends that meet may both run one item, whose result is the same). An
+  that the caller reads and writes without a lock (the workers take the front under a lock
+  of their own, which the caller never takes, so a killed worker can leave nothing held
+  that the caller waits on; two ends that meet may both run one item, whose result is the
+  same). An
   answer is read only once the pipe holds all of it.
 - Workers start in the background (:meth:`ParsePool.start`, which the proposer layer calls
   when it is built; else the first batch at or over ``threshold``), and no batch waits for
@@ -145,26 +147,29 @@ def _word(batch: int, index: int) -> int:
     return (batch << _INDEX_BITS) | index
 
 
-def _claim_front(claims: Any, batch: int, function: Callable[[ItemT], ResultT],
+def _claim_front(claims: Any, workers_lock: Any, batch: int,
+                 function: Callable[[ItemT], ResultT],
                  items: Sequence[ItemT]) -> list[tuple[int, ResultT]]:
     """A worker's claims: run ``function`` over the items of ``batch`` it takes from the
     front, one at a time, until the front meets the caller's back or the batch is no longer
     the current one; ``(index, result)`` pairs.
 
-    No lock: two workers that read the front together both take its item (one result is
-    kept), and a worker that writes an older front back makes the others retake an item;
-    no item is ever skipped, since the front only ever becomes a value some worker read
-    plus one, after taking the item at that value.
+    Workers take the front under ``workers_lock``, a lock only workers hold (the caller
+    never takes it, so a worker killed while holding it blocks no one but the pool's other
+    workers, which the caller stops when it finds the dead one). The caller's back needs no
+    lock: where the ends meet, a worker and the caller may both take the last item (one
+    result is kept), and no item is ever skipped.
     """
     done: list[tuple[int, ResultT]] = []
     while True:
-        front, back = claims[_FRONT], claims[_BACK]
-        if front >> _INDEX_BITS != batch or back >> _INDEX_BITS != batch:
-            return done
-        index = front & _INDEX_MASK
-        if index >= min(back & _INDEX_MASK, len(items)):
-            return done
-        claims[_FRONT] = front + 1
+        with workers_lock:
+            front, back = claims[_FRONT], claims[_BACK]
+            if front >> _INDEX_BITS != batch or back >> _INDEX_BITS != batch:
+                return done
+            index = front & _INDEX_MASK
+            if index >= min(back & _INDEX_MASK, len(items)):
+                return done
+            claims[_FRONT] = front + 1
         done.append((index, function(items[index])))
 
 
@@ -212,7 +217,7 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
-def _serve(connection: Connection, claims: Any) -> None:
+def _serve(connection: Connection, claims: Any, workers_lock: Any) -> None:
     """A worker's loop: read ``(batch, function, items)``, answer the ``(index, result)``
     pairs of the items it claimed (or the failure, as text); stop at ``None`` or when the
     pool's end closes."""
@@ -228,7 +233,8 @@ def _serve(connection: Connection, claims: Any) -> None:
             if message is None:
                 return
             batch, function, items = message
-            answer: tuple[bool, Any] = (True, _claim_front(claims, batch, function, items))
+            answer: tuple[bool, Any] = (True, _claim_front(claims, workers_lock, batch,
+                                                           function, items))
         except Exception as error:  # reported to the pool, which goes serial
             answer = (False, f"{type(error).__name__}: {error}")
         try:
@@ -382,6 +388,7 @@ class ParsePool:
         self._busy = False
         self._batch = 0  # batches are numbered from 1; 0 is none
         self._claims: Any = None  # shared with the workers: the claim words
+        self._workers_lock: Any = None  # kept while the workers it was made for run
         self._failures = 0
         self._closed = False
         self._warm_up: Callable[[Any], Any] | None = None  # what a new worker imports
@@ -690,10 +697,12 @@ def _start_workers(pool: ParsePool, generation: int, function: Callable[[Any], A
     context = _context()
     try:
         claims = context.Array("q", 2, lock=False)
+        workers_lock = context.Lock()  # the workers' alone: see _claim_front
         warm_up = _frame((0, function, []))
         for _ in range(pool._size):
             ours, theirs = context.Pipe()
-            process = context.Process(target=_serve, args=(theirs, claims), daemon=True,
+            process = context.Process(target=_serve, args=(theirs, claims, workers_lock),
+                                      daemon=True,
                                       name="vmstack-parse-worker")
             process.start()
             theirs.close()
@@ -705,7 +714,7 @@ def _start_workers(pool: ParsePool, generation: int, function: Callable[[Any], A
                 if pool._generation != generation or pool.closed:
                     _stop([worker], pool._pid, grace=0.0)
                     return
-                pool._claims = claims
+                pool._claims, pool._workers_lock = claims, workers_lock
                 pool._workers.append(worker)
     except Exception as error:  # whatever stops a start leaves the pool serial
         with pool._lock:
