@@ -17,7 +17,9 @@ from rich.table import Table
 
 from vmstack.benchmarks import Comparison
 
-__all__ = ["CASE_MODULES", "print_comparisons", "run_benchmarks", "write_json"]
+__all__ = [
+    "CASE_MODULES", "print_comparisons", "run_benchmarks", "select_modules", "write_json",
+]
 
 #: The case modules, in the order their rows appear.
 CASE_MODULES = (
@@ -33,6 +35,21 @@ CASE_MODULES = (
     "vmstack.benchmarks.windower",
     "vmstack.benchmarks.state",
 )
+
+
+def select_modules(only: str | None) -> tuple[str, ...]:
+    """The case modules named in ``only`` (short names such as ``"boundary,history"``, in
+    :data:`CASE_MODULES` order), or all of them for ``None``; an unknown name is
+    ``ValueError`` listing the known ones."""
+    if only is None:
+        return CASE_MODULES
+    short = {name.rsplit(".", 1)[1]: name for name in CASE_MODULES}
+    wanted = {part.strip() for part in only.split(",") if part.strip()}
+    unknown = sorted(wanted - short.keys())
+    if unknown or not wanted:
+        raise ValueError(f"unknown case {', '.join(unknown) or '(none given)'}; "
+                         f"known: {', '.join(short)}")
+    return tuple(name for name in CASE_MODULES if name.rsplit(".", 1)[1] in wanted)
 
 
 def run_benchmarks(*, quick: bool, modules: Sequence[str] = CASE_MODULES,

@@ -165,6 +165,9 @@ def _parser() -> argparse.ArgumentParser:
     bench = commands.add_parser("bench", help="the benchmarks side by side, as ratios")
     bench.add_argument("--quick", action="store_true", help="fewer rounds (under 30 s)")
     bench.add_argument("--json", type=Path, metavar="FILE", help="write every row here")
+    bench.add_argument("--only", metavar="CASES",
+                       help="run only these case modules, comma-separated (e.g. "
+                            "boundary,history; default: all of them)")
     return parser
 
 
@@ -302,11 +305,16 @@ def _simulate(args: argparse.Namespace, console: Console) -> int:
 
 
 def _bench(args: argparse.Namespace, console: Console) -> int:
-    from vmstack.bench import print_comparisons, run_benchmarks, write_json
+    from vmstack.bench import print_comparisons, run_benchmarks, select_modules, write_json
 
     _check_output(args.json, "--json")
+    try:
+        modules = select_modules(args.only)
+    except ValueError as error:
+        console.print(f"vmstack bench: {error}", markup=False)
+        return 2
     with console.status("benchmarking") as status:
-        rows = run_benchmarks(quick=args.quick,
+        rows = run_benchmarks(quick=args.quick, modules=modules,
                               on_module=lambda name: status.update(f"benchmarking {name}"))
     print_comparisons(rows, console)
     if args.json is not None:

@@ -110,6 +110,18 @@ def test_bench_quick_writes_every_row(tmp_path: Path) -> None:
     assert "met" in result.stdout
 
 
+def test_bench_only_runs_the_named_cases(tmp_path: Path) -> None:
+    """`vmstack bench --only windower` runs that case module alone; an unknown name is one
+    line listing the known ones and status 2."""
+    out = tmp_path / "bench.json"
+    result = run_cli("bench", "--quick", "--only", "windower", "--json", str(out))
+    assert result.returncode == 0, result.stderr + result.stdout
+    assert {row["group"] for row in json.loads(out.read_text())["rows"]} == {"proposer windows"}
+    refused = run_cli("bench", "--only", "windower,nosuchcase")
+    assert refused.returncode == 2
+    assert "unknown case nosuchcase; known: codec," in refused.stdout
+
+
 def test_out_of_process_gives_the_same_simulated_figures(tmp_path: Path) -> None:
     """Each node's C-chain VM in its own process: the same answers and simulated figures
     as in process, with the round trips measured beside them."""
