@@ -94,7 +94,6 @@ def test_pool_is_signed_once_and_deterministic() -> None:
     assert transaction_pool(seed=11, chain_id=43114, size=32) is pool
     fresh = transaction_pool.__wrapped__(seed=11, chain_id=43114, size=32)
     assert fresh == pool
-    assert pool.take(30, 4) == [pool.transactions[i] for i in (30, 31, 0, 1)]
     assert all(tx.chain_id == 43114 for tx in pool.transactions)
     with pytest.raises(ValueError):
         transaction_pool(seed=1, chain_id=43114, size=0)

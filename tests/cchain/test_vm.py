@@ -165,7 +165,7 @@ def test_build_takes_mempool_transactions_within_the_gas_limit() -> None:
 def test_built_block_commits_to_its_body_and_receipts() -> None:
     """Roots, bloom and ExtDataHash of a built block are those of its body and receipts."""
     vm = new_vm(MemoryStore())
-    vm.add_transactions(transaction_pool(seed=1, chain_id=43114).take(0, 8))
+    vm.add_transactions(transaction_pool(seed=1, chain_id=43114).transactions[:8])
     vm.add_ext_data(b"atomic" * 60)
     block = vm.build_block()
     receipts = execute_transactions(block.transactions)

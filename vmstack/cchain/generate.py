@@ -88,13 +88,6 @@ class TransactionPool:
     #: Each development key's nonce after the pool's last transaction.
     next_nonces: tuple[int, ...] = ()
 
-    def take(self, start: int, count: int) -> list[Transaction]:
-        """``count`` transactions from position ``start``, wrapping around the pool."""
-        pool = self.transactions
-        if not pool:
-            raise ValueError("the transaction pool is empty")
-        return [pool[(start + i) % len(pool)] for i in range(count)]
-
 
 def _address(rng: random.Random) -> bytes:
     return rng.randbytes(20)
