@@ -80,12 +80,17 @@ class StakeSchedule:
     node 0 alone validates at :data:`HISTORY_PCHAIN_HEIGHT`, every node from
     :data:`LIVE_PCHAIN_HEIGHT` on; ``durango_time`` is when the post-Durango windows
     begin; a node of weight 0 validates nothing. ``key`` names the schedule's content (a
-    digest), so that every node of one process shares one :class:`Windower`."""
+    digest), so that every node of one process shares one :class:`Windower`.
+
+    A schedule :meth:`draw` made pickles as how it was drawn, ``recipe`` (nodes, stake
+    kind, seed), and is drawn again, once per process, where it is unpickled: a node's spec
+    sent to another process carries a few bytes, not every node's NodeID."""
 
     node_ids: tuple[bytes, ...]
     weights: tuple[int, ...]
     durango_time: float
     key: str
+    recipe: tuple[int, str, int] | None = None
 
     @classmethod
     def draw(cls, *, nodes: int, kind: str, seed: int, durango_time: float) -> StakeSchedule:
@@ -93,7 +98,13 @@ class StakeSchedule:
         :func:`node_staking_seed`, its weight from :func:`draw_weights`."""
         node_ids = [StakingKey.generate(seed=node_staking_seed(seed, index)).node_id
                     for index in range(nodes)]
-        return cls.of(node_ids, draw_weights(kind, nodes, seed), durango_time=durango_time)
+        drawn = cls.of(node_ids, draw_weights(kind, nodes, seed), durango_time=durango_time)
+        return attrs.evolve(drawn, recipe=(nodes, kind, seed))
+
+    def __reduce__(self) -> tuple[Callable[..., StakeSchedule], tuple[object, ...]]:
+        if self.recipe is not None:
+            return _drawn_schedule, (*self.recipe, self.durango_time)
+        return StakeSchedule, (self.node_ids, self.weights, self.durango_time, self.key)
 
     @classmethod
     def of(cls, node_ids: Sequence[bytes], weights: Sequence[int], *,
@@ -152,20 +163,31 @@ class StakeSchedule:
         return found
 
 
-#: How many schedules' windowers and indexes a process keeps (the newest).
+def _drawn_schedule(nodes: int, kind: str, seed: int, durango_time: float) -> StakeSchedule:
+    """:meth:`StakeSchedule.draw` of these, drawn once per process (how a drawn schedule
+    is unpickled)."""
+    with _SHARED_LOCK:
+        found = _shared(("drawn", nodes, kind, seed, durango_time),
+                        lambda: StakeSchedule.draw(nodes=nodes, kind=kind, seed=seed,
+                                                   durango_time=durango_time))
+    assert isinstance(found, StakeSchedule)
+    return found
+
+
+_Shared = Windower | dict[bytes, int] | StakeSchedule
+#: How many schedules' windowers, indexes and draws a process keeps (the newest).
 _SHARED_KEPT = 8
-_SHARED: dict[tuple[object, ...], Windower | dict[bytes, int]] = {}
+_SHARED: dict[tuple[object, ...], _Shared] = {}
 _SHARED_LOCK = threading.Lock()
 
 
-def _shared(key: tuple[object, ...],
-            make: Callable[[], Windower | dict[bytes, int]]) -> Windower | dict[bytes, int]:
+def _shared(key: tuple[object, ...], make: Callable[[], _Shared]) -> _Shared:
     """The value kept under ``key``, made and kept (the oldest dropped past
     :data:`_SHARED_KEPT` entries) if there is none yet; the caller holds the lock."""
     found = _SHARED.pop(key, None)
     if found is None:
         found = make()
     _SHARED[key] = found
-    while len(_SHARED) > 2 * _SHARED_KEPT:
+    while len(_SHARED) > 3 * _SHARED_KEPT:
         del _SHARED[next(iter(_SHARED))]
     return found
