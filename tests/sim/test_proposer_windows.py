@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import pickle
 from pathlib import Path
 
 import pytest
@@ -76,6 +77,19 @@ def test_the_stake_schedule_names_node_0_alone_before_the_run_and_everyone_after
         stake.with_weights([0, 1, 1])
     with pytest.raises(ValueError, match="one NodeID"):
         StakeSchedule.of([b"a" * 20, b"a" * 20], [1, 1], durango_time=0.0)
+
+
+def test_a_drawn_schedule_travels_as_its_recipe_and_others_whole() -> None:
+    drawn = StakeSchedule.draw(nodes=40, kind="skewed", seed=9, durango_time=3.0)
+    data = pickle.dumps(drawn)
+    assert len(data) < 200  # not 40 NodeIDs
+    again = pickle.loads(data)
+    assert (again.node_ids, again.weights, again.key) == (drawn.node_ids, drawn.weights,
+                                                          drawn.key)
+    assert pickle.loads(data) is again  # drawn once per process
+    reweighted = drawn.with_weights(range(1, 41))
+    whole = pickle.loads(pickle.dumps(reweighted))
+    assert whole.weights == tuple(range(1, 41)) and whole.key == reweighted.key
 
 
 @pytest.mark.slow
