@@ -139,7 +139,9 @@ class NetworkRun(NodeBootstrapping):
         """Slot ``slot`` for the child of ``parent``: its expected proposer builds if it is
         up and caught up, else the slot is missed and the next slot's proposer tries
         (``first`` is the first slot tried for this height). When anyone may propose, the
-        first caught-up node builds (the first node up if none is)."""
+        first caught-up node builds (the first node up if none is). Building ends when no
+        node is up, or when a height's slots were all missed for the windower's whole
+        look-ahead (an hour of slots): the report then shows fewer blocks built."""
         if not self._any_up():
             self.building = False
             return
