@@ -98,14 +98,18 @@ def _parser() -> argparse.ArgumentParser:
     simulate.add_argument("--workers", type=positive_int, metavar="W",
                           help="Ray actors to spread the nodes over (default: one per node)")
     simulate.add_argument("--builders", type=positive_int, metavar="B",
-                          help="network nodes that start with the chain and build on it "
+                          help="network nodes that start with the chain and serve it "
                                "(default: an eighth of the nodes, 2 to 4)")
     simulate.add_argument("--live-blocks", type=non_negative_int, default=20, metavar="L",
-                          help="blocks the network's builders build and gossip during the "
-                               "run (default: %(default)s)")
+                          help="blocks the network's validators build in their proposer "
+                               "windows and gossip during the run (default: %(default)s)")
+    simulate.add_argument("--stake", choices=("equal", "skewed"),
+                          help="the network's validator weights, drawn from the seed: equal, "
+                               "or skewed (Pareto, shape 1.16) (default: equal)")
     simulate.add_argument("--json", type=Path, metavar="FILE", help="write every figure here")
     simulate.add_argument("--plot", type=Path, metavar="FILE",
-                          help="write a PNG of blocks fetched over time here")
+                          help="write a PNG of blocks fetched over time (a network: "
+                               "heights over time and blocks built against stake) here")
     costs = simulate.add_mutually_exclusive_group()
     costs.add_argument("--calibrate", action="store_true",
                        help="measure this machine's call costs first and use them")
@@ -269,6 +273,8 @@ def _simulate(args: argparse.Namespace, console: Console) -> int:
     _check_output(args.json, "--json")
     _check_plot(args.plot)
     _check_data_dir(args.data_dir)
+    if args.stake is not None:
+        raise ValueError("--stake applies to a network (--nodes N other than 2, or --engine)")
     config = SimulationConfig(blocks=args.blocks, txs_per_block=args.txs_per_block,
                               peers=args.peers, seed=args.seed,
                               modes=("serial",) if args.serial else MODES,

@@ -245,6 +245,7 @@ def build_stack(
     parse_workers: int = 0,
     validators: Windower | ValidatorSource | None = None,
     durango_time: float = 0.0,
+    pchain_height: Callable[[], int] | int = 0,
     genesis: Genesis | None = None,
     extra_layers: Mapping[str, Sequence[Callable[[ChainVM], ChainVM]]] | None = None,
 ) -> ChainVM:
@@ -289,7 +290,9 @@ def build_stack(
     mapping of NodeID to weight, a callable of the P-chain height giving one, or a
     ``Windower``) its ``verify`` enforces the proposer windows and ``build_block`` waits
     for this node's slot (README, "Proposer windows"); without one any node proposes at
-    any time, as before. They need a ``fork_time``.
+    any time, as before. They need a ``fork_time``. ``pchain_height`` (an int or a
+    zero-argument callable) is the P-chain height the proposer layer's blocks name and
+    its ``verify`` admits, as ``ProposerVM`` takes it.
 
     ``genesis`` (a :class:`~vmstack.cchain.Genesis`) is what an empty store's chain starts
     from (default: the development keys funded); ``chain_id`` must then be the genesis's,
@@ -375,7 +378,8 @@ def build_stack(
             parse_pool = ParsePool(parse_workers)
         vm = ProposerVM(vm, fork_time=fork_time, chain_id=chain_id, store=store,
                         staking_key=staking_key, clock=clock, parse_pool=parse_pool,
-                        validators=validators, durango_time=durango_time)
+                        validators=validators, durango_time=durango_time,
+                        pchain_height=pchain_height)
         vm = wrap_layers(user_layers(vm, "proposervm"), name="proposervm", tracer=tracer,
                          registry=registry)
     return vm

@@ -13,6 +13,7 @@ from tests.sim.networks import SMALL
 from vmstack.errors import StoreCorrupted
 from vmstack.sim.engines import Executed, LocalEngine, NodeServer
 from vmstack.sim.multinode import NetworkReport, NetworkRun, simulate_network
+from vmstack.sim.network_stake import StakeSchedule
 
 HOSTILE = 1
 """The builder made bad: node 0 builds the chain, node 1 imports it and serves it too."""
@@ -20,15 +21,23 @@ HOSTILE = 1
 
 def run_with(engine: Any, fault: Any) -> NetworkReport:
     """:data:`SMALL` on ``engine``, with ``fault`` put into :data:`HOSTILE` before any
-    block is served."""
+    block is served. A node with a damaged store would crash as soon as the proposer
+    windows give it a slot (it builds on its damaged tip), so that fault's node validates
+    nothing (weight 0): its bad answers, not its crash, are what the test is about."""
     injected: list[int] = []
+    stake = None
+    if fault is damage_bodies:
+        drawn = StakeSchedule.draw(nodes=SMALL.nodes, kind=SMALL.stake, seed=SMALL.seed,
+                                   durango_time=SMALL.start_time)
+        stake = drawn.with_weights([0 if node == HOSTILE else weight
+                                    for node, weight in enumerate(drawn.weights)])
 
     def inject_once(run: NetworkRun) -> None:
         if not injected:
             inject(engine, HOSTILE, fault)
             injected.append(HOSTILE)
 
-    return simulate_network(SMALL, engine, observe=inject_once)
+    return simulate_network(SMALL, engine, observe=inject_once, stake=stake)
 
 
 def assert_survived(report: NetworkReport) -> None:

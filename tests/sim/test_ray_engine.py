@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 from tests.sim.hostile import answer_other_bodies, damage_bodies
@@ -50,6 +51,17 @@ def test_ray_engine_gives_the_local_engine_figures(ray_session: Any) -> None:
     ray_figures = simulated(engine)
     assert engine.describe()["workers"] == 2
     assert ray_figures == simulated(LocalEngine())
+
+
+def test_ray_engine_gives_the_local_figures_with_skewed_stake(ray_session: Any) -> None:
+    # The proposer windows' choices (who builds, which slots are missed) are the
+    # coordinator's, from the same book on either engine.
+    config = attrs.evolve(SMALL, stake="skewed", live_blocks=10)
+    on_ray = simulate_network(config, RayEngine(workers=2))
+    assert sum(node.blocks_built for node in on_ray.nodes) == config.live_blocks
+    assert len({node.weight for node in on_ray.nodes}) > 1
+    assert on_ray.as_dict()["simulated"] == \
+        simulate_network(config, LocalEngine()).as_dict()["simulated"]
 
 
 def _wait_until_dead(ray: Any, actor: Any) -> None:

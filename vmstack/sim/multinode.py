@@ -1,4 +1,5 @@
-"""A network of nodes: builders serve and extend a chain, the others bootstrap from it.
+"""A network of validators: the proposer windows pick who extends the chain, and nodes
+bootstrap from each other.
 
 :func:`simulate_network` runs ``nodes`` nodes, each with its own full stack and LMDB store
 (an :class:`~vmstack.sim.engines.NodeServer`), in this process or in Ray actors (an
@@ -8,8 +9,17 @@ start empty and bootstrap concurrently from random peers with the engine's loop:
 for its last accepted block, then ``get_ancestors`` from it down to a block the node has,
 ``batched_parse_block`` each answer, verify and accept oldest first; a request that is
 dropped or not answered in time goes to another peer. A share of them join late (churn).
-Meanwhile the builders take turns building ``live_blocks`` new blocks, one every
-``block_interval`` seconds, and gossip each to every node; a bootstrapped node accepts a
+Every node validates with a stake drawn from the seed
+(:mod:`vmstack.sim.network_stake`), and meanwhile ``live_blocks`` new blocks are built in
+the proposer windows (Snowman++, post-Durango): the block above the network's tip is built
+``block_interval`` seconds after it by the expected proposer of that time's slot, if that
+node is up and caught up (its last accepted block is the tip); otherwise the slot is
+missed and the next slot's expected proposer tries at the slot's start, 5 s later, and so
+on. Every node's proposer layer enforces the same windows on what it builds and verifies.
+The coordinator stands in for consensus: a block is final once built, and only a node at
+the tip builds, so there is never a second block at one height (a node that is behind
+loses its slot; each missed slot is reported with its reason). The builder gossips each
+block to every node; a bootstrapped node accepts a
 gossiped block that extends its chain and fetches what it misses when one does not. A node
 that finishes a bootstrap asks again and fetches the blocks built meanwhile, until a peer
 has nothing newer, and a caught-up node keeps asking a peer every ``block_interval`` while
@@ -37,7 +47,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from vmstack.errors import VMStackError
+from vmstack.errors import AnyoneCanPropose, VMStackError
 from vmstack.sim.costs import REFERENCE_COSTS, CostModel
 from vmstack.sim.engines import (
     Built,
@@ -50,7 +60,19 @@ from vmstack.sim.engines import (
 )
 from vmstack.sim.network import Mesh
 from vmstack.sim.network_bootstrap import NodeBootstrapping
-from vmstack.sim.network_records import NetworkReport, NetworkSimulationConfig, NodeResult
+from vmstack.sim.network_records import (
+    MISSED_REASONS,
+    MissedSlot,
+    NetworkReport,
+    NetworkSimulationConfig,
+    NodeResult,
+)
+from vmstack.sim.network_stake import StakeSchedule, node_staking_seed
+from vmstack.wrappers.proposer.windower import (
+    MAX_LOOK_AHEAD_SLOTS,
+    WINDOW_DURATION,
+    time_to_slot,
+)
 
 __all__ = [
     "Mesh",
@@ -75,50 +97,107 @@ class NetworkRun(NodeBootstrapping):
     event's call at a time: the reference that the batched run equals, figure for figure.
     """
 
-    # --- building and gossip -----------------------------------------------------------
+    # --- building in the proposer windows, and gossip ----------------------------------
 
-    def _schedule_slot(self, slot: int, delay: float) -> None:
-        """Slot ``slot``'s block, built by the builder whose turn it is if it has the newest
-        block, else missed (the next slot's builder tries again)."""
-        if self.built >= self.config.live_blocks:
-            return
-        builders = self._live_builders()
-        if not builders:
-            return
-        builder = builders[slot % len(builders)]
-        state = self.states[builder]
+    def _schedule_height(self) -> None:
+        """The slots of the block above the network's tip, from the one ``block_interval``
+        after the tip on; building ends once ``live_blocks`` are built or no node is up."""
         tip = self.network_tip
-        at = self.clock() + delay
+        if tip is None or self.built >= self.config.live_blocks:
+            self.building = False
+            return
+        first = time_to_slot(tip.timestamp, tip.timestamp + self.config.block_interval)
+        self._schedule_slot(tip, first, first)
+
+    def _slot_time(self, parent: Tip, slot: int) -> float:
+        """When the proposer of ``slot`` builds the child of ``parent``: ``block_interval``
+        after it, or the slot's start if later."""
+        return max(parent.timestamp + self.config.block_interval,
+                   parent.timestamp + WINDOW_DURATION * slot)
+
+    def _proposer(self, parent: Tip, slot: int) -> int | None:
+        """The node the windows expect to build the child of ``parent`` in ``slot``, or
+        ``None`` when anyone may (a pre-fork parent, or no validator at its P-chain
+        height)."""
+        if not parent.post_fork:
+            return None
+        try:
+            node_id = self.windower.expected_proposer(parent.height + 1,
+                                                      parent.pchain_height, slot)
+        except AnyoneCanPropose:
+            return None
+        return self.stake.node_of(node_id)
+
+    def _at_tip(self, node: int, parent: Tip) -> bool:
+        """Whether ``node`` is up, has joined and caught up once, and has ``parent``, the
+        network's tip, as its last accepted block."""
+        state = self.states[node]
+        return (self._up(node) and state.ready and state.tip is not None
+                and state.tip.block_id == parent.block_id)
+
+    def _schedule_slot(self, parent: Tip, slot: int, first: int) -> None:
+        """Slot ``slot`` for the child of ``parent``: its expected proposer builds if it is
+        up and caught up, else the slot is missed and the next slot's proposer tries
+        (``first`` is the first slot tried for this height). When anyone may propose, the
+        first caught-up node builds (the first node up if none is). Building ends when no
+        node is up, or when a height's slots were all missed for the windower's whole
+        look-ahead (an hour of slots): the report then shows fewer blocks built."""
+        if not self._any_up():
+            self.building = False
+            return
+        if slot - first >= MAX_LOOK_AHEAD_SLOTS:
+            self.building = False  # no proposer came within the windower's look-ahead
+            return
+        expected = self._proposer(parent, slot)
+        if expected is None:
+            candidates = [node for node in range(self.config.nodes)
+                          if self._at_tip(node, parent)] or [
+                node for node in range(self.config.nodes) if self._up(node)]
+            node = candidates[0]
+        else:
+            node = expected
+        at = self._slot_time(parent, slot)
+        config = self.config
 
         def build() -> Call | None:
-            if (state.result.crashed or state.tip is None or tip is None
-                    or state.tip.block_id != tip.block_id):
+            if not self._at_tip(node, parent):
                 return None
-            height = tip.height + 1
-            return Call(builder, "build", (at, self.config.seed,
-                                           (height - 1) * self.config.txs_per_block,
-                                           self.config.txs_per_block))
+            return Call(node, "build", (at, config.seed, parent.height * config.txs_per_block,
+                                        config.txs_per_block))
 
-        self.schedule(delay, builder, lambda built: self._built(builder, slot, built),
+        self.schedule(max(0.0, at - self.clock()), node,
+                      lambda built: self._slot_done(node, parent, slot, first, at, built),
                       call=build, always=True)
 
-    def _built(self, builder: int, slot: int, built: Built | None) -> None:
+    def _slot_done(self, node: int, parent: Tip, slot: int, first: int, at: float,
+                   built: Built | None) -> None:
+        state = self.states[node]
         if built is None:
+            reason = ("down" if state.result.crashed else "not joined" if not state.joined
+                      else "behind")
             self.missed_slots += 1
-            self._schedule_slot(slot + 1, self.config.block_interval)
+            state.result.slots_missed += 1
+            self.slots.missed.append(MissedSlot(parent.height + 1, slot, at - self.started,
+                                                node, reason))
+            self._schedule_slot(parent, slot + 1, first)
             return
         self.built += 1
-        state = self.states[builder]
-        state.tip = self.network_tip = built.tip
-        state.result.height = built.tip.height
-        for node, other in enumerate(self.states):
-            if node == builder or not self._up(node) or not other.joined:
+        state.result.blocks_built += 1
+        self._set_tip(node, built.tip)
+        self.network_tip = built.tip
+        slots = self.slots
+        slots.built_in_slot[slot] = slots.built_in_slot.get(slot, 0) + 1
+        delay = built.tip.timestamp - parent.timestamp
+        slots.delays[delay] = slots.delays.get(delay, 0) + 1
+        slots.tip.append((self.clock() - self.started, built.tip.height))
+        for other_node, other in enumerate(self.states):
+            if other_node == node or not self._up(other_node) or not other.joined:
                 continue
-            delay = self.mesh.transfer(builder, node, len(built.block))
-            if delay is None:
+            transfer = self.mesh.transfer(node, other_node, len(built.block))
+            if transfer is None:
                 continue
-            self._gossip(node, builder, built.block, built.tip, delay)
-        self._schedule_slot(slot + 1, self.config.block_interval)
+            self._gossip(other_node, node, built.block, built.tip, transfer)
+        self._schedule_height()
 
     def _gossip(self, node: int, builder: int, block: bytes, block_tip: Tip,
                 delay: float) -> None:
@@ -144,8 +223,7 @@ class NetworkRun(NodeBootstrapping):
             self._bad_answer(node, builder)
         elif delivered.accepted:
             state.result.gossip_accepted += 1
-            state.tip = delivered.tip
-            state.result.height = delivered.tip.height
+            self._set_tip(node, delivered.tip)
         elif not delivered.known:
             # A gap: fetch the gossiped block and what lies below it.
             state.in_round = True
@@ -160,10 +238,11 @@ class NetworkRun(NodeBootstrapping):
         config = self.config
         for builder, tip in enumerate(builder_tips):
             state = self.states[builder]
-            state.tip, state.joined, state.ready = tip, True, True
-            state.result.height = tip.height
+            state.joined, state.ready = True, True
+            self._set_tip(builder, tip)
             state.result.bootstrap_seconds = 0.0
         self.network_tip = builder_tips[0]
+        self.slots.tip.append((0.0, builder_tips[0].height))
         for builder in range(config.builder_count):
             self._schedule_poll(builder)
         join_window = config.block_interval * config.live_blocks / 2
@@ -171,7 +250,7 @@ class NetworkRun(NodeBootstrapping):
             node = state.result.index
             delay = self.rng.uniform(0.0, join_window) if state.result.role == "late" else 0.0
             self._schedule_join(node, delay)
-        self._schedule_slot(0, config.block_interval)
+        self._schedule_height()
 
     def _schedule_join(self, node: int, delay: float) -> None:
         self.schedule(delay, node, lambda _: self._join(node))
@@ -193,6 +272,9 @@ class NetworkRun(NodeBootstrapping):
             "bytes_sent": self.mesh.bytes_sent,
             "blocks_built": self.built,
             "missed_slots": self.missed_slots,
+            **{f"missed_{reason.replace(' ', '_')}": sum(
+                1 for missed in self.slots.missed if missed.reason == reason)
+               for reason in MISSED_REASONS},
             "tip_height": tip_height,
             "nodes_at_tip": sum(1 for state in self.states if not state.result.crashed
                                 and state.ready and state.result.height == tip_height),
@@ -211,11 +293,10 @@ class NetworkRun(NodeBootstrapping):
         }
 
 
-def _specs(config: NetworkSimulationConfig) -> list[NodeSpec]:
+def _specs(config: NetworkSimulationConfig, stake: StakeSchedule) -> list[NodeSpec]:
     return [NodeSpec(index=index, chain_id=config.chain_id, start_time=config.start_time,
                      fork_time=config.fork_time, transition_time=config.transition_time,
-                     staking_seed=(f"vmstack simulate {config.seed} builder {index}".encode()
-                                   if index < config.builder_count else None))
+                     staking_seed=node_staking_seed(config.seed, index), stake=stake)
             for index in range(config.nodes)]
 
 
@@ -232,17 +313,26 @@ def simulate_network(
     costs: CostModel = REFERENCE_COSTS,
     observe: Callable[[NetworkRun], None] | None = None,
     batch: bool = True,
+    stake: StakeSchedule | None = None,
 ) -> NetworkReport:
     """Run the network ``config`` describes on ``engine`` and return every figure.
 
     The engine is started here and closed before returning (also on error). ``observe``
-    and ``batch`` are :class:`NetworkRun`'s. A node that
+    and ``batch`` are :class:`NetworkRun`'s; ``stake`` replaces the validators drawn from
+    the configuration (one weight per node, NodeIDs those of the nodes' keys). A node that
     crashes during the run is reported in its result; one that crashes while the chain is
     being set up fails the run with :class:`~vmstack.errors.VMStackError`.
     """
     setup_started = time.perf_counter()
+    drawn = StakeSchedule.draw(nodes=config.nodes, kind=config.stake, seed=config.seed,
+                               durango_time=config.start_time)
+    if stake is None:
+        stake = drawn
+    elif stake.node_ids != drawn.node_ids or stake.durango_time != drawn.durango_time:
+        raise ValueError("a stake schedule given to a run has its nodes' NodeIDs and Durango "
+                         "time (StakeSchedule.with_weights of the drawn one)")
     try:
-        engine.start(_specs(config))
+        engine.start(_specs(config, stake))
         first = _answer(engine.run([Call(0, "generate", (
             config.blocks, config.txs_per_block, config.seed, config.block_interval))],
             timeout=SETUP_TIMEOUT)[0], "building the chain")
@@ -257,7 +347,8 @@ def simulate_network(
         tips = [first] + [_answer(tip, "importing the chain") for tip in imports]
         setup_wall = time.perf_counter() - setup_started
         run_started = time.perf_counter()
-        network = NetworkRun(config, engine, costs=costs, observe=observe, batch=batch)
+        network = NetworkRun(config, engine, costs=costs, observe=observe, batch=batch,
+                             stake=stake)
         network.start(tips)
         network.run()
         run_wall = time.perf_counter() - run_started
@@ -266,6 +357,6 @@ def simulate_network(
                              totals=network.totals(), setup_wall_seconds=setup_wall,
                              run_wall_seconds=run_wall,
                              peak_memory_bytes=tuple(engine.peak_memory()),
-                             transactions=transactions)
+                             transactions=transactions, slots=network.slots)
     finally:
         engine.close()

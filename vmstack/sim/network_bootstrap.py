@@ -193,8 +193,7 @@ class NodeBootstrapping(NetworkEventLoop):
             # The blocks from the refused one up are dropped; the next round asks again,
             # from the node's new tip, of the peers it still trusts.
             self._bad_answer(node, executed.refused_from)
-        state.tip = executed.tip
-        state.result.height = executed.tip.height
+        self._set_tip(node, executed.tip)
         state.result.rounds += 1
         cost = sum(self.costs.execute(1, size) for size in executed.sizes)
         start = max(self.clock(), state.busy_until)
@@ -225,7 +224,7 @@ class NodeBootstrapping(NetworkEventLoop):
         tip = self.network_tip
         if tip is None:
             return False
-        if self.built < self.config.live_blocks and self._live_builders():
+        if self.built < self.config.live_blocks and self.building:
             return True
         state = self.states[node]
         return (state.tip is None or state.tip.height < tip.height) and any(

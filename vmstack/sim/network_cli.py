@@ -35,7 +35,8 @@ def simulate_network_from_args(args: argparse.Namespace, console: Console, *,
                              f"(--nodes {args.nodes}, --engine {args.engine or 'local'})")
     config = NetworkSimulationConfig(nodes=args.nodes, builders=args.builders,
                                      blocks=args.blocks, txs_per_block=args.txs_per_block,
-                                     live_blocks=args.live_blocks, seed=args.seed)
+                                     live_blocks=args.live_blocks, seed=args.seed,
+                                     stake=args.stake or "equal")
     engine = make_engine(args.engine or "local", address=args.ray_address,
                          workers=args.workers)
     model = costs or REFERENCE_COSTS

@@ -25,7 +25,8 @@ from vmstack.errors import VMStackError
 from vmstack.sim.costs import REFERENCE_COSTS, CostModel
 from vmstack.sim.engines import Call, Engine, NodeCrashed, Tip
 from vmstack.sim.network import Mesh
-from vmstack.sim.network_records import NetworkSimulationConfig, NodeResult
+from vmstack.sim.network_records import NetworkSimulationConfig, NodeResult, SlotRecord
+from vmstack.sim.network_stake import StakeSchedule
 
 __all__ = ["NetworkEventLoop", "NodeState"]
 
@@ -68,12 +69,14 @@ class NetworkEventLoop:
 
     ``observe(run)``, if given, is called after every batch of calls. ``batch=False`` hands
     the engine one event's call at a time: the reference that the batched run equals.
+    ``stake`` is the validators' schedule (drawn from the configuration when ``None``):
+    every node's result carries its weight and share.
     """
 
     def __init__(self, config: NetworkSimulationConfig, engine: Engine, *,
                  costs: CostModel = REFERENCE_COSTS,
                  observe: Callable[[Self], None] | None = None,
-                 batch: bool = True) -> None:
+                 batch: bool = True, stake: StakeSchedule | None = None) -> None:
         self.config = config
         self.engine = engine
         self.costs = costs
@@ -90,6 +93,16 @@ class NetworkEventLoop:
                                   else "late" if index in late else "node"))
             for index in range(config.nodes)
         ]
+        self.stake = stake if stake is not None else StakeSchedule.draw(
+            nodes=config.nodes, kind=config.stake, seed=config.seed,
+            durango_time=config.start_time)
+        if len(self.stake.weights) != config.nodes:
+            raise ValueError(f"the stake schedule has {len(self.stake.weights)} nodes, the "
+                             f"network {config.nodes}")
+        self.windower = self.stake.windower(config.chain_id)
+        for index, state in enumerate(self.states):
+            state.result.weight = self.stake.weights[index]
+            state.result.stake_share = self.stake.share(index)
         self.clock = SimClock(config.start_time + config.block_interval * config.blocks)
         self.started = self.clock()
         self._queue: list[tuple[float, int, _Event]] = []
@@ -103,6 +116,9 @@ class NetworkEventLoop:
         self.built = 0
         self.missed_slots = 0
         self.network_tip: Tip | None = None
+        #: Whether blocks are still to be built (the slots go on).
+        self.building = True
+        self.slots = SlotRecord()
 
     # --- the event loop --------------------------------------------------------------
 
@@ -209,5 +225,13 @@ class NetworkEventLoop:
     def _up(self, node: int) -> bool:
         return not self.states[node].result.crashed
 
-    def _live_builders(self) -> list[int]:
-        return [index for index in range(self.config.builder_count) if self._up(index)]
+    def _any_up(self) -> bool:
+        return any(not state.result.crashed for state in self.states)
+
+    def _set_tip(self, node: int, tip: Tip) -> None:
+        """Book ``tip`` as ``node``'s last accepted block (its height timeline too)."""
+        state = self.states[node]
+        state.tip = tip
+        if tip.height != state.result.height or not state.result.heights:
+            state.result.heights.append((self.clock() - self.started, tip.height))
+        state.result.height = tip.height

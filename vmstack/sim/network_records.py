@@ -14,8 +14,13 @@ from vmstack.batching import DEFAULT_MAX_BLOCKS_NUM
 from vmstack.defaults import DEFAULT_CHAIN_ID
 from vmstack.sim.costs import CostModel
 from vmstack.sim.network import NetworkConfig
+from vmstack.sim.network_stake import STAKE_KINDS
 
-__all__ = ["NetworkReport", "NetworkSimulationConfig", "NodeResult"]
+#: The proposer layer's minimum delay between a block and its child (its default).
+MIN_BLOCK_DELAY = 1.0
+
+__all__ = ["MISSED_REASONS", "MissedSlot", "NetworkReport", "NetworkSimulationConfig", "NodeResult",
+           "SlotRecord"]
 
 
 @attrs.frozen
@@ -28,6 +33,11 @@ class NetworkSimulationConfig:
     after ``max_attempts`` peers in a row failed it; a run still going after ``max_events``
     events fails (a bound against a run that would not end). The chain's transition is a
     third of the way up its first ``blocks`` blocks and the proposer fork two thirds up.
+    Every node validates, with a weight drawn as ``stake`` says (one of
+    :data:`~vmstack.sim.network_stake.STAKE_KINDS`), and the proposer windows decide who
+    builds each of the ``live_blocks`` blocks; ``block_interval`` is how long after its
+    parent a block's first slot proposer builds it (at least the proposer layer's
+    minimum block delay, 1 s).
     """
 
     nodes: int = 8
@@ -44,6 +54,7 @@ class NetworkSimulationConfig:
     max_blocks_num: int = DEFAULT_MAX_BLOCKS_NUM
     max_attempts: int = 100
     max_events: int = 10_000_000
+    stake: str = "equal"
 
     def __attrs_post_init__(self) -> None:
         if self.nodes < 2:
@@ -60,6 +71,11 @@ class NetworkSimulationConfig:
         if not self.block_interval > slowest_link:
             raise ValueError(f"block_interval must exceed the slowest link's latency "
                              f"({slowest_link:g} s), got {self.block_interval}")
+        if self.block_interval < MIN_BLOCK_DELAY:
+            raise ValueError(f"block_interval must be at least the proposer layer's minimum "
+                             f"block delay ({MIN_BLOCK_DELAY:g} s), got {self.block_interval}")
+        if self.stake not in STAKE_KINDS:
+            raise ValueError(f"stake is one of {STAKE_KINDS}, not {self.stake!r}")
         if self.max_attempts < 1 or self.max_events < 1:
             raise ValueError(f"max_attempts and max_events must be at least 1, got "
                              f"{self.max_attempts} and {self.max_events}")
@@ -94,7 +110,13 @@ class NodeResult:
     process was found dead (``None`` if it was not). ``bad_answers`` counts the answers
     this node dropped as bad (an answer that did not parse or chain, a fetched or gossiped
     block that failed ``verify``, a peer whose store failed while serving it), each time
-    asking another peer; ``bad_answers_sent`` the bad answers this node gave others."""
+    asking another peer; ``bad_answers_sent`` the bad answers this node gave others.
+
+    ``weight`` is the node's stake and ``stake_share`` its share of the whole;
+    ``blocks_built`` the blocks it built in its slots, ``slots_missed`` the slots it was
+    the expected proposer of but lost (down, not joined yet, or behind the tip).
+    ``timeline`` is (simulated seconds, blocks fetched) at each fetch, ``heights``
+    (simulated seconds, height) at each change of its last accepted block."""
 
     index: int
     role: str
@@ -115,6 +137,11 @@ class NodeResult:
     crash_reason: str | None = None
     stalled: str | None = None
     timeline: list[tuple[float, int]] = attrs.field(factory=list)
+    weight: int = 0
+    stake_share: float = 0.0
+    blocks_built: int = 0
+    slots_missed: int = 0
+    heights: list[tuple[float, int]] = attrs.field(factory=list)
 
     @property
     def crashed(self) -> bool:
@@ -124,7 +151,52 @@ class NodeResult:
         data = attrs.asdict(self)
         data["crashed"] = self.crashed
         data["timeline"] = [list(point) for point in self.timeline]
+        data["heights"] = [list(point) for point in self.heights]
         return data
+
+
+#: Why an expected proposer loses its slot.
+MISSED_REASONS = ("down", "not joined", "behind")
+
+
+@attrs.frozen
+class MissedSlot:
+    """A slot whose expected proposer lost it: the ``height`` of the block it was for, the
+    ``slot`` (the windower's, counted in 5 s from the parent's timestamp), the simulated
+    time it came (seconds from the run's start), the ``node`` and why: ``down`` (its
+    process gone), ``not joined`` (it joins later) or ``behind`` (up, but not at the
+    network's tip: in a network with consensus it could have built a competing block at a
+    lower height)."""
+
+    height: int
+    slot: int
+    at: float
+    node: int
+    reason: str
+
+    def as_dict(self) -> dict[str, object]:
+        return attrs.asdict(self)
+
+
+@attrs.define
+class SlotRecord:
+    """What the proposer windows did in a run: ``built_in_slot[s]`` blocks were built in
+    slot ``s`` of their parent (the windower's slots, 5 s each from the parent's
+    timestamp), ``delays[d]`` blocks came ``d`` seconds after their parent, ``missed``
+    lists every slot lost, oldest first, and ``tip`` is (simulated seconds, height) of
+    the network's tip at the start and at each block built."""
+
+    built_in_slot: dict[int, int] = attrs.field(factory=dict)
+    delays: dict[int, int] = attrs.field(factory=dict)
+    missed: list[MissedSlot] = attrs.field(factory=list)
+    tip: list[tuple[float, int]] = attrs.field(factory=list)
+
+    def as_dict(self) -> dict[str, object]:
+        return {"built_in_slot": {str(slot): count
+                                  for slot, count in sorted(self.built_in_slot.items())},
+                "delays": {str(delay): count for delay, count in sorted(self.delays.items())},
+                "missed": [missed.as_dict() for missed in self.missed],
+                "tip": [list(point) for point in self.tip]}
 
 
 @attrs.frozen
@@ -133,7 +205,8 @@ class NetworkReport:
     the configuration and the cost model. ``peak_memory_bytes`` is the peak resident size
     of each process that held nodes (this one on the local engine, each actor on Ray);
     ``transactions`` how many the first ``blocks`` blocks hold (a block holds what its gas
-    limit pays for, which may be fewer than ``txs_per_block``)."""
+    limit pays for, which may be fewer than ``txs_per_block``). ``slots`` is what the
+    proposer windows did (:class:`SlotRecord`)."""
 
     config: NetworkSimulationConfig
     costs: CostModel
@@ -144,6 +217,7 @@ class NetworkReport:
     run_wall_seconds: float
     peak_memory_bytes: tuple[int, ...] = ()
     transactions: int | None = None
+    slots: SlotRecord = attrs.field(factory=lambda: SlotRecord())
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -152,7 +226,8 @@ class NetworkReport:
             "config": self.config.as_dict(),
             "costs": self.costs.as_dict(),
             "simulated": {"nodes": [node.as_dict() for node in self.nodes],
-                          "totals": self.totals, "transactions": self.transactions},
+                          "totals": self.totals, "transactions": self.transactions,
+                          "slots": self.slots.as_dict()},
             "measured": {"setup_wall_seconds": self.setup_wall_seconds,
                          "run_wall_seconds": self.run_wall_seconds,
                          "peak_memory_bytes": list(self.peak_memory_bytes)},

@@ -38,10 +38,11 @@ from vmstack.cchain.generate import find_mempool, pool_transactions
 from vmstack.cchain.rlpbytes import list_items
 from vmstack.clock import SimClock
 from vmstack.errors import BlockNotFound, InvalidBlock, StoreCorrupted
-from vmstack.interfaces import Block, ChainVM
+from vmstack.interfaces import Block, ChainVM, find_layer
+from vmstack.sim.network_stake import HISTORY_PCHAIN_HEIGHT, LIVE_PCHAIN_HEIGHT, StakeSchedule
 from vmstack.stack import build_stack
 from vmstack.store import KeyValueStore, LMDBStore
-from vmstack.wrappers.proposer import StakingKey
+from vmstack.wrappers.proposer import ProposerVM, StakingKey
 
 __all__ = [
     "Built",
@@ -66,8 +67,12 @@ NODE_METHODS = frozenset({"generate", "export", "import_blocks", "tip", "transac
 
 @attrs.frozen
 class NodeSpec:
-    """What a node needs to build its stack: the chain's parameters and, for a node that
-    builds blocks, the seed of its staking key (its post-fork blocks are signed with it)."""
+    """What a node needs to build its stack: the chain's parameters, the seed of its
+    staking key (its post-fork blocks are signed with it; ``None``: unsigned) and, when
+    the network has validators, their ``stake``: the node's proposer layer then enforces
+    the proposer windows over it, and the node's P-chain height is the schedule's live
+    one (:data:`~vmstack.sim.network_stake.LIVE_PCHAIN_HEIGHT`) but while it builds the
+    chain's history (:meth:`NodeServer.generate`)."""
 
     index: int
     chain_id: int
@@ -75,14 +80,19 @@ class NodeSpec:
     fork_time: float
     transition_time: float
     staking_seed: bytes | None = None
+    stake: StakeSchedule | None = None
 
 
 @attrs.frozen
 class Tip:
-    """A node's last accepted block."""
+    """A node's last accepted block: its ID, height, timestamp, the P-chain height it
+    names (0 for a pre-fork block) and whether it is a post-fork block."""
 
     block_id: bytes
     height: int
+    timestamp: int = 0
+    pchain_height: int = 0
+    post_fork: bool = False
 
 
 @attrs.frozen
@@ -185,10 +195,15 @@ class NodeServer:
         self._store = LMDBStore(self.directory, sync=False)
         key = (None if spec.staking_seed is None
                else StakingKey.generate(seed=spec.staking_seed))
-        self.vm: ChainVM = build_stack(self._store, chain_id=spec.chain_id,
-                                       fork_time=spec.fork_time,
-                                       transition_time=spec.transition_time,
-                                       clock=self.clock, staking_key=key)
+        stake = spec.stake
+        self._pchain_height = LIVE_PCHAIN_HEIGHT
+        self.vm: ChainVM = build_stack(
+            self._store, chain_id=spec.chain_id, fork_time=spec.fork_time,
+            transition_time=spec.transition_time, clock=self.clock, staking_key=key,
+            validators=None if stake is None else stake.windower(spec.chain_id),
+            durango_time=0.0 if stake is None else stake.durango_time,
+            pchain_height=lambda: self._pchain_height)
+        self._proposer = find_layer(self.vm, ProposerVM)
         self._fetched: list[tuple[Block, int | None]] = []
 
     def close(self) -> None:
@@ -203,15 +218,26 @@ class NodeServer:
     def tip(self) -> Tip:
         """The node's last accepted block."""
         block_id = self.vm.last_accepted()
-        return Tip(block_id, self.vm.get_block(block_id).height)
+        block = self._proposer.get_block(block_id)
+        return Tip(block_id, block.height, block.timestamp, block.pchain_height,
+                   block.post_fork)
 
     # --- before the run: the chain the builders start with --------------------------
 
     def generate(self, blocks: int, txs_per_block: int, seed: int,
                  block_interval: float) -> Tip:
-        """Build the first ``blocks`` blocks (deterministic for ``seed``)."""
+        """Build the first ``blocks`` blocks (deterministic for ``seed``): the chain's
+        history, at P-chain height 0 but for its last block, which names the live one."""
+
+        def reach_live_height(built: int) -> None:
+            if built == blocks - 1:
+                self._pchain_height = LIVE_PCHAIN_HEIGHT
+
+        self._pchain_height = HISTORY_PCHAIN_HEIGHT if blocks > 1 else LIVE_PCHAIN_HEIGHT
         generate_chain(self.vm, blocks=blocks, txs_per_block=txs_per_block, seed=seed,
-                       clock=self.clock, block_interval=block_interval)
+                       clock=self.clock, block_interval=block_interval,
+                       progress=reach_live_height)
+        self._pchain_height = LIVE_PCHAIN_HEIGHT
         return self.tip()
 
     def transactions(self, blocks: int) -> int:
@@ -319,6 +345,9 @@ class NodeServer:
         """Build the next block on the node's chain with ``txs`` transactions of the
         seed's pool from ``position``, verify and accept it."""
         self._at(now)
+        # Build on the last accepted block, whatever a fetch accepted since the last
+        # preference.
+        self.vm.set_preference(self.vm.last_accepted())
         mempool = find_mempool(self.vm)
         if txs:
             mempool.add_transactions(pool_transactions(seed=seed, chain_id=mempool.chain_id,
