@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from vmstack.cchain.types import Transaction
     from vmstack.clock import Clock
     from vmstack.store import KeyValueStore
+    from vmstack.store.history import EraArchive
     from vmstack.wrappers.proposer import StakingKey
     from vmstack.wrappers.proposer.windower import ValidatorSource, Windower
 
@@ -247,6 +248,7 @@ def build_stack(
     durango_time: float = 0.0,
     genesis: Genesis | None = None,
     extra_layers: Mapping[str, Sequence[Callable[[ChainVM], ChainVM]]] | None = None,
+    history: EraArchive | None = None,
 ) -> ChainVM:
     """The full C-chain stack over one ``store``, top layer returned (ARCHITECTURE.md, section 2).
 
@@ -299,6 +301,10 @@ def build_stack(
     proposer layer; in both places under that position's metered and traced layers, the
     first item innermost.
 
+    ``history`` (an :class:`~vmstack.store.history.EraArchive`) is settled history beneath
+    the C-chain part's store (README, "History from era1 archives"): an empty store's chain
+    is then the archive's, served at once.
+
     The store remembers the configuration it was first built with (flavour, EVM chain ID,
     transition time, settle lag and key prefix for the C-chain part; fork time and chain ID
     for the proposer layer): building a stack over it with another raises
@@ -333,7 +339,7 @@ def build_stack(
     def chain_vm() -> CChainVM:
         return CChainVM(store, flavour=flavour, key_prefix=key_prefix, clock=clock,
                         chain_id=chain_id, settle_lag=settle_lag, cache_size=cache_size,
-                        genesis=genesis)
+                        genesis=genesis, history=history)
 
     def user_layers(vm: ChainVM, position: str) -> ChainVM:
         for make in layers.get(position, ()):
@@ -355,7 +361,7 @@ def build_stack(
                           "transition_time": transition_time is not None,
                           "key_prefix": key_prefix != b"", "settle_lag": settle_lag != 0,
                           "cache_size": cache_size != DEFAULT_CACHE_SIZE,
-                          "genesis": genesis is not None}
+                          "genesis": genesis is not None, "history": history is not None}
         misplaced = sorted(name for name, given in served_options.items() if given)
         if misplaced:
             raise ValueError(f"{', '.join(misplaced)} shape the served C-chain part: give "
