@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = ["CONFIG_KEY_PREFIX", "DEFAULT_CHAIN_ID", "LayerInfo", "StackDescription",
            "build_stack", "check_configuration", "close_stack", "describe_stack", "find_layer",
-           "iter_layers", "submit_transactions", "wrap_layers"]
+           "iter_layers", "stored_configuration", "submit_transactions", "wrap_layers"]
 
 
 @attrs.frozen
@@ -177,6 +177,30 @@ def check_configuration(store: KeyValueStore, part: str, settings: dict[str, obj
     for field in sorted(settings.keys() | recorded.keys()):
         if recorded.get(field) != settings.get(field):
             raise ConfigMismatch(field, recorded.get(field), settings.get(field))
+
+
+def stored_configuration(store: KeyValueStore, part: str) -> dict[str, object] | None:
+    """The settings of one part of a stack (``"chain"`` or ``"proposer"``) that
+    :func:`check_configuration` recorded in ``store``, or ``None`` if it has none;
+    :class:`~vmstack.errors.StoreCorrupted` for a damaged record."""
+    import json
+
+    from vmstack.checksum import unframe
+    from vmstack.errors import StoreCorrupted
+
+    key = CONFIG_KEY_PREFIX + part.encode()
+    try:
+        stored = store.get(key)
+    except KeyError:
+        return None
+    what = f"the {part} configuration record of the store"
+    try:
+        recorded = json.loads(bytes(unframe(key, stored, what)))
+    except ValueError:
+        raise StoreCorrupted(f"{what} is damaged") from None
+    if not isinstance(recorded, dict):
+        raise StoreCorrupted(f"{what} is damaged")
+    return recorded
 
 
 def submit_transactions(vm: ChainVM, transactions: Iterable[Transaction]) -> int:
