@@ -242,3 +242,25 @@ def test_export_refuses_an_avalanche_chain(tmp_path: Path) -> None:
     """era1 holds Ethereum blocks: an Avalanche chain is ValueError."""
     with pytest.raises(ValueError, match="Ethereum blocks"):
         export_history(new_vm(MemoryStore()), tmp_path)
+
+
+def test_damaged_archived_body_is_refused_on_both_paths(era_dir: Path, tmp_path: Path) -> None:
+    """A flipped byte in block 0's body record is never served: a walk that reaches it stops
+    before it (the batched rule for a failing parent), and asked for first on either path it
+    is StoreCorrupted naming the file."""
+    folder = tmp_path / "era"
+    folder.mkdir()
+    path = folder / FIRST
+    data = bytearray((era_dir / FIRST).read_bytes())
+    header_len = int.from_bytes(data[10:14], "little")
+    body = 8 + 8 + header_len
+    data[body + 8 + 16] ^= 0x40
+    path.write_bytes(bytes(data))
+    with EraArchive(folder) as history:
+        vm = sepolia_vm(MemoryStore(), history)
+        assert vm.get_ancestors(history.hash(5), 10, BIG, 60.0) == fallback_walk(
+            vm, history.hash(5), 5)
+        with pytest.raises(StoreCorrupted, match=FIRST):
+            vm.get_ancestors(history.hash(0), 10, BIG, 60.0)
+        with pytest.raises(StoreCorrupted, match=FIRST):
+            vm.get_block(history.hash(0))

@@ -595,6 +595,7 @@ class FastAncestorWalk:
         get = self._get
         header_key, body_key, integrity_key = self._keys(number, block_id)
         canonical: bytes | memoryview | None = None
+        archived: tuple[bytes, bytes, bytes] | None = None
         settled = number <= self._settled
         if settled:
             canonical = self._lookup(number)
@@ -604,29 +605,38 @@ class FastAncestorWalk:
             except KeyError:
                 history = self._history
                 if history is not None and history.holds(number):
-                    canonical = history.hash(number)
+                    # The store has no block here: the archive's is the canonical one.
+                    archived = history.block_parts(number)
+                    canonical = archived[0]
             if settled and canonical == block_id:
                 self._chain.remember_canonical(number, block_id)
         if canonical != block_id:
             raise self._chain.missing_or_corrupt(self._snap, number, block_id, canonical)
-        archived = False
-        try:
-            header = get(header_key)
-            body = get(body_key)
-        except KeyError:
-            history = self._history
-            if history is None or not self._chain.archived(self._snap, number):
-                raise self._chain.missing_or_corrupt(self._snap, number, block_id,
-                                                     canonical) from None
-            header, body = history.parts(number)
-            archived = True
+        header: bytes | memoryview
+        body: bytes | memoryview
+        if archived is not None:
+            header, body = archived[1], archived[2]
+        else:
+            try:
+                header = get(header_key)
+                body = get(body_key)
+            except KeyError:
+                history = self._history
+                if history is None or not self._chain.archived(self._snap, number):
+                    raise self._chain.missing_or_corrupt(self._snap, number, block_id,
+                                                         canonical) from None
+                archived = history.block_parts(number)
+                if archived[0] != block_id:
+                    raise self._chain.missing_or_corrupt(self._snap, number, block_id,
+                                                         archived[0]) from None
+                header, body = archived[1], archived[2]
         try:
             data = block_bytes(header, body)
             parent_id = stitched_parent_hash(data, header)
         except InvalidBlock as error:
             raise StoreCorrupted(f"the stored block {block_id.hex()} at {number} is "
                                  f"malformed: {error.reason}") from None
-        if number >= self._check_from and not archived:
+        if number >= self._check_from and archived is None:
             try:
                 entry = get(integrity_key)
             except KeyError:

@@ -119,6 +119,11 @@ class HistoryTier:
         """The header and body RLP of the archived block at ``number``."""
         return self.archive.header_rlp(number), self.archive.body_rlp(number)
 
+    def block_parts(self, number: int) -> tuple[bytes, bytes, bytes]:
+        """The hash, header RLP and body RLP of the archived block at ``number``, read in
+        one visit to its file."""
+        return self.archive.block_parts(number)
+
     def receipts(self, number: int) -> tuple[Receipt, ...]:
         """The receipts of the archived block at ``number``, decoded from consensus form."""
         try:

@@ -404,6 +404,29 @@ class _EraFile:
                                "accumulator covers")
         return data
 
+    def read_parts(self, number: int) -> tuple[bytes, bytes]:
+        """The header and body of block ``number``, checked as :meth:`read` checks them, in
+        three reads: the header record's head, its value with the body record's head, and
+        the body's value."""
+        offset = self.offsets[number - self.start]
+        head = self._pread(self.fd, offset, 8)
+        length = min(_RECORD.unpack(head)[1], MAX_RECORD_VALUE + 1)
+        joined = head + self._pread(self.fd, offset + 8, length + 8)
+        header_value, body_at = self._record_in(joined, 0, TYPE_HEADER, number)
+        body_head = joined[body_at:body_at + 8]
+        body_length = min(_RECORD.unpack(body_head)[1], MAX_RECORD_VALUE + 1)
+        body_value, _ = self._record_in(
+            body_head + self._pread(self.fd, offset + body_at + 8, body_length), 0,
+            TYPE_BODY, number)
+        header = self._unframe(header_value, number, "header")
+        self._check_list(header, number, "header")
+        if self.hashes is not None and keccak256(header) != self.hashes[number - self.start]:
+            raise self.damaged(f"block {number} header: its hash is not the one its "
+                               "accumulator covers")
+        body = self._unframe(body_value, number, "body")
+        self._check_list(body, number, "body")
+        return header, body
+
     def close(self) -> None:
         if self.fd >= 0:
             os.close(self.fd)
@@ -544,6 +567,19 @@ class EraArchive:
         """The receipts RLP of block ``number``: the list of its receipts in consensus form
         (a typed receipt as a string ``type || rlp``), what its receipts root commits to."""
         return self._read(number, 2)
+
+    def block_parts(self, number: int) -> tuple[bytes, bytes, bytes]:
+        """The hash, header RLP and body RLP of block ``number`` in one visit to its file
+        (what a walk over archived blocks reads): each checked as :meth:`hash`,
+        :meth:`header_rlp` and :meth:`body_rlp` check them."""
+        file = self._acquire(number)
+        try:
+            header, body = file.read_parts(number)
+            block_hash = (file.hashes[number - file.start] if file.hashes is not None
+                          else keccak256(header))
+            return block_hash, header, body
+        finally:
+            self._release(file)
 
     def hash(self, number: int) -> bytes:
         """The hash of block ``number`` (from the verified accumulator, or its header)."""
