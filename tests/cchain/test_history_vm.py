@@ -264,3 +264,21 @@ def test_damaged_archived_body_is_refused_on_both_paths(era_dir: Path, tmp_path:
             vm.get_ancestors(history.hash(0), 10, BIG, 60.0)
         with pytest.raises(StoreCorrupted, match=FIRST):
             vm.get_block(history.hash(0))
+
+
+def test_an_archive_starting_later_is_served_from_its_first_block(era_dir: Path,
+                                                                  tmp_path: Path) -> None:
+    """Epoch 21 alone over an empty store: the chain starts at its first block (a
+    checkpoint), nothing below it is served, and a genesis cannot be given."""
+    with EraArchive(linked(tmp_path, era_dir, SECOND)) as history:
+        vm = sepolia_vm(MemoryStore(), history)
+        assert vm.last_accepted() == history.hash(180223)
+        assert vm.get_block(history.hash(172032)).height == 172032
+        with pytest.raises(BlockNotFound):
+            vm.get_block_id_at_height(0)
+        assert len(vm.get_ancestors(history.hash(172040), 100, BIG, 60.0)) == 9
+        with pytest.raises(ValueError, match="another genesis block"):
+            CChainVM(MemoryStore(), flavour=ETHEREUM, chain_id=SEPOLIA_CHAIN_ID,
+                     genesis=block_bytes(history.header_rlp(172032),
+                                         history.body_rlp(172032)),
+                     history=history)

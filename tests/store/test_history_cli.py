@@ -82,14 +82,20 @@ def test_export_refuses_an_avalanche_chain_and_an_empty_dir(
     assert "holds no chain" in capsys.readouterr().err
 
 
-def test_simulate_history_bootstraps_real_blocks(era_dir: Path,
+def test_simulate_history_bootstraps_real_blocks(era_dir: Path, tmp_path: Path,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
-    """Two nodes over the shared files: the node fetches 300 real blocks from genesis,
-    batched and serially, and the headline names the archive."""
+    """Two nodes over the shared files: the node fetches 300 real blocks above a checkpoint
+    (the last run, epoch 21) and, over epoch 0 alone, from genesis; batched and serially."""
     assert main(["simulate", "--history", str(era_dir), "--blocks", "300"]) == 0
     out = capsys.readouterr().out
-    assert "real history: sepolia blocks 1-300" in out
+    assert "sepolia blocks 172033-172332" in out and "checkpoint at block 172032" in out
     assert "batched bootstrap is" in out
+    folder = tmp_path / "era"
+    folder.mkdir()
+    (folder / FIRST).symlink_to(era_dir / FIRST)
+    assert main(["simulate", "--history", str(folder), "--blocks", "300"]) == 0
+    out = capsys.readouterr().out
+    assert "sepolia blocks 1-300" in out and "bootstrapped from genesis" in out
 
 
 def test_simulate_history_refuses_options_that_do_not_apply(

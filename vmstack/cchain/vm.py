@@ -178,8 +178,9 @@ class CChainVM:
     store into the archive and across its files in one answer, ``get_block`` restores an
     archived block on the same slow path (its receipts from the archive). Over an empty
     store the chain is the archive's at once (genesis its block 0, last accepted its last
-    block): nothing is written or imported. A store beneath which the archive holds the
-    history must continue it: its lowest block's parent is the archive's block below
+    block; an archive that starts later is served from its first block, a checkpoint, with
+    nothing below it): nothing is written or imported. A store beneath which the archive
+    holds the history must continue it: its lowest block's parent is the archive's block below
     (``StoreCorrupted`` otherwise), and its block 0, if it has one, is the archive's
     (``ValueError`` otherwise). Real history was executed by an EVM this VM does not run and
     its state is not here: a VM over an archive without account state serves and verifies
@@ -268,12 +269,11 @@ class CChainVM:
                 self._chain.last_accepted(snap)
                 self._check_history_beneath(snap)
         if last is None and self._history is not None:
-            # An empty store over an archive: the chain is the archive's, as it stands.
-            if not self._history.holds(0):
-                raise ValueError(f"the archive {self._history.archive.directory} does not "
-                                 "hold block 0, and the store is empty: no chain to serve")
-            if genesis is not None and self.parse_block(self._genesis_bytes(
-                    genesis, genesis_timestamp)).id != self._history.hash(0):
+            # An empty store over an archive: the chain is the archive's, as it stands (from
+            # its block 0, or from its first block as a checkpoint when it starts later).
+            if genesis is not None and (not self._history.holds(0) or self.parse_block(
+                    self._genesis_bytes(genesis, genesis_timestamp)).id
+                    != self._history.hash(0)):
                 raise ValueError("the archive's chain has another genesis block")
         elif last is None:
             self._write_genesis(self._genesis_bytes(genesis, genesis_timestamp), genesis)

@@ -9,8 +9,12 @@ node verifies them as a replaying VM does (``replay=True``: every rule but the e
 results, whose commitments the header states); the serving side checks what the archive
 checks. The blocks are real: their sizes and transaction mixes are Ethereum's.
 
-The chain bootstrapped is the archive's contiguous run from block 0 (a sparse archive's
-later files cannot be linked to genesis), up to ``blocks`` blocks of it.
+The chain bootstrapped is the archive's last contiguous run of blocks (up to ``blocks`` of
+it). A run from block 0 is bootstrapped from genesis: the node starts with the archive's block
+0. A later run (a sparse archive's last files) is bootstrapped from a checkpoint: the node
+starts as a VM over an archive of its own holding the run's first block alone (written in a
+temporary directory with that block's records from the archive), as a node syncing from a
+trusted checkpoint does, and fetches every block above it.
 """
 
 from __future__ import annotations
@@ -18,7 +22,8 @@ from __future__ import annotations
 import random
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from opentelemetry import trace
@@ -35,21 +40,31 @@ from vmstack.sim.network import Network
 from vmstack.sim.run import MODES, SimulationConfig, SimulationReport, _merge, layer_figures
 from vmstack.stack import wrap_layers
 from vmstack.store import LMDBStore, MemoryStore
-from vmstack.store.history import EraArchive
+from vmstack.store.history import EraArchive, EraRecord, write_era1
 
-__all__ = ["contiguous_end", "simulate_history"]
+__all__ = ["last_run", "simulate_history"]
 
 
-def contiguous_end(archive: EraArchive) -> int:
-    """The last height of the archive's contiguous run from block 0 (``ValueError`` for an
-    archive without block 0)."""
-    if not archive.holds(0):
-        raise ValueError(f"the archive {archive.directory} does not hold block 0: a node "
-                         "bootstraps from genesis")
-    end = 0
-    while archive.holds(end + 1):
-        end += 1
-    return end
+def last_run(archive: EraArchive) -> tuple[int, int]:
+    """The first and last heights of the archive's last contiguous run of blocks."""
+    start = archive.last
+    while start > 0 and archive.holds(start - 1):
+        start -= 1
+    return start, archive.last
+
+
+@contextmanager
+def _node_history(directory: Path, network: str, start: int, checkpoint: EraRecord
+                  ) -> Iterator[EraArchive | None]:
+    """The bootstrapping node's own history: none from genesis (block 0 is its genesis
+    block), else an archive of the checkpoint block alone."""
+    if start == 0:
+        yield None
+        return
+    directory.mkdir()
+    write_era1(directory, network, start, [checkpoint])
+    with EraArchive(directory) as archive:
+        yield archive
 
 
 def _transaction_count(body_rlp: bytes) -> int:
@@ -80,18 +95,21 @@ def simulate_history(
             if chain_id is None:
                 raise ValueError(f"the archive's network {archive.network!r} has no known "
                                  "chain ID: give one")
-        end = contiguous_end(archive)
-        tip_height = end if blocks is None else min(blocks, end)
-        if tip_height < 1:
-            raise ValueError("the archive holds no block after genesis to bootstrap")
-        config = SimulationConfig(blocks=tip_height, txs_per_block=0, peers=peers, seed=seed,
-                                  modes=modes, chain_id=chain_id)
+        start, end = last_run(archive)
+        tip_height = end if blocks is None else min(start + blocks, end)
+        if tip_height <= start:
+            raise ValueError("the archive's last run holds no block to bootstrap above its "
+                             "first")
+        config = SimulationConfig(blocks=tip_height - start, txs_per_block=0, peers=peers,
+                                  seed=seed, modes=modes, chain_id=chain_id)
         tip = archive.hash(tip_height)
         tip_time = ETHEREUM.decode_header(archive.header_rlp(tip_height)).time
         clock = SimClock(float(tip_time + 60))
-        genesis = block_bytes(archive.header_rlp(0), archive.body_rlp(0))
+        first = block_bytes(archive.header_rlp(start), archive.body_rlp(start))
+        checkpoint = EraRecord(archive.header_rlp(start), archive.body_rlp(start),
+                               archive.receipts(start), archive.total_difficulty(start))
         transactions = sum(_transaction_count(archive.body_rlp(height))
-                           for height in range(1, tip_height + 1))
+                           for height in range(start + 1, tip_height + 1))
         started = time.perf_counter()
         registries = {mode: [CollectorRegistry() for _ in range(peers)] for mode in modes}
         results: dict[str, BootstrapResult] = {}
@@ -103,9 +121,12 @@ def simulate_history(
                                          clock=clock, history=archive),
                                 name="C", tracer=tracer, registry=registry)
                     for registry in registries[mode]]
-                with LMDBStore(Path(temporary) / f"node-{mode}", sync=False) as store:
+                with LMDBStore(Path(temporary) / f"node-{mode}", sync=False) as store, \
+                        _node_history(Path(temporary) / f"checkpoint-{mode}", archive.network,
+                                      start, checkpoint) as own_history:
                     node = CChainVM(store, flavour=ETHEREUM, chain_id=chain_id, clock=clock,
-                                    genesis=genesis, replay=True)
+                                    genesis=first if own_history is None else None,
+                                    replay=True, history=own_history)
                     network = Network(config.network, random.Random(seed), peers)
                     progress = (None if on_fetch is None
                                 else (lambda n, mode=mode: on_fetch(mode, n)))
@@ -119,8 +140,9 @@ def simulate_history(
                 for registry in registries[mode]:
                     _merge(merged, layer_figures(registry))
                 layers[mode] = merged
-        source = (f"real history: {archive.network} blocks 1-{tip_height} from the era1 "
-                  f"files in {directory}")
+        origin = "genesis" if start == 0 else f"a checkpoint at block {start}"
+        source = (f"real history: {archive.network} blocks {start + 1}-{tip_height} from the "
+                  f"era1 files in {directory}, bootstrapped from {origin}")
         return SimulationReport(config=config, costs=costs, chain_reused=True,
                                 build_wall_seconds=time.perf_counter() - started,
                                 results=results, layers=layers, transactions=transactions,

@@ -404,6 +404,15 @@ class _EraFile:
                                "accumulator covers")
         return data
 
+    def read_total_difficulty(self, number: int) -> int:
+        """The total difficulty record of block ``number``."""
+        offset = self.offsets[number - self.start]
+        for _ in range(3):
+            offset += 8 + _RECORD.unpack(self._pread(self.fd, offset, 8))[1]
+        value, _ = self._record_in(self._pread(self.fd, offset, 8 + 32), 0,
+                                   TYPE_TOTAL_DIFFICULTY, number)
+        return self._total_difficulty(value, number)
+
     def read_parts(self, number: int) -> tuple[bytes, bytes]:
         """The header and body of block ``number``, checked as :meth:`read` checks them, in
         three reads: the header record's head, its value with the body record's head, and
@@ -578,6 +587,14 @@ class EraArchive:
             block_hash = (file.hashes[number - file.start] if file.hashes is not None
                           else keccak256(header))
             return block_hash, header, body
+        finally:
+            self._release(file)
+
+    def total_difficulty(self, number: int) -> int:
+        """The total difficulty the archive records for block ``number``."""
+        file = self._acquire(number)
+        try:
+            return file.read_total_difficulty(number)
         finally:
             self._release(file)
 
