@@ -194,6 +194,9 @@ def _parser() -> argparse.ArgumentParser:
     exporting.add_argument("--network", default="vmstack", metavar="NAME",
                            help="the network name in the files' names (default: "
                                 "%(default)s)")
+    exporting.add_argument("--history", type=Path, metavar="DIR",
+                           help="the era1 files beneath the store (a store made by "
+                                "vmstack history import)")
 
     bench = commands.add_parser("bench", help="the benchmarks side by side, as ratios")
     bench.add_argument("--quick", action="store_true", help="fewer rounds (under 30 s)")
@@ -442,15 +445,19 @@ def _history_import(args: argparse.Namespace, console: Console) -> int:
 
 
 def _history_export(args: argparse.Namespace, console: Console) -> int:
+    import contextlib
+
     from vmstack.cchain import AVALANCHE, ETHEREUM, CChainVM, rawdb
     from vmstack.cchain.history import export_history
     from vmstack.stack import stored_configuration
     from vmstack.store import LMDBStore
+    from vmstack.store.history import EraArchive
 
     if not args.data_dir.is_dir():
         raise ValueError(f"--data-dir {args.data_dir} is not a directory")
     args.out.mkdir(parents=True, exist_ok=True)
-    with _damage_named(args.data_dir), LMDBStore(args.data_dir, readonly=True) as store:
+    with _damage_named(args.data_dir), LMDBStore(args.data_dir, readonly=True) as store, \
+            contextlib.ExitStack() as closing:
         config = stored_configuration(store, "chain") or {}
         flavour = {"avalanche": AVALANCHE, "ethereum": ETHEREUM}.get(
             str(config.get("flavour", "avalanche")))
@@ -460,6 +467,8 @@ def _history_export(args: argparse.Namespace, console: Console) -> int:
         if rawdb.read_last_accepted_hash(store, rawdb.Schema(key_prefix)) is None:
             raise ValueError(f"--data-dir {args.data_dir} holds no chain")
         options: dict[str, object] = {"flavour": flavour, "key_prefix": key_prefix}
+        if args.history is not None:
+            options["history"] = closing.enter_context(EraArchive(args.history, sparse=True))
         for name in ("chain_id", "settle_lag"):
             if isinstance(config.get(name), int):
                 options[name] = config[name]
@@ -468,8 +477,9 @@ def _history_export(args: argparse.Namespace, console: Console) -> int:
         with _progress(console) as progress:
             task = progress.add_task("exporting", total=settled + 1)
             paths = export_history(vm, args.out, network=args.network,
-                                   on_block=lambda number: progress.advance(task))
-    console.print(f"{args.out}: {len(paths)} era1 files, blocks 0-{settled}: "
+                                   on_block=lambda number: progress.update(
+                                       task, completed=number + 1))
+    console.print(f"{args.out}: {len(paths)} era1 files, blocks up to {settled}: "
                   + ", ".join(path.name for path in paths), markup=False, highlight=False)
     return 0
 

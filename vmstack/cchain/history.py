@@ -252,14 +252,17 @@ def _consensus_receipts(storage_rlp: bytes, body_rlp: bytes, flavour: Flavour) -
 
 def export_history(vm: CChainVM, directory: Path | str, *, network: str = "vmstack",
                    on_block: Callable[[int], None] | None = None) -> list[Path]:
-    """Write the settled blocks of ``vm``'s chain (heights 0 to its last settled block) as
-    era1 files in ``directory``, one per 8,192 blocks, named by ``network``, epoch and
-    accumulator root; returns their paths. Each block is read on the fast path (its
-    canonical entry and integrity checksum checked) and its receipts against their
-    checksum; total difficulty is the running sum of the headers' difficulties.
-    ``ValueError`` for a chain that is not Ethereum-flavoured (era1 holds Ethereum blocks)
-    or a ``directory`` that already holds era1 files; ``StoreCorrupted`` for damage met.
-    ``on_block(n)`` is called per block exported."""
+    """Write the settled blocks of ``vm``'s chain (from its lowest height, 0 or the first
+    of the archive beneath it, to its last settled block) as era1 files in ``directory``,
+    one per 8,192 blocks, named by ``network``, epoch and accumulator root; returns their
+    paths. Each block is read on the fast path (its canonical entry and integrity checksum
+    checked, or the archive's checks for an archived block), its receipts against their
+    checksum (an archived block's from the archive). The total difficulty is the archive's
+    for an archived block, else the previous block's plus the header's difficulty (from 0
+    below block 0), so a chain imported from era1 files exports files with their roots.
+    ``ValueError`` for a chain that is not Ethereum-flavoured (era1 holds Ethereum blocks),
+    an archive beneath with gaps, or a ``directory`` that already holds era1 files;
+    ``StoreCorrupted`` for damage met. ``on_block(n)`` is called per block exported."""
     from vmstack.cchain.codec import ETHEREUM
     from vmstack.store.history import ERA1_BLOCKS, EraRecord, write_era1
 
@@ -273,10 +276,19 @@ def export_history(vm: CChainVM, directory: Path | str, *, network: str = "vmsta
         raise ValueError(f"{out} already holds era1 files")
     if not re.fullmatch(r"[A-Za-z0-9_]+", network):
         raise ValueError(f"a network name is letters, digits and _, not {network!r}")
+    history = vm.history
     settled = vm.get_block(vm.last_settled()).height
+    lowest = 0
+    if history is not None and not history.holds(0) and rawdb.read_canonical_hash(
+            vm.store, vm.schema, 0) is None:
+        lowest = history.first
+    if history is not None and not all(
+            history.holds(n) for n in range(lowest, min(history.last, settled) + 1)):
+        raise ValueError(f"the archive {history.directory} has gaps: export a contiguous "
+                         "chain")
     paths: list[Path] = []
     total_difficulty = 0
-    for start in range(0, settled + 1, ERA1_BLOCKS):
+    for start in range(lowest, settled + 1, ERA1_BLOCKS):
         top = min(start + ERA1_BLOCKS, settled + 1) - 1
         count = top - start + 1
         blocks = vm.get_ancestors(vm.get_block_id_at_height(top), count, 2**62, 1e9)
@@ -288,9 +300,15 @@ def export_history(vm: CChainVM, directory: Path | str, *, network: str = "vmsta
             number = start + offset
             header, body = split_block(data)
             block_id = keccak256(header)
-            total_difficulty += vm.flavour.decode_header(header).difficulty
-            records.append(EraRecord(header, body, _consensus_receipts(
-                vm.stored_receipts(number, block_id), body, vm.flavour), total_difficulty))
+            if history is not None and history.holds(number) and rawdb.read_canonical_hash(
+                    vm.store, vm.schema, number) is None:
+                total_difficulty = history.total_difficulty(number)
+                receipts = history.receipts(number)
+            else:
+                total_difficulty += vm.flavour.decode_header(header).difficulty
+                receipts = _consensus_receipts(vm.stored_receipts(number, block_id), body,
+                                               vm.flavour)
+            records.append(EraRecord(header, body, receipts, total_difficulty))
             if on_block is not None:
                 on_block(number)
         paths.append(write_era1(out, network, start, records))
