@@ -12,7 +12,7 @@ import attrs
 import pytest
 
 from tests.cchain.chains import START, build_chain, new_vm
-from tests.conftest import vectors_dir
+from tests.conftest import load_vectors, vectors_dir
 from vmstack.cchain import ETHEREUM, CChainVM, block_bytes, keccak256, rawdb
 from vmstack.cchain.history import export_history, import_history
 from vmstack.clock import SimClock
@@ -282,3 +282,16 @@ def test_an_archive_starting_later_is_served_from_its_first_block(era_dir: Path,
                      genesis=block_bytes(history.header_rlp(172032),
                                          history.body_rlp(172032)),
                      history=history)
+
+
+def test_blocks_json_vectors_equal_what_the_vm_serves(archive: EraArchive) -> None:
+    """The sepolia-era1 vectors are what the VM over the archive serves on both paths."""
+    vm = sepolia_vm(MemoryStore(), archive)
+    vectors = [v for v in load_vectors("blocks.json") if v["name"].startswith("sepolia-era1/")]
+    assert vectors
+    for vector in vectors:
+        block_id = bytes.fromhex(vector["hash"][2:])
+        raw = bytes.fromhex(vector["rlp"][2:])
+        assert vm.get_block_id_at_height(int(vector["number"])) == block_id
+        assert bytes(vm.get_block(block_id)) == raw
+        assert vm.get_ancestors(block_id, 1, BIG, 60.0) == [raw]
