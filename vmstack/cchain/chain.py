@@ -561,7 +561,7 @@ class FastAncestorWalk:
     archive and across its files.
     """
 
-    __slots__ = ("_chain", "_check_from", "_get", "_history", "_keys", "_lookup",
+    __slots__ = ("_chain", "_check_from", "_get", "_has", "_history", "_keys", "_lookup",
                  "_next_number", "_processing", "_settled", "_snap")
 
     def __init__(self, chain: ChainReader, snap: ReadSnapshot,
@@ -569,6 +569,7 @@ class FastAncestorWalk:
         self._chain = chain
         self._snap = snap
         self._get = snap.get
+        self._has = snap.has
         self._keys = chain.schema.block_data_keys
         self._processing = processing
         self._lookup = chain.cache.lookup
@@ -610,6 +611,13 @@ class FastAncestorWalk:
                     canonical = archived[0]
             if settled and canonical == block_id:
                 self._chain.remember_canonical(number, block_id)
+        elif self._history is not None and self._history.holds(number) and not self._has(
+                self._chain.schema.canonical_hash_key(number)):
+            # A cached height the store has no entry for: the archive's block is served.
+            archived = self._history.block_parts(number)
+            if archived[0] != canonical:
+                raise self._chain.missing_or_corrupt(self._snap, number, block_id,
+                                                     archived[0])
         if canonical != block_id:
             raise self._chain.missing_or_corrupt(self._snap, number, block_id, canonical)
         header: bytes | memoryview
