@@ -110,6 +110,11 @@ def _parser() -> argparse.ArgumentParser:
     simulate.add_argument("--plot", type=Path, metavar="FILE",
                           help="write a PNG of blocks fetched over time (a network: "
                                "heights over time and blocks built against stake) here")
+    simulate.add_argument("--history", type=Path, metavar="DIR",
+                          help="bootstrap real history instead of a built chain: peers serve "
+                               "the era1 files in DIR, the node fetches up to --blocks of "
+                               "the archive's last contiguous run of files, from its first "
+                               "block (genesis, or a checkpoint)")
     costs = simulate.add_mutually_exclusive_group()
     costs.add_argument("--calibrate", action="store_true",
                        help="measure this machine's call costs first and use them")
@@ -157,6 +162,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="open an existing store for reading only (beside its writer)")
     serve.add_argument("--no-stdin-watch", action="store_true",
                        help="keep serving when standard input closes")
+    serve.add_argument("--history", type=Path, metavar="DIR",
+                       help="serve settled history from the era1 files in DIR beneath the "
+                            "store")
 
     history = commands.add_parser("history", help="era1 history archives")
     history_commands = history.add_subparsers(dest="history_command", required=True)
@@ -165,6 +173,35 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument("directory", type=Path, metavar="DIR")
     verify.add_argument("--sparse", action="store_true",
                         help="accept missing epochs between the files")
+    importing = history_commands.add_parser(
+        "import", help="verify an era1 archive and make a store over it",
+        description="Verify every block of the era1 files in DIR (roots, parent hashes, "
+                    "transactions root, uncles hash, withdrawals root, receipts root, "
+                    "bloom), then write the last N blocks into the LMDB store in --data-dir; "
+                    "the rest is served from DIR (vmstack serve --history DIR).")
+    importing.add_argument("directory", type=Path, metavar="DIR")
+    importing.add_argument("--data-dir", type=Path, required=True, metavar="D",
+                           help="the LMDB store to create (empty or absent)")
+    importing.add_argument("--recent", type=non_negative_int, default=256, metavar="N",
+                           help="blocks kept in the store (default: %(default)s)")
+    importing.add_argument("--chain-id", type=positive_int, metavar="ID",
+                           help="the EVM chain ID (default: the network's, for mainnet, "
+                                "sepolia and holesky)")
+    importing.add_argument("--sparse", action="store_true",
+                           help="accept missing epochs between the files")
+    exporting = history_commands.add_parser(
+        "export", help="write a chain's settled blocks as era1 files",
+        description="Write the settled blocks of the Ethereum-flavoured chain in the LMDB "
+                    "store in --data-dir as era1 files in --out (which vmstack history "
+                    "verify accepts).")
+    exporting.add_argument("--data-dir", type=Path, required=True, metavar="D")
+    exporting.add_argument("--out", type=Path, required=True, metavar="DIR")
+    exporting.add_argument("--network", default="vmstack", metavar="NAME",
+                           help="the network name in the files' names (default: "
+                                "%(default)s)")
+    exporting.add_argument("--history", type=Path, metavar="DIR",
+                           help="the era1 files beneath the store (a store made by "
+                                "vmstack history import)")
 
     bench = commands.add_parser("bench", help="the benchmarks side by side, as ratios")
     bench.add_argument("--quick", action="store_true", help="fewer rounds (under 30 s)")
@@ -263,6 +300,8 @@ def _simulate(args: argparse.Namespace, console: Console) -> int:
     from vmstack.sim.report import plural, print_report, write_json, write_plot
     from vmstack.sim.run import MODES, SimulationConfig, calibrate, simulate, stored_chain
 
+    if args.history is not None:
+        return _simulate_history(args, console)
     if args.nodes != 2 or args.engine is not None:
         from vmstack.sim.network_cli import simulate_network_from_args
 
@@ -310,6 +349,40 @@ def _simulate(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def _simulate_history(args: argparse.Namespace, console: Console) -> int:
+    from vmstack.sim.costs import REFERENCE_COSTS
+    from vmstack.sim.report import print_report, write_json, write_plot
+    from vmstack.sim.run import MODES
+
+    refused = [flag for flag, given in (
+        ("--nodes", args.nodes != 2), ("--engine", args.engine is not None),
+        ("--out-of-process", args.out_of_process), ("--data-dir", args.data_dir is not None),
+        ("--calibrate", args.calibrate)) if given]
+    if refused:
+        raise ValueError(f"--history bootstraps two nodes over the archive: "
+                         f"{', '.join(refused)} do not apply")
+    from vmstack.sim.history import simulate_history
+
+    _check_output(args.json, "--json")
+    _check_plot(args.plot)
+    costs = REFERENCE_COSTS if args.costs is None else _read_costs(args.costs)
+    modes = ("serial",) if args.serial else MODES
+    with _progress(console) as progress:
+        fetch = {mode: progress.add_task(f"bootstrap ({mode})", total=args.blocks)
+                 for mode in modes}
+        report = simulate_history(
+            args.history, blocks=args.blocks, peers=args.peers, seed=args.seed, modes=modes,
+            costs=costs, on_fetch=lambda mode, n: progress.update(fetch[mode], completed=n))
+    print_report(report, console)
+    if args.json is not None:
+        write_json(report, args.json)
+        console.print(f"wrote {args.json}", markup=False)
+    if args.plot is not None:
+        write_plot(report, args.plot)
+        console.print(f"wrote {args.plot}", markup=False)
+    return 0
+
+
 def _bench(args: argparse.Namespace, console: Console) -> int:
     from vmstack.bench import print_comparisons, run_benchmarks, select_modules, write_json
 
@@ -332,6 +405,10 @@ def _bench(args: argparse.Namespace, console: Console) -> int:
 def _history(args: argparse.Namespace, console: Console) -> int:
     from vmstack.store.history import EraArchive
 
+    if args.history_command == "import":
+        return _history_import(args, console)
+    if args.history_command == "export":
+        return _history_export(args, console)
     with EraArchive(args.directory, sparse=args.sparse) as archive, \
             _progress(console) as progress:
         task = progress.add_task(f"verifying {len(archive.files)} era1 files",
@@ -340,6 +417,77 @@ def _history(args: argparse.Namespace, console: Console) -> int:
     console.print(f"{args.directory}: {len(archive.files)} era1 files, blocks {archive.first}"
                   f"-{archive.last} ({len(archive)} blocks, {size / 1e6:.1f} MB) verified",
                   markup=False, highlight=False)
+    return 0
+
+
+def _history_import(args: argparse.Namespace, console: Console) -> int:
+    from vmstack.cchain.history import NETWORK_CHAIN_IDS, import_history
+    from vmstack.store import LMDBStore
+    from vmstack.store.history import EraArchive
+
+    if args.data_dir.exists() and not args.data_dir.is_dir():
+        raise ValueError(f"--data-dir {args.data_dir} is not a directory")
+    with EraArchive(args.directory, sparse=args.sparse) as archive:
+        chain_id = args.chain_id or NETWORK_CHAIN_IDS.get(archive.network)
+        if chain_id is None:
+            raise ValueError(f"the network {archive.network!r} has no known chain ID: give "
+                             "--chain-id")
+        recent = min(args.recent, len(archive))
+        with LMDBStore(args.data_dir) as store, _progress(console) as progress:
+            verifying = progress.add_task(f"verifying {len(archive.files)} era1 files",
+                                          total=len(archive))
+            writing = progress.add_task(f"writing the last {recent:,} blocks", total=recent)
+            result = import_history(
+                archive, store, recent=recent, chain_id=chain_id,
+                on_verified=lambda number: progress.advance(verifying),
+                on_written=lambda number: progress.advance(writing))
+        where = ("none" if result.written is None
+                 else f"blocks {result.written[0]}-{result.written[1]}")
+        console.print(f"{args.data_dir}: {result.verified:,} blocks verified "
+                      f"({result.archive_bytes / 1e6:.1f} MB), {where} in the store, the "
+                      f"rest served from {args.directory} (chain ID {chain_id}; serve with "
+                      f"--flavour ethereum --chain-id {chain_id} --history {args.directory})",
+                      markup=False, highlight=False)
+    return 0
+
+
+def _history_export(args: argparse.Namespace, console: Console) -> int:
+    import contextlib
+
+    from vmstack.cchain import AVALANCHE, ETHEREUM, CChainVM, rawdb
+    from vmstack.cchain.history import export_history
+    from vmstack.stack import stored_configuration
+    from vmstack.store import LMDBStore
+    from vmstack.store.history import EraArchive
+
+    if not args.data_dir.is_dir():
+        raise ValueError(f"--data-dir {args.data_dir} is not a directory")
+    args.out.mkdir(parents=True, exist_ok=True)
+    with _damage_named(args.data_dir), LMDBStore(args.data_dir, readonly=True) as store, \
+            contextlib.ExitStack() as closing:
+        config = stored_configuration(store, "chain") or {}
+        flavour = {"avalanche": AVALANCHE, "ethereum": ETHEREUM}.get(
+            str(config.get("flavour", "avalanche")))
+        if flavour is None:
+            raise ValueError(f"--data-dir {args.data_dir} records an unknown flavour")
+        key_prefix = bytes.fromhex(str(config.get("key_prefix") or ""))
+        if rawdb.read_last_accepted_hash(store, rawdb.Schema(key_prefix)) is None:
+            raise ValueError(f"--data-dir {args.data_dir} holds no chain")
+        options: dict[str, object] = {"flavour": flavour, "key_prefix": key_prefix}
+        if args.history is not None:
+            options["history"] = closing.enter_context(EraArchive(args.history, sparse=True))
+        for name in ("chain_id", "settle_lag"):
+            if isinstance(config.get(name), int):
+                options[name] = config[name]
+        vm = CChainVM(store, **options)  # type: ignore[arg-type]
+        settled = vm.get_block(vm.last_settled()).height
+        with _progress(console) as progress:
+            task = progress.add_task("exporting", total=settled + 1)
+            paths = export_history(vm, args.out, network=args.network,
+                                   on_block=lambda number: progress.update(
+                                       task, completed=number + 1))
+    console.print(f"{args.out}: {len(paths)} era1 files, blocks up to {settled}: "
+                  + ", ".join(path.name for path in paths), markup=False, highlight=False)
     return 0
 
 
@@ -356,12 +504,19 @@ def _serve(args: argparse.Namespace, console: Console) -> int:
         "flavour": {"avalanche": AVALANCHE, "ethereum": ETHEREUM}.get(args.flavour or ""),
         "key_prefix": None if args.key_prefix is None else bytes.fromhex(args.key_prefix),
         "parse_workers": args.parse_workers,
+        "history": None if args.history is None else _open_history(args.history),
     }
     return serve(args.data_dir, address=args.address, sim_clock=args.sim_clock,
                  readonly=args.readonly,
                  stack_options={name: value for name, value in options.items()
                                 if value is not None},
                  stop_on_stdin_close=not args.no_stdin_watch, token_file=args.token_file)
+
+
+def _open_history(directory: Path) -> object:
+    from vmstack.store.history import EraArchive
+
+    return EraArchive(directory, sparse=True)
 
 
 class Terminated(BaseException):

@@ -35,12 +35,13 @@ if TYPE_CHECKING:
     from vmstack.cchain.types import Transaction
     from vmstack.clock import Clock
     from vmstack.store import KeyValueStore
+    from vmstack.store.history import EraArchive
     from vmstack.wrappers.proposer import StakingKey
     from vmstack.wrappers.proposer.windower import ValidatorSource, Windower
 
 __all__ = ["CONFIG_KEY_PREFIX", "DEFAULT_CHAIN_ID", "LayerInfo", "StackDescription",
            "build_stack", "check_configuration", "close_stack", "describe_stack", "find_layer",
-           "iter_layers", "submit_transactions", "wrap_layers"]
+           "iter_layers", "stored_configuration", "submit_transactions", "wrap_layers"]
 
 
 @attrs.frozen
@@ -178,6 +179,30 @@ def check_configuration(store: KeyValueStore, part: str, settings: dict[str, obj
             raise ConfigMismatch(field, recorded.get(field), settings.get(field))
 
 
+def stored_configuration(store: KeyValueStore, part: str) -> dict[str, object] | None:
+    """The settings of one part of a stack (``"chain"`` or ``"proposer"``) that
+    :func:`check_configuration` recorded in ``store``, or ``None`` if it has none;
+    :class:`~vmstack.errors.StoreCorrupted` for a damaged record."""
+    import json
+
+    from vmstack.checksum import unframe
+    from vmstack.errors import StoreCorrupted
+
+    key = CONFIG_KEY_PREFIX + part.encode()
+    try:
+        stored = store.get(key)
+    except KeyError:
+        return None
+    what = f"the {part} configuration record of the store"
+    try:
+        recorded = json.loads(bytes(unframe(key, stored, what)))
+    except ValueError:
+        raise StoreCorrupted(f"{what} is damaged") from None
+    if not isinstance(recorded, dict):
+        raise StoreCorrupted(f"{what} is damaged")
+    return recorded
+
+
 def submit_transactions(vm: ChainVM, transactions: Iterable[Transaction]) -> int:
     """Queue signed ``transactions`` for the blocks ``vm``'s stack builds; the number queued.
 
@@ -248,6 +273,7 @@ def build_stack(
     pchain_height: Callable[[], int] | int = 0,
     genesis: Genesis | None = None,
     extra_layers: Mapping[str, Sequence[Callable[[ChainVM], ChainVM]]] | None = None,
+    history: EraArchive | None = None,
 ) -> ChainVM:
     """The full C-chain stack over one ``store``, top layer returned (ARCHITECTURE.md, section 2).
 
@@ -302,6 +328,10 @@ def build_stack(
     proposer layer; in both places under that position's metered and traced layers, the
     first item innermost.
 
+    ``history`` (an :class:`~vmstack.store.history.EraArchive`) is settled history beneath
+    the C-chain part's store (README, "History from era1 archives"): an empty store's chain
+    is then the archive's, served at once.
+
     The store remembers the configuration it was first built with (flavour, EVM chain ID,
     transition time, settle lag and key prefix for the C-chain part; fork time and chain ID
     for the proposer layer): building a stack over it with another raises
@@ -336,7 +366,7 @@ def build_stack(
     def chain_vm() -> CChainVM:
         return CChainVM(store, flavour=flavour, key_prefix=key_prefix, clock=clock,
                         chain_id=chain_id, settle_lag=settle_lag, cache_size=cache_size,
-                        genesis=genesis)
+                        genesis=genesis, history=history)
 
     def user_layers(vm: ChainVM, position: str) -> ChainVM:
         for make in layers.get(position, ()):
@@ -358,7 +388,7 @@ def build_stack(
                           "transition_time": transition_time is not None,
                           "key_prefix": key_prefix != b"", "settle_lag": settle_lag != 0,
                           "cache_size": cache_size != DEFAULT_CACHE_SIZE,
-                          "genesis": genesis is not None}
+                          "genesis": genesis is not None, "history": history is not None}
         misplaced = sorted(name for name, given in served_options.items() if given)
         if misplaced:
             raise ValueError(f"{', '.join(misplaced)} shape the served C-chain part: give "

@@ -310,12 +310,18 @@ def test_reads_are_thread_safe_with_one_open_file(era_dir: Path) -> None:
         archive.header_rlp(3)
 
 
-def test_bench_row_measures_verify_against_sha256(era_dir: Path,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    """The bench case gives one row over the shared files, sha256 as its floor."""
+@pytest.mark.slow
+def test_bench_rows_over_the_shared_files(era_dir: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bench case gives its three rows over the shared files: verify against sha256,
+    get_ancestors over the archive against the slow path, the cursor walk against gets."""
     from vmstack.benchmarks import history
 
     monkeypatch.setenv("VMSTACK_VECTORS", str(era_dir.parent))
-    (row,) = history.run(quick=True)
-    assert row.floor_label == "sha256 of the file" and row.goal_met is not None
-    assert row.fast_seconds > 0 and row.notes["verify_mb_per_s"] > 0
+    verify, ancestors, walk = history.run(quick=True)
+    assert verify.floor_label == "sha256 of the file" and verify.goal_met is not None
+    assert verify.fast_seconds > 0 and verify.notes["verify_mb_per_s"] > 0
+    assert ancestors.group == "history get_ancestors" and ancestors.notes["blocks"] == 500
+    assert ancestors.floor_label == "unframe (CRC) + join"
+    assert walk.group == "settled walk, LMDB" and walk.baseline_label == "get_ancestors (gets)"
+    assert walk.goal_met == (walk.notes["cursor_over_same_loop_gets"] < 1)

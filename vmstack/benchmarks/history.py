@@ -1,8 +1,10 @@
-"""Benchmark case: ``vmstack history verify`` throughput over real era1 files.
+"""Benchmark cases over real era1 files: ``vmstack history verify`` throughput, the fast
+path over archived blocks, and the ancestors walk over settled LMDB heights by cursor.
 
 The files are the era1 files in ``$VMSTACK_VECTORS/era1`` (by default ``../shared/vectors/era1``
-beside the repository, the folder the tests read); without them the case has no row. Per
-megabyte of file:
+beside the repository, the folder the tests read); without them the case has no rows.
+
+``history verify``, per megabyte of file:
 
 - fast: :meth:`~vmstack.store.history.EraArchive.verify` on a freshly opened archive (every
   accumulator recomputed, every CRC, frame and commitment checked over the stored bytes);
@@ -11,20 +13,56 @@ megabyte of file:
   decoded records (:func:`~vmstack.cchain.tries.check_body`); less work than verify (no
   accumulator, no receipts, no CRCs), shown for scale;
 - floor: the bare sha256 of the files' bytes, the least a reader that checks every byte pays.
+
+``history get_ancestors``: the newest 2,000 blocks of the last file (500 in quick mode), asked
+of a ``CChainVM`` over an empty store with the archive beneath it:
+
+- fast: one ``get_ancestors`` (per block the canonical check against the archive's hash, the
+  header and body records read, unframed with their CRCs checked, and stitched);
+- baseline: the serial slow path, ``get_block`` per block (decode, receipts from the
+  archive, sender recovery, re-encode);
+- floor: the same header and body bytes, snappy-framed in memory, unframed (CRCs checked) and
+  joined: the least a reader of compressed, checksummed records does.
+
+``settled walk, LMDB``: the last 2,000 blocks of the last file imported into an LMDB store
+(:func:`~vmstack.cchain.history.import_history`, integrity entries written), walked from the
+tip:
+
+- fast: the walk by cursor (:func:`cursor_walk`): three cursors stepping back through the
+  header, body and integrity key ranges in key order, with the fast path's checks;
+- baseline: today's walk, ``get_ancestors`` (separate gets per block, through the VM's
+  walk and budget machinery);
+- floor: two gets and a join per block in the same read transaction, no checks.
+
+The notes give :func:`gets_walk`, the cursor walk's own loop and checks with separate gets:
+the goal is met only if the cursor beats it, as only then would cursors replace gets.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from vmstack.benchmarks import Comparison, median_seconds
+from vmstack.cchain import CChainVM, rawdb
 from vmstack.cchain.codec import ETHEREUM
+from vmstack.cchain.history import import_history
+from vmstack.cchain.rlpbytes import block_bytes, stitched_parent_hash
 from vmstack.cchain.tries import check_body
-from vmstack.store.history import EraArchive
+from vmstack.errors import StoreCorrupted
+from vmstack.store import LMDBStore, MemoryStore
+from vmstack.store.history import EraArchive, snappy_frame, snappy_unframe
+from vmstack.store.lmdb_snapshot import LMDBSnapshot
 
-__all__ = ["run", "vectors_era1"]
+__all__ = ["cursor_walk", "gets_walk", "run", "vectors_era1"]
+
+#: Blocks asked for in the get_ancestors and settled-walk rows (quick mode: QUICK_BLOCKS).
+BLOCKS = 2000
+QUICK_BLOCKS = 500
+SEPOLIA_CHAIN_ID = 11155111
 
 GROUP = "history verify"
 GOAL = "<= 300x sha256 of the file, MB/s noted"
@@ -37,10 +75,15 @@ def vectors_era1() -> Path:
 
 
 def run(quick: bool) -> list[Comparison]:
-    """One row, when the era1 files are present: verify against decoding, per MB."""
+    """The rows, when the era1 files are present (see the module docstring)."""
     directory = vectors_era1()
     if not directory.is_dir() or not any(directory.glob("*.era1")):
         return []
+    return [_verify_row(directory, quick), _archived_ancestors_row(directory, quick),
+            _settled_walk_row(directory, quick)]
+
+
+def _verify_row(directory: Path, quick: bool) -> Comparison:
     repeat = 1 if quick else 3
     archive = EraArchive(directory, sparse=True)
     size = sum(path.stat().st_size for path in archive.files)
@@ -62,7 +105,7 @@ def run(quick: bool) -> list[Comparison]:
 
     fast, baseline, cheapest = (median_seconds(operation, repeat=repeat) / (size / 1e6)
                                 for operation in (verify, decode, floor))
-    return [Comparison(
+    return Comparison(
         group=GROUP,
         case=f"{len(archive.files)} Sepolia era1 files, {size / 1e6:.1f} MB, per MB",
         fast_seconds=fast,
@@ -74,5 +117,184 @@ def run(quick: bool) -> list[Comparison]:
         goal=GOAL,
         notes={"verify_mb_per_s": round(1 / fast, 2),
                "sha256_mb_per_s": round(1 / cheapest, 1)},
-    ).judged(max_over_floor=300.0)]
+    ).judged(max_over_floor=300.0)
 
+
+
+def _archived_ancestors_row(directory: Path, quick: bool) -> Comparison:
+    count = QUICK_BLOCKS if quick else BLOCKS
+    repeat = 1 if quick else 3
+    with EraArchive(directory, sparse=True) as archive:
+        vm = CChainVM(MemoryStore(), flavour=ETHEREUM, chain_id=SEPOLIA_CHAIN_ID,
+                      history=archive)
+        tip = archive.hash(archive.last)
+        heights = range(archive.last, archive.last - count, -1)
+        framed = [(snappy_frame(archive.header_rlp(n)), snappy_frame(archive.body_rlp(n)))
+                  for n in heights]
+        answer = vm.get_ancestors(tip, count, 2**40, 600.0)
+        if len(answer) != count:
+            raise RuntimeError(f"the archive served {len(answer)} of {count} blocks")
+
+        def fast() -> object:
+            return vm.get_ancestors(tip, count, 2**40, 600.0)
+
+        def serial() -> object:
+            out = []
+            block_id = tip
+            for _ in range(count):
+                block = vm.get_block(block_id)
+                out.append(bytes(block))
+                block_id = block.parent_id
+            return out
+
+        def floor() -> object:
+            return [block_bytes(snappy_unframe(header), snappy_unframe(body))
+                    for header, body in framed]
+
+        fast_s, serial_s, floor_s = (median_seconds(operation, repeat=repeat) / count
+                                     for operation in (fast, serial, floor))
+    return Comparison(
+        group="history get_ancestors",
+        case=f"{count:,} archived Sepolia blocks, per block",
+        fast_seconds=fast_s, baseline_seconds=serial_s, floor_seconds=floor_s,
+        fast_label="get_ancestors over the archive", baseline_label="get_block walk",
+        floor_label="unframe (CRC) + join", goal=">= 3x serial walk, <= 3x floor",
+        notes={"blocks": count, "mb": round(sum(map(len, answer)) / 1e6, 2)},
+    ).judged(min_speedup=3.0, max_over_floor=3.0)
+
+
+def cursor_walk(snap: LMDBSnapshot, schema: rawdb.Schema, top: int, tip: bytes,
+                count: int) -> list[bytes]:
+    """The bytes of block ``tip`` (accepted, at height ``top``, in the store with integrity
+    entries) and its ``count - 1`` ancestors, read with three cursors stepping back through
+    the header, body and integrity key ranges in key order instead of separate gets. The
+    checks are the fast walk's: each block is the canonical one at its height, its header
+    and body are there, they stitch, the parent hash is read in place, and the integrity
+    checksum holds (``StoreCorrupted`` otherwise). Heights must be stored (not archived).
+
+    The C-chain VM keeps separate gets: measured here (the ``settled walk`` bench row), this
+    walk is slower than :func:`gets_walk`, the same loop and checks with a get per value, as
+    each cursor step builds a key and a value view and the keys must be compared, while a get
+    is one C call."""
+    if count < 1 or top - count + 1 < 0:
+        raise ValueError("count must be 1 to top + 1")
+    headers_at = schema.header_prefix(0)[:-8]
+    bodies_at = schema.body_key(0, bytes(32))[:-40]
+    integrity_at = schema.integrity_key(0, bytes(32))[:-40]
+    above = (top + 1).to_bytes(8, "big")
+    cursors = [snap.iterate_back(prefix, start=prefix + above)
+               for prefix in (headers_at, bodies_at, integrity_at)]
+    pending: list[tuple[bytes, memoryview] | None] = [next(c, None) for c in cursors]
+    out: list[bytes] = []
+    block_id = tip
+    for number in range(top, top - count, -1):
+        tail = number.to_bytes(8, "big")
+        found: list[memoryview | None] = [None, None, None]
+        canonical: memoryview | None = None
+        for table, prefix in enumerate((headers_at, bodies_at, integrity_at)):
+            here = prefix + tail
+            wanted = here + block_id
+            item = pending[table]
+            while item is not None and item[0].startswith(here):
+                key, value = item
+                if key == wanted:
+                    found[table] = value
+                elif table == 0 and key == here + b"n":
+                    canonical = value
+                item = next(cursors[table], None)
+            pending[table] = item
+        header, body, entry = found
+        if (canonical is None or bytes(canonical) != block_id or header is None
+                or body is None or entry is None):
+            raise StoreCorrupted(f"block {block_id.hex()} at {number} is not stored whole "
+                                 "and canonical")
+        data = block_bytes(header, body)
+        rawdb_key = integrity_at + tail + block_id
+        if rawdb.integrity_block_checksum(entry) != rawdb.checksum(rawdb_key, data):
+            raise StoreCorrupted(f"the stored block {block_id.hex()} at {number} fails its "
+                                 "checksum")
+        out.append(data)
+        block_id = stitched_parent_hash(data, header)
+    return out
+
+
+def gets_walk(snap: LMDBSnapshot, schema: rawdb.Schema, top: int, tip: bytes,
+               count: int) -> list[bytes]:
+    """:func:`cursor_walk`'s loop and checks with separate gets (canonical entry, header,
+    body, integrity entry) instead of cursors: what the cursor must beat."""
+    get = snap.get
+    keys = schema.block_data_keys
+    out: list[bytes] = []
+    block_id = tip
+    for number in range(top, top - count, -1):
+        header_key, body_key, integrity_key = keys(number, block_id)
+        try:
+            canonical = get(schema.canonical_hash_key(number))
+            header, body, entry = get(header_key), get(body_key), get(integrity_key)
+        except KeyError:
+            raise StoreCorrupted(f"block {block_id.hex()} at {number} is not stored "
+                                 "whole") from None
+        if canonical != block_id:
+            raise StoreCorrupted(f"block {block_id.hex()} at {number} is not canonical")
+        data = block_bytes(header, body)
+        if rawdb.integrity_block_checksum(entry) != rawdb.checksum(integrity_key, data):
+            raise StoreCorrupted(f"the stored block {block_id.hex()} at {number} fails its "
+                                 "checksum")
+        out.append(data)
+        block_id = stitched_parent_hash(data, header)
+    return out
+
+
+def _settled_walk_row(directory: Path, quick: bool) -> Comparison:
+    count = QUICK_BLOCKS if quick else BLOCKS
+    repeat = 3 if quick else 7
+    with EraArchive(directory, sparse=True) as archive, \
+            tempfile.TemporaryDirectory(prefix="vmstack-bench-") as temporary, \
+            LMDBStore(Path(temporary) / "db", sync=False) as store:
+        import_history(archive, store, recent=count, chain_id=SEPOLIA_CHAIN_ID)
+        vm = CChainVM(store, flavour=ETHEREUM, chain_id=SEPOLIA_CHAIN_ID, history=archive)
+        tip, top = vm.last_accepted(), archive.last
+        schema = vm.schema
+        keys = []
+        block_id = tip
+        for number in range(top, top - count, -1):
+            keys.append((schema.header_key(number, block_id), schema.body_key(number, block_id)))
+            block_id = archive.hash(number - 1)
+        expected = vm.get_ancestors(tip, count, 2**40, 600.0)
+
+        def walked(walk: Callable[[LMDBSnapshot, rawdb.Schema, int, bytes, int],
+                                  list[bytes]]) -> list[bytes]:
+            with store.snapshot() as snap:
+                if not isinstance(snap, LMDBSnapshot):
+                    raise TypeError("the settled walk row needs an LMDB snapshot")
+                return walk(snap, schema, top, tip, count)
+
+        def by_cursor() -> object:
+            return walked(cursor_walk)
+
+        def by_same_loop_gets() -> object:
+            return walked(gets_walk)
+
+        def by_gets() -> object:
+            return vm.get_ancestors(tip, count, 2**40, 600.0)
+
+        def floor() -> object:
+            with store.snapshot() as snap:
+                get = snap.get
+                return [block_bytes(get(header), get(body)) for header, body in keys]
+
+        if by_cursor() != expected or by_same_loop_gets() != expected:
+            raise RuntimeError("the walks and get_ancestors disagree")
+        cursor_s, gets_s, loop_s, floor_s = (
+            median_seconds(operation, repeat=repeat) / count
+            for operation in (by_cursor, by_gets, by_same_loop_gets, floor))
+    return Comparison(
+        group="settled walk, LMDB",
+        case=f"{count:,} imported Sepolia blocks, per block",
+        fast_seconds=cursor_s, baseline_seconds=gets_s, floor_seconds=floor_s,
+        fast_label="cursor walk", baseline_label="get_ancestors (gets)",
+        floor_label="2 gets + join",
+        goal="faster than the same loop by gets (notes), to replace them",
+        notes={"blocks": count, "same_loop_gets_us_per_block": round(loop_s * 1e6, 2),
+               "cursor_over_same_loop_gets": round(cursor_s / loop_s, 2)},
+    ).judged(also=cursor_s < loop_s)

@@ -52,6 +52,13 @@ Values that are there but fail a check (length, checksum, hash, framing) are
 neither receipts nor (for a parent, whose number is its child's minus one) number entries,
 so damage to those shows on the slow path only, while the fast path goes on serving the
 right bytes. A :class:`Settlement` is the receipts a block gets when it becomes settled.
+
+With an archive beneath the store (:class:`~vmstack.cchain.history.HistoryTier`), every read
+by height takes the store first and the archive for the heights it holds that the store has
+no canonical entry for; a read by hash finds the number in the store, else in the archive.
+An archived block has no integrity entry: the archive checks it (CRCs, framing, the header
+against the hash its accumulator covers). The one integrity check of a stored block's bytes
+is :func:`check_block_checksum`, used by every path.
 """
 
 from __future__ import annotations
@@ -59,7 +66,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Protocol
 
 import attrs
 
@@ -68,6 +75,7 @@ from vmstack.cchain.cache import CanonicalHashCache
 from vmstack.cchain.codec import Flavour, decode_receipts, derive_receipts, encode_receipts
 from vmstack.cchain.crypto import keccak256
 from vmstack.cchain.execution import execute_transactions
+from vmstack.cchain.history import HistoryTier
 from vmstack.cchain.rlpbytes import block_bytes, stitched_parent_hash
 from vmstack.cchain.types import AnyHeader, Block, Receipt
 from vmstack.errors import BlockNotFound, InvalidBlock, StoreCorrupted
@@ -77,11 +85,13 @@ if TYPE_CHECKING:
     from vmstack.cchain.block import CChainBlock
 
 __all__ = [
+    "AcceptedParts",
     "ChainReader",
     "FastAncestorWalk",
     "MAX_NUMBER",
     "RestoredBlock",
     "Settlement",
+    "check_block_checksum",
     "write_accepted",
 ]
 
@@ -90,6 +100,20 @@ MAX_NUMBER: Final = 2**64 - 1
 _HEADER_MEMO_SIZE = 4096
 _checksum = rawdb.checksum
 _entry_checksum = rawdb.integrity_block_checksum
+
+
+def check_block_checksum(integrity_key: bytes, number: int, block_id: bytes, data: bytes,
+                         recorded: int | None) -> None:
+    """The one integrity check of a stored block's bytes, on every path that reads one (the
+    slow path, the fast walk, settlement): ``data`` (the block's stitched RLP) must give the
+    checksum ``recorded`` in its integrity entry under ``integrity_key``. ``recorded`` is
+    ``None`` when the entry is missing, which is damage for a block written with one.
+    Raises :class:`StoreCorrupted` naming the block."""
+    if recorded is None:
+        raise StoreCorrupted(f"block {block_id.hex()} at {number} has no integrity entry")
+    if _checksum(integrity_key, data) != recorded:
+        raise StoreCorrupted(f"the stored block {block_id.hex()} at {number} fails its "
+                             "checksum")
 
 
 @attrs.frozen(slots=True)
@@ -108,9 +132,12 @@ class ChainReader:
     """Reads and judges the accepted chain under ``schema`` in the snapshots it is given;
     holds the canonical hash cache (settled heights only) and a memo of decoded headers."""
 
-    def __init__(self, schema: rawdb.Schema, flavour: Flavour, cache_size: int) -> None:
+    def __init__(self, schema: rawdb.Schema, flavour: Flavour, cache_size: int,
+                 history: HistoryTier | None = None) -> None:
         self.schema = schema
         self.flavour = flavour
+        #: The archive beneath the store (``None``: the store holds the whole chain).
+        self.history = history
         self.cache = CanonicalHashCache(cache_size)
         self._cache_lock = threading.Lock()
         self._headers: OrderedDict[bytes, AnyHeader] = OrderedDict()
@@ -127,6 +154,10 @@ class ChainReader:
         docstring); it reads more only to explain, on this failure path."""
         schema = self.schema
         if canonical is None:
+            history = self.history
+            if history is not None and number <= history.last and not history.holds(number):
+                return BlockNotFound(f"height {number} is neither in the store nor in the "
+                                     f"archive {history.archive.directory}")
             if number <= self.number_of(reader, self.last_accepted(reader)):
                 return StoreCorrupted(f"accepted height {number} has no canonical entry")
             if block_id is None:
@@ -160,6 +191,9 @@ class ChainReader:
         """The last accepted block pointer, checked against the chain: it names the
         canonical block at its height, and no block is accepted above it."""
         found = rawdb.read_last_accepted_hash(reader, self.schema)
+        if found is None and self.history is not None:
+            # An empty store over an archive: the chain is the archive's.
+            found = self.history.hash(self.history.last)
         if found is None:
             raise StoreCorrupted("the store has no last accepted block pointer")
         number = self.head_number(reader, found, "last accepted")
@@ -171,17 +205,40 @@ class ChainReader:
 
     def number_of(self, reader: KeyReader, block_hash: bytes) -> int:
         """The number entry of a block a head pointer names (``StoreCorrupted`` if none)."""
-        number = rawdb.read_header_number(reader, self.schema, block_hash)
+        number = self.block_number(reader, block_hash)
         if number is None:
             raise StoreCorrupted(f"a head pointer names block {block_hash.hex()}, which has "
                                  "no number entry")
         return number
 
+    def block_number(self, reader: KeyReader, block_hash: bytes) -> int | None:
+        """The height of ``block_hash``: its number entry in the store, else its height in
+        the archive beneath (``None`` if neither has it)."""
+        number = rawdb.read_header_number(reader, self.schema, block_hash)
+        if number is None and self.history is not None:
+            number = self.history.number_of(block_hash)
+        return number
+
+    def canonical_at(self, reader: KeyReader, number: int) -> bytes | None:
+        """The canonical hash at ``number``: the store's entry, else the archive's block
+        there (``None`` if neither has one)."""
+        found = rawdb.read_canonical_hash(reader, self.schema, number)
+        if found is None and self.history is not None and self.history.holds(number):
+            return self.history.hash(number)
+        return found
+
+    def archived(self, reader: KeyReader, number: int) -> bool:
+        """Whether height ``number`` is served from the archive: the store has no
+        canonical entry there and the archive holds it."""
+        history = self.history
+        return (history is not None and history.holds(number)
+                and rawdb.read_canonical_hash(reader, self.schema, number) is None)
+
     def head_number(self, reader: KeyReader, block_hash: bytes, pointer: str) -> int:
         """The height of the block a head pointer names, checked: it has a number entry and
         is the canonical block there (else the pointer or those entries are damaged)."""
         number = self.number_of(reader, block_hash)
-        if rawdb.read_canonical_hash(reader, self.schema, number) != block_hash:
+        if self.canonical_at(reader, number) != block_hash:
             raise StoreCorrupted(f"the {pointer} pointer names block {block_hash.hex()}, "
                                  f"which is not the canonical block at {number}")
         return number
@@ -238,7 +295,11 @@ class ChainReader:
         known = self._headers.get(block_hash)
         if known is not None and known.number == number:
             return known
-        data = rawdb.read_header_rlp(reader, self.schema, number, block_hash)
+        data: bytes | memoryview | None = rawdb.read_header_rlp(reader, self.schema, number,
+                                                                block_hash)
+        if data is None and self.archived(reader, number) and self.history is not None and (
+                self.history.hash(number) == block_hash):
+            data = self.history.parts(number)[0]
         if data is None:
             raise StoreCorrupted(f"block {block_hash.hex()} at {number} has no header")
         if keccak256(data) != block_hash:
@@ -252,16 +313,31 @@ class ChainReader:
 
     def accepted_number(self, reader: KeyReader, block_id: bytes) -> int | None:
         """The height of ``block_id`` if it is an accepted block, else ``None``."""
-        number = rawdb.read_header_number(reader, self.schema, block_id)
+        number = self.block_number(reader, block_id)
         if number is None:
             return None
-        canonical = rawdb.read_canonical_hash(reader, self.schema, number)
-        return number if canonical == block_id else None
+        return number if self.canonical_at(reader, number) == block_id else None
+
+    def block_parts(self, reader: KeyReader, number: int, block_id: bytes
+                    ) -> tuple[bytes | memoryview, bytes | memoryview] | None:
+        """The header and body RLP of the block ``block_id`` at ``number``, from the store,
+        else from the archive when it is the archive's block there; ``None`` if neither."""
+        header = rawdb.read_header_rlp(reader, self.schema, number, block_id)
+        body = rawdb.read_body_rlp(reader, self.schema, number, block_id)
+        if header is not None and body is not None:
+            return header, body
+        if self.archived(reader, number) and self.history is not None and (
+                self.history.hash(number) == block_id):
+            return self.history.parts(number)
+        return None
 
     def canonical_hash(self, reader: KeyReader, height: int) -> bytes:
         """The ID of the accepted block at ``height``, from the store: its canonical entry,
         which must name a block the store has there (number entry, header and body)."""
         found = rawdb.read_canonical_hash(reader, self.schema, height)
+        history = self.history
+        if found is None and history is not None and history.holds(height):
+            return history.hash(height)
         schema = self.schema
         if (found is None or rawdb.read_header_number(reader, schema, found) != height
                 or not reader.has(schema.header_key(height, found))
@@ -275,10 +351,12 @@ class ChainReader:
         settled, integrity entry, then decoded, senders recovered, receipts derived and the
         block re-encoded."""
         schema = self.schema
-        number = rawdb.read_header_number(reader, schema, block_id)
+        number = self.block_number(reader, block_id)
         if number is None:
             raise BlockNotFound(f"block {block_id.hex()} is not known")
         canonical = rawdb.read_canonical_hash(reader, schema, number)
+        if canonical is None and self.history is not None and self.history.holds(number):
+            return self._restore_archived(self.history, number, block_id)
         header_rlp = rawdb.read_header_rlp(reader, schema, number, block_id)
         body_rlp = rawdb.read_body_rlp(reader, schema, number, block_id)
         if canonical != block_id or header_rlp is None or body_rlp is None:
@@ -295,6 +373,32 @@ class ChainReader:
         return self._decode(block_id, number, bytes(header_rlp), bytes(body_rlp),
                             receipts_rlp, integrity)
 
+    def stored_receipts(self, reader: ReadSnapshot, number: int, block_id: bytes) -> bytes:
+        """The receipts (storage form) of the settled stored block ``block_id`` at
+        ``number``, checked against its integrity entry where it has one;
+        ``StoreCorrupted`` if they are missing or fail the check."""
+        stored = rawdb.read_receipts_rlp(reader, self.schema, number, block_id)
+        if stored is None:
+            raise StoreCorrupted(f"settled block {block_id.hex()} at {number} is missing its "
+                                 "receipts")
+        receipts_rlp = bytes(stored)
+        integrity = self._integrity(reader, number, block_id)
+        if integrity is not None and (integrity.receipts is None or rawdb.checksum(
+                self.schema.integrity_key(number, block_id), receipts_rlp) != integrity.receipts):
+            raise StoreCorrupted(f"the stored receipts of block {block_id.hex()} at {number} "
+                                 "fail their checksum")
+        return receipts_rlp
+
+    def _restore_archived(self, history: HistoryTier, number: int, block_id: bytes
+                          ) -> RestoredBlock:
+        """The slow path over an archived block: the same decode, sender recovery, receipts
+        (from the archive, consensus form) and re-encode as for a stored block."""
+        if history.hash(number) != block_id:
+            raise BlockNotFound(f"block {block_id.hex()} is not the archived block at {number}")
+        header_rlp, body_rlp = history.parts(number)
+        return self._decode(block_id, number, header_rlp, body_rlp, None, None,
+                            archived_receipts=history.receipts(number))
+
     def _integrity(self, reader: ReadSnapshot, number: int, block_id: bytes
                    ) -> rawdb.Integrity | None:
         """The block's integrity entry; ``None`` for a block from before this VM wrote
@@ -308,9 +412,11 @@ class ChainReader:
         return found
 
     def _decode(self, block_id: bytes, number: int, header_rlp: bytes, body_rlp: bytes,
-                receipts_rlp: bytes | None, integrity: rawdb.Integrity | None
-                ) -> RestoredBlock:
-        """Decode, check and restore a stored block: the slow path's work."""
+                receipts_rlp: bytes | None, integrity: rawdb.Integrity | None, *,
+                archived_receipts: tuple[Receipt, ...] | None = None) -> RestoredBlock:
+        """Decode, check and restore a stored block: the slow path's work. The receipts
+        are ``receipts_rlp`` (storage form) or, for an archived block,
+        ``archived_receipts`` (decoded from the archive's consensus form)."""
         where = f"block {block_id.hex()} at {number}"
         if keccak256(header_rlp) != block_id:
             raise StoreCorrupted(f"the stored header of {where} does not hash to its key")
@@ -320,8 +426,7 @@ class ChainReader:
             raise StoreCorrupted(f"the stored {where} is malformed: {error.reason}") from None
         if integrity is not None:
             integrity_key = self.schema.integrity_key(number, block_id)
-            if rawdb.checksum(integrity_key, stitched) != integrity.block:
-                raise StoreCorrupted(f"the stored {where} fails its checksum")
+            check_block_checksum(integrity_key, number, block_id, stitched, integrity.block)
             if receipts_rlp is not None and (
                     integrity.receipts is None
                     or rawdb.checksum(integrity_key, receipts_rlp) != integrity.receipts):
@@ -333,7 +438,9 @@ class ChainReader:
             senders = tuple(tx.sender() for tx in block.transactions)
             receipts = None
             if receipts_rlp is not None:
-                receipts = derive_receipts(decode_receipts(receipts_rlp), block, senders)
+                archived_receipts = decode_receipts(receipts_rlp)
+            if archived_receipts is not None:
+                receipts = derive_receipts(archived_receipts, block, senders)
         except InvalidBlock as error:
             raise StoreCorrupted(f"the stored {where} is malformed: {error.reason}") from None
         return RestoredBlock(block, self.flavour.encode_block(block), len(header_rlp),
@@ -358,11 +465,9 @@ class ChainReader:
             except InvalidBlock as error:
                 raise StoreCorrupted(f"accepted block {block_hash.hex()} is malformed: "
                                      f"{error.reason}") from None
-            if integrity is None or rawdb.checksum(
-                    schema.integrity_key(number, block_hash), stitched) != integrity.block:
-                raise StoreCorrupted(f"accepted block {block_hash.hex()} at {number} fails "
-                                     "its checksum")
-            block_checksum = integrity.block
+            block_checksum = None if integrity is None else integrity.block
+            check_block_checksum(schema.integrity_key(number, block_hash), number, block_hash,
+                                 stitched, block_checksum)
         elif rawdb.read_receipts_rlp(snap, schema, number, block_hash) is not None:
             return Settlement(number, block_hash, None, None)
         try:
@@ -395,7 +500,24 @@ class Settlement:
                                   rawdb.checksum(integrity_key, self.receipts_rlp))
 
 
-def write_accepted(batch: KeyWriter, schema: rawdb.Schema, block: CChainBlock,
+class AcceptedParts(Protocol):
+    """What :func:`write_accepted` reads of a block: a ``CChainBlock``, or the parts of a
+    block taken from an archive."""
+
+    @property
+    def height(self) -> int: ...
+
+    @property
+    def id(self) -> bytes: ...
+
+    def header_rlp(self) -> bytes: ...
+
+    def body_rlp(self) -> bytes: ...
+
+    def __bytes__(self) -> bytes: ...
+
+
+def write_accepted(batch: KeyWriter, schema: rawdb.Schema, block: AcceptedParts,
                    receipts_rlp: bytes | None, integrity_start: int | None,
                    settling: Sequence[Settlement]) -> None:
     """Write an accepted ``block`` into ``batch`` (one atomic accept): header, body, number
@@ -431,19 +553,27 @@ class FastAncestorWalk:
     fetched last, so a parent's height is its child's minus one and needs no lookup. The
     methods it calls per block are bound once, up front: this is the hot loop of the
     batched protocol. ``processing`` gives the processing blocks by ID (served from memory).
+
+    A height the store has no block at is read from the archive beneath it, if the chain
+    has one that holds the height (the store first, as go-ethereum reads): the canonical
+    check against the archive's hash there, the header and body bytes from the archive
+    (checked by it) stitched the same way. So one answer walks from the store into the
+    archive and across its files.
     """
 
-    __slots__ = ("_chain", "_check_from", "_get", "_keys", "_lookup", "_next_number",
-                 "_processing", "_settled", "_snap")
+    __slots__ = ("_chain", "_check_from", "_get", "_has", "_history", "_keys", "_lookup",
+                 "_next_number", "_processing", "_settled", "_snap")
 
     def __init__(self, chain: ChainReader, snap: ReadSnapshot,
                  processing: Callable[[bytes], CChainBlock | None]) -> None:
         self._chain = chain
         self._snap = snap
         self._get = snap.get
+        self._has = snap.has
         self._keys = chain.schema.block_data_keys
         self._processing = processing
         self._lookup = chain.cache.lookup
+        self._history = chain.history
         self._next_number: int | None = None
         settled = chain.settled_number(snap)
         chain.settle_cache(settled)
@@ -458,7 +588,7 @@ class FastAncestorWalk:
             return bytes(known), known.parent_id
         number = self._next_number
         if number is None:
-            number = rawdb.read_header_number(self._snap, self._chain.schema, block_id)
+            number = self._chain.block_number(self._snap, block_id)
             if number is None:
                 raise BlockNotFound(f"block {block_id.hex()} is not known")
         elif number < 0:
@@ -466,6 +596,7 @@ class FastAncestorWalk:
         get = self._get
         header_key, body_key, integrity_key = self._keys(number, block_id)
         canonical: bytes | memoryview | None = None
+        archived: tuple[bytes, bytes, bytes] | None = None
         settled = number <= self._settled
         if settled:
             canonical = self._lookup(number)
@@ -473,31 +604,52 @@ class FastAncestorWalk:
             try:
                 canonical = get(self._chain.schema.canonical_hash_key(number))
             except KeyError:
-                canonical = None
+                history = self._history
+                if history is not None and history.holds(number):
+                    # The store has no block here: the archive's is the canonical one.
+                    archived = history.block_parts(number)
+                    canonical = archived[0]
             if settled and canonical == block_id:
                 self._chain.remember_canonical(number, block_id)
+        elif self._history is not None and self._history.holds(number) and not self._has(
+                self._chain.schema.canonical_hash_key(number)):
+            # A cached height the store has no entry for: the archive's block is served.
+            archived = self._history.block_parts(number)
+            if archived[0] != canonical:
+                raise self._chain.missing_or_corrupt(self._snap, number, block_id,
+                                                     archived[0])
         if canonical != block_id:
             raise self._chain.missing_or_corrupt(self._snap, number, block_id, canonical)
-        try:
-            header = get(header_key)
-            body = get(body_key)
-        except KeyError:
-            raise self._chain.missing_or_corrupt(self._snap, number, block_id,
-                                                 canonical) from None
+        header: bytes | memoryview
+        body: bytes | memoryview
+        if archived is not None:
+            header, body = archived[1], archived[2]
+        else:
+            try:
+                header = get(header_key)
+                body = get(body_key)
+            except KeyError:
+                history = self._history
+                if history is None or not self._chain.archived(self._snap, number):
+                    raise self._chain.missing_or_corrupt(self._snap, number, block_id,
+                                                         canonical) from None
+                archived = history.block_parts(number)
+                if archived[0] != block_id:
+                    raise self._chain.missing_or_corrupt(self._snap, number, block_id,
+                                                         archived[0]) from None
+                header, body = archived[1], archived[2]
         try:
             data = block_bytes(header, body)
             parent_id = stitched_parent_hash(data, header)
         except InvalidBlock as error:
             raise StoreCorrupted(f"the stored block {block_id.hex()} at {number} is "
                                  f"malformed: {error.reason}") from None
-        if number >= self._check_from:
+        if number >= self._check_from and archived is None:
             try:
                 entry = get(integrity_key)
             except KeyError:
-                raise StoreCorrupted(f"block {block_id.hex()} at {number} has no integrity "
-                                     "entry") from None
-            if _entry_checksum(entry) != _checksum(integrity_key, data):
-                raise StoreCorrupted(f"the stored block {block_id.hex()} at {number} fails "
-                                     "its checksum")
+                entry = None
+            check_block_checksum(integrity_key, number, block_id, data,
+                                 None if entry is None else _entry_checksum(entry))
         self._next_number = number - 1
         return data, parent_id

@@ -56,6 +56,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from vmstack.batching import (
     AncestorBudget,
@@ -80,6 +81,7 @@ from vmstack.cchain.genesis import (
     default_genesis,
     genesis_block,
 )
+from vmstack.cchain.history import HistoryTier
 from vmstack.cchain.mempool import Mempool
 from vmstack.cchain.rlpbytes import block_bytes, first_item_offset, frame_body_fields, header_slice
 from vmstack.cchain.rules import (
@@ -110,9 +112,18 @@ from vmstack.cchain.types import (
 )
 from vmstack.clock import Clock
 from vmstack.defaults import DEFAULT_CACHE_SIZE, DEFAULT_CHAIN_ID
-from vmstack.errors import BlockNotFound, InvalidBlock, InvalidTransaction, StoreCorrupted
+from vmstack.errors import (
+    BlockNotFound,
+    InvalidBlock,
+    InvalidTransaction,
+    StoreCorrupted,
+    StoreError,
+)
 from vmstack.store.base import KeyValueStore, ReadSnapshot
 from vmstack.store.format import check_format
+
+if TYPE_CHECKING:
+    from vmstack.store.history import EraArchive
 
 __all__ = [
     "BlockStatus",
@@ -160,6 +171,21 @@ class CChainVM:
     takes the header's gas limit, gas used, receipts root and bloom as the block states
     them; every other rule holds. A replaying VM trusts its source for the cost of a
     block: the gas limit it takes as given is what bounds the transactions checked.
+
+    ``history`` (an :class:`~vmstack.store.history.EraArchive`) puts settled history beneath
+    the store (:mod:`vmstack.cchain.history`): every read takes the store first and the
+    archive for the heights it holds that the store lacks; ``get_ancestors`` walks from the
+    store into the archive and across its files in one answer, ``get_block`` restores an
+    archived block on the same slow path (its receipts from the archive). Over an empty
+    store the chain is the archive's at once (genesis its block 0, last accepted its last
+    block; an archive that starts later is served from its first block, a checkpoint, with
+    nothing below it): nothing is written or imported. A store beneath which the archive
+    holds the history must continue it: its lowest block's parent is the archive's block below
+    (``StoreCorrupted`` otherwise), and its block 0, if it has one, is the archive's
+    (``ValueError`` otherwise). Real history was executed by an EVM this VM does not run and
+    its state is not here: a VM over an archive without account state serves and verifies
+    (as ``replay=True`` verifies) but ``build_block`` raises
+    :class:`~vmstack.errors.StoreError`.
     """
 
     batching = True
@@ -178,6 +204,7 @@ class CChainVM:
         genesis_timestamp: int = 0,
         genesis: Genesis | bytes | None = None,
         replay: bool = False,
+        history: EraArchive | None = None,
     ) -> None:
         if isinstance(genesis, Genesis) and genesis.chain_id is not None:
             if chain_id not in (DEFAULT_CHAIN_ID, genesis.chain_id):
@@ -194,7 +221,8 @@ class CChainVM:
         self._flavour = flavour
         self._avalanche = flavour.header_type is AvalancheHeader
         self._schema = rawdb.Schema(key_prefix)
-        self._chain = ChainReader(self._schema, flavour, cache_size)
+        self._history = None if history is None else HistoryTier(history, flavour)
+        self._chain = ChainReader(self._schema, flavour, cache_size, self._history)
         self._clock = clock
         self._chain_id = chain_id
         self._settle_lag = settle_lag
@@ -209,7 +237,10 @@ class CChainVM:
             # state head) has no account state here: its blocks are served, not re-executed.
             self._stateless = self._replay or (
                 not snap.has(self._schema.state_head_key())
-                and self._chain.integrity_start(snap) is None)
+                and (self._history is not None or self._chain.integrity_start(snap) is None))
+            if self._stateless and self._history is not None:
+                # Real history: its blocks are verified as a replaying VM verifies them.
+                self._replay = True
             # The gas limit is the genesis's on a chain this VM wrote, the C-chain's on
             # another program's.
             self._gas_limit = GAS_LIMIT if self._stateless else self._chain.stored_header(
@@ -230,19 +261,57 @@ class CChainVM:
                      holds_records=rawdb.has_vmstack_records(self._store, self._schema))
         with self._store.snapshot() as snap:
             last = rawdb.read_last_accepted_hash(snap, self._schema)
-            existing = None if last is None else rawdb.read_canonical_hash(snap, self._schema, 0)
+            existing = None if last is None else self._chain.canonical_at(snap, 0)
             if last is None and rawdb.has_chain_data(snap, self._schema):
                 raise StoreCorrupted("the store holds chain data but no last accepted block "
                                      "pointer")
             if last is not None:
                 self._chain.last_accepted(snap)
-        if last is None:
+                self._check_history_beneath(snap)
+        if last is None and self._history is not None:
+            # An empty store over an archive: the chain is the archive's, as it stands (from
+            # its block 0, or from its first block as a checkpoint when it starts later).
+            if genesis is not None and (not self._history.holds(0) or self.parse_block(
+                    self._genesis_bytes(genesis, genesis_timestamp)).id
+                    != self._history.hash(0)):
+                raise ValueError("the archive's chain has another genesis block")
+        elif last is None:
             self._write_genesis(self._genesis_bytes(genesis, genesis_timestamp), genesis)
         elif genesis is not None and existing != self.parse_block(
                 self._genesis_bytes(genesis, genesis_timestamp)).id:
             raise ValueError("the store holds a chain with another genesis block")
         with self._store.snapshot() as snap:
             self._chain.settle_cache(self._chain.settled_number(snap))
+
+    def _check_history_beneath(self, snap: ReadSnapshot) -> None:
+        """A store's chain and the archive beneath it are one chain: the store's block 0,
+        if it has one, is the archive's; the store's lowest written block (its
+        integrity-start height) continues the archive. A store without block 0 needs its
+        archive."""
+        history = self._history
+        stored_genesis = rawdb.read_canonical_hash(snap, self._schema, 0)
+        if history is None:
+            if stored_genesis is None:
+                raise StoreCorrupted("the store has no block 0: its settled history lives in "
+                                     "an era1 archive (open it with history=)")
+            return
+        if stored_genesis is not None and history.holds(0) and (
+                stored_genesis != history.hash(0)):
+            raise ValueError("the archive beneath the store is of another chain: their "
+                             "block 0 differ")
+        start = self._chain.integrity_start(snap)
+        if start is None or start == 0 or rawdb.read_canonical_hash(
+                snap, self._schema, start - 1) is not None:
+            return
+        lowest = rawdb.read_canonical_hash(snap, self._schema, start)
+        if not history.holds(start - 1) or lowest is None:
+            raise StoreCorrupted(f"the store's blocks start at height {start}, and the "
+                                 f"archive does not hold height {start - 1}")
+        header = self._chain.stored_header(snap, start, lowest)
+        if header.parent_hash != history.hash(start - 1):
+            raise StoreCorrupted(f"the store's lowest block, at {start}, does not continue "
+                                 f"the archive: its parent is not the archived block "
+                                 f"{start - 1}")
 
     def _genesis_bytes(self, genesis: Genesis | bytes | None, timestamp: int) -> bytes:
         if isinstance(genesis, bytes | bytearray):
@@ -395,6 +464,11 @@ class CChainVM:
         return self._store
 
     @property
+    def history(self) -> EraArchive | None:
+        """The archive beneath the store, if any."""
+        return None if self._history is None else self._history.archive
+
+    @property
     def cache(self) -> CanonicalHashCache:
         """The canonical hash cache (settled heights only); its hit and miss counts."""
         return self._chain.cache
@@ -462,6 +536,12 @@ class CChainVM:
                            header_end=first_item_offset(raw) + restored.header_size,
                            body=restored.block.body, status=BlockStatus.ACCEPTED,
                            receipts=restored.receipts, senders=restored.senders)
+
+    def stored_receipts(self, number: int, block_id: bytes) -> bytes:
+        """The stored receipts (storage form) of the settled block ``block_id`` at
+        ``number``, checked against its integrity entry (``StoreCorrupted`` otherwise)."""
+        with self._store.snapshot() as snap:
+            return self._chain.stored_receipts(snap, number, check_block_id(block_id))
 
     def _check_state_commitment(self, snap: ReadSnapshot, block_id: bytes,
                                 header: AnyHeader) -> None:
@@ -593,6 +673,10 @@ class CChainVM:
         before its parent's. The block is not verified; its transactions stay pending
         until an accepted block includes them."""
         mempool = self._mempool
+        if self._stateless and self._history is not None:
+            raise StoreError("cannot build a block: this VM serves real history from an era1 "
+                             "archive and has none of its state (the accounts its blocks "
+                             "changed), so it cannot execute a new block on it")
         with self._lock:
             parent_id, parent = self._build_parent()
             timestamp = max(int(self._clock()), parent.time)
@@ -673,9 +757,8 @@ class CChainVM:
         number = self._chain.accepted_number(snap, block.id)
         if number is None:
             return False
-        header = rawdb.read_header_rlp(snap, self._schema, number, block.id)
-        body = rawdb.read_body_rlp(snap, self._schema, number, block.id)
-        if header is not None and body is not None and block_bytes(header, body) == block._raw:
+        parts = self._chain.block_parts(snap, number, block.id)
+        if parts is not None and block_bytes(*parts) == block._raw:
             return True
         raise InvalidBlock(f"block {block.id.hex()}: bytes differ from the accepted block "
                            "with this ID")

@@ -34,9 +34,15 @@ def print_report(report: SimulationReport, console: Console) -> None:
         f"built in {report.build_wall_seconds:.1f} s")
     per_block = transactions_per_block(config.txs_per_block, report.transactions,
                                        config.blocks)
-    console.print(f"chain: {plural(config.blocks, 'block')} x {per_block}, "
-                  f"seed {config.seed}, {plural(config.peers, 'peer')}, {chain}; costs: "
-                  f"{report.costs.source}", markup=False)
+    if report.source is not None:
+        console.print(f"chain: {plural(config.blocks, 'block')}, "
+                      f"{plural(report.transactions or 0, 'transaction')} ({report.source}), "
+                      f"seed {config.seed}, {plural(config.peers, 'peer')}; costs: "
+                      f"{report.costs.source}", markup=False)
+    else:
+        console.print(f"chain: {plural(config.blocks, 'block')} x {per_block}, "
+                      f"seed {config.seed}, {plural(config.peers, 'peer')}, {chain}; costs: "
+                      f"{report.costs.source}", markup=False)
     table = Table(title="bootstrap (sim s, blocks/s: simulated; wall s, serve s: measured)",
                   title_justify="left")
     for column in ("mode", "blocks", "requests", "retries", "MB", "sim s", "blocks/s",

@@ -135,6 +135,8 @@ class SimulationReport:
     layers: dict[str, dict[str, dict[str, float]]]
     round_trips: dict[str, dict[str, dict[str, dict[str, float]]]] = attrs.field(factory=dict)
     transactions: int | None = None
+    #: Where the chain came from when it was not built here (real history), else ``None``.
+    source: str | None = None
 
     def speedup(self) -> float | None:
         """Serial over batched simulated bootstrap time, when both ran."""
@@ -148,6 +150,7 @@ class SimulationReport:
             "config": self.config.as_dict(),
             "costs": self.costs.as_dict(),
             "chain": {"reused": self.chain_reused, "transactions": self.transactions,
+                      "source": self.source,
                       "build_wall_seconds": self.build_wall_seconds},
             "simulated": {mode: result.simulated() for mode, result in self.results.items()},
             "measured": {mode: result.measured() for mode, result in self.results.items()},

@@ -404,6 +404,38 @@ class _EraFile:
                                "accumulator covers")
         return data
 
+    def read_total_difficulty(self, number: int) -> int:
+        """The total difficulty record of block ``number``."""
+        offset = self.offsets[number - self.start]
+        for _ in range(3):
+            offset += 8 + _RECORD.unpack(self._pread(self.fd, offset, 8))[1]
+        value, _ = self._record_in(self._pread(self.fd, offset, 8 + 32), 0,
+                                   TYPE_TOTAL_DIFFICULTY, number)
+        return self._total_difficulty(value, number)
+
+    def read_parts(self, number: int) -> tuple[bytes, bytes]:
+        """The header and body of block ``number``, checked as :meth:`read` checks them, in
+        three reads: the header record's head, its value with the body record's head, and
+        the body's value."""
+        offset = self.offsets[number - self.start]
+        head = self._pread(self.fd, offset, 8)
+        length = min(_RECORD.unpack(head)[1], MAX_RECORD_VALUE + 1)
+        joined = head + self._pread(self.fd, offset + 8, length + 8)
+        header_value, body_at = self._record_in(joined, 0, TYPE_HEADER, number)
+        body_head = joined[body_at:body_at + 8]
+        body_length = min(_RECORD.unpack(body_head)[1], MAX_RECORD_VALUE + 1)
+        body_value, _ = self._record_in(
+            body_head + self._pread(self.fd, offset + body_at + 8, body_length), 0,
+            TYPE_BODY, number)
+        header = self._unframe(header_value, number, "header")
+        self._check_list(header, number, "header")
+        if self.hashes is not None and keccak256(header) != self.hashes[number - self.start]:
+            raise self.damaged(f"block {number} header: its hash is not the one its "
+                               "accumulator covers")
+        body = self._unframe(body_value, number, "body")
+        self._check_list(body, number, "body")
+        return header, body
+
     def close(self) -> None:
         if self.fd >= 0:
             os.close(self.fd)
@@ -441,6 +473,8 @@ class EraArchive:
         self._lock = threading.Lock()
         self._open: OrderedDict[int, _EraFile] = OrderedDict()
         self._closed = False
+        self._index_lock = threading.Lock()
+        self._numbers: dict[bytes, int] | None = None
         names = sorted(p.name for p in self.directory.iterdir() if p.name.endswith(".era1"))
         if not names:
             others = sorted(p.name for p in self.directory.iterdir() if p.suffix == ".ere")
@@ -543,6 +577,27 @@ class EraArchive:
         (a typed receipt as a string ``type || rlp``), what its receipts root commits to."""
         return self._read(number, 2)
 
+    def block_parts(self, number: int) -> tuple[bytes, bytes, bytes]:
+        """The hash, header RLP and body RLP of block ``number`` in one visit to its file
+        (what a walk over archived blocks reads): each checked as :meth:`hash`,
+        :meth:`header_rlp` and :meth:`body_rlp` check them."""
+        file = self._acquire(number)
+        try:
+            header, body = file.read_parts(number)
+            block_hash = (file.hashes[number - file.start] if file.hashes is not None
+                          else keccak256(header))
+            return block_hash, header, body
+        finally:
+            self._release(file)
+
+    def total_difficulty(self, number: int) -> int:
+        """The total difficulty the archive records for block ``number``."""
+        file = self._acquire(number)
+        try:
+            return file.read_total_difficulty(number)
+        finally:
+            self._release(file)
+
     def hash(self, number: int) -> bytes:
         """The hash of block ``number`` (from the verified accumulator, or its header)."""
         file = self._acquire(number)
@@ -553,11 +608,32 @@ class EraArchive:
         finally:
             self._release(file)
 
+    def number_of(self, block_hash: bytes) -> int | None:
+        """The number of the archived block whose hash is ``block_hash``, or ``None``. The
+        first call indexes every file by hash (from its verified accumulator's hashes, or by
+        hashing its headers when trusted), which reads each file once; the index (8,192
+        entries a file) is kept while the archive is open."""
+        with self._index_lock:
+            numbers = self._numbers
+            if numbers is None:
+                numbers = {}
+                for epoch in sorted(self._files):
+                    file = self._acquire(self._files[epoch].start)
+                    try:
+                        hashes = file.hashes if file.hashes is not None else [
+                            keccak256(file.read(n, 0)) for n in range(file.start, file.last + 1)]
+                    finally:
+                        self._release(file)
+                    numbers.update(zip(hashes, range(file.start, file.last + 1), strict=True))
+                self._numbers = numbers
+        return numbers.get(bytes(block_hash))
+
     def verify(self, *, on_block: Callable[[int], None] | None = None) -> int:
         """Read and check every record of every file, as go-ethereum's ``era verify`` does:
         each file's accumulator and parent links (also across contiguous files), every snappy
         CRC and RLP frame, each body against its header's transactions root, uncle hash and
-        withdrawals root, each receipts list against the receipts root. ``on_block(number)``
+        withdrawals root, each receipts list against the receipts root and the header's logs
+        bloom against the receipts' blooms. ``on_block(number)``
         is called after each block. Returns the bytes of the files read; raises
         :class:`StoreCorrupted` naming the file and block at the first failure."""
         total = 0
@@ -631,5 +707,23 @@ def _check_commitments(header_rlp: bytes, body_rlp: bytes, receipts_rlp: bytes) 
     check_body_commitments(header, encoded_body_commitments(
         _trie_encodings(fields[0]), bytes(fields[1]),
         None if len(fields) == 2 else _trie_encodings(fields[2]), None))
-    if derive_root(_trie_encodings(receipts_rlp)) != header.receipt_root:
+    receipts = _trie_encodings(receipts_rlp)
+    if derive_root(receipts) != header.receipt_root:
         raise InvalidBlock("receipts root does not match the header")
+    if _receipts_bloom(receipts) != header.bloom:
+        raise InvalidBlock("logs bloom does not match the receipts' blooms")
+
+
+def _receipts_bloom(encodings: Sequence[bytes]) -> bytes:
+    """The OR of the blooms of receipts in consensus form (a typed one after its type
+    byte): what a header's logs bloom states."""
+    combined = 0
+    for index, encoding in enumerate(encodings):
+        fields = list(iter_list_items(encoding if encoding[:1] >= b"\xc0" else encoding[1:]))
+        if len(fields) != 4:
+            raise InvalidBlock(f"receipt {index} has {len(fields)} fields, expected 4")
+        is_list, offset, length = read_prefix(fields[2])
+        if is_list or length != 256:
+            raise InvalidBlock(f"receipt {index}: its bloom is not 256 bytes")
+        combined |= int.from_bytes(fields[2][offset:offset + length], "big")
+    return combined.to_bytes(256, "big")

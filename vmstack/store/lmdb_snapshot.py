@@ -124,6 +124,17 @@ class LMDBSnapshot:
             raise StoreClosed("the snapshot is used outside its with-block")
         return self._guarded(scan(self._txn, prefix, start, None))
 
+    def iterate_back(
+        self, prefix: bytes, *, start: bytes
+    ) -> Iterator[tuple[bytes, memoryview]]:
+        """Pairs under ``prefix`` in descending key order, from the last key at or below
+        ``start``, as of the snapshot (one LMDB cursor stepping back; values are zero-copy
+        views). What a walk down consecutive heights reads in key order."""
+        check_prefix(prefix, start)
+        if self._txn is None:
+            raise StoreClosed("the snapshot is used outside its with-block")
+        return self._guarded(_scan_back(self._txn, prefix, start))
+
     def _guarded(
         self, pairs: Iterator[tuple[bytes, memoryview]]
     ) -> Iterator[tuple[bytes, memoryview]]:
@@ -153,6 +164,28 @@ def scan(
             key = bytes(raw_key)
             if not key.startswith(prefix):
                 return
+            yield key, value
+    except lmdb.Error as exc:
+        raise translate_error(exc, "cannot iterate the store") from exc
+
+
+def _scan_back(txn: lmdb.Transaction[memoryview], prefix: bytes, start: bytes
+               ) -> Iterator[tuple[bytes, memoryview]]:
+    """Pairs of ``txn`` under ``prefix`` in descending key order from the last key at or
+    below ``start``."""
+    try:
+        cursor = txn.cursor()
+        if cursor.set_range(start):
+            if bytes(cursor.key()) > start and not cursor.prev():
+                return
+        elif not cursor.last():
+            return
+        for raw_key, value in cursor.iterprev():
+            key = bytes(raw_key)
+            if not key.startswith(prefix):
+                if key < prefix:
+                    return
+                continue
             yield key, value
     except lmdb.Error as exc:
         raise translate_error(exc, "cannot iterate the store") from exc
