@@ -37,7 +37,7 @@ from vmstack.interfaces import ChainVM
 from vmstack.sim.bootstrap import Bootstrapper, BootstrapResult
 from vmstack.sim.costs import REFERENCE_COSTS, CostModel
 from vmstack.sim.network import Network
-from vmstack.sim.run import MODES, SimulationConfig, SimulationReport, _merge, layer_figures
+from vmstack.sim.run import MODES, SimulationConfig, SimulationReport, add_layer_figures, layer_figures
 from vmstack.stack import wrap_layers
 from vmstack.store import LMDBStore, MemoryStore
 from vmstack.store.history import EraArchive, EraRecord, write_era1
@@ -138,7 +138,7 @@ def simulate_history(
                         raise RuntimeError(f"the {mode} bootstrap did not reach the tip")
                 merged: dict[str, dict[str, float]] = {}
                 for registry in registries[mode]:
-                    _merge(merged, layer_figures(registry))
+                    add_layer_figures(merged, layer_figures(registry))
                 layers[mode] = merged
         origin = "genesis" if start == 0 else f"a checkpoint at block {start}"
         source = (f"real history: {archive.network} blocks {start + 1}-{tip_height} from the "

@@ -57,6 +57,7 @@ __all__ = [
     "MODES",
     "SimulationConfig",
     "SimulationReport",
+    "add_layer_figures",
     "calibrate",
     "layer_figures",
     "simulate",
@@ -178,7 +179,10 @@ def layer_figures(registry: CollectorRegistry) -> dict[str, dict[str, float]]:
     return {name: entry for name, entry in sorted(figures.items()) if entry["calls"]}
 
 
-def _merge(into: dict[str, dict[str, float]], figures: dict[str, dict[str, float]]) -> None:
+def add_layer_figures(into: dict[str, dict[str, float]],
+                      figures: dict[str, dict[str, float]]) -> None:
+    """Add ``figures`` (:func:`layer_figures` of one registry) into ``into``, call counts and
+    seconds summed per layer method."""
     for name, entry in figures.items():
         total = into.setdefault(name, {"calls": 0.0, "seconds": 0.0})
         total["calls"] += entry["calls"]
@@ -362,7 +366,7 @@ def simulate(
                 shutil.rmtree(node_dir, ignore_errors=True)
                 merged: dict[str, dict[str, float]] = {}
                 for registry in registries:
-                    _merge(merged, layer_figures(registry))
+                    add_layer_figures(merged, layer_figures(registry))
                 layers[mode] = merged
         return SimulationReport(config=config, costs=costs, chain_reused=reused,
                                 transactions=transactions,
