@@ -37,7 +37,13 @@ from vmstack.interfaces import ChainVM
 from vmstack.sim.bootstrap import Bootstrapper, BootstrapResult
 from vmstack.sim.costs import REFERENCE_COSTS, CostModel
 from vmstack.sim.network import Network
-from vmstack.sim.run import MODES, SimulationConfig, SimulationReport, add_layer_figures, layer_figures
+from vmstack.sim.run import (
+    MODES,
+    SimulationConfig,
+    SimulationReport,
+    add_layer_figures,
+    layer_figures,
+)
 from vmstack.stack import wrap_layers
 from vmstack.store import LMDBStore, MemoryStore
 from vmstack.store.history import EraArchive, EraRecord, write_era1
