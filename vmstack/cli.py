@@ -117,7 +117,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Open the LMDB store in DIR, build the stack the options describe and "
                     "serve it over gRPC until standard input closes or SIGTERM/SIGINT "
                     "arrives (then the status is 143/130). The first line of output is "
-                    "the handshake: 'vmstack-serve 1 ADDRESS PID'.")
+                    "the handshake: 'vmstack-serve 45 ADDRESS PID' (45: the RPC chain VM protocol "
+                    "version served).")
     serve.add_argument("--data-dir", type=Path, required=True, metavar="DIR",
                        help="the LMDB store to serve (created if absent)")
     serve.add_argument("--address", metavar="ADDR",

@@ -1,11 +1,12 @@
 """A VM in a child process: :func:`spawn` on the engine's side, :func:`serve` in the child.
 
 :func:`spawn` starts ``vmstack serve`` over the LMDB store in a data directory, reads the
-child's handshake line from its standard output (``vmstack-serve 1 ADDRESS PID``), and
-yields a connected :class:`~vmstack.wrappers.rpc.VMClient`. The child holds the read end
-of a pipe on its standard input; it stops serving and closes its store when that pipe
-closes, which happens when ``spawn``'s block ends and also when the parent dies in any way
-(a SIGKILL included), so no served process outlives its parent.
+child's handshake line from its standard output (``vmstack-serve 45 ADDRESS PID``, 45 the
+RPC chain VM protocol version it serves), and yields a connected
+:class:`~vmstack.wrappers.rpc.VMClient`. The child holds the read end of a pipe on its
+standard input; it stops serving and closes its store when that pipe closes, which happens
+when ``spawn``'s block ends and also when the parent dies in any way (a SIGKILL included),
+so no served process outlives its parent.
 
 Stack options cross as command-line options of ``vmstack serve`` (:data:`STACK_OPTIONS`);
 options that are objects (a tracer, a registry, a staking key) cannot cross and are refused.
@@ -37,12 +38,13 @@ from vmstack.clock import Clock, SimClock
 from vmstack.errors import VMUnavailable
 from vmstack.wrappers.rpc.client import VMClient
 from vmstack.wrappers.rpc.local import create_token_file, make_private_dir
+from vmstack.wrappers.rpc.protocol import PROTOCOL_VERSION
 
 __all__ = ["HANDSHAKE", "STACK_OPTIONS", "serve", "spawn"]
 
 #: The first word of the child's first line of output.
 HANDSHAKE = "vmstack-serve"
-_PROTOCOL_VERSION = "1"
+_PROTOCOL_VERSION = str(PROTOCOL_VERSION)
 
 #: The ``build_stack`` options ``spawn`` passes to the child, and their option names.
 STACK_OPTIONS: Mapping[str, str] = {
