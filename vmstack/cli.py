@@ -155,6 +155,12 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--no-stdin-watch", action="store_true",
                        help="keep serving when standard input closes")
 
+    commands.add_parser(
+        "plugin", help="the VM as an avalanchego plugin (started by a node)",
+        description="Serve the C-chain VM as an avalanchego plugin: needs "
+                    "AVALANCHE_VM_RUNTIME_ENGINE_ADDR (the node's runtime service), "
+                    "announces RPC chain VM protocol 45 and its address there, serves "
+                    "vm.VM on 127.0.0.1 and exits after Shutdown.")
     history = commands.add_parser("history", help="era1 history archives")
     history_commands = history.add_subparsers(dest="history_command", required=True)
     verify = history_commands.add_parser(
@@ -397,6 +403,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _simulate(args, console)
         if args.command == "serve":
             return _serve(args, console)
+        if args.command == "plugin":
+            from vmstack.wrappers.rpc.plugin import run
+
+            return run()
         if args.command == "history":
             return _history(args, console)
         return _bench(args, console)

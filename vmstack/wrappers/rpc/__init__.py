@@ -8,7 +8,9 @@ round trip per call.
   (a vmstack one or an avalanchego plugin) and answers every batched call with exactly one
   round trip;
 - :func:`spawn` runs ``vmstack serve`` in a child process over an LMDB store and yields a
-  connected client.
+  connected client;
+- :mod:`vmstack.wrappers.rpc.plugin` is ``vmstack plugin``, the VM as a plugin an
+  avalanchego node starts.
 
 The services are ``vm.proto``, ``runtime.proto``, ``metrics.proto`` and ``vmstack.proto``
 beside this module; :mod:`vmstack.wrappers.rpc.protocol` holds what both sides agree on
