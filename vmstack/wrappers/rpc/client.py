@@ -445,7 +445,10 @@ class VMClient:
             if count > INT32_MAX:
                 raise ValueError(f"{name}={count} does not fit the protocol's int32 "
                                  f"(at most {INT32_MAX})")
-        nanoseconds = min(int(max_retrieval_time * 1e9), _INT64_MAX)
+        # An int64 of nanoseconds, as a Go Duration; a longer budget (infinite included) is
+        # the longest one the field holds.
+        nanoseconds = (_INT64_MAX if max_retrieval_time * 1e9 >= _INT64_MAX
+                       else int(max_retrieval_time * 1e9))
         response = self.call("GetAncestors", vm_pb2.GetAncestorsRequest(
             blk_id=_wire_id(block_id), max_blocks_num=max_blocks_num,
             max_blocks_size=max_blocks_size, max_blocks_retrival_time=nanoseconds))

@@ -596,7 +596,10 @@ def _pending(vm: ChainVM) -> int:
     """How many transactions the served stack's mempool holds (``ValueError`` without one)."""
     from vmstack.cchain.generate import find_mempool
 
-    count: int = find_mempool(vm).pending()  # type: ignore[attr-defined]
+    pending = getattr(find_mempool(vm), "pending_transactions", None)
+    if not callable(pending):
+        raise ValueError("the served stack's mempool does not say how many are pending")
+    count: int = pending()
     return count
 
 
