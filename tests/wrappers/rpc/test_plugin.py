@@ -24,7 +24,7 @@ from grpc_health.v1 import health_pb2
 
 from tests.processes import wait_ended
 from vmstack.cchain.genesis import DEV_BALANCE, dev_addresses
-from vmstack.wrappers.rpc import PROTOCOL_VERSION, runtime_pb2, vm_pb2
+from vmstack.wrappers.rpc import PROTOCOL_VERSION, VMClient, runtime_pb2, vm_pb2
 from vmstack.wrappers.rpc.plugin import ENGINE_ADDRESS_VARIABLE
 
 pytestmark = pytest.mark.slow
@@ -195,3 +195,28 @@ def test_the_plugin_without_a_runtime_address_says_so(tmp_path: Path) -> None:
                             cwd=tmp_path, timeout=60, check=False)
     assert result.returncode == 2
     assert ENGINE_ADDRESS_VARIABLE.encode() in result.stderr
+
+
+def test_vmstacks_client_drives_the_plugin(node: Node, tmp_path: Path) -> None:
+    """VMClient is a node's client too: it initializes the plugin, builds a chain through
+    it, tracks the last accepted block, and gets the batched answers in one round trip."""
+    with VMClient(node.address, timeout=30.0) as client:
+        genesis = client.initialize(vm_pb2.InitializeRequest(
+            chain_data_dir=str(tmp_path / "chain"), genesis_bytes=GENESIS))
+        ids = [genesis.id]
+        for _ in range(4):
+            block = client.build_block()
+            block.verify()
+            client.set_preference(block.id)
+            block.accept()
+            ids.append(block.id)
+        assert client.last_accepted() == ids[-1]
+        before = client.round_trips.total
+        ancestors = client.get_ancestors(ids[-1], 10, 1 << 20, 5.0)
+        assert len(ancestors) == len(ids)
+        parsed = client.batched_parse_block(ancestors)
+        assert [block.id for block in parsed] == ids[::-1]
+        assert client.round_trips.total == before + 2
+        assert "CChainVM" in [layer.kind for layer in client.describe_served()]
+        client.shutdown()
+    assert node.process.wait(30) == 0
