@@ -228,3 +228,13 @@ def test_a_socket_path_over_its_limit_says_so(tmp_path: Path) -> None:
         assert len(made.name) <= 40
     finally:
         shutil.rmtree(made)
+
+
+@pytest.mark.slow
+def test_a_clients_shutdown_stops_the_served_child(lmdb_chain: Path) -> None:
+    """Shutdown, as a node ends a plugin, stops vmstack serve: its process exits with 0."""
+    with spawn(lmdb_chain, transition_time=TRANSITION_TIME) as client:
+        assert client.pid is not None
+        pid = client.pid
+        client.shutdown()
+        assert wait_ended(pid)

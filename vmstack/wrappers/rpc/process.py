@@ -202,11 +202,12 @@ def serve(data_dir: Path, *, address: str | None = None, sim_clock: float | None
     and says where on standard error.
 
     Prints the handshake line on ``out`` once serving, then waits: for its standard input
-    to close (when ``stop_on_stdin_close``, as under :func:`spawn`), or for SIGTERM or
-    SIGINT, which the command line (:mod:`vmstack.cli`) turns into an exception raised out
-    of the wait. Either way it stops serving (the socket's folder removed), closes the
-    stack (:func:`~vmstack.stack.close_stack`: a parse pool's workers stop) and closes the
-    store; the exception then gives the command's status (130 or 143).
+    to close (when ``stop_on_stdin_close``, as under :func:`spawn`), for a client's
+    ``Shutdown`` (as a node ends a plugin), or for SIGTERM or SIGINT, which the command
+    line (:mod:`vmstack.cli`) turns into an exception raised out of the wait. Either way it
+    stops serving (the socket's folder removed), closes the stack
+    (:func:`~vmstack.stack.close_stack`: a parse pool's workers stop) and closes the store;
+    the exception then gives the command's status (130 or 143).
     """
     from prometheus_client import CollectorRegistry
 
@@ -235,7 +236,7 @@ def serve(data_dir: Path, *, address: str | None = None, sim_clock: float | None
                       file=sys.stderr, flush=True)
             if stop_on_stdin_close:
                 threading.Thread(target=_wait_for_eof, args=(stopped,), daemon=True).start()
-            while not stopped.wait(0.5):
+            while not (stopped.wait(0.5) or server.shut_down.is_set()):
                 pass
     return 0
 

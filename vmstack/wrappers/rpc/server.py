@@ -304,7 +304,8 @@ class VMServer:
         self.close()
 
     def __repr__(self) -> str:
-        return f"VMServer({type(self._vm).__name__}, address={self._address!r})"
+        served = "not initialized" if self._vm is None else type(self._vm).__name__
+        return f"VMServer({served}, address={self._address!r})"
 
     # --- one call -----------------------------------------------------------------------
 
