@@ -49,7 +49,8 @@ def main() -> None:
             client.round_trips = RoundTrips()
             walked = serial_get_ancestors(vm, tip, clock=clock)
             print(f"fallback: {len(walked)} ancestors in {client.round_trips.total} round "
-                  "trips (one get_block per block, and one for the genesis block's parent)")
+                  "trips (one get_block per block but the tip, which the client holds as the "
+                  "last accepted, and one for the genesis block's parent)")
 
 
 if __name__ == "__main__":

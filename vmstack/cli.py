@@ -126,7 +126,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Open the LMDB store in DIR, build the stack the options describe and "
                     "serve it over gRPC until standard input closes or SIGTERM/SIGINT "
                     "arrives (then the status is 143/130). The first line of output is "
-                    "the handshake: 'vmstack-serve 1 ADDRESS PID'.")
+                    "the handshake: 'vmstack-serve 45 ADDRESS PID' (45: the RPC chain VM protocol "
+                    "version served).")
     serve.add_argument("--data-dir", type=Path, required=True, metavar="DIR",
                        help="the LMDB store to serve (created if absent)")
     serve.add_argument("--address", metavar="ADDR",
@@ -166,6 +167,12 @@ def _parser() -> argparse.ArgumentParser:
                        help="serve settled history from the era1 files in DIR beneath the "
                             "store")
 
+    commands.add_parser(
+        "plugin", help="the VM as an avalanchego plugin (started by a node)",
+        description="Serve the C-chain VM as an avalanchego plugin: needs "
+                    "AVALANCHE_VM_RUNTIME_ENGINE_ADDR (the node's runtime service), "
+                    "announces RPC chain VM protocol 45 and its address there, serves "
+                    "vm.VM on 127.0.0.1 and exits after Shutdown.")
     history = commands.add_parser("history", help="era1 history archives")
     history_commands = history.add_subparsers(dest="history_command", required=True)
     verify = history_commands.add_parser(
@@ -557,6 +564,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _simulate(args, console)
         if args.command == "serve":
             return _serve(args, console)
+        if args.command == "plugin":
+            from vmstack.wrappers.rpc.plugin import run
+
+            return run()
         if args.command == "history":
             return _history(args, console)
         return _bench(args, console)

@@ -51,7 +51,8 @@ ANCESTORS_GOAL = ">= 100x serial walk"
 PARSE_GOAL = ">= 5x at 100 blocks, >= 1x from 4"
 
 _START = 1_700_000_000.0
-_NO_LIMIT = 1 << 40
+#: No byte budget to speak of: the largest one avalanchego's protocol carries (an int32).
+_NO_LIMIT = (1 << 31) - 1
 _TIME_BUDGET = 600.0
 
 

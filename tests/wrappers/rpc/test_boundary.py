@@ -21,6 +21,7 @@ from vmstack.errors import (
     BatchingNotImplemented,
     BlockNotFound,
     InvalidBlock,
+    MalformedRequest,
     StoreCorrupted,
     VMStackError,
     VMUnavailable,
@@ -28,7 +29,7 @@ from vmstack.errors import (
 from vmstack.interfaces import ChainVM
 from vmstack.store import MemoryStore
 from vmstack.wrappers.rpc import MAX_REQUEST_SIZE, VMClient, VMServer, vm_pb2
-from vmstack.wrappers.rpc.protocol import METHODS
+from vmstack.wrappers.rpc.protocol import DIGEST_METADATA_KEY, METHODS, trailing_error
 
 Served = tuple[ChainVM, VMClient]
 
@@ -217,7 +218,7 @@ def test_the_served_clock_follows_the_callers_time() -> None:
         client.last_accepted()
         assert served_clock() == 500.0
         caller.advance(12.5)
-        client.get_block(vm.last_accepted())
+        client.get_block_id_at_height(0)
         assert served_clock() == 512.5
 
 
@@ -282,10 +283,11 @@ def test_a_server_that_is_gone_is_vm_unavailable() -> None:
     assert client.last_accepted() == vm.last_accepted()
     server.close()
     with pytest.raises(VMUnavailable):
-        client.last_accepted()
+        client.get_block_id_at_height(0)
+    assert client.last_accepted() == vm.last_accepted()  # tracked: no round trip
     client.close()
     with pytest.raises(VMUnavailable, match="closed"):
-        client.last_accepted()
+        client.get_block_id_at_height(0)
 
 
 def test_oversized_batches_are_refused_before_sending(served: Served) -> None:
@@ -296,32 +298,39 @@ def test_oversized_batches_are_refused_before_sending(served: Served) -> None:
     assert client.round_trips.total == 0
 
 
-def _raw_call(address: str, method: str, payload: bytes) -> bytes:
+def _raw_call(address: str, method: str, payload: bytes,
+              metadata: tuple[tuple[str, str | bytes], ...] = ()) -> bytes:
     """Send ``payload`` as the request of ``method``, bypassing the client's checks."""
     with grpc.insecure_channel(address, options=[
             ("grpc.max_send_message_length", 64 << 20)]) as channel:
         call = channel.unary_unary(METHODS[method].path)
-        answer: bytes = call(payload, timeout=10)
+        answer: bytes = call(payload, timeout=10, metadata=metadata)
         return answer
 
 
-def test_the_server_refuses_oversized_malformed_and_unknown_requests(served: Served) -> None:
-    """Requests a client would never send are refused with a clear answer and change
-    nothing; the server goes on serving."""
+def test_the_server_refuses_oversized_and_malformed_requests(served: Served) -> None:
+    """Requests a client would never send are refused with a clear status (a typed
+    MalformedRequest beside it) and change nothing; fields of a later protocol are skipped,
+    as protobuf's rules say; the server goes on serving."""
     vm, client = served
     before = client.last_accepted()
     address = client.address
     with pytest.raises(grpc.RpcError) as oversized:
         _raw_call(address, "BatchedParseBlock", bytes(MAX_REQUEST_SIZE + 100))
     assert oversized.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED  # type: ignore[attr-defined]
-    malformed = vm_pb2.EmptyResponse.FromString(
-        _raw_call(address, "SetPreference", b"\x0a\xff\xff\xff\xff\xff"))
-    assert malformed.failure.kind == vm_pb2.Failure.MALFORMED_REQUEST
-    unknown = vm_pb2.EmptyResponse.FromString(_raw_call(
-        address, "BlockAccept",
-        vm_pb2.BlockDecisionRequest(id=before).SerializeToString() + b"\x50\x01"))
-    assert unknown.failure.kind == vm_pb2.Failure.MALFORMED_REQUEST
-    assert "does not know" in unknown.failure.message
+    with pytest.raises(grpc.RpcError) as malformed:
+        _raw_call(address, "SetPreference", b"\x0a\xff\xff\xff\xff\xff")
+    assert malformed.value.code() == grpc.StatusCode.INVALID_ARGUMENT  # type: ignore[attr-defined]
+    assert isinstance(trailing_error(malformed.value.trailing_metadata()),  # type: ignore[attr-defined]
+                      MalformedRequest)
+    with pytest.raises(grpc.RpcError) as bad_digest:
+        _raw_call(address, "BlockAccept", vm_pb2.BlockAcceptRequest(id=before).SerializeToString(),
+                  metadata=((DIGEST_METADATA_KEY, b"short"),))
+    assert "32-byte" in bad_digest.value.details()  # type: ignore[attr-defined]
+    later = vm_pb2.GetBlockIDAtHeightRequest(height=0).SerializeToString() + b"\x50\x01"
+    answer = vm_pb2.GetBlockIDAtHeightResponse.FromString(
+        _raw_call(address, "GetBlockIDAtHeight", later))
+    assert answer.blk_id == vm.get_block_id_at_height(0)
     assert client.last_accepted() == vm.last_accepted() == before
 
 

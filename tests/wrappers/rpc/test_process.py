@@ -64,8 +64,8 @@ def test_spawn_serves_the_store_and_stops_with_the_block(lmdb_chain: Path) -> No
 
 def test_sigkill_between_calls_is_vm_unavailable_and_the_store_survives(
         lmdb_chain: Path) -> None:
-    """After the child is killed, every call raises VMUnavailable; a new spawn serves the
-    same chain."""
+    """After the child is killed, every call that crosses raises VMUnavailable (the last
+    accepted block is tracked and crosses no more); a new spawn serves the same chain."""
     with spawn(lmdb_chain, timeout=5.0, transition_time=TRANSITION_TIME) as client:
         tip = client.last_accepted()
         expected = vmstack.get_ancestors(client, tip, max_retrieval_time=60.0)
@@ -73,7 +73,7 @@ def test_sigkill_between_calls_is_vm_unavailable_and_the_store_survives(
         os.kill(client.pid, signal.SIGKILL)
         assert wait_ended(client.pid)
         started = time.monotonic()
-        for call in (client.last_accepted, lambda: client.get_block(tip),
+        for call in (lambda: client.get_block_id_at_height(0), lambda: client.get_block(tip[::-1]),
                      lambda: client.get_ancestors(tip, 10, 10_000, 1.0)):
             with pytest.raises(VMUnavailable):
                 call()
@@ -121,7 +121,7 @@ def test_a_stopped_child_is_a_deadline_not_a_hang(lmdb_chain: Path) -> None:
             assert wait_stopped(client.pid), "the child did not stop"
             started = time.monotonic()
             with pytest.raises(VMUnavailable, match="did not answer within"):
-                client.last_accepted()
+                client.get_block_id_at_height(0)
             assert time.monotonic() - started < 10
         finally:
             os.kill(client.pid, signal.SIGCONT)
@@ -228,3 +228,13 @@ def test_a_socket_path_over_its_limit_says_so(tmp_path: Path) -> None:
         assert len(made.name) <= 40
     finally:
         shutil.rmtree(made)
+
+
+@pytest.mark.slow
+def test_a_clients_shutdown_stops_the_served_child(lmdb_chain: Path) -> None:
+    """Shutdown, as a node ends a plugin, stops vmstack serve: its process exits with 0."""
+    with spawn(lmdb_chain, transition_time=TRANSITION_TIME) as client:
+        assert client.pid is not None
+        pid = client.pid
+        client.shutdown()
+        assert wait_ended(pid)

@@ -1,20 +1,26 @@
-"""The process boundary: a VM stack served over gRPC, as avalanchego's rpcchainvm serves a
-plugin VM, with the batched protocol in one round trip per call.
+"""The process boundary: a VM stack served over avalanchego's rpcchainvm protocol (the
+``vm.VM`` gRPC service, RPC chain VM protocol version 45), with the batched protocol in one
+round trip per call.
 
-- :class:`VMServer` serves any ``ChainVM`` (usually a whole stack);
-- :class:`VMClient` is the engine's side, a layer that answers every batched call with
-  exactly one round trip (the server runs the engine helpers, fallback included);
+- :class:`VMServer` serves any ``ChainVM`` (usually a whole stack) as ``vm.VM``, with
+  ``grpc.health.v1.Health`` and vmstack's ``Extras`` beside it;
+- :class:`VMClient` is the engine's side, a layer that speaks ``vm.VM`` to any server of it
+  (a vmstack one or an avalanchego plugin) and answers every batched call with exactly one
+  round trip;
 - :func:`spawn` runs ``vmstack serve`` in a child process over an LMDB store and yields a
-  connected client.
+  connected client;
+- :mod:`vmstack.wrappers.rpc.plugin` is ``vmstack plugin``, the VM as a plugin an
+  avalanchego node starts.
 
-The service is ``vm.proto`` beside this module; :mod:`vmstack.wrappers.rpc.protocol` holds
-what both sides agree on (methods, message limits, how errors cross).
+The services are ``vm.proto``, ``runtime.proto``, ``metrics.proto`` and ``vmstack.proto``
+beside this module; :mod:`vmstack.wrappers.rpc.protocol` holds what both sides agree on
+(methods, message limits, how errors and vmstack's extras cross).
 """
 
 from vmstack.wrappers.rpc.client import RemoteBlock, RoundTrips, VMClient
 from vmstack.wrappers.rpc.process import spawn
-from vmstack.wrappers.rpc.protocol import MAX_MESSAGE_SIZE, MAX_REQUEST_SIZE
+from vmstack.wrappers.rpc.protocol import MAX_MESSAGE_SIZE, MAX_REQUEST_SIZE, PROTOCOL_VERSION
 from vmstack.wrappers.rpc.server import VMServer
 
-__all__ = ["MAX_MESSAGE_SIZE", "MAX_REQUEST_SIZE", "RemoteBlock", "RoundTrips", "VMClient",
-           "VMServer", "spawn"]
+__all__ = ["MAX_MESSAGE_SIZE", "MAX_REQUEST_SIZE", "PROTOCOL_VERSION", "RemoteBlock",
+           "RoundTrips", "VMClient", "VMServer", "spawn"]

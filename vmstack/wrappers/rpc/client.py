@@ -1,69 +1,87 @@
-"""VMClient: the engine's side of the process boundary, a layer over a VM in another process.
+"""VMClient: the engine's side of the process boundary, speaking avalanchego's ``vm.VM``.
 
-It is the bottom of the in-process part of a stack, the way avalanchego's rpcchainvm
-client sits under the node's metering and tracing layers. Each ``ChainVM`` call is one
-round trip; each batched call is ONE round trip too, always: the server runs the engine
-helpers against its VM, falling back there when that VM cannot batch, so this layer never
-refuses a batched call (``batching`` is always true).
+It is the bottom of the in-process part of a stack, the way avalanchego's rpcchainvm client
+sits under the node's metering and tracing layers, and it talks to any server of the
+protocol: a :class:`~vmstack.wrappers.rpc.VMServer`, or a plugin VM of avalanchego's. Each
+``ChainVM`` call is one round trip but one: as avalanchego's ``chain.State`` does, the client
+tracks the last accepted block (from Initialize, SetState and each accept it makes) and
+answers ``last_accepted()`` without a round trip, and it keeps the blocks it saw accepted
+(:data:`DECIDED_CACHE_SIZE` of them) so ``get_block`` of one needs none either. Each batched
+call is ONE round trip, always: the server runs the engine helpers against its VM, falling
+back there when that VM cannot batch, so this layer never refuses a batched call.
 
-Blocks come back as :class:`RemoteBlock`: id, parent id, height, timestamp and bytes, with
-``verify``, ``accept`` and ``reject`` as calls that reach the served block whose bytes these
-are (the calls name the bytes, not only the ID). A rejected block refuses ``verify`` and
-``accept`` as a block in process does.
+Blocks come back as :class:`RemoteBlock`: id, parent id, height, timestamp and bytes.
+``verify`` sends the bytes (BlockVerify goes by bytes); ``accept`` and ``reject`` send the
+ID, and beside it, in the call's metadata, the digest of the bytes, so a vmstack server
+decides the block of those very bytes. A rejected block refuses ``verify`` and ``accept`` as
+a block in process does. Budgets cross as avalanchego's client casts them: counts as int32
+(a count that does not fit is ``ValueError`` here), the time in nanoseconds.
 
 Answers are checked against the protocol before anything is returned: an ancestors answer
 within the budget (rule 4 of ARCHITECTURE.md section 3: the count and the size), a batch
 answered one block per element and an ``InvalidBlock`` naming one of its elements (rule
-7), the block asked for by ``get_block``, block IDs of 32 bytes, a fetched or built block
-with its bytes. A server that breaks one is :class:`~vmstack.errors.VMUnavailable` naming
-the rule: its answers are not passed on.
+7), block IDs of 32 bytes, a fetched or built block with its bytes. A server that breaks
+one is :class:`~vmstack.errors.VMUnavailable` naming the rule: its answers are not passed on.
 
-Failures: the served VM's errors arrive as themselves (``BlockNotFound``, ``InvalidBlock``
-with its index, ``StoreCorrupted``, ``BatchingNotImplemented``, ``ValueError``; anything
-else as ``VMStackError``). A server that is gone, a broken connection or a passed deadline
-is :class:`~vmstack.errors.VMUnavailable`, raised within ``timeout`` seconds of the call.
-Arguments that cannot be put in a request are judged here, with the errors the served VMs
-give for them, and a request over the message limit is refused before it is sent.
+Failures: a vmstack server's errors arrive as themselves (the typed error rides in the
+call's trailing metadata: ``BlockNotFound``, ``InvalidBlock`` with its index,
+``StoreCorrupted``, ``ValueError``, every class of the error tree); a server that is not
+vmstack's gives only a message, which arrives as ``VMStackError`` (and ``ERROR_NOT_FOUND``
+as ``BlockNotFound``). A server that is gone, a broken connection or a passed deadline is
+:class:`~vmstack.errors.VMUnavailable`, raised within ``timeout`` seconds of the call.
+vmstack's extras (``describe_served``, ``served_metrics``, ``submit_transactions``) use the
+``vmstack.Extras`` service; against a server without it they are ``VMStackError`` saying so.
 
-A server that requires a token (every TCP server) refuses a call without it; the client
-presents the one in ``token_file``. A refused call is ``VMUnavailable`` saying so.
+A server that requires a token (every TCP server of vmstack's) refuses a call without it;
+the client presents the one in ``token_file``. A refused call is ``VMUnavailable``.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import grpc
+from google.protobuf import empty_pb2
 from google.protobuf.message import Message
 
 from vmstack.batching import AncestorBudget, check_block_id, check_parse_batch
 from vmstack.capability import fixed_capability
 from vmstack.clock import Clock
-from vmstack.errors import BlockNotFound, InvalidBlock, VMUnavailable
+from vmstack.errors import BlockNotFound, InvalidBlock, VMStackError, VMUnavailable
 from vmstack.stack import LayerInfo, StackDescription
-from vmstack.wrappers.rpc import vm_pb2
+from vmstack.wrappers.rpc import metrics_pb2, vm_pb2, vmstack_pb2
 from vmstack.wrappers.rpc.local import TOKEN_METADATA_KEY, read_token_file
 from vmstack.wrappers.rpc.protocol import (
+    DIGEST_METADATA_KEY,
+    EXTRAS_SERVICE,
     MAX_REQUEST_SIZE,
     MAX_RESPONSE_SIZE,
     METHODS,
+    NOW_METADATA_KEY,
     block_digest,
-    error_of,
+    trailing_error,
 )
 
 if TYPE_CHECKING:
     from vmstack.cchain.types import Transaction
 
-__all__ = ["RemoteBlock", "RoundTrips", "VMClient"]
+__all__ = ["DECIDED_CACHE_SIZE", "INT32_MAX", "RemoteBlock", "RoundTrips", "VMClient"]
 
+#: Accepted blocks the client keeps, as avalanchego's ``chain.State`` keeps decided ones.
+DECIDED_CACHE_SIZE = 2048
+#: The largest count a GetAncestors budget carries (its fields are int32).
+INT32_MAX = (1 << 31) - 1
+_INT64_MAX = (1 << 63) - 1
 _UINT64_LIMIT = 1 << 64
 _ID_LENGTH = 32
 
@@ -96,12 +114,13 @@ class RemoteBlock:
     __slots__ = ("_bytes", "_client", "_digest", "_rejected", "height", "id", "parent_id",
                  "timestamp")
 
-    def __init__(self, client: VMClient, facts: vm_pb2.BlockFacts, data: bytes) -> None:
+    def __init__(self, client: VMClient, block_id: bytes, parent_id: bytes, height: int,
+                 timestamp: int, data: bytes) -> None:
         self._client = client
-        self.id: bytes = facts.id
-        self.parent_id: bytes = facts.parent_id
-        self.height: int = facts.height
-        self.timestamp: int = facts.timestamp
+        self.id = block_id
+        self.parent_id = parent_id
+        self.height = height
+        self.timestamp = timestamp
         self._bytes = data
         self._digest: bytes | None = None
         self._rejected = False
@@ -109,32 +128,35 @@ class RemoteBlock:
     def __bytes__(self) -> bytes:
         return self._bytes
 
-    def _decision(self) -> vm_pb2.BlockDecisionRequest:
+    def _decision(self) -> tuple[tuple[str, bytes]]:
         if self._digest is None:
             self._digest = block_digest(self._bytes)
-        return vm_pb2.BlockDecisionRequest(id=self.id, digest=self._digest)
+        return ((DIGEST_METADATA_KEY, self._digest),)
 
     def verify(self) -> None:
-        """Verify the served block with these bytes (they travel with the call, so the
-        server finds that block, or parses them again if it no longer holds it);
-        ``InvalidBlock`` once this block is rejected."""
+        """Verify the served block of these bytes (BlockVerify sends them, so the server
+        finds that block or parses them again); ``InvalidBlock`` once this block is
+        rejected."""
         if self._rejected:
             raise InvalidBlock(f"block {self.id.hex()} was rejected")
-        self._client.call("BlockVerify", vm_pb2.BlockVerifyRequest(id=self.id, bytes=self._bytes))
+        self._client.call("BlockVerify", vm_pb2.BlockVerifyRequest(bytes=self._bytes))
 
     def accept(self) -> None:
-        """Accept the served block with these bytes; ``InvalidBlock`` once this block is
-        rejected."""
+        """Accept the served block of these bytes; it becomes the client's last accepted.
+        ``InvalidBlock`` once this block is rejected."""
         if self._rejected:
             raise InvalidBlock(f"block {self.id.hex()} is rejected: only a verified block "
                                "can be accepted")
-        self._client.call("BlockAccept", self._decision())
+        self._client.call("BlockAccept", vm_pb2.BlockAcceptRequest(id=self.id),
+                          metadata=self._decision())
+        self._client._accepted(self)
 
     def reject(self) -> None:
-        """Reject the served block with these bytes (again: nothing)."""
+        """Reject the served block of these bytes (again: nothing)."""
         if self._rejected:
             return
-        self._client.call("BlockReject", self._decision())
+        self._client.call("BlockReject", vm_pb2.BlockRejectRequest(id=self.id),
+                          metadata=self._decision())
         self._rejected = True
 
     def __repr__(self) -> str:
@@ -148,15 +170,17 @@ def _wire_id(block_id: object) -> bytes:
 
 
 class VMClient:
-    """A ``ChainVM`` (and ``BatchedChainVM``) whose VM is served at ``address`` by a
-    :class:`~vmstack.wrappers.rpc.VMServer`, usually in another process.
+    """A ``ChainVM`` (and ``BatchedChainVM``) whose VM is served at ``address`` over
+    avalanchego's ``vm.VM`` protocol, usually in another process.
 
     ``timeout`` bounds every call, in seconds. ``clock``, when given, is the caller's clock:
-    every request carries its time, so a server running its VM on simulated time follows
-    it. ``pid`` is the served process's ID when :func:`~vmstack.wrappers.rpc.spawn` started
-    it. ``token_file`` holds the token a server that requires one (every TCP server) wants
-    with each call (see :mod:`vmstack.wrappers.rpc.local`). :attr:`round_trips` counts the
-    calls made.
+    every call carries its time, so a vmstack server running its VM on simulated time
+    follows it. ``pid`` is the served process's ID when :func:`~vmstack.wrappers.rpc.spawn`
+    started it. ``token_file`` holds the token a server that requires one wants with each
+    call (see :mod:`vmstack.wrappers.rpc.local`). :attr:`round_trips` counts the calls made.
+    The client learns the last accepted block from the first call that needs it
+    (``Initialize`` with an empty request, which a vmstack server serving a built stack
+    answers) unless :meth:`initialize` was called first.
     """
 
     batching = True
@@ -179,6 +203,8 @@ class VMClient:
         self.pid: int | None = None
         self.round_trips = RoundTrips()
         self._lock = threading.Lock()
+        self._last_accepted: bytes | None = None
+        self._decided: OrderedDict[bytes, RemoteBlock] = OrderedDict()
         self._channel = grpc.insecure_channel(
             address, options=[("grpc.max_receive_message_length", MAX_RESPONSE_SIZE),
                               ("grpc.max_send_message_length", MAX_REQUEST_SIZE)])
@@ -197,7 +223,7 @@ class VMClient:
 
     @property
     def clock(self) -> Clock | None:
-        """The caller's clock sent with every request (``None``: the server's own)."""
+        """The caller's clock sent with every call (``None``: the server's own)."""
         return self._clock
 
     @property
@@ -228,35 +254,51 @@ class VMClient:
 
     # --- one round trip -----------------------------------------------------------------
 
-    def call(self, method: str, request: Message) -> Message:
-        """One round trip of ``method`` with ``request``; the response, or the served VM's
-        error raised here (see the module's docstring)."""
+    def call(self, method: str, request: Message,
+             metadata: Iterable[tuple[str, str | bytes]] = ()) -> Message:
+        """One round trip of ``method`` with ``request`` (and call ``metadata``); the
+        response, or the served VM's error raised here (see the module's docstring)."""
+        response, _ = self._call(method, request, metadata)
+        return response
+
+    def _call(self, method: str, request: Message,
+              metadata: Iterable[tuple[str, str | bytes]] = ()
+              ) -> tuple[Message, Exception | None]:
+        """The response and the typed error a vmstack server sent in band with it."""
         if self._closed:
             raise VMUnavailable(f"the client of {self._address} is closed")
-        if self._clock is not None and "now" in type(request).DESCRIPTOR.fields_by_name:
-            request.now = self._clock()  # type: ignore[attr-defined]
+        sent: list[tuple[str, str | bytes]] = [*self._metadata, *metadata]
+        if self._clock is not None:
+            sent.append((NOW_METADATA_KEY, repr(float(self._clock()))))
         size = request.ByteSize()
         if size > MAX_REQUEST_SIZE:
             raise ValueError(f"{method} request of {size} bytes is over the "
                              f"{MAX_REQUEST_SIZE}-byte message limit")
         started = time.perf_counter()
         try:
-            response = self._stubs[method](request, timeout=self._timeout,
-                                           metadata=self._metadata)
+            response, rpc = self._stubs[method].with_call(  # type: ignore[attr-defined]
+                request, timeout=self._timeout, metadata=sent)
         except grpc.RpcError as error:
-            raise self._transport_error(method, error) from None
+            raise self._failure(method, error) from None
         finally:
             with self._lock:
                 self.round_trips.add(method, time.perf_counter() - started)
-        if response.HasField("failure"):
-            raise error_of(response.failure)  # type: ignore[attr-defined]
-        return response
+        return response, trailing_error(rpc.trailing_metadata())
 
-    def _transport_error(self, method: str, error: grpc.RpcError) -> Exception:
-        code = error.code() if isinstance(error, grpc.Call) else None
-        details = error.details() if isinstance(error, grpc.Call) else str(error)
+    def _failure(self, method: str, error: grpc.RpcError) -> Exception:
+        call = error if isinstance(error, grpc.Call) else None
+        code = call.code() if call is not None else None
+        details = call.details() if call is not None else str(error)
+        typed = trailing_error(call.trailing_metadata()) if call is not None else None
+        if typed is not None:
+            return typed
+        if code == grpc.StatusCode.UNKNOWN:
+            return VMStackError(f"{method}: {details}")
         if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
             return ValueError(f"{method}: a message is over the limit: {details}")
+        if code == grpc.StatusCode.UNIMPLEMENTED and METHODS[method].service == EXTRAS_SERVICE:
+            return VMStackError(f"{method}: the VM at {self._address} does not offer "
+                                f"vmstack's extras ({EXTRAS_SERVICE})")
         if code == grpc.StatusCode.UNAUTHENTICATED:
             return VMUnavailable(f"{method}: the VM at {self._address} refused the call: "
                                  f"{details}")
@@ -279,26 +321,12 @@ class VMClient:
             raise self._broken(method, "a block ID is 32 bytes",
                                f"{what} of {len(block_id)} bytes")
 
-    def _block(self, method: str, response: Message, data: bytes | None = None,
-               asked: bytes | None = None) -> RemoteBlock:
-        """The block of a ``BlockResponse``: ``data`` are its bytes when the caller sent
-        them (parse), else the answer must carry them; ``asked`` is the ID asked for."""
-        assert isinstance(response, vm_pb2.BlockResponse)
-        facts = response.block
-        self._check_facts(method, facts)
-        if asked is not None and facts.id != asked:
-            raise self._broken(method, "the block asked for",
-                               f"block {facts.id.hex()} for {asked.hex()}")
-        if data is None:
-            if not facts.bytes:
-                raise self._broken(method, "a block is sent with its bytes",
-                                   f"block {facts.id.hex()} without bytes")
-            data = facts.bytes
-        return RemoteBlock(self, facts, data)
-
-    def _check_facts(self, method: str, facts: vm_pb2.BlockFacts) -> None:
-        self._check_id(method, "a block ID", facts.id)
+    def _remote(self, method: str, block_id: bytes, facts: Any, data: bytes) -> RemoteBlock:
+        """A block from an answer's facts (``parent_id``, ``height``, ``timestamp``)."""
+        self._check_id(method, "a block ID", block_id)
         self._check_id(method, "a parent ID", facts.parent_id)
+        return RemoteBlock(self, block_id, facts.parent_id, facts.height,
+                           facts.timestamp.seconds, data)
 
     def _check_batch_failure(self, error: Exception, size: int) -> None:
         if not isinstance(error, InvalidBlock):
@@ -308,57 +336,124 @@ class VMClient:
                                "the bad element",
                                f"index {error.index} in a batch of {size}") from None
 
+    # --- the last accepted block, as chain.State tracks it ----------------------------
+
+    def _learn(self, method: str, response: Any) -> RemoteBlock:
+        block_id = response.last_accepted_id
+        if not response.bytes:
+            raise self._broken(method, "the last accepted block is sent with its bytes",
+                               f"block {block_id.hex()} without bytes")
+        block = self._remote(method, block_id, _LastAcceptedFacts(response), response.bytes)
+        self._accepted(block)
+        return block
+
+    def _accepted(self, block: RemoteBlock) -> None:
+        with self._lock:
+            self._last_accepted = block.id
+            self._decided[block.id] = block
+            self._decided.move_to_end(block.id)
+            while len(self._decided) > DECIDED_CACHE_SIZE:
+                self._decided.popitem(last=False)
+
+    def initialize(self, request: vm_pb2.InitializeRequest | None = None) -> RemoteBlock:
+        """Initialize the served VM with ``request`` (a plugin builds its VM from it; a
+        vmstack server serving a built stack only answers) and learn its last accepted
+        block, which this returns."""
+        response = self.call("Initialize", request or vm_pb2.InitializeRequest())
+        return self._learn("Initialize", response)
+
+    def set_state(self, state: vm_pb2.State.ValueType) -> RemoteBlock:
+        """Tell the served VM its state (bootstrapping, normal operation, ...) and learn its
+        last accepted block, which this returns."""
+        return self._learn("SetState", self.call("SetState",
+                                                 vm_pb2.SetStateRequest(state=state)))
+
     # --- ChainVM ------------------------------------------------------------------------
 
     def get_block(self, block_id: bytes) -> RemoteBlock:
         wire_id = _wire_id(block_id)
-        response = self.call("GetBlock", vm_pb2.GetBlockRequest(id=wire_id))
-        return self._block("GetBlock", response, asked=wire_id)
+        with self._lock:
+            decided = self._decided.get(wire_id)
+        if decided is not None:
+            return decided
+        response, in_band = self._call("GetBlock", vm_pb2.GetBlockRequest(id=wire_id))
+        assert isinstance(response, vm_pb2.GetBlockResponse)
+        if response.err == vm_pb2.ERROR_NOT_FOUND:
+            if isinstance(in_band, BlockNotFound):
+                raise in_band
+            raise BlockNotFound(f"block {wire_id.hex()} is not served")
+        if response.err != vm_pb2.ERROR_UNSPECIFIED:
+            raise VMStackError("GetBlock: the served VM answered "
+                               f"{vm_pb2.Error.Name(response.err)}")
+        if not response.bytes:
+            raise self._broken("GetBlock", "a block is sent with its bytes",
+                               f"block {wire_id.hex()} without bytes")
+        self._check_id("GetBlock", "a block ID", wire_id)
+        return self._remote("GetBlock", wire_id, response, response.bytes)
 
     def parse_block(self, data: bytes) -> RemoteBlock:
         if not isinstance(data, bytes | bytearray | memoryview):
             raise InvalidBlock(f"block bytes must be bytes, not {type(data).__name__}")
         data = bytes(data)
         response = self.call("ParseBlock", vm_pb2.ParseBlockRequest(bytes=data))
-        return self._block("ParseBlock", response, data)
+        assert isinstance(response, vm_pb2.ParseBlockResponse)
+        return self._remote("ParseBlock", response.id, response, data)
 
     def build_block(self) -> RemoteBlock:
-        return self._block("BuildBlock", self.call("BuildBlock", vm_pb2.BuildBlockRequest()))
+        response = self.call("BuildBlock", vm_pb2.BuildBlockRequest())
+        assert isinstance(response, vm_pb2.BuildBlockResponse)
+        if not response.bytes:
+            raise self._broken("BuildBlock", "a block is sent with its bytes",
+                               f"block {response.id.hex()} without bytes")
+        return self._remote("BuildBlock", response.id, response, response.bytes)
 
     def set_preference(self, block_id: bytes) -> None:
         self.call("SetPreference", vm_pb2.SetPreferenceRequest(id=_wire_id(block_id)))
 
     def last_accepted(self) -> bytes:
-        response = self.call("LastAccepted", vm_pb2.LastAcceptedRequest())
-        assert isinstance(response, vm_pb2.BlockIDResponse)
-        self._check_id("LastAccepted", "a block ID", response.id)
-        return response.id
+        """The last accepted block's ID, as the client tracks it: no round trip once known
+        (the first call learns it with ``Initialize``)."""
+        if self._last_accepted is None:
+            self.initialize()
+        assert self._last_accepted is not None
+        return self._last_accepted
 
     def get_block_id_at_height(self, height: int) -> bytes:
         if isinstance(height, bool) or not isinstance(height, int) or height < 0:
             raise ValueError(f"a height is a non-negative int, got {height!r}")
         if height >= _UINT64_LIMIT:
             raise BlockNotFound(f"no block at height {height}")
-        response = self.call("GetBlockIDAtHeight",
-                             vm_pb2.GetBlockIDAtHeightRequest(height=height))
-        assert isinstance(response, vm_pb2.BlockIDResponse)
-        self._check_id("GetBlockIDAtHeight", "a block ID", response.id)
-        return response.id
+        response, in_band = self._call("GetBlockIDAtHeight",
+                                       vm_pb2.GetBlockIDAtHeightRequest(height=height))
+        assert isinstance(response, vm_pb2.GetBlockIDAtHeightResponse)
+        if response.err == vm_pb2.ERROR_NOT_FOUND:
+            if isinstance(in_band, BlockNotFound):
+                raise in_band
+            raise BlockNotFound(f"no block at height {height}")
+        self._check_id("GetBlockIDAtHeight", "a block ID", response.blk_id)
+        return response.blk_id
 
     # --- BatchedChainVM: one round trip each ------------------------------------------
 
     def get_ancestors(self, block_id: bytes, max_blocks_num: int, max_blocks_size: int,
                       max_retrieval_time: float) -> list[bytes]:
-        # The served VM judges the budget; only what a request cannot carry is judged here,
-        # by the rule's own checks, and the answer is held to the same rule.
+        # The rule's own checks judge what a request cannot carry; the answer is held to it.
         budget = AncestorBudget(max_blocks_num, max_blocks_size, max_retrieval_time,
                                 clock=_zero)
+        for name, count in (("max_blocks_num", max_blocks_num),
+                            ("max_blocks_size", max_blocks_size)):
+            if count > INT32_MAX:
+                raise ValueError(f"{name}={count} does not fit the protocol's int32 "
+                                 f"(at most {INT32_MAX})")
+        # An int64 of nanoseconds, as a Go Duration; a longer budget (infinite included) is
+        # the longest one the field holds.
+        nanoseconds = (_INT64_MAX if max_retrieval_time * 1e9 >= _INT64_MAX
+                       else int(max_retrieval_time * 1e9))
         response = self.call("GetAncestors", vm_pb2.GetAncestorsRequest(
-            id=_wire_id(block_id), max_blocks_num=min(max_blocks_num, _INT64_MAX),
-            max_blocks_size=min(max_blocks_size, _INT64_MAX),
-            max_retrieval_time=max_retrieval_time))
+            blk_id=_wire_id(block_id), max_blocks_num=max_blocks_num,
+            max_blocks_size=max_blocks_size, max_blocks_retrival_time=nanoseconds))
         assert isinstance(response, vm_pb2.GetAncestorsResponse)
-        blocks = list(response.blocks)
+        blocks = list(response.blks_bytes)
         for data in blocks:
             if not budget.admit(data):
                 raise self._broken(
@@ -373,62 +468,92 @@ class VMClient:
             return []
         try:
             response = self.call("BatchedParseBlock",
-                                 vm_pb2.BatchedParseBlockRequest(blocks=batch))
+                                 vm_pb2.BatchedParseBlockRequest(request=batch))
         except InvalidBlock as error:
             self._check_batch_failure(error, len(batch))
             raise
         assert isinstance(response, vm_pb2.BatchedParseBlockResponse)
-        if len(response.blocks) != len(batch):
+        if len(response.response) != len(batch):
             raise self._broken("BatchedParseBlock", "rule 7: one block per element, in "
                                "input order",
-                               f"{len(response.blocks)} blocks for {len(batch)}")
-        for facts in response.blocks:
-            self._check_facts("BatchedParseBlock", facts)
-        return [RemoteBlock(self, facts, data)
-                for facts, data in zip(response.blocks, batch, strict=True)]
+                               f"{len(response.response)} blocks for {len(batch)}")
+        return [self._remote("BatchedParseBlock", facts.id, facts, data)
+                for facts, data in zip(response.response, batch, strict=True)]
 
     # --- the server itself --------------------------------------------------------------
+
+    def health(self) -> str:
+        """The server's word on itself (vm.VM/Health's details); ``VMUnavailable`` if it
+        does not answer."""
+        response = self.call("Health", empty_pb2.Empty())
+        assert isinstance(response, vm_pb2.HealthResponse)
+        try:
+            details = json.loads(response.details)
+        except ValueError:
+            return response.details.decode(errors="replace")
+        if isinstance(details, dict) and "serving" in details:
+            return f"serving {details['serving']} (pid {details.get('pid')})"
+        return json.dumps(details)
+
+    def version(self) -> str:
+        """The served VM's version."""
+        response = self.call("Version", empty_pb2.Empty())
+        assert isinstance(response, vm_pb2.VersionResponse)
+        return response.version
+
+    def gather(self) -> list[metrics_pb2.MetricFamily]:
+        """The served VM's metrics as Prometheus ``MetricFamily`` messages (vm.VM/Gather)."""
+        response = self.call("Gather", empty_pb2.Empty())
+        assert isinstance(response, vm_pb2.GatherResponse)
+        return list(response.metric_families)
+
+    def shutdown(self) -> None:
+        """Tell the served VM the node is shutting down (a plugin then exits)."""
+        self.call("Shutdown", empty_pb2.Empty())
 
     def submit_transactions(self, transactions: Iterable[Transaction]) -> int:
         """Queue signed ``transactions`` in the served stack's mempool in one round trip
         (what :func:`vmstack.stack.submit_transactions` does for a stack over this client);
         the number queued. The served mempool's refusal arrives as
         :class:`~vmstack.errors.InvalidTransaction` with its reason, nothing queued."""
-        request = vm_pb2.SubmitTransactionsRequest(
+        request = vmstack_pb2.SubmitTransactionsRequest(
             transactions=[tx.encode() for tx in transactions])
         response = self.call("SubmitTransactions", request)
-        assert isinstance(response, vm_pb2.SubmitTransactionsResponse)
+        assert isinstance(response, vmstack_pb2.SubmitTransactionsResponse)
         if response.queued != len(request.transactions):
             raise VMUnavailable(f"SubmitTransactions: the VM at {self._address} broke the "
                                 f"protocol (all or none): it queued {response.queued} of "
                                 f"{len(request.transactions)}")
         return response.queued
 
-    def health(self) -> str:
-        """The server's word on itself; ``VMUnavailable`` if it does not answer."""
-        response = self.call("Health", vm_pb2.HealthRequest())
-        assert isinstance(response, vm_pb2.HealthResponse)
-        return f"{response.details} (pid {response.pid})"
+    def _describe(self) -> vmstack_pb2.DescribeResponse:
+        response = self.call("Describe", vmstack_pb2.DescribeRequest())
+        assert isinstance(response, vmstack_pb2.DescribeResponse)
+        return response
 
     def describe_served(self) -> StackDescription:
         """The served stack, top to bottom, as :func:`vmstack.describe_stack` reads it on
         the server; ``describe_stack`` of a stack over this client includes it."""
-        response = self.call("Describe", vm_pb2.DescribeRequest())
-        assert isinstance(response, vm_pb2.DescribeResponse)
         return StackDescription(tuple(
             LayerInfo(kind=layer.kind, name=layer.name if layer.HasField("name") else None,
                       batching=layer.batching)
-            for layer in response.layers))
+            for layer in self._describe().layers))
 
     def served_metrics(self) -> str:
         """The served stack's Prometheus metrics, in the text exposition format ("" when
         the server has no registry)."""
-        response = self.call("Describe", vm_pb2.DescribeRequest())
-        assert isinstance(response, vm_pb2.DescribeResponse)
-        return response.metrics
+        return self._describe().metrics
 
 
-_INT64_MAX = (1 << 63) - 1
+class _LastAcceptedFacts:
+    """An Initialize or SetState answer read as a block's facts."""
+
+    __slots__ = ("height", "parent_id", "timestamp")
+
+    def __init__(self, response: Any) -> None:
+        self.parent_id = response.last_accepted_parent_id
+        self.height = response.height
+        self.timestamp = response.timestamp
 
 
 def _zero() -> float:

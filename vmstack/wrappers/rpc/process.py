@@ -1,11 +1,12 @@
 """A VM in a child process: :func:`spawn` on the engine's side, :func:`serve` in the child.
 
 :func:`spawn` starts ``vmstack serve`` over the LMDB store in a data directory, reads the
-child's handshake line from its standard output (``vmstack-serve 1 ADDRESS PID``), and
-yields a connected :class:`~vmstack.wrappers.rpc.VMClient`. The child holds the read end
-of a pipe on its standard input; it stops serving and closes its store when that pipe
-closes, which happens when ``spawn``'s block ends and also when the parent dies in any way
-(a SIGKILL included), so no served process outlives its parent.
+child's handshake line from its standard output (``vmstack-serve 45 ADDRESS PID``, 45 the
+RPC chain VM protocol version it serves), and yields a connected
+:class:`~vmstack.wrappers.rpc.VMClient`. The child holds the read end of a pipe on its
+standard input; it stops serving and closes its store when that pipe closes, which happens
+when ``spawn``'s block ends and also when the parent dies in any way (a SIGKILL included),
+so no served process outlives its parent.
 
 Stack options cross as command-line options of ``vmstack serve`` (:data:`STACK_OPTIONS`);
 options that are objects (a tracer, a registry, a staking key) cannot cross and are refused.
@@ -37,12 +38,13 @@ from vmstack.clock import Clock, SimClock
 from vmstack.errors import VMUnavailable
 from vmstack.wrappers.rpc.client import VMClient
 from vmstack.wrappers.rpc.local import create_token_file, make_private_dir
+from vmstack.wrappers.rpc.protocol import PROTOCOL_VERSION
 
 __all__ = ["HANDSHAKE", "STACK_OPTIONS", "serve", "spawn"]
 
 #: The first word of the child's first line of output.
 HANDSHAKE = "vmstack-serve"
-_PROTOCOL_VERSION = "1"
+_PROTOCOL_VERSION = str(PROTOCOL_VERSION)
 
 #: The ``build_stack`` options ``spawn`` passes to the child, and their option names.
 STACK_OPTIONS: Mapping[str, str] = {
@@ -200,11 +202,12 @@ def serve(data_dir: Path, *, address: str | None = None, sim_clock: float | None
     and says where on standard error.
 
     Prints the handshake line on ``out`` once serving, then waits: for its standard input
-    to close (when ``stop_on_stdin_close``, as under :func:`spawn`), or for SIGTERM or
-    SIGINT, which the command line (:mod:`vmstack.cli`) turns into an exception raised out
-    of the wait. Either way it stops serving (the socket's folder removed), closes the
-    stack (:func:`~vmstack.stack.close_stack`: a parse pool's workers stop) and closes the
-    store; the exception then gives the command's status (130 or 143).
+    to close (when ``stop_on_stdin_close``, as under :func:`spawn`), for a client's
+    ``Shutdown`` (as a node ends a plugin), or for SIGTERM or SIGINT, which the command
+    line (:mod:`vmstack.cli`) turns into an exception raised out of the wait. Either way it
+    stops serving (the socket's folder removed), closes the stack
+    (:func:`~vmstack.stack.close_stack`: a parse pool's workers stop) and closes the store;
+    the exception then gives the command's status (130 or 143).
     """
     from prometheus_client import CollectorRegistry
 
@@ -233,7 +236,7 @@ def serve(data_dir: Path, *, address: str | None = None, sim_clock: float | None
                       file=sys.stderr, flush=True)
             if stop_on_stdin_close:
                 threading.Thread(target=_wait_for_eof, args=(stopped,), daemon=True).start()
-            while not stopped.wait(0.5):
+            while not (stopped.wait(0.5) or server.shut_down.is_set()):
                 pass
     return 0
 

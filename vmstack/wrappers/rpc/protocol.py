@@ -1,44 +1,45 @@
-"""What both sides of the process boundary agree on: methods, limits, failures, requests.
+"""What both sides of the process boundary agree on: avalanchego's ``vm.VM`` service
+(RPC chain VM protocol :data:`PROTOCOL_VERSION`), vmstack's ``Extras`` service beside it,
+message limits, and how what the protocol has no room for travels.
 
-The service is defined once, in ``vm.proto``; :data:`METHODS` reads its methods from the
-compiled descriptor, so the server's handlers and the client's calls cannot drift from it.
+The services are defined once, in ``vm.proto`` and ``vmstack.proto``; :data:`METHODS` reads
+their methods from the compiled descriptors, so the server's handlers and the client's calls
+cannot drift from them.
 
-Errors cross in-band: a response's ``failure`` names the kind of error the served VM raised
-and its message (:func:`failure_of` on the server, :func:`error_of` on the client), so
-``BlockNotFound``, ``InvalidBlock`` (with its index), ``StoreCorrupted``,
-``BatchingNotImplemented``, ``VMUnavailable`` and ``ValueError`` arrive as themselves. A
-request that cannot be read, carries fields this version does not know, or a caller's
-time that is no time (:data:`MAX_CALLER_TIME`), is refused before it reaches the VM
-(:func:`decode_request`).
+Errors: avalanchego's protocol carries one error in band (``ERROR_NOT_FOUND``, for
+``GetBlock`` and ``GetBlockIDAtHeight``); any other failure is the call's gRPC status, whose
+message a plain avalanchego client reads. vmstack's typed error travels beside it, in the
+call's trailing metadata (:data:`ERROR_METADATA_KEY`, a ``vmstack.WireError``), through ONE
+symmetric table (:data:`WIRE_ERRORS`): every class of :mod:`vmstack.errors`' tree, and
+``ValueError``, goes out as its name, message and attributes and comes back as itself
+(:func:`wire_error_of` on the server, :func:`error_of_wire` on the client).
 
-A block is named by its ID and the digest of the bytes its holder has
-(:func:`block_digest`): the server keeps the blocks it handed out under both, so a block
-of another body under the same ID never takes the place of the one a caller holds.
+What else rides in metadata, ignored by an avalanchego peer: the caller's simulated time
+(:data:`NOW_METADATA_KEY`, seconds as text, refused unless a time from 0 to
+:data:`MAX_CALLER_TIME`) and, with ``BlockAccept`` and ``BlockReject``, the SHA-256 digest of
+the bytes the caller holds (:data:`DIGEST_METADATA_KEY`), so the decision reaches the block
+of those bytes even when another block with the same ID and other bytes was parsed since.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import math
+from collections.abc import Iterable, Mapping
 
 import attrs
+import grpc
 from google.protobuf.message import DecodeError, Message
-from google.protobuf.unknown_fields import UnknownFieldSet
 
-from vmstack.errors import (
-    BatchingNotImplemented,
-    BlockNotFound,
-    InvalidBlock,
-    InvalidTransaction,
-    MalformedRequest,
-    StoreCorrupted,
-    VMStackError,
-    VMUnavailable,
-)
-from vmstack.interfaces import Block
-from vmstack.wrappers.rpc import vm_pb2
+from vmstack import errors as _errors
+from vmstack.errors import MalformedRequest, VMStackError
+from vmstack.wrappers.rpc import vm_pb2, vmstack_pb2
 
 __all__ = [
+    "DIGEST_METADATA_KEY",
+    "ERROR_METADATA_KEY",
+    "EXTRAS_SERVICE",
     "MAX_CALLER_TIME",
     "MAX_MESSAGE_SIZE",
     "MAX_REQUEST_SIZE",
@@ -46,78 +47,95 @@ __all__ = [
     "METHODS",
     "MalformedRequest",
     "Method",
+    "NOW_METADATA_KEY",
+    "PROTOCOL_VERSION",
     "SERVICE",
+    "WIRE_ERRORS",
     "block_digest",
+    "caller_time",
     "decode_request",
-    "error_of",
-    "facts_of",
-    "failure_of",
+    "error_of_wire",
+    "status_of",
+    "wire_error_of",
 ]
 
+#: avalanchego's RPC chain VM protocol version this boundary speaks (``version.
+#: RPCChainVMProtocol``): a plugin announces it to the node's runtime service.
+PROTOCOL_VERSION = 45
 #: avalanchego's cap on one network message (2 MiB); an Ancestors message (at most
 #: ``MAX_CONTAINERS_LEN`` bytes of blocks) fits in it.
 MAX_MESSAGE_SIZE = 2 * 1024 * 1024
-#: The largest request a server reads: one message plus room for the request's own framing
-#: (field tags and lengths, the caller's time). Anything larger is refused unread.
+#: The largest request a server reads: one message plus room for the request's own framing.
+#: Anything larger is refused unread.
 MAX_REQUEST_SIZE = MAX_MESSAGE_SIZE + 64 * 1024
 #: The largest response a client reads. Answers are bounded by the caller's own budgets
 #: (an Ancestors answer by ``max_blocks_size``), so this only stops a runaway server.
 MAX_RESPONSE_SIZE = 64 * 1024 * 1024
-#: The latest caller's time (``now``) a request may carry, in seconds: 2^53, the largest
-#: whole number a double holds exactly (far beyond any block timestamp in use, far within
-#: what a block's timestamp field holds). A later time, a negative one or one that is not
-#: finite is a malformed request: it would move a served simulated clock for good.
+#: The latest caller's time a call may carry, in seconds: 2^53, the largest whole number a
+#: double holds exactly. A later time, a negative one or one that is not finite is a
+#: malformed request: it would move a served simulated clock for good.
 MAX_CALLER_TIME = float(2**53)
-#: The service's full name, as gRPC routes it.
+#: avalanchego's service, as gRPC routes it (``vm.VM``).
 SERVICE = vm_pb2.DESCRIPTOR.services_by_name["VM"].full_name
+#: vmstack's extras (``vmstack.Extras``), which an avalanchego peer neither offers nor calls.
+EXTRAS_SERVICE = vmstack_pb2.DESCRIPTOR.services_by_name["Extras"].full_name
+#: Call metadata: the caller's clock, in seconds, as ``repr(float)``.
+NOW_METADATA_KEY = "vmstack-now"
+#: Call metadata of BlockAccept and BlockReject: the SHA-256 digest of the block's bytes.
+DIGEST_METADATA_KEY = "vmstack-block-digest-bin"
+#: Trailing metadata of a failed call (or of an in-band ``ERROR_NOT_FOUND``): the typed
+#: error, a serialized ``vmstack.WireError``.
+ERROR_METADATA_KEY = "vmstack-error-bin"
 
 
 @attrs.frozen
 class Method:
-    """One call of the service: its name, gRPC path, and message classes."""
+    """One call of a service: its name, service, gRPC path, and message classes."""
 
     name: str
+    service: str
     path: str
     request: type[Message]
     response: type[Message]
 
 
+def _message_class(full_name: str) -> type[Message]:
+    from google.protobuf import empty_pb2
+
+    modules = {"google.protobuf.Empty": empty_pb2.Empty}
+    if full_name in modules:
+        return modules[full_name]
+    package, _, name = full_name.rpartition(".")
+    module = {"vm": vm_pb2, "vmstack": vmstack_pb2}[package]
+    cls: type[Message] = getattr(module, name)
+    return cls
+
+
 def _methods() -> dict[str, Method]:
-    service = vm_pb2.DESCRIPTOR.services_by_name["VM"]
-    return {
-        method.name: Method(
-            name=method.name,
-            path=f"/{SERVICE}/{method.name}",
-            request=getattr(vm_pb2, method.input_type.name),
-            response=getattr(vm_pb2, method.output_type.name),
-        )
-        for method in service.methods
-    }
+    methods: dict[str, Method] = {}
+    for module, service_name in ((vm_pb2, "VM"), (vmstack_pb2, "Extras")):
+        service = module.DESCRIPTOR.services_by_name[service_name]
+        for method in service.methods:
+            if method.name in methods:
+                raise RuntimeError(f"{method.name} is a method of two services")
+            methods[method.name] = Method(
+                name=method.name, service=service.full_name,
+                path=f"/{service.full_name}/{method.name}",
+                request=_message_class(method.input_type.full_name),
+                response=_message_class(method.output_type.full_name))
+    return methods
 
 
-#: Every call of the service by name (``"GetAncestors"``, ...), read from ``vm.proto``.
+#: Every call of both services by name (``"GetAncestors"``, ``"Describe"``, ...).
 METHODS: dict[str, Method] = _methods()
-
-
-def _unknown_fields(message: Message) -> bool:
-    if len(UnknownFieldSet(message)):
-        return True
-    for field, value in message.ListFields():
-        if field.message_type is None:
-            continue
-        values = value if field.is_repeated else [value]
-        if any(_unknown_fields(item) for item in values):
-            return True
-    return False
 
 
 def decode_request(method: Method, data: bytes) -> Message:
     """Read ``data`` as a request of ``method``, or raise :class:`MalformedRequest`.
 
-    Refused: anything over :data:`MAX_REQUEST_SIZE`, bytes that do not decode, fields the
-    request type does not define (a caller of another version must not be half
-    understood), and a caller's time beyond :data:`MAX_CALLER_TIME`, negative or not
-    finite.
+    Refused: anything over :data:`MAX_REQUEST_SIZE` (unread) and bytes that do not decode.
+    Fields the request type does not define are skipped, as protobuf's rules say: a node of
+    a later protocol may send fields this one does not know.
     """
     if len(data) > MAX_REQUEST_SIZE:
         raise MalformedRequest(
@@ -128,14 +146,24 @@ def decode_request(method: Method, data: bytes) -> Message:
         request.ParseFromString(data)
     except DecodeError as error:
         raise MalformedRequest(f"{method.name} request does not decode: {error}") from None
-    if _unknown_fields(request):
-        raise MalformedRequest(f"{method.name} request has fields this server does not know")
-    if "now" in request.DESCRIPTOR.fields_by_name and request.HasField("now"):
-        now: float = request.now  # type: ignore[attr-defined]
-        if not (math.isfinite(now) and 0 <= now <= MAX_CALLER_TIME):
-            raise MalformedRequest(f"{method.name} request: the caller's time {now!r} is not "
-                                   f"a time from 0 to {MAX_CALLER_TIME:.0f} seconds")
     return request
+
+
+def caller_time(method: str, metadata: Mapping[str, str | bytes]) -> float | None:
+    """The caller's time a call carries (:data:`NOW_METADATA_KEY`), ``None`` without one;
+    :class:`MalformedRequest` for one that is not a time from 0 to :data:`MAX_CALLER_TIME`."""
+    value = metadata.get(NOW_METADATA_KEY)
+    if value is None:
+        return None
+    text = value.decode(errors="replace") if isinstance(value, bytes) else value
+    try:
+        now = float(text)
+    except ValueError:
+        now = math.nan
+    if not (math.isfinite(now) and 0 <= now <= MAX_CALLER_TIME):
+        raise MalformedRequest(f"{method} request: the caller's time {text[:40]!r} is not a "
+                               f"time from 0 to {MAX_CALLER_TIME:.0f} seconds")
+    return now
 
 
 def block_digest(data: bytes) -> bytes:
@@ -143,60 +171,83 @@ def block_digest(data: bytes) -> bytes:
     return hashlib.sha256(data).digest()
 
 
-_KIND = vm_pb2.Failure
+# --- errors -------------------------------------------------------------------------------
 
 
-def failure_of(error: BaseException) -> vm_pb2.Failure:
-    """The in-band form of ``error``, most specific kind first."""
-    message = str(error)
-    if isinstance(error, InvalidBlock):
-        failure = vm_pb2.Failure(kind=_KIND.INVALID_BLOCK, message=message, reason=error.reason)
-        if error.index is not None:
-            failure.index = error.index
-        return failure
-    kinds: tuple[tuple[type[BaseException], vm_pb2.Failure.Kind.ValueType], ...] = (
-        (BlockNotFound, _KIND.BLOCK_NOT_FOUND),
-        (InvalidTransaction, _KIND.INVALID_TRANSACTION),
-        (StoreCorrupted, _KIND.STORE_CORRUPTED),
-        (BatchingNotImplemented, _KIND.BATCHING_NOT_IMPLEMENTED),
-        (VMUnavailable, _KIND.VM_UNAVAILABLE),
-        (MalformedRequest, _KIND.MALFORMED_REQUEST),
-        (VMStackError, _KIND.VM_STACK_ERROR),
-        (ValueError, _KIND.VALUE_ERROR),
-    )
-    for error_type, kind in kinds:
-        if isinstance(error, error_type):
-            return vm_pb2.Failure(kind=kind, message=message)
-    return vm_pb2.Failure(kind=_KIND.INTERNAL, message=f"{type(error).__name__}: {message}")
+def _error_tree() -> dict[str, type[Exception]]:
+    classes: dict[str, type[Exception]] = {"ValueError": ValueError}
+    for name in _errors.__all__:
+        cls = getattr(_errors, name)
+        if isinstance(cls, type) and issubclass(cls, VMStackError):
+            classes[cls.__name__] = cls
+    return classes
 
 
-def error_of(failure: vm_pb2.Failure) -> Exception:
-    """The error a client raises for ``failure``: the same kind and message the served VM
-    raised (an error outside the project's tree arrives as :class:`VMStackError`)."""
-    kind, message = failure.kind, failure.message
-    if kind == _KIND.INVALID_BLOCK:
-        index = failure.index if failure.HasField("index") else None
-        return InvalidBlock(failure.reason or message, index=index)
-    simple: dict[int, type[Exception]] = {
-        _KIND.BLOCK_NOT_FOUND: BlockNotFound,
-        _KIND.INVALID_TRANSACTION: InvalidTransaction,
-        _KIND.STORE_CORRUPTED: StoreCorrupted,
-        _KIND.BATCHING_NOT_IMPLEMENTED: BatchingNotImplemented,
-        _KIND.VM_UNAVAILABLE: VMUnavailable,
-        _KIND.VALUE_ERROR: ValueError,
-        _KIND.MALFORMED_REQUEST: ValueError,
-    }
-    if kind in simple:
-        return simple[kind](message)
-    if kind == _KIND.INTERNAL:
-        return VMStackError(f"the served VM failed: {message}")
-    return VMStackError(message)
+#: The one table of wire errors: a kind's name on the wire and the class it stands for,
+#: every class of :mod:`vmstack.errors` and ``ValueError``. An error of a class outside the
+#: table goes as the nearest class of its own that is in it.
+WIRE_ERRORS: Mapping[str, type[Exception]] = _error_tree()
 
 
-def facts_of(block: Block, *, with_bytes: bool) -> vm_pb2.BlockFacts:
-    """What a response says of ``block``; its bytes only where the caller lacks them."""
-    facts = vm_pb2.BlockFacts(id=block.id, parent_id=block.parent_id, height=block.height,
-                              timestamp=block.timestamp)
-    if with_bytes:
-        facts.bytes = bytes(block)
-    return facts
+def _wire_class(error: BaseException) -> type[Exception] | None:
+    for cls in type(error).__mro__:
+        if WIRE_ERRORS.get(cls.__name__) is cls:
+            return cls
+    return None
+
+
+def wire_error_of(error: BaseException) -> vmstack_pb2.WireError:
+    """The wire form of ``error``: its class in :data:`WIRE_ERRORS`, message and attributes
+    (those JSON can hold); an error outside the table has kind ``""`` and names its type."""
+    cls = _wire_class(error)
+    if cls is None:
+        return vmstack_pb2.WireError(kind="", message=f"{type(error).__name__}: {error}")
+    attributes: dict[str, str] = {}
+    for name, value in vars(error).items():
+        if name.startswith("_"):
+            continue
+        try:
+            attributes[name] = json.dumps(value)
+        except (TypeError, ValueError):
+            attributes[name] = json.dumps(repr(value))
+    return vmstack_pb2.WireError(kind=cls.__name__, message=str(error), attributes=attributes)
+
+
+def error_of_wire(wire: vmstack_pb2.WireError) -> Exception:
+    """The error a client raises for ``wire``: the same class, message and attributes the
+    served VM raised (an error outside the tree, or a kind this side does not know, arrives
+    as :class:`VMStackError` with the message)."""
+    cls = WIRE_ERRORS.get(wire.kind)
+    if cls is None:
+        prefix = "the served VM failed: " if wire.kind == "" else ""
+        return VMStackError(f"{prefix}{wire.message}")
+    if cls is ValueError:
+        return ValueError(wire.message)
+    error = cls.__new__(cls)
+    Exception.__init__(error, wire.message)
+    for name, text in wire.attributes.items():
+        try:
+            setattr(error, name, json.loads(text))
+        except (ValueError, AttributeError):
+            continue
+    return error
+
+
+def status_of(error: BaseException) -> grpc.StatusCode:
+    """The gRPC status a failed call carries: ``INVALID_ARGUMENT`` for a request that cannot
+    be read, else ``UNKNOWN``, as a Go server answers with a plain error."""
+    if isinstance(error, MalformedRequest):
+        return grpc.StatusCode.INVALID_ARGUMENT
+    return grpc.StatusCode.UNKNOWN
+
+
+def trailing_error(metadata: Iterable[tuple[str, str | bytes]] | None) -> Exception | None:
+    """The typed error in a call's trailing ``metadata``, ``None`` without one (a server that
+    is not vmstack's, or a wire form that does not decode)."""
+    for key, value in metadata or ():
+        if key == ERROR_METADATA_KEY and isinstance(value, bytes):
+            try:
+                return error_of_wire(vmstack_pb2.WireError.FromString(value))
+            except DecodeError:
+                return None
+    return None

@@ -1,50 +1,63 @@
-"""VMServer: serve any ``ChainVM`` (usually a whole stack) over gRPC.
+"""VMServer: serve any ``ChainVM`` (usually a whole stack) as avalanchego's ``vm.VM``.
 
-The server is the plugin side of the boundary. It answers the batched protocol with ONE
-round trip whatever the served VM can do: it runs the engine helpers
-(:func:`vmstack.get_ancestors`, :func:`vmstack.batched_parse_block`) against its VM, so a VM
-that cannot batch falls back on the server's side of the boundary, not across it.
+The server is the plugin side of the boundary, answering as avalanchego's ``vm_server.go``
+does: Initialize and SetState answer the last accepted block (its id, parent, height, bytes
+and timestamp), GetBlock of a block it does not serve answers ``err = ERROR_NOT_FOUND`` in
+band (as does GetBlockIDAtHeight), BlockVerify goes by the block's bytes, GetAncestors takes
+int32 budgets and nanoseconds, and the batched protocol is ONE round trip whatever the served
+VM can do: the server runs the engine helpers (:func:`vmstack.get_ancestors`,
+:func:`vmstack.batched_parse_block`) against its VM, so a VM that cannot batch falls back on
+the server's side of the boundary, not across it. The rest answer as a plugin without the
+feature: state sync is ``ERROR_STATE_SYNC_NOT_IMPLEMENTED``, App* messages and
+Connected/Disconnected are taken and dropped, CreateHandlers serves none, WaitForEvent answers
+``MESSAGE_BUILD_BLOCK`` once the mempool holds a transaction (or when the call is cancelled,
+nothing). ``grpc.health.v1.Health`` answers ``SERVING`` beside it, and vmstack's ``Extras``
+(Describe, served metrics, SubmitTransactions) for a client that knows them.
 
-Blocks cross as their facts (id, parent id, height, timestamp, bytes). The server keeps the
-blocks it has handed out and not yet seen decided, under their ID AND the digest of the
-bytes the caller holds, so ``verify``, ``accept`` and ``reject`` reach the very block object
-the served VM returned for those bytes, as they would in process, and a block with the
-same ID and another body (a peer's) never takes its place. What it keeps is bounded by
+A failed call is a gRPC status with the error's message (what an avalanchego client reads),
+and vmstack's typed error in its trailing metadata (see :mod:`vmstack.wrappers.rpc.protocol`).
+
+The server keeps the blocks it has handed out and not yet seen decided, under the digest of
+the bytes the caller holds (and, for a decision that names only an ID, as the latest block
+handed out under that ID), so ``verify``, ``accept`` and ``reject`` reach the very block
+object the served VM returned for those bytes, as they would in process, and a block with
+the same ID and another body (a peer's) never takes its place. What it keeps is bounded by
 bytes (:data:`HANDED_OUT_BYTES`, least recently handed out first to go): a block it no
 longer holds is found again by parsing its bytes (verify) or by ``get_block`` (decisions,
 which refuse a block whose bytes are not the caller's).
 
-Every request is answered, never raised out of: an error of the served VM travels in the
-response's ``failure`` (see :mod:`vmstack.wrappers.rpc.protocol`), a request that cannot be
-read is refused before it reaches the VM, and one lock keeps the VM to one call at a time.
-
-A server on TCP requires a token (:mod:`vmstack.wrappers.rpc.local`): every call must
-present it as call metadata, and one that does not is refused (``UNAUTHENTICATED``) before
-its request is read. A port another server holds is an error, never shared.
+One lock keeps the VM to one call at a time. A server on TCP requires a token
+(:mod:`vmstack.wrappers.rpc.local`) unless told otherwise (the plugin, which a node calls
+without one, on the loopback address): every call must present it as call metadata, and one
+that does not is refused (``UNAUTHENTICATED``) before its request is read. A port another
+server holds is an error, never shared.
 """
 
 from __future__ import annotations
 
 import hmac
+import json
 import os
 import shutil
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import grpc
+from google.protobuf import empty_pb2
 from google.protobuf.message import Message
+from google.protobuf.timestamp_pb2 import Timestamp
 
 from vmstack import batching
 from vmstack.clock import SimClock
-from vmstack.errors import InvalidBlock, InvalidTransaction
+from vmstack.errors import BlockNotFound, InvalidBlock, InvalidTransaction, VMStackError
 from vmstack.interfaces import Block, ChainVM
-from vmstack.wrappers.rpc import vm_pb2
+from vmstack.wrappers.rpc import vm_pb2, vmstack_pb2
 from vmstack.wrappers.rpc.local import (
     TOKEN_METADATA_KEY,
     create_token_file,
@@ -52,72 +65,108 @@ from vmstack.wrappers.rpc.local import (
     read_token_file,
 )
 from vmstack.wrappers.rpc.protocol import (
+    DIGEST_METADATA_KEY,
+    ERROR_METADATA_KEY,
     MAX_REQUEST_SIZE,
     MAX_RESPONSE_SIZE,
     METHODS,
-    SERVICE,
     MalformedRequest,
     block_digest,
+    caller_time,
     decode_request,
-    facts_of,
-    failure_of,
+    status_of,
+    wire_error_of,
 )
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
-__all__ = ["HANDED_OUT_BYTES", "HANDED_OUT_OVERHEAD", "VMServer"]
+__all__ = ["HANDED_OUT_BYTES", "HANDED_OUT_OVERHEAD", "Initializer", "VMServer"]
 
 #: The bytes of handed-out, undecided blocks the server keeps for their decisions (each
-#: costs its length and :data:`HANDED_OUT_OVERHEAD`): 32 MiB, 16 messages' worth, so a
-#: flood of parsed blocks that are never decided leaves no more than this behind.
+#: costs its length and :data:`HANDED_OUT_OVERHEAD`): 32 MiB, 16 messages' worth.
 HANDED_OUT_BYTES = 32 * 1024 * 1024
-#: What a kept block costs beyond its bytes (the block object, its decoded header, its
-#: place in the map), in the count against :data:`HANDED_OUT_BYTES`; it also bounds how
-#: many small blocks are kept.
+#: What a kept block costs beyond its bytes, in the count against :data:`HANDED_OUT_BYTES`.
 HANDED_OUT_OVERHEAD = 2048
 #: The longest path a Unix socket can have (``sun_path`` holds 108 bytes with its NUL).
 MAX_SOCKET_PATH = 107
+#: How often a waiting WaitForEvent looks at the mempool, in seconds.
+WAIT_FOR_EVENT_POLL = 0.05
 
-_Handler = Callable[[Message], Message]
+#: What builds the served VM from an ``InitializeRequest`` when the server starts without
+#: one (the plugin): the VM and the Prometheus registry of its stack.
+Initializer = Callable[[vm_pb2.InitializeRequest], "tuple[ChainVM, CollectorRegistry | None]"]
+
+
+class _Call:
+    """What a handler reads of its call beyond the request (its metadata), and the typed
+    error it answered in band, for the trailing metadata."""
+
+    __slots__ = ("in_band_error", "metadata")
+
+    def __init__(self, metadata: Mapping[str, str | bytes]) -> None:
+        self.metadata = metadata
+        self.in_band_error: BaseException | None = None
+
+
+_Handler = Callable[[Message, _Call], Message]
+
+
+def _timestamp(seconds: int) -> Timestamp:
+    return Timestamp(seconds=seconds)
 
 
 class VMServer:
-    """Serve ``vm`` over gRPC at ``address`` until :meth:`close` (or the ``with`` block ends).
+    """Serve ``vm`` as avalanchego's ``vm.VM`` at ``address`` until :meth:`close`.
 
     ``address`` defaults to a Unix socket in a fresh private directory (mode 0700), so
     nothing listens on the network unless the caller asks for ``"127.0.0.1:PORT"`` (port 0
     picks a free one; :attr:`address` says which). ``clock``, when the served VM runs on a
-    :class:`~vmstack.clock.SimClock`, is that clock: each request that carries its caller's
-    time moves it forward to that time first, so both sides share one simulated time.
-    ``registry`` is the Prometheus registry of the served stack, reported by ``Describe``.
+    :class:`~vmstack.clock.SimClock`, is that clock: each call that carries its caller's time
+    moves it forward to that time first, so both sides share one simulated time.
+    ``registry`` is the Prometheus registry of the served stack (``Gather``, ``Describe``).
+
+    ``vm`` may be ``None`` with an ``initializer``: the VM is then built by the first
+    ``Initialize`` call (the plugin); calls before it are refused. ``on_shutdown`` runs after
+    a ``Shutdown`` call has closed the stack (:attr:`shut_down` is set either way).
 
     ``token_file`` is the file of the token every call must present (created, mode 0600,
-    if it does not exist; an existing one must be 0600). A TCP server always requires one:
-    without ``token_file`` it creates its own in its private directory
-    (:attr:`token_file` says where). A Unix socket requires one only when given.
-    ``handed_out_bytes`` bounds what the server keeps of the blocks it handed out.
+    if it does not exist; an existing one must be 0600). A TCP server requires one unless
+    ``require_token`` is false: without ``token_file`` it creates its own in its private
+    directory (:attr:`token_file` says where). ``handed_out_bytes`` bounds what the server
+    keeps of the blocks it handed out.
     """
 
-    def __init__(self, vm: ChainVM, *, address: str | None = None,
+    def __init__(self, vm: ChainVM | None = None, *, address: str | None = None,
                  clock: SimClock | None = None,
                  registry: CollectorRegistry | None = None, workers: int = 4,
                  token_file: str | os.PathLike[str] | None = None,
-                 handed_out_bytes: int = HANDED_OUT_BYTES) -> None:
+                 handed_out_bytes: int = HANDED_OUT_BYTES,
+                 initializer: Initializer | None = None,
+                 on_shutdown: Callable[[], None] | None = None,
+                 require_token: bool = True) -> None:
         if isinstance(handed_out_bytes, bool) or not isinstance(handed_out_bytes, int) or (
                 handed_out_bytes < 0):
             raise ValueError("handed_out_bytes must be a non-negative int, got "
                              f"{handed_out_bytes!r}")
+        if vm is None and initializer is None:
+            raise ValueError("VMServer serves a vm, or builds one with an initializer")
         self._vm = vm
+        self._initializer = initializer
+        self._on_shutdown = on_shutdown
         self._clock = clock
         self._registry = registry
         self._lock = threading.Lock()
-        self._handed: OrderedDict[tuple[bytes, bytes], tuple[Block, int]] = OrderedDict()
+        self._handed: OrderedDict[bytes, tuple[Block, int]] = OrderedDict()
+        self._latest_by_id: dict[bytes, bytes] = {}
         self._handed_bytes = 0
         self._handed_limit = handed_out_bytes
+        self._state = vm_pb2.STATE_UNSPECIFIED
+        self.shut_down = threading.Event()
         self._private_dir: Path | None = None
         on_tcp = address is not None and not address.startswith("unix:")
-        if address is None or (on_tcp and token_file is None):
+        needs_token = on_tcp and require_token
+        if address is None or (needs_token and token_file is None):
             self._private_dir = make_private_dir()
             if address is None:
                 address = f"unix:{self._private_dir / 'sock'}"
@@ -129,43 +178,33 @@ class VMServer:
                 self._token = (read_token_file(self._token_file)
                                if os.path.lexists(self._token_file)
                                else create_token_file(self._token_file))
-            elif on_tcp:
+            elif needs_token:
                 assert self._private_dir is not None
                 self._token_file = self._private_dir / "token"
                 self._token = create_token_file(self._token_file)
         except ValueError:
             self._remove_private_dir()
             raise
-        self._handlers: dict[str, _Handler] = {
-            "GetBlock": self._get_block,
-            "ParseBlock": self._parse_block,
-            "BuildBlock": self._build_block,
-            "SetPreference": self._set_preference,
-            "LastAccepted": self._last_accepted,
-            "GetBlockIDAtHeight": self._get_block_id_at_height,
-            "BlockVerify": self._block_verify,
-            "BlockAccept": self._block_accept,
-            "BlockReject": self._block_reject,
-            "GetAncestors": self._get_ancestors,
-            "BatchedParseBlock": self._batched_parse_block,
-            "Health": self._health,
-            "Describe": self._describe,
-            "SubmitTransactions": self._submit_transactions,
-        }
-        if self._handlers.keys() != METHODS.keys():
-            raise RuntimeError("VMServer's handlers do not match vm.proto's methods")
+        self._handlers: dict[str, _Handler] = self._handler_table()
+        if self._handlers.keys() | {"WaitForEvent"} != METHODS.keys():
+            raise RuntimeError("VMServer's handlers do not match the services' methods")
+        interceptors: list[grpc.ServerInterceptor[Any, Any]] = (
+            [] if self._token is None else [_TokenCheck(self._token, self._token_file)])
         self._server = grpc.server(
             ThreadPoolExecutor(max_workers=workers, thread_name_prefix="vmstack-vm"),
+            interceptors=interceptors,
             options=[("grpc.max_receive_message_length", MAX_REQUEST_SIZE),
                      ("grpc.max_send_message_length", MAX_RESPONSE_SIZE),
                      # A port another server holds is an error, never shared.
                      ("grpc.so_reuseport", 0)])
-        rpc_handlers = {
-            name: grpc.unary_unary_rpc_method_handler(self._rpc(name))
-            for name in METHODS
-        }
-        self._server.add_generic_rpc_handlers(
-            (grpc.method_handlers_generic_handler(SERVICE, rpc_handlers),))
+        by_service: dict[str, dict[str, grpc.RpcMethodHandler[Any, Any]]] = {}
+        for name, method in METHODS.items():
+            by_service.setdefault(method.service, {})[name] = (
+                grpc.unary_unary_rpc_method_handler(self._rpc(name)))
+        self._server.add_generic_rpc_handlers(tuple(
+            grpc.method_handlers_generic_handler(service, handlers)
+            for service, handlers in by_service.items()))
+        self._add_health_service()
         socket_path = address.removeprefix("unix:") if address.startswith("unix:") else ""
         if len(os.fsencode(socket_path)) > MAX_SOCKET_PATH:
             self._remove_private_dir()
@@ -186,6 +225,40 @@ class VMServer:
         self._closed = False
         self._server.start()
 
+    def _handler_table(self) -> dict[str, _Handler]:
+        taken = self._taken
+        return {
+            "Initialize": self._initialize, "SetState": self._set_state,
+            "Shutdown": self._shutdown, "CreateHandlers": self._create_handlers,
+            "NewHTTPHandler": lambda request, call: vm_pb2.NewHTTPHandlerResponse(),
+            "Connected": taken, "Disconnected": taken, "AppRequest": taken,
+            "AppRequestFailed": taken, "AppResponse": taken, "AppGossip": taken,
+            "BuildBlock": self._build_block, "ParseBlock": self._parse_block,
+            "GetBlock": self._get_block, "SetPreference": self._set_preference,
+            "Health": self._health, "Version": self._version, "Gather": self._gather,
+            "GetAncestors": self._get_ancestors,
+            "BatchedParseBlock": self._batched_parse_block,
+            "GetBlockIDAtHeight": self._get_block_id_at_height,
+            "StateSyncEnabled": lambda request, call: vm_pb2.StateSyncEnabledResponse(),
+            "GetOngoingSyncStateSummary": self._no_state_sync(
+                vm_pb2.GetOngoingSyncStateSummaryResponse),
+            "GetLastStateSummary": self._no_state_sync(vm_pb2.GetLastStateSummaryResponse),
+            "ParseStateSummary": self._no_state_sync(vm_pb2.ParseStateSummaryResponse),
+            "GetStateSummary": self._no_state_sync(vm_pb2.GetStateSummaryResponse),
+            "StateSummaryAccept": self._no_state_sync(vm_pb2.StateSummaryAcceptResponse),
+            "BlockVerify": self._block_verify, "BlockAccept": self._block_accept,
+            "BlockReject": self._block_reject,
+            "SubmitTransactions": self._submit_transactions, "Describe": self._describe,
+        }
+
+    def _add_health_service(self) -> None:
+        from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+        servicer = health.HealthServicer()
+        for service in ("", "vm.VM"):
+            servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
+        health_pb2_grpc.add_HealthServicer_to_server(servicer, self._server)
+
     @property
     def address(self) -> str:
         """Where the server listens: ``"unix:/path"`` or ``"host:port"``."""
@@ -205,7 +278,9 @@ class VMServer:
 
     @property
     def vm(self) -> ChainVM:
-        """The VM served."""
+        """The VM served; ``VMStackError`` before an initializer built it."""
+        if self._vm is None:
+            raise VMStackError("the VM is not initialized yet: call Initialize first")
         return self._vm
 
     def close(self, grace: float | None = 1.0) -> None:
@@ -229,186 +304,282 @@ class VMServer:
         self.close()
 
     def __repr__(self) -> str:
-        return f"VMServer({type(self._vm).__name__}, address={self._address!r})"
+        served = "not initialized" if self._vm is None else type(self._vm).__name__
+        return f"VMServer({served}, address={self._address!r})"
 
-    # --- one request --------------------------------------------------------------------
+    # --- one call -----------------------------------------------------------------------
 
     def _rpc(self, name: str) -> Callable[[bytes, grpc.ServicerContext], bytes]:
         def handle(request: bytes, context: grpc.ServicerContext) -> bytes:
-            if self._token is not None and not self._presents_token(context):
-                context.abort(grpc.StatusCode.UNAUTHENTICATED,
-                              f"{name}: this VM server requires the token of its token file "
-                              f"({self._token_file}) as the call's {TOKEN_METADATA_KEY!r} "
-                              "metadata (VMClient(token_file=...))")
-            return self.answer(name, request)
+            metadata = dict(context.invocation_metadata())
+            call = _Call(metadata)
+            try:
+                if name == "WaitForEvent":
+                    return self._wait_for_event(context).SerializeToString()
+                answer = self._answer(name, request, call)
+            except Exception as error:
+                context.set_trailing_metadata(
+                    ((ERROR_METADATA_KEY, wire_error_of(error).SerializeToString()),))
+                context.abort(status_of(error), str(error) or type(error).__name__)
+            if call.in_band_error is not None:
+                context.set_trailing_metadata(((
+                    ERROR_METADATA_KEY,
+                    wire_error_of(call.in_band_error).SerializeToString()),))
+            return answer
 
         return handle
 
-    def answer(self, method: str, request: bytes) -> bytes:
-        """The serialized response to the serialized ``request`` of ``method``.
+    def answer(self, method: str, request: bytes,
+               metadata: Mapping[str, str | bytes] | None = None) -> bytes:
+        """The serialized response to the serialized ``request`` of ``method``, with the
+        call's ``metadata``: everything the server does for one call, transport aside. An
+        error the served VM (or the request) gives is raised, as the call's status would
+        carry it; an unknown ``method`` is ``KeyError`` (gRPC answers it as unimplemented
+        before it gets here)."""
+        if method == "WaitForEvent":
+            raise KeyError("WaitForEvent waits on its call; it has no answer without one")
+        return self._answer(method, request, _Call(metadata or {}))
 
-        This is everything the server does for one call, transport aside; it never raises
-        for anything a caller sends (an unknown ``method`` is ``KeyError``, which gRPC
-        answers as an unimplemented method before it gets here).
-        """
+    def _answer(self, method: str, request: bytes, call: _Call) -> bytes:
         spec = METHODS[method]
-        try:
-            message = decode_request(spec, request)
-        except MalformedRequest as error:
-            return self._failed(spec.response, error)
+        message = decode_request(spec, request)
+        now = caller_time(method, call.metadata)
         with self._lock:
-            try:
-                self._follow_caller_time(message)
-                return self._handlers[method](message).SerializeToString()
-            except Exception as error:
-                return self._failed(spec.response, error)
-
-    def _presents_token(self, context: grpc.ServicerContext) -> bool:
-        assert self._token is not None
-        expected = self._token.encode()
-        for key, value in context.invocation_metadata():
-            if key == TOKEN_METADATA_KEY:
-                presented = value.encode() if isinstance(value, str) else bytes(value)
-                return hmac.compare_digest(presented, expected)
-        return False
-
-    @staticmethod
-    def _failed(response: type[Message], error: BaseException) -> bytes:
-        message = response()
-        message.failure.CopyFrom(failure_of(error))  # type: ignore[attr-defined]
-        return message.SerializeToString()
-
-    def _follow_caller_time(self, request: Message) -> None:
-        clock = self._clock
-        if clock is None or "now" not in request.DESCRIPTOR.fields_by_name or (
-                not request.HasField("now")):
-            return
-        now: float = request.now  # type: ignore[attr-defined]  # bounded by decode_request
-        if now > clock():
-            clock.advance(now - clock())
+            if now is not None and self._clock is not None and now > self._clock():
+                self._clock.advance(now - self._clock())
+            return self._handlers[method](message, call).SerializeToString()
 
     # --- handed-out blocks --------------------------------------------------------------
 
     def _hand_out(self, block: Block, data: bytes | None = None) -> Block:
-        """Keep ``block`` for its decisions, under its ID and the digest of ``data`` (the
-        bytes its caller holds: those sent to parse it, else its own)."""
+        """Keep ``block`` for its decisions, under the digest of ``data`` (the bytes its
+        caller holds: those sent to parse it, else its own)."""
         data = bytes(block) if data is None else data
-        key = (block.id, block_digest(data))
+        digest = block_digest(data)
         handed = self._handed
         cost = len(data) + HANDED_OUT_OVERHEAD
-        kept = handed.pop(key, None)
+        kept = handed.pop(digest, None)
         if kept is not None:
             self._handed_bytes -= kept[1]
-        handed[key] = (block, cost)
+        handed[digest] = (block, cost)
+        self._latest_by_id[block.id] = digest
         self._handed_bytes += cost
         while self._handed_bytes > self._handed_limit:
-            self._handed_bytes -= handed.popitem(last=False)[1][1]
+            gone, (gone_block, gone_cost) = handed.popitem(last=False)
+            self._handed_bytes -= gone_cost
+            if self._latest_by_id.get(gone_block.id) == gone:
+                del self._latest_by_id[gone_block.id]
         return block
+
+    def _forget(self, digest: bytes) -> None:
+        kept = self._handed.pop(digest, None)
+        if kept is not None:
+            self._handed_bytes -= kept[1]
+            if self._latest_by_id.get(kept[0].id) == digest:
+                del self._latest_by_id[kept[0].id]
 
     # --- handlers -----------------------------------------------------------------------
 
-    def _get_block(self, request: Message) -> Message:
-        assert isinstance(request, vm_pb2.GetBlockRequest)
-        block = self._hand_out(self._vm.get_block(request.id))
-        return vm_pb2.BlockResponse(block=facts_of(block, with_bytes=True))
+    def _served(self) -> ChainVM:
+        if self._vm is None:
+            raise VMStackError("the VM is not initialized yet: call Initialize first")
+        return self._vm
 
-    def _parse_block(self, request: Message) -> Message:
+    def _last_accepted_fields(self) -> dict[str, Any]:
+        vm = self._served()
+        block = vm.get_block(vm.last_accepted())
+        return {"last_accepted_id": block.id, "last_accepted_parent_id": block.parent_id,
+                "height": block.height, "bytes": bytes(block),
+                "timestamp": _timestamp(block.timestamp)}
+
+    def _initialize(self, request: Message, call: _Call) -> Message:
+        assert isinstance(request, vm_pb2.InitializeRequest)
+        if self._vm is None:
+            assert self._initializer is not None
+            self._vm, registry = self._initializer(request)
+            if registry is not None:
+                self._registry = registry
+        return vm_pb2.InitializeResponse(**self._last_accepted_fields())
+
+    def _set_state(self, request: Message, call: _Call) -> Message:
+        assert isinstance(request, vm_pb2.SetStateRequest)
+        self._served()
+        self._state = request.state
+        return vm_pb2.SetStateResponse(**self._last_accepted_fields())
+
+    def _shutdown(self, request: Message, call: _Call) -> Message:
+        if self._vm is not None:
+            from vmstack.stack import close_stack
+
+            close_stack(self._vm)
+        self.shut_down.set()
+        if self._on_shutdown is not None:
+            self._on_shutdown()
+        return empty_pb2.Empty()
+
+    def _create_handlers(self, request: Message, call: _Call) -> Message:
+        return vm_pb2.CreateHandlersResponse()
+
+    @staticmethod
+    def _taken(request: Message, call: _Call) -> Message:
+        return empty_pb2.Empty()
+
+    @staticmethod
+    def _no_state_sync(response: type[Message]) -> _Handler:
+        def answer(request: Message, call: _Call) -> Message:
+            return response(err=vm_pb2.ERROR_STATE_SYNC_NOT_IMPLEMENTED)
+
+        return answer
+
+    def _block_facts(self, block: Block) -> dict[str, Any]:
+        return {"id": block.id, "parent_id": block.parent_id, "height": block.height,
+                "timestamp": _timestamp(block.timestamp)}
+
+    def _build_block(self, request: Message, call: _Call) -> Message:
+        block = self._hand_out(self._served().build_block())
+        return vm_pb2.BuildBlockResponse(bytes=bytes(block), **self._block_facts(block))
+
+    def _parse_block(self, request: Message, call: _Call) -> Message:
         assert isinstance(request, vm_pb2.ParseBlockRequest)
-        block = self._hand_out(self._vm.parse_block(request.bytes), request.bytes)
-        return vm_pb2.BlockResponse(block=facts_of(block, with_bytes=False))
+        block = self._hand_out(self._served().parse_block(request.bytes), request.bytes)
+        return vm_pb2.ParseBlockResponse(**self._block_facts(block))
 
-    def _build_block(self, request: Message) -> Message:
-        block = self._hand_out(self._vm.build_block())
-        return vm_pb2.BlockResponse(block=facts_of(block, with_bytes=True))
+    def _get_block(self, request: Message, call: _Call) -> Message:
+        assert isinstance(request, vm_pb2.GetBlockRequest)
+        try:
+            block = self._hand_out(self._served().get_block(request.id))
+        except BlockNotFound as error:
+            call.in_band_error = error
+            return vm_pb2.GetBlockResponse(err=vm_pb2.ERROR_NOT_FOUND)
+        return vm_pb2.GetBlockResponse(parent_id=block.parent_id, bytes=bytes(block),
+                                       height=block.height,
+                                       timestamp=_timestamp(block.timestamp))
 
-    def _set_preference(self, request: Message) -> Message:
+    def _set_preference(self, request: Message, call: _Call) -> Message:
         assert isinstance(request, vm_pb2.SetPreferenceRequest)
-        self._vm.set_preference(request.id)
-        return vm_pb2.EmptyResponse()
+        self._served().set_preference(request.id)
+        return empty_pb2.Empty()
 
-    def _last_accepted(self, request: Message) -> Message:
-        return vm_pb2.BlockIDResponse(id=self._vm.last_accepted())
-
-    def _get_block_id_at_height(self, request: Message) -> Message:
+    def _get_block_id_at_height(self, request: Message, call: _Call) -> Message:
         assert isinstance(request, vm_pb2.GetBlockIDAtHeightRequest)
-        return vm_pb2.BlockIDResponse(id=self._vm.get_block_id_at_height(request.height))
+        try:
+            block_id = self._served().get_block_id_at_height(request.height)
+        except BlockNotFound as error:
+            call.in_band_error = error
+            return vm_pb2.GetBlockIDAtHeightResponse(err=vm_pb2.ERROR_NOT_FOUND)
+        return vm_pb2.GetBlockIDAtHeightResponse(blk_id=block_id)
 
-    def _block_verify(self, request: Message) -> Message:
+    def _block_verify(self, request: Message, call: _Call) -> Message:
         assert isinstance(request, vm_pb2.BlockVerifyRequest)
-        kept = self._handed.get((request.id, block_digest(request.bytes)))
+        kept = self._handed.get(block_digest(request.bytes))
         if kept is not None:
             block = kept[0]
         else:
-            block = self._vm.parse_block(request.bytes)
-            if block.id != request.id:
-                raise ValueError(f"BlockVerify: the bytes sent are block {block.id.hex()}, "
-                                 f"not {request.id.hex()}")
-            self._hand_out(block, request.bytes)
-        block.verify()
-        return vm_pb2.EmptyResponse()
+            block = self._hand_out(self._served().parse_block(request.bytes), request.bytes)
+        verify_with_context = getattr(block, "verify_with_context", None)
+        if request.HasField("p_chain_height") and callable(verify_with_context):
+            verify_with_context(request.p_chain_height)
+        else:
+            block.verify()
+        return vm_pb2.BlockVerifyResponse(timestamp=_timestamp(block.timestamp))
 
-    def _decide(self, request: Message, decision: Callable[[Block], None]) -> Message:
-        assert isinstance(request, vm_pb2.BlockDecisionRequest)
-        if len(request.digest) != 32:
+    def _decide(self, block_id: bytes, call: _Call, decision: Callable[[Block], None]
+                ) -> Message:
+        digest = call.metadata.get(DIGEST_METADATA_KEY)
+        if digest is not None and (not isinstance(digest, bytes) or len(digest) != 32):
             raise MalformedRequest("a decision names its block's bytes by their 32-byte "
-                                   f"SHA-256 digest, got {len(request.digest)} bytes")
-        key = (request.id, request.digest)
-        kept = self._handed.get(key)
-        if kept is not None:
+                                   "SHA-256 digest")
+        if digest is None:
+            digest = self._latest_by_id.get(block_id)
+        kept = None if digest is None else self._handed.get(digest)
+        if kept is not None and kept[0].id == block_id:
             block = kept[0]
         else:
-            block = self._vm.get_block(request.id)
-            if block_digest(bytes(block)) != request.digest:
-                raise InvalidBlock(f"block {request.id.hex()}: the served block with this ID "
+            block = self._served().get_block(block_id)
+            if digest is not None and block_digest(bytes(block)) != digest:
+                raise InvalidBlock(f"block {block_id.hex()}: the served block with this ID "
                                    "has other bytes than the caller's (verify those first)")
         decision(block)
-        kept = self._handed.pop(key, None)
-        if kept is not None:
-            self._handed_bytes -= kept[1]
-        return vm_pb2.EmptyResponse()
+        if digest is not None:
+            self._forget(digest)
+        return empty_pb2.Empty()
 
-    def _block_accept(self, request: Message) -> Message:
-        return self._decide(request, lambda block: block.accept())
+    def _block_accept(self, request: Message, call: _Call) -> Message:
+        assert isinstance(request, vm_pb2.BlockAcceptRequest)
+        return self._decide(request.id, call, lambda block: block.accept())
 
-    def _block_reject(self, request: Message) -> Message:
-        return self._decide(request, lambda block: block.reject())
+    def _block_reject(self, request: Message, call: _Call) -> Message:
+        assert isinstance(request, vm_pb2.BlockRejectRequest)
+        return self._decide(request.id, call, lambda block: block.reject())
 
-    def _get_ancestors(self, request: Message) -> Message:
+    def _get_ancestors(self, request: Message, call: _Call) -> Message:
         assert isinstance(request, vm_pb2.GetAncestorsRequest)
         clock = time.monotonic if self._clock is None else self._clock
         blocks = batching.get_ancestors(
-            self._vm, request.id, max_blocks_num=request.max_blocks_num,
+            self._served(), request.blk_id, max_blocks_num=request.max_blocks_num,
             max_blocks_size=request.max_blocks_size,
-            max_retrieval_time=request.max_retrieval_time, clock=clock)
-        return vm_pb2.GetAncestorsResponse(blocks=blocks)
+            max_retrieval_time=request.max_blocks_retrival_time / 1e9, clock=clock)
+        return vm_pb2.GetAncestorsResponse(blks_bytes=blocks)
 
-    def _batched_parse_block(self, request: Message) -> Message:
+    def _batched_parse_block(self, request: Message, call: _Call) -> Message:
         assert isinstance(request, vm_pb2.BatchedParseBlockRequest)
-        batch = list(request.blocks)
-        parsed: Sequence[Block] = batching.batched_parse_block(self._vm, batch)
-        return vm_pb2.BatchedParseBlockResponse(
-            blocks=[facts_of(self._hand_out(block, data), with_bytes=False)
-                    for block, data in zip(parsed, batch, strict=True)])
+        batch = list(request.request)
+        parsed: Sequence[Block] = batching.batched_parse_block(self._served(), batch)
+        return vm_pb2.BatchedParseBlockResponse(response=[
+            vm_pb2.ParseBlockResponse(**self._block_facts(self._hand_out(block, data)))
+            for block, data in zip(parsed, batch, strict=True)])
 
-    def _submit_transactions(self, request: Message) -> Message:
+    def _health(self, request: Message, call: _Call) -> Message:
+        serving = "nothing yet" if self._vm is None else type(self._vm).__name__
+        details = {"serving": serving, "pid": os.getpid()}
+        return vm_pb2.HealthResponse(details=json.dumps(details).encode())
+
+    def _version(self, request: Message, call: _Call) -> Message:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            number = version("vmstack")
+        except PackageNotFoundError:
+            number = "unknown"
+        return vm_pb2.VersionResponse(version=f"vmstack/{number}")
+
+    def _gather(self, request: Message, call: _Call) -> Message:
+        from vmstack.wrappers.rpc.gather import metric_families
+
+        families = [] if self._registry is None else metric_families(self._registry)
+        return vm_pb2.GatherResponse(metric_families=families)
+
+    def _wait_for_event(self, context: grpc.ServicerContext) -> Message:
+        """Answer ``MESSAGE_BUILD_BLOCK`` once the served mempool holds a transaction;
+        while it waits, the VM is not locked. A cancelled call (or a closing server) ends
+        the wait with nothing to build."""
+        while context.is_active() and not self._closed:
+            with self._lock:
+                vm = self._vm
+                try:
+                    pending = _pending(vm) if vm is not None else 0
+                except ValueError:
+                    pending = 0
+            if pending:
+                return vm_pb2.WaitForEventResponse(message=vm_pb2.MESSAGE_BUILD_BLOCK)
+            time.sleep(WAIT_FOR_EVENT_POLL)
+        return vm_pb2.WaitForEventResponse()
+
+    def _submit_transactions(self, request: Message, call: _Call) -> Message:
         from vmstack.cchain.types import decode_transaction
         from vmstack.stack import submit_transactions
 
-        assert isinstance(request, vm_pb2.SubmitTransactionsRequest)
+        assert isinstance(request, vmstack_pb2.SubmitTransactionsRequest)
         transactions = []
         for index, data in enumerate(request.transactions):
             try:
                 transactions.append(decode_transaction(data))
             except ValueError as error:
                 raise InvalidTransaction(f"transaction {index} does not decode: {error}") from None
-        queued = submit_transactions(self._vm, transactions)
-        return vm_pb2.SubmitTransactionsResponse(queued=queued)
+        queued = submit_transactions(self._served(), transactions)
+        return vmstack_pb2.SubmitTransactionsResponse(queued=queued)
 
-    def _health(self, request: Message) -> Message:
-        return vm_pb2.HealthResponse(healthy=True, pid=os.getpid(),
-                                     details=f"serving {type(self._vm).__name__}")
-
-    def _describe(self, request: Message) -> Message:
+    def _describe(self, request: Message, call: _Call) -> Message:
         from vmstack.stack import describe_stack
 
         metrics = ""
@@ -416,7 +587,45 @@ class VMServer:
             from prometheus_client import generate_latest
 
             metrics = generate_latest(self._registry).decode()
-        layers = [vm_pb2.LayerDescription(kind=layer.kind, name=layer.name,
-                                          batching=layer.batching)
-                  for layer in describe_stack(self._vm)]
-        return vm_pb2.DescribeResponse(layers=layers, metrics=metrics)
+        layers = [vmstack_pb2.LayerDescription(kind=layer.kind, name=layer.name,
+                                               batching=layer.batching)
+                  for layer in describe_stack(self._served())]
+        return vmstack_pb2.DescribeResponse(layers=layers, metrics=metrics, pid=os.getpid())
+
+
+def _pending(vm: ChainVM) -> int:
+    """How many transactions the served stack's mempool holds (``ValueError`` without one)."""
+    from vmstack.cchain.generate import find_mempool
+
+    pending = getattr(find_mempool(vm), "pending_transactions", None)
+    if not callable(pending):
+        raise ValueError("the served stack's mempool does not say how many are pending")
+    count: int = pending()
+    return count
+
+
+class _TokenCheck(grpc.ServerInterceptor):  # type: ignore[type-arg]
+    """Refuses (``UNAUTHENTICATED``) every call, of every service, that does not present
+    the token as its ``vmstack-token`` metadata, before its request is read."""
+
+    def __init__(self, token: str, token_file: Path | None) -> None:
+        self._expected = token.encode()
+        self._token_file = token_file
+
+    def intercept_service(self, continuation: Callable[[Any], Any], details: Any) -> Any:
+        for key, value in details.invocation_metadata or ():
+            if key == TOKEN_METADATA_KEY:
+                presented = value.encode() if isinstance(value, str) else bytes(value)
+                if hmac.compare_digest(presented, self._expected):
+                    return continuation(details)
+                break
+        method = details.method
+        message = (f"{method}: this VM server requires the token of its token file "
+                   f"({self._token_file}) as the call's {TOKEN_METADATA_KEY!r} metadata "
+                   "(VMClient(token_file=...))")
+
+        def refuse(request: bytes, context: grpc.ServicerContext) -> bytes:
+            context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
+            raise AssertionError("unreachable")  # abort raises
+
+        return grpc.unary_unary_rpc_method_handler(refuse)

@@ -1,0 +1,222 @@
+"""``vmstack plugin`` driven as an avalanchego node drives a plugin, with nothing of vmstack's
+client: the node's runtime service takes the handshake, and the node's calls are vm.VM
+messages over a plain gRPC channel, as avalanchego's rpcchainvm client sends them."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import attrs
+import grpc
+import pytest
+from google.protobuf import empty_pb2
+from google.protobuf.message import Message
+from grpc_health.v1 import health_pb2
+
+from tests.processes import wait_ended
+from vmstack.cchain.genesis import DEV_BALANCE, dev_addresses
+from vmstack.wrappers.rpc import PROTOCOL_VERSION, VMClient, runtime_pb2, vm_pb2
+from vmstack.wrappers.rpc.plugin import ENGINE_ADDRESS_VARIABLE
+
+pytestmark = pytest.mark.slow
+
+CHAIN_ID = 43_112
+GENESIS = json.dumps({
+    "config": {"chainId": CHAIN_ID},
+    "alloc": {address.hex(): {"balance": hex(DEV_BALANCE)} for address in dev_addresses()},
+    "gasLimit": hex(15_000_000),
+    "timestamp": "0x0",
+}).encode()
+
+
+class Runtime:
+    """The node's runtime service: records the one Initialize a plugin sends."""
+
+    def __init__(self) -> None:
+        self.handshake: runtime_pb2.InitializeRequest | None = None
+        self.received = threading.Event()
+        self.server = grpc.server(ThreadPoolExecutor(max_workers=2))
+        handler = grpc.unary_unary_rpc_method_handler(
+            self._initialize, request_deserializer=runtime_pb2.InitializeRequest.FromString,
+            response_serializer=empty_pb2.Empty.SerializeToString)
+        self.server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
+            "vm.runtime.Runtime", {"Initialize": handler}),))
+        self.port = self.server.add_insecure_port("127.0.0.1:0")
+        self.server.start()
+
+    def _initialize(self, request: runtime_pb2.InitializeRequest,
+                    context: grpc.ServicerContext) -> empty_pb2.Empty:
+        self.handshake = request
+        self.received.set()
+        return empty_pb2.Empty()
+
+
+@attrs.define
+class Node:
+    """The node's side of one plugin: its process, and vm.VM calls on its channel."""
+
+    process: subprocess.Popen[bytes]
+    channel: grpc.Channel
+    address: str
+
+    def call(self, method: str, request: Message, response: type[Message]) -> Message:
+        stub = self.channel.unary_unary(f"/vm.VM/{method}",
+                                        request_serializer=type(request).SerializeToString,
+                                        response_deserializer=response.FromString)
+        answer: Message = stub(request, timeout=30)
+        return answer
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Iterator[Node]:
+    runtime = Runtime()
+    environment = {**os.environ,
+                   ENGINE_ADDRESS_VARIABLE: f"127.0.0.1:{runtime.port}"}
+    process = subprocess.Popen([sys.executable, "-m", "vmstack", "plugin"],
+                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, env=environment, cwd=tmp_path,
+                               start_new_session=True)
+    try:
+        assert runtime.received.wait(60), "the plugin made no handshake"
+        handshake = runtime.handshake
+        assert handshake is not None
+        assert handshake.protocol_version == PROTOCOL_VERSION == 45
+        assert handshake.addr.startswith("127.0.0.1:")
+        with grpc.insecure_channel(handshake.addr) as channel:
+            yield Node(process, channel, handshake.addr)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait(30)
+        runtime.server.stop(None).wait(10)
+
+
+def test_a_node_drives_the_plugin_from_handshake_to_shutdown(node: Node, tmp_path: Path
+                                                             ) -> None:
+    health = node.channel.unary_unary(
+        "/grpc.health.v1.Health/Check",
+        request_serializer=health_pb2.HealthCheckRequest.SerializeToString,
+        response_deserializer=health_pb2.HealthCheckResponse.FromString)
+    assert health(health_pb2.HealthCheckRequest(), timeout=30).status == (
+        health_pb2.HealthCheckResponse.SERVING)
+
+    started = node.call("Initialize", vm_pb2.InitializeRequest(
+        network_id=12345, chain_data_dir=str(tmp_path / "chain"), genesis_bytes=GENESIS,
+        config_bytes=b"{}"), vm_pb2.InitializeResponse)
+    assert isinstance(started, vm_pb2.InitializeResponse)
+    assert (started.height, len(started.last_accepted_id)) == (0, 32)
+    assert started.bytes
+    state = node.call("SetState", vm_pb2.SetStateRequest(state=vm_pb2.STATE_NORMAL_OP),
+                      vm_pb2.SetStateResponse)
+    assert isinstance(state, vm_pb2.SetStateResponse)
+    assert state.last_accepted_id == started.last_accepted_id
+
+    # Build, verify by bytes, prefer and accept three blocks; the mempool is empty, so the
+    # blocks are empty (the protocol carries no transactions).
+    chain = [started.bytes]
+    tip = started.last_accepted_id
+    for height in (1, 2, 3):
+        built = node.call("BuildBlock", vm_pb2.BuildBlockRequest(), vm_pb2.BuildBlockResponse)
+        assert isinstance(built, vm_pb2.BuildBlockResponse)
+        assert (built.parent_id, built.height) == (tip, height)
+        verified = node.call("BlockVerify", vm_pb2.BlockVerifyRequest(bytes=built.bytes),
+                             vm_pb2.BlockVerifyResponse)
+        assert isinstance(verified, vm_pb2.BlockVerifyResponse)
+        assert verified.timestamp.seconds == built.timestamp.seconds
+        node.call("SetPreference", vm_pb2.SetPreferenceRequest(id=built.id), empty_pb2.Empty)
+        node.call("BlockAccept", vm_pb2.BlockAcceptRequest(id=built.id), empty_pb2.Empty)
+        chain.append(built.bytes)
+        tip = built.id
+    at = node.call("GetBlockIDAtHeight", vm_pb2.GetBlockIDAtHeightRequest(height=3),
+                   vm_pb2.GetBlockIDAtHeightResponse)
+    assert isinstance(at, vm_pb2.GetBlockIDAtHeightResponse)
+    assert (at.blk_id, at.err) == (tip, vm_pb2.ERROR_UNSPECIFIED)
+
+    # The batched protocol, with avalanchego's int32 budgets and nanoseconds.
+    ancestors = node.call("GetAncestors", vm_pb2.GetAncestorsRequest(
+        blk_id=tip, max_blocks_num=3, max_blocks_size=(1 << 31) - 1,
+        max_blocks_retrival_time=5 * 10**9), vm_pb2.GetAncestorsResponse)
+    assert isinstance(ancestors, vm_pb2.GetAncestorsResponse)
+    assert list(ancestors.blks_bytes) == chain[:0:-1]
+    parsed = node.call("BatchedParseBlock", vm_pb2.BatchedParseBlockRequest(request=chain),
+                       vm_pb2.BatchedParseBlockResponse)
+    assert isinstance(parsed, vm_pb2.BatchedParseBlockResponse)
+    assert [block.height for block in parsed.response] == [0, 1, 2, 3]
+    assert parsed.response[-1].id == tip
+
+    unknown = node.call("GetBlock", vm_pb2.GetBlockRequest(id=b"\x01" * 32),
+                        vm_pb2.GetBlockResponse)
+    assert isinstance(unknown, vm_pb2.GetBlockResponse)
+    assert unknown.err == vm_pb2.ERROR_NOT_FOUND
+    summary = node.call("GetLastStateSummary", empty_pb2.Empty(),
+                        vm_pb2.GetLastStateSummaryResponse)
+    assert isinstance(summary, vm_pb2.GetLastStateSummaryResponse)
+    assert summary.err == vm_pb2.ERROR_STATE_SYNC_NOT_IMPLEMENTED
+    gathered = node.call("Gather", empty_pb2.Empty(), vm_pb2.GatherResponse)
+    assert isinstance(gathered, vm_pb2.GatherResponse)
+    assert any(family.metric for family in gathered.metric_families)
+
+    # SIGTERM and SIGINT before Shutdown are ignored, as avalanchego's plugins ignore them.
+    os.kill(node.process.pid, signal.SIGTERM)
+    os.kill(node.process.pid, signal.SIGINT)
+    time.sleep(0.5)
+    assert node.process.poll() is None
+    node.call("Shutdown", empty_pb2.Empty(), empty_pb2.Empty)
+    assert node.process.wait(30) == 0
+    assert wait_ended(node.process.pid)
+
+
+def test_a_bad_config_is_a_status_with_the_reason(node: Node, tmp_path: Path) -> None:
+    """An Initialize the plugin cannot follow fails with a message a node logs; the plugin
+    still stops on Shutdown."""
+    with pytest.raises(grpc.RpcError) as refused:
+        node.call("Initialize", vm_pb2.InitializeRequest(
+            chain_data_dir=str(tmp_path / "chain"), config_bytes=b'{"fork_tme": 5}'),
+            vm_pb2.InitializeResponse)
+    assert "unknown option 'fork_tme'" in refused.value.details()  # type: ignore[attr-defined]
+    node.call("Shutdown", empty_pb2.Empty(), empty_pb2.Empty)
+    assert node.process.wait(30) == 0
+
+
+def test_the_plugin_without_a_runtime_address_says_so(tmp_path: Path) -> None:
+    environment = {name: value for name, value in os.environ.items()
+                   if name != ENGINE_ADDRESS_VARIABLE}
+    result = subprocess.run([sys.executable, "-m", "vmstack", "plugin"],
+                            stdin=subprocess.DEVNULL, capture_output=True, env=environment,
+                            cwd=tmp_path, timeout=60, check=False)
+    assert result.returncode == 2
+    assert ENGINE_ADDRESS_VARIABLE.encode() in result.stderr
+
+
+def test_vmstacks_client_drives_the_plugin(node: Node, tmp_path: Path) -> None:
+    """VMClient is a node's client too: it initializes the plugin, builds a chain through
+    it, tracks the last accepted block, and gets the batched answers in one round trip."""
+    with VMClient(node.address, timeout=30.0) as client:
+        genesis = client.initialize(vm_pb2.InitializeRequest(
+            chain_data_dir=str(tmp_path / "chain"), genesis_bytes=GENESIS))
+        ids = [genesis.id]
+        for _ in range(4):
+            block = client.build_block()
+            block.verify()
+            client.set_preference(block.id)
+            block.accept()
+            ids.append(block.id)
+        assert client.last_accepted() == ids[-1]
+        before = client.round_trips.total
+        ancestors = client.get_ancestors(ids[-1], 10, 1 << 20, 5.0)
+        assert len(ancestors) == len(ids)
+        parsed = client.batched_parse_block(ancestors)
+        assert [block.id for block in parsed] == ids[::-1]
+        assert client.round_trips.total == before + 2
+        assert "CChainVM" in [layer.kind for layer in client.describe_served()]
+        client.shutdown()
+    assert node.process.wait(30) == 0
