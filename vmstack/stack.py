@@ -135,7 +135,9 @@ def describe_stack(vm: ChainVM) -> StackDescription:
 #: Where :func:`build_stack` records the configuration a store was written with (keys
 #: outside the chain's own keyspace): one record for the C-chain part, one for the
 #: proposer layer, each sorted-key JSON framed by :func:`vmstack.checksum.frame` (a CRC-32
-#: over its key and the JSON, so one part's record under the other's key fails).
+#: over its key and the JSON, so one part's record under the other's key fails). Its
+#: keys are lines of the store's map, :mod:`vmstack.store.keyspaces` (imported when a
+#: stack is built, not with this module), which a test holds this prefix equal to.
 CONFIG_KEY_PREFIX = b"vmstack/config/"
 
 
@@ -153,10 +155,10 @@ def check_configuration(store: KeyValueStore, part: str, settings: dict[str, obj
 
     from vmstack.checksum import frame, unframe
     from vmstack.errors import ConfigMismatch, StoreCorrupted
-    from vmstack.store import StoreError
+    from vmstack.store import StoreError, keyspaces
     from vmstack.store.format import check_format
 
-    key = CONFIG_KEY_PREFIX + part.encode()
+    key = keyspaces.config_key(part)
     text = json.dumps(settings, sort_keys=True).encode()
     try:
         stored = store.get(key)
