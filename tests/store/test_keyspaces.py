@@ -139,3 +139,17 @@ def test_the_proposer_configuration_and_format_keys_are_the_bytes_stores_hold() 
         b"vmstack/format", b"vmstack/config/chain", b"vmstack/config/proposer",
         b"proposervm/b" + envelope.id, b"proposervm/i" + inner_id, b"proposervm/last",
         b"proposervm/first"}
+
+
+def test_a_chosen_chain_prefix_is_held_to_the_map() -> None:
+    """A key prefix under which a C-chain key could be another part's key is refused, by
+    the map and by the schema that would use it; an ordinary one is not."""
+    clashing = b"proposervm/i" + b"x" * 23  # + b"LastBlock": an index key's 44 bytes
+    with pytest.raises(ValueError, match="last accepted block hash keys could be the "
+                                         "proposer's envelope of an inner block keys"):
+        keyspaces.check_chain_prefix(clashing)
+    with pytest.raises(ValueError, match="could be the proposer's"):
+        rawdb.Schema(clashing)
+    for prefix in (b"", b"x/", b"ethdb/", keyspaces.CORETH_KEY_PREFIX):
+        keyspaces.check_chain_prefix(prefix)
+        assert rawdb.Schema(prefix).prefix == prefix

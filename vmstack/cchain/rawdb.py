@@ -233,6 +233,7 @@ def _prefix_field(value: object) -> bytes:
         raise TypeError(f"a schema key prefix is bytes, not {type(value).__name__}")
     if len(value) > _MAX_PREFIX_LEN:
         raise ValueError(f"a schema key prefix is at most {_MAX_PREFIX_LEN} bytes")
+    keyspaces.check_chain_prefix(value)
     return value
 
 

@@ -27,6 +27,7 @@ key of vmstack's would need a hash starting with 12 chosen bytes.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from itertools import combinations
 from typing import Final
@@ -60,13 +61,14 @@ __all__ = [
     "HASH",
     "KEYSPACES",
     "Keyspace",
-    "config_key",
     "NUMBER",
     "PROPOSER_FIRST",
     "PROPOSER_INDEX",
     "PROPOSER_LAST",
     "PROPOSER_PREFIX",
     "PROPOSER_RECORD",
+    "check_chain_prefix",
+    "config_key",
     "overlapping_pairs",
     "overlaps",
 ]
@@ -238,6 +240,22 @@ def overlaps(first: Keyspace, second: Keyspace, chain_prefix: bytes = b"") -> bo
         if all(a is None or b is None or a == b for a, b in pairs):
             return True
     return False
+
+
+@functools.lru_cache(maxsize=64)
+def check_chain_prefix(prefix: bytes) -> None:
+    """``ValueError`` naming the keyspaces if, under the C-chain prefix ``prefix``, a key of
+    the C-chain could be a key of another part (the proposer layer's, the configuration's,
+    the format record's): a prefix a user chooses is held to the map as the declared
+    ones are."""
+    chain = [space for space in KEYSPACES if space.chain_prefixed]
+    others = [space for space in KEYSPACES if not space.chain_prefixed]
+    for ours in chain:
+        for theirs in others:
+            if overlaps(ours, theirs, prefix):
+                raise ValueError(f"under the key prefix {prefix.hex()}, the C-chain's "
+                                 f"{ours.holds} keys could be the {theirs.owner}'s "
+                                 f"{theirs.holds} keys")
 
 
 def overlapping_pairs(keyspaces: tuple[Keyspace, ...],
