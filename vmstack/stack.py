@@ -24,7 +24,7 @@ import attrs
 
 from vmstack.capability import supports_batching
 from vmstack.defaults import DEFAULT_CACHE_SIZE, DEFAULT_CHAIN_ID
-from vmstack.interfaces import ChainVM, find_layer, iter_layers
+from vmstack.interfaces import ChainVM, SubmitsTransactions, find_layer, iter_layers
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer
@@ -201,9 +201,8 @@ def submit_transactions(vm: ChainVM, transactions: Iterable[Transaction]) -> int
         mempool = find_mempool(vm)
     except ValueError:
         for layer in iter_layers(vm):
-            submit = getattr(layer, "submit_transactions", None)
-            if callable(submit):
-                return int(submit(batch))
+            if isinstance(layer, SubmitsTransactions):
+                return int(layer.submit_transactions(batch))
         raise
     mempool.add_transactions(batch)
     return len(batch)
