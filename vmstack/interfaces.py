@@ -11,10 +11,11 @@ not ask at every call (:mod:`vmstack.capability`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from typing import Protocol, TypeVar, runtime_checkable
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
-__all__ = ["AnnouncesBatching", "BatchedChainVM", "Block", "ChainVM", "Layer", "find_layer",
+__all__ = ["AnnouncesBatching", "BatchedChainVM", "Block", "ChainVM", "Layer", "Mempool",
+           "SubmitsTransactions", "TransactionSink", "TransactionSource", "find_layer",
            "iter_layers"]
 
 LayerT = TypeVar("LayerT")
@@ -161,3 +162,57 @@ def find_layer(vm: object, kind: type[LayerT]) -> LayerT:
             return layer
         layers.append(type(layer).__name__)
     raise LookupError(f"no layer of the stack is a {kind.__name__}: {' > '.join(layers)}")
+
+
+# --- the mempool: where a stack's transactions wait for a block ---------------------------
+# Transactions are typed ``Any`` here: this floor knows no transaction format (the C-chain's
+# are vmstack.cchain.types.Transaction).
+
+
+@runtime_checkable
+class TransactionSink(Protocol):
+    """A mempool transactions can be queued in: ``add_transactions`` queues them all for the
+    blocks the VM builds, or raises :class:`~vmstack.errors.InvalidTransaction` for one no
+    block could carry now and queues none."""
+
+    def add_transactions(self, transactions: Iterable[Any]) -> None: ...
+
+
+@runtime_checkable
+class TransactionSource(Protocol):
+    """A mempool whose waiting transactions can be taken out: ``take_transactions`` removes
+    every pending one and returns them in arrival order."""
+
+    def take_transactions(self) -> list[Any]: ...
+
+
+@runtime_checkable
+class Mempool(TransactionSink, TransactionSource, Protocol):
+    """The mempool of a VM that builds blocks from transactions (``CChainVM`` is one): what
+    submission, a transition's hand-over, ``generate_chain`` and the simulators use.
+
+    ``chain_id`` is the chain the transactions must be signed for; ``gas_limit`` the gas one
+    block holds, so no block carries more than ``gas_limit // 21000`` transactions;
+    ``pending_transactions()`` how many wait; ``next_nonce(address)`` the nonce a new
+    transaction from ``address`` takes (its nonce in the state the next block builds on,
+    past the pending ones that follow on).
+    """
+
+    @property
+    def chain_id(self) -> int: ...
+
+    @property
+    def gas_limit(self) -> int: ...
+
+    def pending_transactions(self) -> int: ...
+
+    def next_nonce(self, address: bytes) -> int: ...
+
+
+@runtime_checkable
+class SubmitsTransactions(Protocol):
+    """A layer that queues transactions in a mempool it does not hold (a client of a VM in
+    another process): ``submit_transactions`` returns how many were queued, with the
+    mempool's refusals."""
+
+    def submit_transactions(self, transactions: Iterable[Any]) -> int: ...

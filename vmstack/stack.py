@@ -24,7 +24,7 @@ import attrs
 
 from vmstack.capability import supports_batching
 from vmstack.defaults import DEFAULT_CACHE_SIZE, DEFAULT_CHAIN_ID
-from vmstack.interfaces import ChainVM, find_layer, iter_layers
+from vmstack.interfaces import ChainVM, SubmitsTransactions, find_layer, iter_layers
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer
@@ -136,7 +136,9 @@ def describe_stack(vm: ChainVM) -> StackDescription:
 #: Where :func:`build_stack` records the configuration a store was written with (keys
 #: outside the chain's own keyspace): one record for the C-chain part, one for the
 #: proposer layer, each sorted-key JSON framed by :func:`vmstack.checksum.frame` (a CRC-32
-#: over its key and the JSON, so one part's record under the other's key fails).
+#: over its key and the JSON, so one part's record under the other's key fails). Its
+#: keys are lines of the store's map, :mod:`vmstack.store.keyspaces` (imported when a
+#: stack is built, not with this module), which a test holds this prefix equal to.
 CONFIG_KEY_PREFIX = b"vmstack/config/"
 
 
@@ -154,10 +156,10 @@ def check_configuration(store: KeyValueStore, part: str, settings: dict[str, obj
 
     from vmstack.checksum import frame, unframe
     from vmstack.errors import ConfigMismatch, StoreCorrupted
-    from vmstack.store import StoreError
+    from vmstack.store import StoreError, keyspaces
     from vmstack.store.format import check_format
 
-    key = CONFIG_KEY_PREFIX + part.encode()
+    key = keyspaces.config_key(part)
     text = json.dumps(settings, sort_keys=True).encode()
     try:
         stored = store.get(key)
@@ -224,9 +226,8 @@ def submit_transactions(vm: ChainVM, transactions: Iterable[Transaction]) -> int
         mempool = find_mempool(vm)
     except ValueError:
         for layer in iter_layers(vm):
-            submit = getattr(layer, "submit_transactions", None)
-            if callable(submit):
-                return int(submit(batch))
+            if isinstance(layer, SubmitsTransactions):
+                return int(layer.submit_transactions(batch))
         raise
     mempool.add_transactions(batch)
     return len(batch)

@@ -25,8 +25,7 @@ from __future__ import annotations
 
 import functools
 import random
-from collections.abc import Callable, Iterable, Sequence
-from typing import Protocol, runtime_checkable
+from collections.abc import Callable, Sequence
 
 import attrs
 
@@ -44,11 +43,10 @@ from vmstack.cchain.types import (
     sign_transaction,
 )
 from vmstack.clock import SimClock
-from vmstack.interfaces import ChainVM, find_layer, iter_layers
+from vmstack.interfaces import ChainVM, Mempool, find_layer, iter_layers
 
 __all__ = [
     "DEFAULT_POOL_SIZE",
-    "Mempool",
     "TransactionPool",
     "dev_transactions",
     "find_mempool",
@@ -64,19 +62,6 @@ _SENDERS = len(DEV_KEYS)
 _GWEI = 10**9
 _EXT_DATA_EVERY = 5
 _WITHDRAWALS_EVERY = 4
-
-
-@runtime_checkable
-class Mempool(Protocol):
-    """What the generator needs of the VM at the bottom of a stack."""
-
-    @property
-    def chain_id(self) -> int: ...
-
-    @property
-    def flavour(self) -> Flavour: ...
-
-    def add_transactions(self, transactions: Iterable[Transaction]) -> None: ...
 
 
 @attrs.frozen
@@ -155,8 +140,8 @@ def transaction_pool(*, seed: int, chain_id: int, size: int = DEFAULT_POOL_SIZE,
 
 
 def find_mempool(vm: object) -> Mempool:
-    """The first layer with ``add_transactions``, from ``vm`` down; ``ValueError`` if no
-    layer has one."""
+    """The first layer that is a :class:`~vmstack.interfaces.Mempool`, from ``vm`` down;
+    ``ValueError`` if no layer is one."""
     try:
         return find_layer(vm, Mempool)  # type: ignore[type-abstract]
     except LookupError as error:
@@ -222,12 +207,9 @@ def generate_chain(
 
 def _top_up(mempool: Mempool, txs_per_block: int) -> int:
     """How many transactions to hand ``mempool`` before a block: up to ``txs_per_block``
-    pending, at most what one block can hold (a pool that cannot say holds none)."""
-    gas_limit = getattr(mempool, "gas_limit", None)
-    target = (txs_per_block if not isinstance(gas_limit, int)
-              else min(txs_per_block, gas_limit // TX_BASE_GAS))
-    pending = getattr(mempool, "pending_transactions", None)
-    return max(0, target - (pending() if callable(pending) else 0))
+    pending, at most what one block can hold."""
+    target = min(txs_per_block, mempool.gas_limit // TX_BASE_GAS)
+    return max(0, target - mempool.pending_transactions())
 
 
 _CHUNK = 8 * DEFAULT_POOL_SIZE
@@ -297,12 +279,9 @@ def pool_transactions(*, seed: int, chain_id: int, start: int, count: int
 
 
 def _dev_nonces(mempool: Mempool) -> tuple[int, ...]:
-    """The development keys' nonces in the state of the VM under ``mempool`` (all 0 for a
-    VM that keeps no accounts)."""
-    next_nonce = getattr(mempool, "next_nonce", None)
-    if next_nonce is None:
-        return ()
-    nonces = tuple(next_nonce(address) for address in dev_addresses())
+    """The development keys' nonces in the state of the VM under ``mempool`` (``()`` when
+    all are 0)."""
+    nonces = tuple(mempool.next_nonce(address) for address in dev_addresses())
     return nonces if any(nonces) else ()
 
 
@@ -317,8 +296,13 @@ def dev_transactions(vm: object, count: int, *, seed: int) -> list[Transaction]:
 
 
 def _add_extras(mempool: Mempool, rng: random.Random) -> None:
-    """Now and then, extData (Avalanche) or withdrawals (Ethereum) for the next block."""
-    if mempool.flavour.header_type is AvalancheHeader:
+    """Now and then, extData (Avalanche) or withdrawals (Ethereum) for the next block, when
+    ``mempool`` is a C-chain VM's (it has a :class:`~vmstack.cchain.codec.Flavour`; other
+    mempools hold transactions only)."""
+    flavour = getattr(mempool, "flavour", None)
+    if not isinstance(flavour, Flavour):
+        return
+    if flavour.header_type is AvalancheHeader:
         add_ext_data = getattr(mempool, "add_ext_data", None)
         if add_ext_data is not None and rng.randrange(_EXT_DATA_EVERY) == 0:
             add_ext_data(rng.randbytes(rng.randrange(300, 700)))

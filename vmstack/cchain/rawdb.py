@@ -31,7 +31,9 @@ and a store with entries but no marker is damaged.
 Every key may carry a prefix: coreth nests its chain database in the VM's database with
 avalanchego's ``prefixdb.NewNested("ethdb", ...)``, which puts ``sha256(b"ethdb")``
 (:data:`CORETH_KEY_PREFIX`) in front of each geth key, so ``Schema(CORETH_KEY_PREFIX)`` reads
-a coreth database as it is. Nothing else in the package spells a key.
+a coreth database as it is. Nothing else in the package spells a key; the prefixes and key
+shapes themselves are lines of the store's map of keyspaces (:mod:`vmstack.store.keyspaces`),
+which shows they meet no other part's keys.
 
 Values that the schema itself defines are checked when read: a block number must be 8 bytes
 and a hash 32, otherwise :class:`~vmstack.errors.StoreCorrupted` — never a wrong answer.
@@ -48,7 +50,6 @@ whole block is one atomic batch::
 from __future__ import annotations
 
 import enum
-import hashlib
 from itertools import islice
 from typing import Final
 
@@ -64,6 +65,7 @@ from vmstack.cchain.integrity import (
     integrity_block_checksum,
 )
 from vmstack.errors import StoreCorrupted
+from vmstack.store import keyspaces
 from vmstack.store.base import (
     MAX_KEY_LEN,
     BytesLike,
@@ -128,25 +130,26 @@ __all__ = [
 ]
 
 #: ``sha256(b"ethdb")``: the prefix of every key of coreth's chain database.
-CORETH_KEY_PREFIX: Final = hashlib.sha256(b"ethdb").digest()
+CORETH_KEY_PREFIX: Final = keyspaces.CORETH_KEY_PREFIX
 
-HASH_LENGTH: Final = 32
-NUMBER_LENGTH: Final = 8
+# The keys' parts, as the store's map of keyspaces (vmstack.store.keyspaces) declares them.
+HASH_LENGTH: Final = keyspaces.HASH.length
+NUMBER_LENGTH: Final = keyspaces.NUMBER.length
 
-HEADER_PREFIX: Final = b"h"
-HEADER_HASH_SUFFIX: Final = b"n"
-HEADER_NUMBER_PREFIX: Final = b"H"
-BLOCK_BODY_PREFIX: Final = b"b"
-BLOCK_RECEIPTS_PREFIX: Final = b"r"
-HEAD_HEADER_KEY: Final = b"LastHeader"
-HEAD_BLOCK_KEY: Final = b"LastBlock"
-HEAD_FAST_BLOCK_KEY: Final = b"LastFast"
-HEAD_FINALIZED_BLOCK_KEY: Final = b"LastFinalized"
-INTEGRITY_PREFIX: Final = b"vmstack-sum"
-INTEGRITY_START_KEY: Final = b"vmstack-sum-from"
-ACCOUNT_PREFIX: Final = b"vmstack-acct"
-STATE_HEAD_KEY: Final = b"vmstack-state"
-ADDRESS_LENGTH: Final = 20
+HEADER_PREFIX: Final = keyspaces.CHAIN_HEADER.prefix
+HEADER_HASH_SUFFIX: Final = keyspaces.CHAIN_CANONICAL_HASH.suffix
+HEADER_NUMBER_PREFIX: Final = keyspaces.CHAIN_HEADER_NUMBER.prefix
+BLOCK_BODY_PREFIX: Final = keyspaces.CHAIN_BODY.prefix
+BLOCK_RECEIPTS_PREFIX: Final = keyspaces.CHAIN_RECEIPTS.prefix
+HEAD_HEADER_KEY: Final = keyspaces.CHAIN_HEAD_HEADER.prefix
+HEAD_BLOCK_KEY: Final = keyspaces.CHAIN_HEAD_BLOCK.prefix
+HEAD_FAST_BLOCK_KEY: Final = keyspaces.CHAIN_HEAD_FAST_BLOCK.prefix
+HEAD_FINALIZED_BLOCK_KEY: Final = keyspaces.CHAIN_HEAD_FINALIZED_BLOCK.prefix
+INTEGRITY_PREFIX: Final = keyspaces.CHAIN_INTEGRITY.prefix
+INTEGRITY_START_KEY: Final = keyspaces.CHAIN_INTEGRITY_START.prefix
+ACCOUNT_PREFIX: Final = keyspaces.CHAIN_ACCOUNT.prefix
+STATE_HEAD_KEY: Final = keyspaces.CHAIN_STATE_HEAD.prefix
+ADDRESS_LENGTH: Final = keyspaces.ADDRESS.length
 
 _MAX_PREFIX_LEN: Final = MAX_KEY_LEN - (len(INTEGRITY_PREFIX) + NUMBER_LENGTH + HASH_LENGTH)
 
@@ -230,6 +233,7 @@ def _prefix_field(value: object) -> bytes:
         raise TypeError(f"a schema key prefix is bytes, not {type(value).__name__}")
     if len(value) > _MAX_PREFIX_LEN:
         raise ValueError(f"a schema key prefix is at most {_MAX_PREFIX_LEN} bytes")
+    keyspaces.check_chain_prefix(value)
     return value
 
 

@@ -22,13 +22,14 @@ from typing import Final
 
 from vmstack.checksum import frame, unframe
 from vmstack.errors import StoreCorrupted
+from vmstack.store import keyspaces
 from vmstack.store.base import KeyValueStore, StoreError
 
 __all__ = ["FORMAT_KEY", "FORMAT_VERSION", "check_format"]
 
 #: The key of the store's format record (beside the configuration records, outside every
 #: part's own keyspace).
-FORMAT_KEY: Final = b"vmstack/format"
+FORMAT_KEY: Final = keyspaces.FORMAT.prefix
 #: The format version of the records this vmstack writes and reads.
 FORMAT_VERSION: Final = 2
 _UNRECORDED_VERSION: Final = 1

@@ -15,31 +15,23 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Callable, Sequence
 
 from vmstack.capability import BatchingWatch
 from vmstack.clock import Clock
 from vmstack.errors import BatchingNotImplemented, InvalidBlock, InvalidTransaction
-from vmstack.interfaces import BatchedChainVM, Block, ChainVM, find_layer
+from vmstack.interfaces import (
+    BatchedChainVM,
+    Block,
+    ChainVM,
+    TransactionSink,
+    TransactionSource,
+    find_layer,
+)
 from vmstack.transition.rules import builds_on_transition, transition_accepted
 from vmstack.wrappers.base import WrappedBlock
 
-__all__ = ["TransactionSink", "TransactionSource", "TransitionBlock", "TransitionVM"]
-
-
-@runtime_checkable
-class TransactionSource(Protocol):
-    """A mempool whose waiting transactions can be taken out, in order."""
-
-    def take_transactions(self) -> list[Any]: ...
-
-
-@runtime_checkable
-class TransactionSink(Protocol):
-    """A mempool transactions can be queued in."""
-
-    def add_transactions(self, transactions: Iterable[Any]) -> None: ...
+__all__ = ["TransitionBlock", "TransitionVM"]
 
 
 class TransitionBlock(WrappedBlock):

@@ -28,7 +28,7 @@ from contextlib import AbstractContextManager
 from vmstack.batching import BLOCK_ID_LEN
 from vmstack.checksum import frame, unframe
 from vmstack.errors import InvalidBlock, StoreCorrupted
-from vmstack.store import KeyValueStore, PrefixedStore, ReadSnapshot
+from vmstack.store import KeyValueStore, PrefixedStore, ReadSnapshot, keyspaces
 from vmstack.store.format import check_format
 from vmstack.wrappers.proposer.block import PostForkBlock, decode_block
 
@@ -41,14 +41,15 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: The keyspace of the layer's records in the store it shares with the VMs below.
-STORE_PREFIX = b"proposervm/"
+#: The keyspace of the layer's records in the store it shares with the VMs below (a line
+#: of the store's map, :mod:`vmstack.store.keyspaces`, as each of its keys is).
+STORE_PREFIX = keyspaces.PROPOSER_PREFIX
 
 # Each value below is stored as frame(STORE_PREFIX + key, value).
-_BLOCK = b"b"  # b + id -> inner id (32) | parent id (32) | envelope bytes
-_INNER = b"i"  # i + inner id -> id (32)
-_LAST = b"last"  # the newest post-fork block written: id (32)
-_FIRST = b"first"  # the first post-fork height: height (8, BE)
+_BLOCK = keyspaces.PROPOSER_RECORD.tag(STORE_PREFIX)  # b + id -> inner id | parent id | envelope
+_INNER = keyspaces.PROPOSER_INDEX.tag(STORE_PREFIX)  # i + inner id -> id (32)
+_LAST = keyspaces.PROPOSER_LAST.tag(STORE_PREFIX)  # the newest post-fork block written: id (32)
+_FIRST = keyspaces.PROPOSER_FIRST.tag(STORE_PREFIX)  # the first post-fork height: height (8, BE)
 _HEIGHT_LEN = 8
 _RECORD_HEAD = 2 * BLOCK_ID_LEN
 

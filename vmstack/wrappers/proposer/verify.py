@@ -19,20 +19,24 @@ kind must satisfy against its parent and the accepted chain.
   proposer's delay and is signed iff within the verify windows (before Durango), all
   against the validator set at the parent's P-chain height.
 
-Each check raises ``InvalidBlock`` naming the broken rule and changes nothing; the layer
-(:mod:`~vmstack.wrappers.proposer.vm`) calls them with itself, then verifies the inner
-block and records the block as processing. The checks read the layer's processing blocks
-and records (:mod:`~vmstack.wrappers.proposer.state`) and ask its inner VM; the facts they
-gather of a block (:class:`BlockFacts`) are also what building on it needs. The facts of
-a pre-fork block the layer has verified or accepted are kept (:class:`PreForkFacts`), so
-building on it does not restore the whole inner block just to read its timestamp.
+Each check is a flat function of what it reads, ``if ...: raise InvalidBlock(...)``,
+changing nothing. The block comes as an argument, the
+layer's configuration as values (the fork time, the windower, Durango's time) or as the
+callables it reads late (the clock, the P-chain height), and what the layer knows of its
+chain through :class:`ProposerChain`, a few read-only queries the layer
+(:mod:`~vmstack.wrappers.proposer.vm`) answers from its processing blocks, its records
+(:mod:`~vmstack.wrappers.proposer.state`) and its inner VM. No rule reads the layer itself.
+The facts the checks gather of a block (:class:`BlockFacts`) are also what building on it
+needs. The facts of a pre-fork block the layer has verified or accepted are kept
+(:class:`PreForkFacts`), so building on it does not restore the whole inner block just to
+read its timestamp.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import attrs
 
@@ -51,12 +55,13 @@ from vmstack.wrappers.proposer.windower import (
 )
 
 if TYPE_CHECKING:
-    from vmstack.wrappers.proposer.vm import ProposerBlock, ProposerVM
+    from vmstack.wrappers.proposer.vm import ProposerBlock
 
 __all__ = [
     "BlockFacts",
     "MAX_CLOCK_SKEW",
     "PreForkFacts",
+    "ProposerChain",
     "ProposerTurn",
     "block_facts",
     "check_extends_accepted_chain",
@@ -126,38 +131,74 @@ class PreForkFacts:
             self._facts.pop(block_id, None)
 
 
+class ProposerChain(Protocol):
+    """What the rules read of a proposer layer's chain: read-only queries the layer answers
+    from its processing blocks, its records and its inner VM. Asking changes nothing."""
+
+    @property
+    def inner(self) -> ChainVM:
+        """The VM below the layer: its blocks and its accepted chain."""
+        ...
+
+    def last_accepted(self) -> bytes:
+        """The layer's last accepted block (its envelope once post-fork)."""
+        ...
+
+    def processing_facts(self, block_id: bytes) -> BlockFacts | None:
+        """The facts of ``block_id`` if it is a processing (verified, undecided) post-fork
+        block of the layer, else ``None``."""
+        ...
+
+    def accepted_facts(self, block_id: bytes) -> BlockFacts | None:
+        """The facts of ``block_id`` if it is an accepted post-fork block of the layer
+        (from its record; ``StoreCorrupted`` for a damaged one), else ``None``."""
+        ...
+
+    def is_accepted(self, block_id: bytes) -> bool:
+        """Whether ``block_id`` is an accepted post-fork block (it has a record)."""
+        ...
+
+    def envelope_of_inner(self, inner_id: bytes) -> bytes | None:
+        """A post-fork block, processing or accepted, whose inner block is ``inner_id``."""
+        ...
+
+    def accepted_envelope_of_inner(self, inner_id: bytes) -> bytes | None:
+        """The accepted post-fork block whose inner block is ``inner_id``, or ``None``."""
+        ...
+
+    def pre_fork_facts(self, block_id: bytes) -> BlockFacts | None:
+        """The kept facts of a pre-fork block the layer verified or accepted
+        (:class:`PreForkFacts`), or ``None``."""
+        ...
+
+
 # --- what the rules know of a block -----------------------------------------------------
 
 
-def own_facts(vm: ProposerVM, block_id: bytes) -> BlockFacts | None:
-    """What ``vm`` knows of its own post-fork block ``block_id``, without asking the
+def own_facts(chain: ProposerChain, block_id: bytes) -> BlockFacts | None:
+    """What the layer knows of its own post-fork block ``block_id``, without asking the
     inner VM; ``None`` if it is not one of them."""
     block_id = bytes(block_id)
-    processing = vm._processing.get(block_id)
-    if processing is not None and processing.envelope is not None:
-        return BlockFacts(True, processing.envelope.timestamp,
-                          processing.envelope.pchain_height, processing.inner.id)
-    record = vm._state.record(block_id)
-    if record is None:
-        return None
-    inner_id, envelope = record
-    return BlockFacts(True, envelope.timestamp, envelope.pchain_height, inner_id)
-
-
-def block_facts(vm: ProposerVM, block_id: bytes) -> BlockFacts:
-    """What building and verifying need to know of a block ``vm`` serves
-    (``BlockNotFound`` otherwise); only a pre-fork block the layer has not verified or
-    accepted (:class:`PreForkFacts`) is looked up below."""
-    facts = own_facts(vm, block_id)
+    facts = chain.processing_facts(block_id)
     if facts is not None:
         return facts
-    if vm._envelope_of_inner(block_id) is not None:
+    return chain.accepted_facts(block_id)
+
+
+def block_facts(chain: ProposerChain, block_id: bytes) -> BlockFacts:
+    """What building and verifying need to know of a block the layer serves
+    (``BlockNotFound`` otherwise); only a pre-fork block the layer has not verified or
+    accepted (:class:`PreForkFacts`) is looked up below."""
+    facts = own_facts(chain, block_id)
+    if facts is not None:
+        return facts
+    if chain.envelope_of_inner(block_id) is not None:
         raise BlockNotFound(f"block {block_id.hex()} is the inner block of a post-fork "
                             "block")
-    seen = vm._pre_fork_facts.get(block_id)
+    seen = chain.pre_fork_facts(block_id)
     if seen is not None:
         return seen
-    inner_block = vm.inner.get_block(block_id)
+    inner_block = chain.inner.get_block(block_id)
     return BlockFacts(False, inner_block.timestamp, 0, inner_block.id)
 
 
@@ -221,25 +262,32 @@ def decode_envelope(data: bytes) -> tuple[PostForkBlock | None, InvalidBlock | N
 # --- post-fork blocks -------------------------------------------------------------------
 
 
-def parent_facts(vm: ProposerVM, child: ProposerBlock) -> BlockFacts:
-    """What ``vm`` knows of ``child``'s parent; ``InvalidBlock`` if it serves no such block."""
+def parent_facts(chain: ProposerChain, child: ProposerBlock) -> BlockFacts:
+    """What the layer knows of ``child``'s parent; ``InvalidBlock`` if it serves no such
+    block."""
     try:
-        return block_facts(vm, child.parent_id)
+        return block_facts(chain, child.parent_id)
     except BlockNotFound:
         raise InvalidBlock(f"block {child.id.hex()}: parent {child.parent_id.hex()} is "
                            "not known") from None
 
 
-def check_post_fork(vm: ProposerVM, block: ProposerBlock, envelope: PostForkBlock) -> None:
+def check_post_fork(chain: ProposerChain, block: ProposerBlock, envelope: PostForkBlock, *,
+                    fork_time: float, clock: Callable[[], float],
+                    pchain_height: Callable[[], int], windower: Windower | None,
+                    durango_time: float) -> None:
     """The rules of a post-fork block ``block`` (its ``envelope``) against its parent, the
-    accepted chain, the clock and the P-chain."""
-    parent = parent_facts(vm, block)
-    check_extends_accepted_chain(vm, block, parent)
+    accepted chain, the clock and the P-chain: ``fork_time`` and ``durango_time`` are the
+    layer's, ``clock`` and ``pchain_height`` are read (once each, late) for the current
+    time and P-chain height, ``windower`` is the layer's proposer windows (``None``: no
+    windows)."""
+    parent = parent_facts(chain, block)
+    check_extends_accepted_chain(chain, block, parent)
     if not parent.post_fork:
-        if parent.timestamp < vm.fork_time:
+        if parent.timestamp < fork_time:
             raise InvalidBlock(f"block {block.id.hex()}: post-fork block before the fork "
                                f"(parent timestamp {parent.timestamp} < fork time "
-                               f"{vm.fork_time})")
+                               f"{fork_time})")
         if envelope.certificate or envelope.signature:
             raise InvalidBlock(f"block {block.id.hex()}: the first post-fork block is "
                                "unsigned")
@@ -254,37 +302,36 @@ def check_post_fork(vm: ProposerVM, block: ProposerBlock, envelope: PostForkBloc
     if envelope.timestamp < parent.timestamp:
         raise InvalidBlock(f"block {block.id.hex()}: timestamp {envelope.timestamp} is "
                            f"before its parent's {parent.timestamp}")
-    if envelope.timestamp > vm.clock() + MAX_CLOCK_SKEW:
+    if envelope.timestamp > clock() + MAX_CLOCK_SKEW:
         raise InvalidBlock(f"block {block.id.hex()}: timestamp {envelope.timestamp} is "
                            "too far in the future")
-    current = vm._pchain_height()
+    current = pchain_height()
     if envelope.pchain_height > current:
         raise InvalidBlock(f"block {block.id.hex()}: P-chain height "
                            f"{envelope.pchain_height} is ahead of the P-chain ({current})")
-    windower = vm.windower
     if windower is not None and parent.post_fork:
-        check_proposer_window(windower, durango_time=vm.durango_time, block_id=block.id,
+        check_proposer_window(windower, durango_time=durango_time, block_id=block.id,
                               height=block.height, timestamp=envelope.timestamp,
                               proposer=envelope.proposer, parent_timestamp=parent.timestamp,
                               parent_pchain_height=parent.pchain_height)
     inner_id = block.inner.id
-    if vm._state.accepted_envelope_of_inner(inner_id) is not None:
+    if chain.accepted_envelope_of_inner(inner_id) is not None:
         raise InvalidBlock(f"block {block.id.hex()}: its inner block {inner_id.hex()} is "
                            "already accepted (in another post-fork block)")
 
 
-def check_extends_accepted_chain(vm: ProposerVM, block: ProposerBlock,
+def check_extends_accepted_chain(chain: ProposerChain, block: ProposerBlock,
                                  parent: BlockFacts) -> None:
     """A post-fork block builds on a processing block or on the last accepted block:
     a child of any other accepted block conflicts with the accepted chain (it would
     re-decide an accepted height), so it is ``InvalidBlock``."""
     parent_id = block.parent_id
-    if parent_id in vm._processing:
+    if chain.processing_facts(parent_id) is not None:
         return
-    last = vm.last_accepted()
+    last = chain.last_accepted()
     if parent_id == last:
         return
-    if parent.post_fork or inner_accepted(vm.inner, parent.inner_id):
+    if parent.post_fork or inner_accepted(chain.inner, parent.inner_id):
         raise InvalidBlock(f"block {block.id.hex()}: it conflicts with the accepted chain "
                            f"(its parent {parent_id.hex()} is accepted but the last "
                            f"accepted block is {last.hex()})")
@@ -293,8 +340,8 @@ def check_extends_accepted_chain(vm: ProposerVM, block: ProposerBlock,
 # --- pre-fork blocks --------------------------------------------------------------------
 
 
-def check_pre_fork(vm: ProposerVM, block: ProposerBlock) -> None:
-    """A pre-fork block needs a pre-fork parent from before the fork time, and extends the
+def check_pre_fork(chain: ProposerChain, block: ProposerBlock, *, fork_time: float) -> None:
+    """A pre-fork block needs a pre-fork parent from before ``fork_time``, and extends the
     accepted chain (:func:`check_pre_fork_extends_accepted_chain`).
 
     A parent is fetched only when the block itself is at or after the fork time: a
@@ -302,32 +349,32 @@ def check_pre_fork(vm: ProposerVM, block: ProposerBlock) -> None:
     backwards from parent to child (the inner VM's verify checks that).
     """
     parent_id = block.parent_id
-    if (parent_id in vm._processing or vm._state.is_accepted(parent_id)
-            or vm._envelope_of_inner(parent_id) is not None):
+    if (chain.processing_facts(parent_id) is not None or chain.is_accepted(parent_id)
+            or chain.envelope_of_inner(parent_id) is not None):
         raise InvalidBlock(f"block {block.id.hex()}: a post-fork block never has a "
                            "pre-fork child")
-    if block.timestamp >= vm.fork_time:
-        parent = parent_facts(vm, block)
-        if parent.timestamp >= vm.fork_time:
+    if block.timestamp >= fork_time:
+        parent = parent_facts(chain, block)
+        if parent.timestamp >= fork_time:
             raise InvalidBlock(f"block {block.id.hex()}: pre-fork block after the fork "
                                f"(parent timestamp {parent.timestamp} >= fork time "
-                               f"{vm.fork_time})")
-    check_pre_fork_extends_accepted_chain(vm, block)
+                               f"{fork_time})")
+    check_pre_fork_extends_accepted_chain(chain, block)
 
 
-def check_pre_fork_extends_accepted_chain(vm: ProposerVM, block: ProposerBlock, *,
+def check_pre_fork_extends_accepted_chain(chain: ProposerChain, block: ProposerBlock, *,
                                           accepting: bool = False) -> None:
     """A pre-fork block that is not accepted itself builds on the last accepted block
     or (to be verified) on a block that is not accepted, processing below: a new child
     of an older accepted block conflicts with the accepted chain, and only a child of
     the last accepted block can be accepted, whatever the inner VM allows."""
-    last = vm.last_accepted()
+    last = chain.last_accepted()
     parent_id = block.parent_id
     if parent_id == last or block.id == last:
         return
-    if not accepting and not inner_accepted(vm.inner, parent_id, block.height - 1):
+    if not accepting and not inner_accepted(chain.inner, parent_id, block.height - 1):
         return
-    if inner_accepted(vm.inner, block.id, block.height):
+    if inner_accepted(chain.inner, block.id, block.height):
         return
     if accepting:
         raise InvalidBlock(f"block {block.id.hex()}: its parent {parent_id.hex()} is "

@@ -68,6 +68,7 @@ from vmstack.wrappers.proposer.verify import (
     MAX_CLOCK_SKEW,
     BlockFacts,
     PreForkFacts,
+    ProposerChain,
     ProposerTurn,
     block_facts,
     check_post_fork,
@@ -100,6 +101,51 @@ class _SharedInner:
 
     block: Block
     wrappers: tuple[bytes, ...]
+
+
+class _LayerChain:
+    """The read-only queries the rules ask of a layer
+    (:class:`~vmstack.wrappers.proposer.verify.ProposerChain`), answered from its processing
+    blocks, its records in the store, its kept pre-fork facts and its inner VM."""
+
+    __slots__ = ("_vm",)
+
+    def __init__(self, vm: ProposerVM) -> None:
+        self._vm = vm
+
+    @property
+    def inner(self) -> ChainVM:
+        return self._vm._inner
+
+    def last_accepted(self) -> bytes:
+        return self._vm.last_accepted()
+
+    def processing_facts(self, block_id: bytes) -> BlockFacts | None:
+        processing = self._vm._processing.get(block_id)
+        if processing is None or processing.envelope is None:
+            return None
+        envelope = processing.envelope
+        return BlockFacts(True, envelope.timestamp, envelope.pchain_height,
+                          processing.inner.id)
+
+    def accepted_facts(self, block_id: bytes) -> BlockFacts | None:
+        record = self._vm._state.record(block_id)
+        if record is None:
+            return None
+        inner_id, envelope = record
+        return BlockFacts(True, envelope.timestamp, envelope.pchain_height, inner_id)
+
+    def is_accepted(self, block_id: bytes) -> bool:
+        return self._vm._state.is_accepted(block_id)
+
+    def envelope_of_inner(self, inner_id: bytes) -> bytes | None:
+        return self._vm._envelope_of_inner(inner_id)
+
+    def accepted_envelope_of_inner(self, inner_id: bytes) -> bytes | None:
+        return self._vm._state.accepted_envelope_of_inner(inner_id)
+
+    def pre_fork_facts(self, block_id: bytes) -> BlockFacts | None:
+        return self._vm._pre_fork_facts.get(block_id)
 
 
 class ProposerBlock:
@@ -439,13 +485,13 @@ class ProposerVM:
         way to the last accepted one."""
         parent_id = self._preferred_id()
         try:
-            return parent_id, block_facts(self, parent_id)
+            return parent_id, block_facts(self._chain(), parent_id)
         except BlockNotFound:
             if self._preferred is None:
                 raise
             self._prefer_last_accepted()
             parent_id = self._preferred_id()
-            return parent_id, block_facts(self, parent_id)
+            return parent_id, block_facts(self._chain(), parent_id)
 
     def _turn(self, parent_id: bytes, parent: BlockFacts, timestamp: int) -> ProposerTurn:
         """This node's turn to build a child of post-fork ``parent`` stamped
@@ -462,7 +508,7 @@ class ProposerVM:
 
     def set_preference(self, block_id: bytes) -> None:
         """Prefer ``block_id`` (served, else ``BlockNotFound``) and its inner block below."""
-        facts = own_facts(self, block_id) if is_block_id(block_id) else None
+        facts = own_facts(self._chain(), block_id) if is_block_id(block_id) else None
         if facts is not None:
             self._inner.set_preference(facts.inner_id)
         else:
@@ -532,6 +578,10 @@ class ProposerVM:
 
     # --- the model behind them -----------------------------------------------------------
 
+    def _chain(self) -> ProposerChain:
+        """What the rules read of this layer, as read-only queries."""
+        return _LayerChain(self)
+
     def _preferred_id(self) -> bytes:
         return self.last_accepted() if self._preferred is None else self._preferred
 
@@ -550,13 +600,15 @@ class ProposerVM:
         if block._rejected:
             raise InvalidBlock(f"block {block.id.hex()} was rejected")
         if envelope is None:
-            check_pre_fork(self, block)
+            check_pre_fork(self._chain(), block, fork_time=self._fork_time)
             block.inner.verify()
             self._pre_fork_facts.remember(block.inner)
             return
         if block.id in self._processing or self._state.is_accepted(block.id):
             return
-        check_post_fork(self, block, envelope)
+        check_post_fork(self._chain(), block, envelope, fork_time=self._fork_time,
+                        clock=self._clock, pchain_height=self._pchain_height,
+                        windower=self._windower, durango_time=self._durango_time)
         inner_id = block.inner.id
         shared = self._shared.get(inner_id)
         if shared is None:
@@ -577,7 +629,7 @@ class ProposerVM:
         if block._rejected:
             raise InvalidBlock(f"block {block.id.hex()} was rejected and cannot be accepted")
         if envelope is None:
-            check_pre_fork_extends_accepted_chain(self, block, accepting=True)
+            check_pre_fork_extends_accepted_chain(self._chain(), block, accepting=True)
             block.inner.accept()
             self._pre_fork_facts.remember(block.inner)
             self._follow_preference(block)

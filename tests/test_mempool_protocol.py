@@ -1,0 +1,119 @@
+"""What a mempool is, declared once in ``vmstack.interfaces`` and used by submission, the
+transition's hand-over and ``generate_chain``."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import vmstack
+from vmstack import interfaces
+from vmstack.cchain import CChainVM
+from vmstack.cchain.generate import dev_transactions, find_mempool, generate_chain
+from vmstack.clock import SimClock
+from vmstack.interfaces import Mempool, SubmitsTransactions, TransactionSink, TransactionSource
+from vmstack.stack import submit_transactions
+from vmstack.store import MemoryStore
+
+_MEMPOOL_METHODS = {"add_transactions", "take_transactions", "submit_transactions"}
+
+
+def test_the_c_chain_vm_is_a_mempool_source_and_sink() -> None:
+    """``CChainVM`` satisfies every mempool protocol it is asked for by the stack."""
+    vm = CChainVM(MemoryStore())
+    assert isinstance(vm, Mempool)
+    assert isinstance(vm, TransactionSink)
+    assert isinstance(vm, TransactionSource)
+    assert not isinstance(vm, SubmitsTransactions)
+    assert find_mempool(vm) is vm
+
+
+def test_a_layer_without_a_mempool_submits_through_submit_transactions() -> None:
+    """A stack whose only way in is ``submit_transactions`` (a client of another process)
+    is submitted to through it, and its count is returned."""
+
+    class Client:
+        def __init__(self) -> None:
+            self.received: list[Any] = []
+
+        def submit_transactions(self, transactions: Iterable[Any]) -> int:
+            self.received.extend(transactions)
+            return len(self.received)
+
+    client = Client()
+    assert isinstance(client, SubmitsTransactions)
+    submit: Any = submit_transactions
+    assert submit(client, ["a", "b"]) == 2
+    assert client.received == ["a", "b"]
+    with pytest.raises(ValueError, match="no layer has a mempool"):
+        submit(object(), [])
+
+
+class _ShallowPool:
+    """A mempool that holds at most ``capacity`` transactions in one block's gas, counting
+    what it is given."""
+
+    def __init__(self, vm: CChainVM, gas_limit: int) -> None:
+        self.inner = vm
+        self._gas_limit = gas_limit
+        self.offered: list[int] = []
+
+    @property
+    def chain_id(self) -> int:
+        return self.inner.chain_id
+
+    @property
+    def gas_limit(self) -> int:
+        return self._gas_limit
+
+    def pending_transactions(self) -> int:
+        return self.inner.pending_transactions()
+
+    def next_nonce(self, address: bytes) -> int:
+        return self.inner.next_nonce(address)
+
+    def add_transactions(self, transactions: Iterable[Any]) -> None:
+        batch = list(transactions)
+        self.offered.append(len(batch))
+        self.inner.add_transactions(batch)
+
+    def take_transactions(self) -> list[Any]:
+        return self.inner.take_transactions()
+
+    # The ChainVM methods reach the VM below.
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def test_generate_tops_up_through_the_protocol_within_the_gas_limit() -> None:
+    """``generate_chain`` reads ``gas_limit`` and ``pending_transactions`` of the mempool it
+    finds, so a block is offered no more than its gas can hold."""
+    clock = SimClock(0.0)
+    pool = _ShallowPool(CChainVM(MemoryStore(), clock=clock), gas_limit=3 * 21_000)
+    assert isinstance(pool, Mempool)
+    generate_chain(pool, blocks=2, txs_per_block=10, seed=3, clock=clock)
+    assert pool.offered and max(pool.offered) <= 3
+    assert len(dev_transactions(pool, 2, seed=1)) == 2
+
+
+def test_the_mempool_protocols_are_declared_only_in_interfaces() -> None:
+    """No module but ``vmstack.interfaces`` declares a Protocol with a mempool's methods."""
+    package = Path(vmstack.__file__).parent
+    declaring = []
+    for path in sorted(package.rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            bases = {ast.unparse(base) for base in node.bases}
+            methods = {item.name for item in node.body if isinstance(item, ast.FunctionDef)}
+            if "Protocol" in bases and methods & _MEMPOOL_METHODS:
+                declaring.append(f"{path.relative_to(package)}:{node.name}")
+    assert declaring == ["interfaces.py:TransactionSink", "interfaces.py:TransactionSource",
+                         "interfaces.py:SubmitsTransactions"]
+    assert {"Mempool", "TransactionSink", "TransactionSource",
+            "SubmitsTransactions"} <= set(interfaces.__all__)
