@@ -16,7 +16,7 @@ from vmstack.cchain.history import import_history
 from vmstack.errors import StoreCorrupted
 from vmstack.store import LMDBStore
 from vmstack.store.history import EraArchive
-from vmstack.store.lmdb_snapshot import LMDBSnapshot
+from vmstack.store.lmdb.snapshot import LMDBSnapshot
 
 COUNT = 300
 

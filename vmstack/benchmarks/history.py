@@ -55,7 +55,7 @@ from vmstack.cchain.tries import check_body
 from vmstack.errors import StoreCorrupted
 from vmstack.store import LMDBStore, MemoryStore
 from vmstack.store.history import EraArchive, snappy_frame, snappy_unframe
-from vmstack.store.lmdb_snapshot import LMDBSnapshot
+from vmstack.store.lmdb.snapshot import LMDBSnapshot
 
 __all__ = ["cursor_walk", "gets_walk", "run", "vectors_era1"]
 

@@ -16,7 +16,7 @@ from vmstack.store.base import (
     WriteBatch,
     is_writer,
 )
-from vmstack.store.lmdb_store import DEFAULT_MAP_SIZE, LMDBStore
+from vmstack.store.lmdb import DEFAULT_MAP_SIZE, LMDBStore
 from vmstack.store.memory import MemoryStore
 
 __all__ = [

@@ -8,7 +8,7 @@ import pytest
 
 from vmstack.errors import StoreCorrupted
 from vmstack.store import StoreError
-from vmstack.store.lmdb_errors import CORRUPTION_ERRORS, translate_error
+from vmstack.store.lmdb.errors import CORRUPTION_ERRORS, translate_error
 
 
 @pytest.mark.parametrize("damage", ["CorruptedError", "PageNotFoundError", "InvalidError",

@@ -15,7 +15,7 @@ import pytest
 
 from vmstack.errors import StoreCorrupted
 from vmstack.store import LMDBStore
-from vmstack.store.lmdb_files import DATA_FILE, HELD_DATA_MARKER, check_data_file
+from vmstack.store.lmdb.files import DATA_FILE, HELD_DATA_MARKER, check_data_file
 
 #: Seconds a child opening a damaged store may take before the test fails.
 DEADLINE = 60.0

@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 import lmdb
 
 from vmstack.store.base import StoreClosed, StoreError, check_key, check_prefix
-from vmstack.store.lmdb_errors import translate_error
+from vmstack.store.lmdb.errors import translate_error
 
 if TYPE_CHECKING:
-    from vmstack.store.lmdb_store import LMDBStore
+    from vmstack.store.lmdb.store import LMDBStore
 
 __all__ = ["LMDBSnapshot", "ReadTxn", "scan"]
 

@@ -31,8 +31,9 @@ transaction (py-lmdb 3.0 can deadlock aborting a write while other threads read)
 the readers in flight and hold new ones back briefly.
 
 Processes. One handle writes a store: a store opened for writing takes an exclusive OS
-lock (``flock``) on :data:`WRITER_LOCK_FILE` in the environment directory and holds it until
-:meth:`~LMDBStore.close` (the OS releases it when the process dies, however it dies). A
+lock (``flock``) on :data:`~vmstack.store.lmdb.locks.WRITER_LOCK_FILE` in the environment
+directory and holds it until :meth:`~LMDBStore.close` (the OS releases it when the process
+dies, however it dies). A
 second handle opened for writing while the lock is held — in another process or in this
 one — raises :class:`StoreError`; any number of read-only handles may open alongside the
 writer, and they never write. The stack's layers repair what a crash left half-written
@@ -44,14 +45,15 @@ page, bad meta page, checksum or version mismatch) surface as
 :class:`~vmstack.errors.StoreCorrupted`; other LMDB failures as :class:`StoreError`; using a
 closed store, snapshot or batch raises :class:`StoreClosed`. Before LMDB maps the data
 file, opening checks it against the last page its meta page names, and an empty or missing
-data file of a store that held data (see :mod:`vmstack.store.lmdb_files`): a file cut
+data file of a store that held data (see :mod:`vmstack.store.lmdb.files`): a file cut
 short is ``StoreCorrupted`` naming it and both sizes, never a ``SIGBUS`` on the first read
 past its end, and a store cut to nothing is never opened as a new one.
 
 This module holds the store itself: opening, short reads, batches committed in one write
 transaction and the map's growth. The writer lock and the read gate are in
-:mod:`vmstack.store.lmdb_locks`, snapshots and the key scan in
-:mod:`vmstack.store.lmdb_snapshot`, the error mapping in :mod:`vmstack.store.lmdb_errors`.
+:mod:`vmstack.store.lmdb.locks`, snapshots and the key scan in
+:mod:`vmstack.store.lmdb.snapshot`, the error mapping in :mod:`vmstack.store.lmdb.errors`,
+the checks of the data file in :mod:`vmstack.store.lmdb.files`.
 """
 
 from __future__ import annotations
@@ -78,17 +80,16 @@ from vmstack.store.base import (
     check_prefix,
     check_value,
 )
-from vmstack.store.lmdb_errors import translate_error
-from vmstack.store.lmdb_files import HELD_DATA_MARKER, check_data_file, mark_held_data
-from vmstack.store.lmdb_locks import (
-    WRITER_LOCK_FILE,
+from vmstack.store.lmdb.errors import translate_error
+from vmstack.store.lmdb.files import HELD_DATA_MARKER, check_data_file, mark_held_data
+from vmstack.store.lmdb.locks import (
     ReadGate,
     release_writer_lock,
     take_writer_lock,
 )
-from vmstack.store.lmdb_snapshot import LMDBSnapshot, ReadTxn, scan
+from vmstack.store.lmdb.snapshot import LMDBSnapshot, ReadTxn, scan
 
-__all__ = ["DEFAULT_MAP_SIZE", "DEFAULT_MAX_READERS", "LMDBStore", "WRITER_LOCK_FILE"]
+__all__ = ["DEFAULT_MAP_SIZE", "DEFAULT_MAX_READERS", "LMDBStore"]
 
 #: Initial map size: address space only (the file grows with the data), doubled when full.
 DEFAULT_MAP_SIZE = 1 << 30

@@ -6,7 +6,7 @@ environment directory, held through one open descriptor by the handle that write
 until it closes (the OS releases it when the process dies, however it dies); a second
 writer is refused with :class:`~vmstack.store.base.StoreError`. :class:`ReadGate` lets any
 number of threads read while holding back the rare moments that need the environment to
-themselves (remapping, closing, aborting a failed write). :mod:`vmstack.store.lmdb_store`
+themselves (remapping, closing, aborting a failed write). :mod:`vmstack.store.lmdb.store`
 says why each is needed.
 """
 

@@ -13,7 +13,7 @@ import pytest
 
 from vmstack.errors import StoreCorrupted
 from vmstack.store import LMDBStore, MemoryStore, PrefixedStore, StoreError, is_writer
-from vmstack.store.lmdb_locks import WRITER_LOCK_FILE, ReadGate
+from vmstack.store.lmdb.locks import WRITER_LOCK_FILE, ReadGate
 
 HOLDER = r"""
 import sys
