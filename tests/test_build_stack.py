@@ -12,8 +12,10 @@ from vmstack import ChainVM, SimClock, batched_parse_block, describe_stack, get_
 from vmstack.batching import serial_get_ancestors
 from vmstack.cchain import CChainVM, generate_chain
 from vmstack.errors import ConfigMismatch, StoreCorrupted
-from vmstack.stack import CONFIG_KEY_PREFIX, build_stack, find_layer
+from vmstack.interfaces import find_layer
+from vmstack.stack import build_stack
 from vmstack.store import KeyValueStore, LMDBStore, MemoryStore
+from vmstack.store.keyspaces import CONFIG_CHAIN
 from vmstack.transition import TransitionVM
 
 START = 1_700_000_000.0
@@ -138,7 +140,7 @@ def test_a_damaged_configuration_record_is_store_corrupted() -> None:
     """The record carries a checksum: a flipped bit is StoreCorrupted, not a mismatch."""
     store = MemoryStore()
     build_stack(store, clock=SimClock(START), transition_time=START + 20)
-    key = CONFIG_KEY_PREFIX + b"chain"
+    key = CONFIG_CHAIN.prefix
     damaged = bytearray(store.get(key))
     damaged[-3] ^= 0x01
     store.put(key, bytes(damaged))
@@ -161,7 +163,7 @@ def test_a_served_part_is_held_to_the_chain_record_only(tmp_path: Path) -> None:
         CChainVM(store, clock=SimClock(START))
     with LMDBStore(tmp_path / "fresh", readonly=True) as store:
         build_stack(store, clock=SimClock(START))
-        assert not store.has(CONFIG_KEY_PREFIX + b"chain")
+        assert not store.has(CONFIG_CHAIN.prefix)
 
 
 def test_build_stack_passes_the_validators_to_the_proposer_layer() -> None:

@@ -16,8 +16,8 @@ from vmstack.cchain import CChainVM
 from vmstack.cchain.generate import dev_transactions, find_mempool, generate_chain
 from vmstack.clock import SimClock
 from vmstack.interfaces import Mempool, SubmitsTransactions, TransactionSink, TransactionSource
-from vmstack.stack import submit_transactions
 from vmstack.store import MemoryStore
+from vmstack.submission import submit_transactions
 
 _MEMPOOL_METHODS = {"add_transactions", "take_transactions", "submit_transactions"}
 

@@ -19,9 +19,9 @@ from vmstack.batching import batched_parse_block, serial_parse_block
 from vmstack.cchain.generate import generate_chain
 from vmstack.cchain.vm import CChainVM
 from vmstack.clock import SimClock
+from vmstack.defaults import DEFAULT_CHAIN_ID
 from vmstack.interfaces import find_layer, iter_layers
 from vmstack.parsepool import _FRONT, _INDEX_MASK, MAX_FAILURES, ParsePool
-from vmstack.stack import DEFAULT_CHAIN_ID
 from vmstack.store import MemoryStore
 from vmstack.wrappers.proposer.block import PostForkBlock, build_signed
 from vmstack.wrappers.proposer.staking import StakingKey

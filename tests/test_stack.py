@@ -9,7 +9,8 @@ from prometheus_client import CollectorRegistry
 import vmstack
 from vmstack.conformance import memory_vm
 from vmstack.conformance.plugin import SpanRecorder
-from vmstack.stack import LayerInfo, StackDescription, describe_stack, wrap_layers
+from vmstack.describe import LayerInfo, StackDescription, describe_stack
+from vmstack.stack import wrap_layers
 from vmstack.wrappers import MeteredVM, TracedVM
 
 
@@ -22,7 +23,7 @@ def _two_level_stack(batching: bool) -> vmstack.ChainVM:
 
 
 def test_describe_stack_is_exported() -> None:
-    """``vmstack.describe_stack`` is the function of :mod:`vmstack.stack`."""
+    """``vmstack.describe_stack`` is the function of :mod:`vmstack.describe`."""
     assert vmstack.describe_stack is describe_stack
     assert "describe_stack" in vmstack.__all__
 

@@ -13,6 +13,8 @@ from vmstack.batching import (
     supports_batching,
 )
 from vmstack.clock import Clock, SimClock
+from vmstack.closing import close_stack
+from vmstack.describe import describe_stack
 from vmstack.errors import (
     BatchingNotImplemented,
     BlockNotFound,
@@ -32,7 +34,8 @@ from vmstack.interfaces import (
     find_layer,
     iter_layers,
 )
-from vmstack.stack import build_stack, close_stack, describe_stack, submit_transactions
+from vmstack.stack import build_stack
+from vmstack.submission import submit_transactions
 
 __all__ = [
     "AnnouncesBatching",

@@ -463,8 +463,8 @@ def _history_export(args: argparse.Namespace, console: Console) -> int:
 
     from vmstack.cchain import AVALANCHE, ETHEREUM, CChainVM, rawdb
     from vmstack.cchain.history import export_history
-    from vmstack.stack import stored_configuration
     from vmstack.store import LMDBStore
+    from vmstack.store.configuration import stored_configuration
     from vmstack.store.history import EraArchive
 
     if not args.data_dir.is_dir():

@@ -1,4 +1,4 @@
-"""The layer order of a stack, and how to read a stack back.
+"""The layer order of a stack: the one module that knows which layer sits over which.
 
 :func:`wrap_layers` is the one place that knows how the pass-through layers sit over a VM:
 ``MeteredVM`` directly over it, ``TracedVM`` outermost (ARCHITECTURE.md, section 2), so a
@@ -7,24 +7,24 @@ same step twice::
 
     CChainVM  ->  wrap_layers(name="C")  ->  ProposerVM  ->  wrap_layers(name="proposervm")
 
-:func:`describe_stack` walks ``inner`` from the top of a stack down and says, for every
-layer, what it is and whether it answers batched calls.
+:func:`build_stack` builds the whole C-chain stack over one store in that order. What
+surrounds a built stack lives with what it speaks: reading one back in
+:mod:`vmstack.describe`, closing it in :mod:`vmstack.closing`, submitting transactions in
+:mod:`vmstack.submission`, the configuration a store was written with in
+:mod:`vmstack.store.configuration`.
 
-This module imports the wrapper layers only when :func:`wrap_layers` runs: ``vmstack`` is
-imported by its pytest plugin in every test run, and reading a stack needs neither
+This module imports the layers only when :func:`wrap_layers` or :func:`build_stack` runs:
+``vmstack`` is imported by its pytest plugin in every test run, and the kit needs neither
 OpenTelemetry nor prometheus-client.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, overload
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
-import attrs
-
-from vmstack.capability import supports_batching
 from vmstack.defaults import DEFAULT_CACHE_SIZE, DEFAULT_CHAIN_ID
-from vmstack.interfaces import ChainVM, SubmitsTransactions, find_layer, iter_layers
+from vmstack.interfaces import ChainVM
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer
@@ -32,205 +32,13 @@ if TYPE_CHECKING:
 
     from vmstack.cchain.codec import Flavour
     from vmstack.cchain.genesis import Genesis
-    from vmstack.cchain.types import Transaction
     from vmstack.clock import Clock
     from vmstack.store import KeyValueStore
     from vmstack.store.history import EraArchive
     from vmstack.wrappers.proposer import StakingKey
     from vmstack.wrappers.proposer.windower import ValidatorSource, Windower
 
-__all__ = ["CONFIG_KEY_PREFIX", "DEFAULT_CHAIN_ID", "LayerInfo", "StackDescription",
-           "build_stack", "check_configuration", "close_stack", "describe_stack", "find_layer",
-           "iter_layers", "stored_configuration", "submit_transactions", "wrap_layers"]
-
-
-@attrs.frozen
-class LayerInfo:
-    """One layer of a stack: its type's name, its name if it has one, and whether it
-    batches (answers ``get_ancestors`` / ``batched_parse_block`` rather than refusing)."""
-
-    kind: str
-    name: str | None
-    batching: bool
-
-    @property
-    def label(self) -> str:
-        """``"TracedVM(proposervm)"`` for a named layer, ``"CChainVM"`` for an unnamed one."""
-        return self.kind if self.name is None else f"{self.kind}({self.name})"
-
-    @property
-    def capability(self) -> str:
-        """``"batched"`` or ``"serial"``."""
-        return "batched" if self.batching else "serial"
-
-    def __str__(self) -> str:
-        return f"{self.label}  {self.capability}"
-
-
-@attrs.frozen
-class StackDescription(Sequence[LayerInfo]):
-    """The layers of a stack, top (what the engine calls) to bottom (the VM that owns the
-    chain). ``str()`` gives one aligned line per layer."""
-
-    layers: tuple[LayerInfo, ...]
-
-    @overload
-    def __getitem__(self, index: int) -> LayerInfo: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[LayerInfo]: ...
-
-    def __getitem__(self, index: int | slice) -> LayerInfo | Sequence[LayerInfo]:
-        return self.layers[index]
-
-    def __len__(self) -> int:
-        return len(self.layers)
-
-    def __iter__(self) -> Iterator[LayerInfo]:
-        return iter(self.layers)
-
-    @property
-    def top(self) -> LayerInfo:
-        """The layer the engine calls."""
-        return self.layers[0]
-
-    @property
-    def bottom(self) -> LayerInfo:
-        """The description of the VM at the bottom of the stack (to reach the VM itself, use
-    :func:`find_layer` or :func:`iter_layers`)."""
-        return self.layers[-1]
-
-    def as_dicts(self) -> list[dict[str, object]]:
-        """The layers as plain dicts (``kind``, ``name``, ``batching``), for JSON output."""
-        return [{"kind": layer.kind, "name": layer.name, "batching": layer.batching}
-                for layer in self.layers]
-
-    def __str__(self) -> str:
-        width = max(len(layer.label) for layer in self.layers)
-        return "\n".join(f"{layer.label:<{width}}  {layer.capability}"
-                         for layer in self.layers)
-
-
-def describe_stack(vm: ChainVM) -> StackDescription:
-    """The layers of the stack whose top is ``vm``, top to bottom.
-
-    Follows each layer's ``inner`` until a VM without one (the bottom). A layer's name is
-    its ``name`` attribute when that is a string; its capability is what
-    :func:`vmstack.batching.supports_batching` says. A bottom that is a process boundary
-    (it has ``describe_served()``, as :class:`~vmstack.wrappers.rpc.VMClient` has) is
-    followed by the layers it serves, read on the serving side. A stack whose ``inner``
-    links loop raises ``ValueError``.
-    """
-    layers: list[LayerInfo] = []
-    for layer in iter_layers(vm):
-        name = getattr(layer, "name", None)
-        layers.append(LayerInfo(kind=type(layer).__name__,
-                                name=name if isinstance(name, str) else None,
-                                batching=supports_batching(layer)))
-    served = getattr(layer, "describe_served", None)
-    if callable(served):
-        layers.extend(served())
-    return StackDescription(tuple(layers))
-
-
-#: Where :func:`build_stack` records the configuration a store was written with (keys
-#: outside the chain's own keyspace): one record for the C-chain part, one for the
-#: proposer layer, each sorted-key JSON framed by :func:`vmstack.checksum.frame` (a CRC-32
-#: over its key and the JSON, so one part's record under the other's key fails). Its
-#: keys are lines of the store's map, :mod:`vmstack.store.keyspaces` (imported when a
-#: stack is built, not with this module), which a test holds this prefix equal to.
-CONFIG_KEY_PREFIX = b"vmstack/config/"
-
-
-def check_configuration(store: KeyValueStore, part: str, settings: dict[str, object]) -> None:
-    """Hold ``store`` to the ``settings`` of one part of a stack (``"chain"`` or
-    ``"proposer"``): record them if the store has none yet, else compare.
-
-    A setting that differs from the record is :class:`~vmstack.errors.ConfigMismatch`
-    naming it; a damaged or misplaced record, or a store of another record format
-    (:func:`vmstack.store.format.check_format`), is :class:`~vmstack.errors.StoreCorrupted`.
-    A store that cannot be written (opened read-only) and has no record is left as it is.
-    """
-    import contextlib
-    import json
-
-    from vmstack.checksum import frame, unframe
-    from vmstack.errors import ConfigMismatch, StoreCorrupted
-    from vmstack.store import StoreError, keyspaces
-    from vmstack.store.format import check_format
-
-    key = keyspaces.config_key(part)
-    text = json.dumps(settings, sort_keys=True).encode()
-    try:
-        stored = store.get(key)
-    except KeyError:
-        check_format(store, holds_records=False)
-        with contextlib.suppress(StoreError):
-            store.put(key, frame(key, text))
-        return
-    check_format(store, holds_records=True)
-    what = f"the {part} configuration record of the store"
-    try:
-        recorded = json.loads(bytes(unframe(key, stored, what)))
-        if not isinstance(recorded, dict):
-            raise ValueError("not an object")
-    except ValueError:
-        raise StoreCorrupted(f"{what} is damaged") from None
-    for field in sorted(settings.keys() | recorded.keys()):
-        if recorded.get(field) != settings.get(field):
-            raise ConfigMismatch(field, recorded.get(field), settings.get(field))
-
-
-def stored_configuration(store: KeyValueStore, part: str) -> dict[str, object] | None:
-    """The settings of one part of a stack (``"chain"`` or ``"proposer"``) that
-    :func:`check_configuration` recorded in ``store``, or ``None`` if it has none;
-    :class:`~vmstack.errors.StoreCorrupted` for a damaged record."""
-    import json
-
-    from vmstack.checksum import unframe
-    from vmstack.errors import StoreCorrupted
-
-    key = CONFIG_KEY_PREFIX + part.encode()
-    try:
-        stored = store.get(key)
-    except KeyError:
-        return None
-    what = f"the {part} configuration record of the store"
-    try:
-        recorded = json.loads(bytes(unframe(key, stored, what)))
-    except ValueError:
-        raise StoreCorrupted(f"{what} is damaged") from None
-    if not isinstance(recorded, dict):
-        raise StoreCorrupted(f"{what} is damaged")
-    return recorded
-
-
-def submit_transactions(vm: ChainVM, transactions: Iterable[Transaction]) -> int:
-    """Queue signed ``transactions`` for the blocks ``vm``'s stack builds; the number queued.
-
-    The one entry point for submission. They go to the mempool of the VM in charge now
-    (found with :func:`find_layer`; across a transition layer, the pre VM's until the
-    transition block is accepted, when the pending ones move to the post VM's). A
-    transaction no block could carry now (a missing or bad signature, another chain, gas
-    below intrinsic, a nonce below the sender's, a balance too low, a duplicate of a pending
-    one) is :class:`~vmstack.errors.InvalidTransaction` (a ``ValueError``) naming the reason,
-    and nothing of the call is queued; a nonce above the sender's next one waits. A stack
-    whose C-chain part is served in another process submits them there, through the layer
-    that has ``submit_transactions`` (a :class:`~vmstack.wrappers.rpc.VMClient`: one round
-    trip, the same refusals); a stack with neither is ``ValueError``.
-    """
-    from vmstack.cchain.generate import find_mempool
-
-    batch = list(transactions)
-    try:
-        mempool = find_mempool(vm)
-    except ValueError:
-        for layer in iter_layers(vm):
-            if isinstance(layer, SubmitsTransactions):
-                return int(layer.submit_transactions(batch))
-        raise
-    mempool.add_transactions(batch)
-    return len(batch)
+__all__ = ["build_stack", "wrap_layers"]
 
 
 def wrap_layers(inner: ChainVM, *, name: str, tracer: Tracer | None = None,
@@ -310,8 +118,8 @@ def build_stack(
     processes, and a script using one must guard its entry point (``if __name__ ==
     "__main__":``, multiprocessing's rule for its ``forkserver`` and ``spawn`` starts). A
     stack without a proposer layer has nothing to hand over and gets no pool. Close a
-    stack with a pool with :func:`close_stack` (a forgotten pool is still reaped when
-    collected or at exit).
+    stack with a pool with :func:`~vmstack.closing.close_stack` (a forgotten pool is still
+    reaped when collected or at exit).
 
     ``validators`` and ``durango_time`` go to the proposer layer: with a validator set (a
     mapping of NodeID to weight, a callable of the P-chain height giving one, or a
@@ -341,6 +149,7 @@ def build_stack(
     import time
 
     from vmstack.cchain import AVALANCHE, CChainVM
+    from vmstack.store.configuration import check_configuration
     from vmstack.transition import SerialChainVM, TransitionVM
     from vmstack.wrappers.proposer import ProposerVM
 
@@ -414,15 +223,3 @@ def build_stack(
         vm = wrap_layers(user_layers(vm, "proposervm"), name="proposervm", tracer=tracer,
                          registry=registry)
     return vm
-
-
-def close_stack(vm: ChainVM) -> None:
-    """Close the stack whose top is ``vm``: every layer that has a ``close()`` (the
-    proposer layer stops its parse pool's worker processes; a
-    :class:`~vmstack.wrappers.rpc.VMClient` closes its connection) is closed, top to
-    bottom. The store is the caller's to close. Closing twice is harmless; a closed
-    stack's layers still answer in this process, parsing serially."""
-    for layer in iter_layers(vm):
-        close = getattr(layer, "close", None)
-        if callable(close):
-            close()

@@ -12,8 +12,9 @@ from vmstack import get_ancestors
 from vmstack.clock import SimClock
 from vmstack.conformance import LayerConformance, MemoryVM, memory_vm
 from vmstack.conformance.plugin import SpanRecorder
+from vmstack.describe import describe_stack
 from vmstack.interfaces import ChainVM
-from vmstack.stack import describe_stack, wrap_layers
+from vmstack.stack import wrap_layers
 from vmstack.wrappers import MeteredVM, TracedVM
 
 Kind = Literal["traced", "metered"]

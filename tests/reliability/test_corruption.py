@@ -441,10 +441,10 @@ def test_one_configuration_record_under_the_others_key_is_store_corrupted(
         stack_chain: Chain) -> None:
     """The C-chain part's configuration record copied under the proposer layer's key is
     StoreCorrupted when the stack is built, not another part's settings."""
-    from vmstack.stack import CONFIG_KEY_PREFIX
+    from vmstack.store.keyspaces import CONFIG_CHAIN, CONFIG_PROPOSER
 
     items = dict(stack_chain.items)
-    items[CONFIG_KEY_PREFIX + b"proposer"] = items[CONFIG_KEY_PREFIX + b"chain"]
+    items[CONFIG_PROPOSER.prefix] = items[CONFIG_CHAIN.prefix]
     with pytest.raises(StoreCorrupted, match="proposer configuration record"):
         full_stack(reopen(items), SimClock(START + 100))
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from vmstack import stack
 from vmstack.cchain import rawdb
 from vmstack.store import MemoryStore, keyspaces
+from vmstack.store.configuration import check_configuration
 from vmstack.store.format import FORMAT_KEY
 from vmstack.store.keyspaces import (
     CHAIN_ACCOUNT,
@@ -125,7 +125,7 @@ def test_the_proposer_configuration_and_format_keys_are_the_bytes_stores_hold() 
     """The proposer layer's, the configuration's and the format record's keys, as written
     before the map."""
     assert STORE_PREFIX == b"proposervm/"
-    assert stack.CONFIG_KEY_PREFIX == keyspaces.CONFIG_PREFIX == b"vmstack/config/"
+    assert keyspaces.CONFIG_PREFIX == b"vmstack/config/"
     assert config_key("proposer") == b"vmstack/config/proposer"
     assert FORMAT_KEY == b"vmstack/format"
     store = MemoryStore()
@@ -133,8 +133,8 @@ def test_the_proposer_configuration_and_format_keys_are_the_bytes_stores_hold() 
     envelope = build_unsigned(_HASH, 1, 0, b"inner block")
     inner_id = bytes(reversed(_HASH))
     state.write_accepted(envelope.id, inner_id, envelope, 5)
-    stack.check_configuration(store, "chain", {"flavour": "avalanche"})
-    stack.check_configuration(store, "proposer", {"fork_time": 0})
+    check_configuration(store, "chain", {"flavour": "avalanche"})
+    check_configuration(store, "proposer", {"fork_time": 0})
     assert {bytes(key) for key, _ in store.iterate(b"")} == {
         b"vmstack/format", b"vmstack/config/chain", b"vmstack/config/proposer",
         b"proposervm/b" + envelope.id, b"proposervm/i" + inner_id, b"proposervm/last",

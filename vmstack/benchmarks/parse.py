@@ -53,10 +53,11 @@ from vmstack.cchain.generate import generate_chain
 from vmstack.cchain.rlpbytes import header_slice
 from vmstack.cchain.vm import CChainVM
 from vmstack.clock import Clock, SimClock
+from vmstack.closing import close_stack
 from vmstack.errors import InvalidBlock
 from vmstack.interfaces import ChainVM, find_layer
 from vmstack.parsepool import available_cores
-from vmstack.stack import build_stack, close_stack
+from vmstack.stack import build_stack
 from vmstack.store import KeyValueStore, MemoryStore
 from vmstack.wrappers.proposer import ProposerVM, StakingKey
 

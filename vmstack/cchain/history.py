@@ -193,7 +193,7 @@ def import_history(archive: EraArchive, store: KeyValueStore, *, recent: int,
     """
     from vmstack.cchain.chain import write_accepted
     from vmstack.cchain.codec import ETHEREUM, encode_receipts
-    from vmstack.stack import check_configuration
+    from vmstack.store.configuration import check_configuration
 
     if isinstance(recent, bool) or not isinstance(recent, int) or recent < 0:
         raise ValueError(f"recent must be a non-negative int, got {recent!r}")

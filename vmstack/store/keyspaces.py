@@ -6,7 +6,7 @@ in go-ethereum's rawdb layout (:mod:`vmstack.cchain.rawdb`, behind an optional p
 ``b""``, or :data:`CORETH_KEY_PREFIX` to read coreth's database as it is), the C-chain's
 own records beside them (integrity entries, accounts, state head), the proposer layer's
 records (:mod:`vmstack.wrappers.proposer.state`), the configuration a store was written
-with (:func:`vmstack.stack.check_configuration`) and the format version of vmstack's
+with (:mod:`vmstack.store.configuration`) and the format version of vmstack's
 records (:mod:`vmstack.store.format`). Each line of :data:`KEYSPACES` says who owns a kind
 of key, its prefix and its shape; the modules above build their keys from these lines.
 

@@ -16,10 +16,11 @@ from tests.processes import ended, returns_within, wait_ended, wait_stopped
 from vmstack.batching import batched_parse_block, serial_parse_block
 from vmstack.cchain.generate import generate_chain
 from vmstack.clock import SimClock
+from vmstack.defaults import DEFAULT_CHAIN_ID
 from vmstack.errors import InvalidBlock
 from vmstack.interfaces import ChainVM, find_layer
 from vmstack.parsepool import ParsePool
-from vmstack.stack import DEFAULT_CHAIN_ID, build_stack
+from vmstack.stack import build_stack
 from vmstack.store import MemoryStore
 from vmstack.wrappers.proposer.block import PostForkBlock, build_signed
 from vmstack.wrappers.proposer.staking import StakingKey

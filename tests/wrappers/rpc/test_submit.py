@@ -10,7 +10,7 @@ import pytest
 
 from vmstack import InvalidTransaction, SimClock, build_stack, submit_transactions
 from vmstack.cchain import DEV_KEYS, CChainVM, DynamicFeeTx, address_of
-from vmstack.stack import find_layer
+from vmstack.interfaces import find_layer
 from vmstack.store import MemoryStore
 from vmstack.wrappers.rpc import VMClient, VMServer, spawn
 

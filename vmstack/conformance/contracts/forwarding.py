@@ -35,8 +35,8 @@ from vmstack.conformance.stacks import (
     UNKNOWN_ID,
     KitStack,
 )
+from vmstack.describe import describe_stack
 from vmstack.errors import BlockNotFound, InvalidBlock
-from vmstack.stack import describe_stack
 
 __all__ = ["ForwardingContract"]
 

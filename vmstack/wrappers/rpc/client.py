@@ -57,8 +57,8 @@ from google.protobuf.message import Message
 from vmstack.batching import AncestorBudget, check_block_id, check_parse_batch
 from vmstack.capability import fixed_capability
 from vmstack.clock import Clock
+from vmstack.describe import LayerInfo, StackDescription
 from vmstack.errors import BlockNotFound, InvalidBlock, VMStackError, VMUnavailable
-from vmstack.stack import LayerInfo, StackDescription
 from vmstack.wrappers.rpc import metrics_pb2, vm_pb2, vmstack_pb2
 from vmstack.wrappers.rpc.local import TOKEN_METADATA_KEY, read_token_file
 from vmstack.wrappers.rpc.protocol import (
@@ -513,7 +513,7 @@ class VMClient:
 
     def submit_transactions(self, transactions: Iterable[Transaction]) -> int:
         """Queue signed ``transactions`` in the served stack's mempool in one round trip
-        (what :func:`vmstack.stack.submit_transactions` does for a stack over this client);
+        (what :func:`vmstack.submission.submit_transactions` does for a stack over this client);
         the number queued. The served mempool's refusal arrives as
         :class:`~vmstack.errors.InvalidTransaction` with its reason, nothing queued."""
         request = vmstack_pb2.SubmitTransactionsRequest(

@@ -206,12 +206,14 @@ def serve(data_dir: Path, *, address: str | None = None, sim_clock: float | None
     ``Shutdown`` (as a node ends a plugin), or for SIGTERM or SIGINT, which the command
     line (:mod:`vmstack.cli`) turns into an exception raised out of the wait. Either way it
     stops serving (the socket's folder removed), closes the stack
-    (:func:`~vmstack.stack.close_stack`: a parse pool's workers stop) and closes the store;
+    (:func:`~vmstack.closing.close_stack`: a parse pool's workers stop) and closes the store;
     the exception then gives the command's status (130 or 143).
     """
     from prometheus_client import CollectorRegistry
 
-    from vmstack.stack import build_stack, close_stack, describe_stack, wrap_layers
+    from vmstack.closing import close_stack
+    from vmstack.describe import describe_stack
+    from vmstack.stack import build_stack, wrap_layers
     from vmstack.store import LMDBStore
     from vmstack.wrappers.rpc.server import VMServer
 

@@ -55,8 +55,11 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from vmstack import batching
 from vmstack.clock import SimClock
+from vmstack.closing import close_stack
+from vmstack.describe import describe_stack
 from vmstack.errors import BlockNotFound, InvalidBlock, InvalidTransaction, VMStackError
 from vmstack.interfaces import Block, ChainVM
+from vmstack.submission import submit_transactions
 from vmstack.wrappers.rpc import vm_pb2, vmstack_pb2
 from vmstack.wrappers.rpc.local import (
     TOKEN_METADATA_KEY,
@@ -409,8 +412,6 @@ class VMServer:
 
     def _shutdown(self, request: Message, call: _Call) -> Message:
         if self._vm is not None:
-            from vmstack.stack import close_stack
-
             close_stack(self._vm)
         self.shut_down.set()
         if self._on_shutdown is not None:
@@ -567,7 +568,6 @@ class VMServer:
 
     def _submit_transactions(self, request: Message, call: _Call) -> Message:
         from vmstack.cchain.types import decode_transaction
-        from vmstack.stack import submit_transactions
 
         assert isinstance(request, vmstack_pb2.SubmitTransactionsRequest)
         transactions = []
@@ -580,8 +580,6 @@ class VMServer:
         return vmstack_pb2.SubmitTransactionsResponse(queued=queued)
 
     def _describe(self, request: Message, call: _Call) -> Message:
-        from vmstack.stack import describe_stack
-
         metrics = ""
         if self._registry is not None:
             from prometheus_client import generate_latest
