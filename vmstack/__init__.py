@@ -10,8 +10,8 @@ from vmstack.batching import (
     MAX_CONTAINERS_LEN,
     batched_parse_block,
     get_ancestors,
-    supports_batching,
 )
+from vmstack.capability import supports_batching
 from vmstack.clock import Clock, SimClock
 from vmstack.closing import close_stack
 from vmstack.describe import describe_stack

@@ -35,7 +35,6 @@ from typing import TypeVar
 
 import attrs
 
-from vmstack.capability import has_batched_methods, supports_batching
 from vmstack.clock import Clock
 from vmstack.errors import BatchingNotImplemented, BlockNotFound, InvalidBlock
 from vmstack.interfaces import Block, ChainVM, iter_layers
@@ -55,12 +54,10 @@ __all__ = [
     "check_parse_batch",
     "fetch_through",
     "get_ancestors",
-    "has_batched_methods",
     "parse_each",
     "serial_get_ancestors",
     "serial_parse_block",
     "stack_clock",
-    "supports_batching",
     "walk_ancestors",
 ]
 

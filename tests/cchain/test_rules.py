@@ -24,12 +24,11 @@ from vmstack.cchain import (
     Withdrawal,
     execute_transactions,
 )
-from vmstack.cchain.codec import uncles_hash
 from vmstack.cchain.crypto import SECP256K1_HALF_N, SECP256K1_N
 from vmstack.cchain.execution import intrinsic_gas
 from vmstack.cchain.genesis import DEV_KEYS, GAS_LIMIT
 from vmstack.cchain.rules import MAX_UNCLES, MAX_WITHDRAWALS, check_transaction_rules
-from vmstack.cchain.tries import derive_root, receipts_root, withdrawals_root
+from vmstack.cchain.tries import derive_root, receipts_root, uncles_hash, withdrawals_root
 from vmstack.cchain.types import logs_bloom
 from vmstack.errors import InvalidBlock
 from vmstack.store import MemoryStore

@@ -7,7 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from trie.hexary import HexaryTrie
 
-from vmstack.cchain.tries import EMPTY_ROOT, derive_root
+from vmstack.cchain.tries import derive_root
+from vmstack.cchain.types import EMPTY_ROOT
 
 
 def _reference_root(values: list[bytes]) -> bytes:

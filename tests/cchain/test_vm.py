@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from tests.cchain.chains import START, build_chain, new_vm, tampered
-from vmstack.batching import serial_get_ancestors, supports_batching
+from vmstack.batching import serial_get_ancestors
+from vmstack.capability import supports_batching
 from vmstack.cchain import (
     AVALANCHE,
     ETHEREUM,
@@ -27,7 +28,7 @@ from vmstack.cchain import (
     transaction_pool,
 )
 from vmstack.cchain.genesis import DEV_KEYS, GAS_LIMIT, Genesis, default_genesis
-from vmstack.cchain.vm import MAX_FUTURE_SECONDS
+from vmstack.cchain.rules import MAX_FUTURE_SECONDS
 from vmstack.clock import SimClock
 from vmstack.errors import BlockNotFound, InvalidBlock
 from vmstack.interfaces import BatchedChainVM, ChainVM

@@ -26,7 +26,7 @@ from vmstack.batching import serial_get_ancestors
 from vmstack.cchain import CChainVM, rawdb
 from vmstack.interfaces import ChainVM
 from vmstack.store import KeyValueStore, MemoryStore
-from vmstack.wrappers.proposer.vm import STORE_PREFIX
+from vmstack.wrappers.proposer.state import STORE_PREFIX
 
 REFUSED = (StoreCorrupted, BlockNotFound)
 

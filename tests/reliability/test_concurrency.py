@@ -206,7 +206,7 @@ def test_readers_see_consistent_prefixes_while_a_writer_accepts(tmp_path: Path, 
 def test_last_accepted_is_served_in_the_middle_of_an_accept() -> None:
     """A reader asking for the last accepted block while a post-fork block is being accepted
     (inner block accepted, the proposer's record not yet written) gets a served block."""
-    from vmstack.wrappers.proposer.vm import STORE_PREFIX
+    from vmstack.wrappers.proposer.state import STORE_PREFIX
 
     # Paused just before the commit of a batch that writes a key of the proposer's.
     store = PausingStore(lambda ops: any(key.startswith(STORE_PREFIX) for key, _ in ops))

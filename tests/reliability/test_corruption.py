@@ -277,7 +277,7 @@ def test_damage_above_the_fork_through_the_full_stack(stack_chain: Chain, kind: 
 
 def proposer_record_key(chain: Chain, height: int) -> bytes:
     """The proposer layer's stored record of the post-fork block at ``height``."""
-    from vmstack.wrappers.proposer.vm import STORE_PREFIX
+    from vmstack.wrappers.proposer.state import STORE_PREFIX
 
     return STORE_PREFIX + b"b" + chain.ids[height]
 
@@ -401,7 +401,7 @@ def proposer_index_key(chain: Chain, height: int) -> bytes:
     """The proposer layer's index entry of the inner block of the post-fork block at
     ``height`` (the inner ID is the first field of the block's framed record)."""
     from vmstack.checksum import CHECKSUM_LEN
-    from vmstack.wrappers.proposer.vm import STORE_PREFIX
+    from vmstack.wrappers.proposer.state import STORE_PREFIX
 
     record = chain.items[proposer_record_key(chain, height)]
     return STORE_PREFIX + b"i" + record[CHECKSUM_LEN:CHECKSUM_LEN + 32]

@@ -20,19 +20,19 @@ from vmstack import SimClock
 from vmstack.batching import MAX_CONTAINERS_LEN, batched_parse_block, serial_parse_block
 from vmstack.benchmarks.hostile import committed_block, recoverable_transfers
 from vmstack.cchain import AVALANCHE, Block, CChainVM
+from vmstack.cchain.execution import TX_BASE_GAS
 from vmstack.cchain.genesis import GAS_LIMIT
 from vmstack.cchain.tries import derive_root
-from vmstack.cchain.vm import TX_BASE_GAS
 from vmstack.conformance import doubles
-from vmstack.errors import InvalidBlock
+from vmstack.errors import InvalidBlock, InvalidSignature
 from vmstack.interfaces import ChainVM
 from vmstack.store import MemoryStore
 from vmstack.wrappers.proposer import certificate as certificate_module
-from vmstack.wrappers.proposer import staking
 from vmstack.wrappers.proposer import verify as proposer_verify
 from vmstack.wrappers.proposer import vm as proposer_module
 from vmstack.wrappers.proposer.block import PostForkBlock, build_signed, build_unsigned
-from vmstack.wrappers.proposer.staking import MAX_ECDSA_SIGNATURE_LEN, der_element
+from vmstack.wrappers.proposer.certificate import MAX_ECDSA_SIGNATURE_LEN
+from vmstack.wrappers.proposer.staking import der_element
 
 START = 1_000.0
 
@@ -120,7 +120,7 @@ def test_malformed_der_signatures_are_refused_before_the_curve(
     """The DER reader is strict: any shape but SEQUENCE { INTEGER r, INTEGER s } with r, s
     in [1, n - 1] is refused before any point is multiplied."""
     checks = Counter(monkeypatch, certificate_module, "_check_ecdsa")
-    with pytest.raises(staking.InvalidSignature):
+    with pytest.raises(InvalidSignature):
         staking_key().certificate.check_signature(b"message", signature)
     assert checks.calls == 0
 
@@ -130,7 +130,7 @@ def test_a_valid_signature_still_verifies() -> None:
     key = staking_key()
     signature = key.sign(b"message")
     key.certificate.check_signature(b"message", signature)
-    with pytest.raises(staking.InvalidSignature):
+    with pytest.raises(InvalidSignature):
         key.certificate.check_signature(b"messagf", signature)
 
 

@@ -37,7 +37,7 @@ from vmstack.store import (
     is_writer,
 )
 from vmstack.store.base import WriteOp
-from vmstack.wrappers.proposer.vm import STORE_PREFIX
+from vmstack.wrappers.proposer.state import STORE_PREFIX
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -13,7 +13,7 @@ import math
 from typing import ClassVar
 
 from vmstack.conformance import LayerConformance, MemoryVM
-from vmstack.conformance.kit import KIT_START_TIME
+from vmstack.conformance.stacks import KIT_START_TIME
 from vmstack.interfaces import ChainVM
 from vmstack.transition import SerialChainVM, TransitionVM
 

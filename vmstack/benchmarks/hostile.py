@@ -40,11 +40,11 @@ import attrs
 from vmstack.batching import MAX_CONTAINERS_LEN, batched_parse_block
 from vmstack.benchmarks import Comparison
 from vmstack.cchain.codec import AVALANCHE
-from vmstack.cchain.execution import execute_transactions
+from vmstack.cchain.execution import TX_BASE_GAS, execute_transactions
 from vmstack.cchain.genesis import GAS_LIMIT
 from vmstack.cchain.tries import derive_root
 from vmstack.cchain.types import Block, LegacyTx
-from vmstack.cchain.vm import TX_BASE_GAS, CChainVM
+from vmstack.cchain.vm import CChainVM
 from vmstack.clock import SimClock
 from vmstack.defaults import DEFAULT_CHAIN_ID
 from vmstack.errors import VMStackError

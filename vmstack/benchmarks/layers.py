@@ -24,14 +24,9 @@ from collections.abc import Callable
 
 from opentelemetry.trace import NoOpTracer, Tracer
 
-from vmstack.batching import (
-    MAX_CONTAINERS_LEN,
-    AncestorBudget,
-    get_ancestors,
-    supports_batching,
-    walk_ancestors,
-)
+from vmstack.batching import MAX_CONTAINERS_LEN, AncestorBudget, get_ancestors, walk_ancestors
 from vmstack.benchmarks import Comparison, median_seconds
+from vmstack.capability import supports_batching
 from vmstack.interfaces import ChainVM
 
 __all__ = ["BLOCKS", "run"]

@@ -10,6 +10,7 @@ without decoding; :func:`header_parent_hash` reads a parent hash in place.
 
 from __future__ import annotations
 
+from vmstack.cchain.block import BlockStatus, CChainBlock
 from vmstack.cchain.cache import CanonicalHashCache
 from vmstack.cchain.codec import (
     AVALANCHE,
@@ -19,8 +20,6 @@ from vmstack.cchain.codec import (
     decode_receipts,
     derive_receipts,
     encode_receipts,
-    ext_data_hash,
-    uncles_hash,
 )
 from vmstack.cchain.crypto import (
     address_of,
@@ -28,6 +27,7 @@ from vmstack.cchain.crypto import (
     recover_address,
     sign_hash,
 )
+from vmstack.cchain.execution import execute_transactions
 from vmstack.cchain.generate import TransactionPool, generate_chain, transaction_pool
 from vmstack.cchain.genesis import (
     DEV_BALANCE,
@@ -53,8 +53,10 @@ from vmstack.cchain.rlpbytes import (
 from vmstack.cchain.state import EMPTY_CODE_HASH, EMPTY_TRIE_ROOT, Account, AccountTrie
 from vmstack.cchain.tries import (
     check_body,
+    ext_data_hash,
     receipts_root,
     transactions_root,
+    uncles_hash,
     withdrawals_root,
 )
 from vmstack.cchain.types import (
@@ -88,13 +90,8 @@ from vmstack.cchain.types import (
     sign_transaction,
     transaction_from_item,
 )
-from vmstack.cchain.vm import (
-    DEFAULT_CHAIN_ID,
-    BlockStatus,
-    CChainBlock,
-    CChainVM,
-    execute_transactions,
-)
+from vmstack.cchain.vm import CChainVM
+from vmstack.defaults import DEFAULT_CHAIN_ID
 
 __all__ = [
     "AVALANCHE",

@@ -31,9 +31,7 @@ from vmstack.cchain.crypto import keccak256
 from vmstack.cchain.rlpbytes import Buffer, decode_string_list, encode_item, header_slice
 from vmstack.cchain.tries import (
     body_commitments,
-    ext_data_hash,
     receipts_root,
-    uncles_hash,
     with_body_commitments,
 )
 from vmstack.cchain.types import (
@@ -64,8 +62,6 @@ __all__ = [
     "decode_receipts",
     "derive_receipts",
     "encode_receipts",
-    "ext_data_hash",
-    "uncles_hash",
 ]
 
 

@@ -47,7 +47,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BodyCommitments",
-    "EMPTY_ROOT",
     "body_commitments",
     "check_body",
     "check_body_commitments",

@@ -72,7 +72,7 @@ from vmstack.cchain.cache import CanonicalHashCache
 from vmstack.cchain.chain import MAX_NUMBER, ChainReader, FastAncestorWalk, write_accepted
 from vmstack.cchain.codec import AVALANCHE, Flavour, encode_receipts
 from vmstack.cchain.crypto import keccak256
-from vmstack.cchain.execution import TX_BASE_GAS, execute_transactions, intrinsic_gas
+from vmstack.cchain.execution import execute_transactions
 from vmstack.cchain.genesis import (
     BASE_FEE,
     BLACKHOLE_ADDRESS,
@@ -85,13 +85,9 @@ from vmstack.cchain.history import HistoryTier
 from vmstack.cchain.mempool import Mempool
 from vmstack.cchain.rlpbytes import block_bytes, first_item_offset, frame_body_fields, header_slice
 from vmstack.cchain.rules import (
-    MAX_FUTURE_SECONDS,
-    MAX_UNCLES,
-    MAX_WITHDRAWALS,
     check_header_rules,
     check_receipts_commitments,
     check_received_body,
-    check_transaction_rules,
 )
 from vmstack.cchain.state import (
     AcceptedState,
@@ -125,21 +121,7 @@ from vmstack.store.format import check_format
 if TYPE_CHECKING:
     from vmstack.store.history import EraArchive
 
-__all__ = [
-    "BlockStatus",
-    "CChainBlock",
-    "CChainVM",
-    "DEFAULT_CHAIN_ID",
-    "MAX_FUTURE_SECONDS",
-    "MAX_UNCLES",
-    "MAX_WITHDRAWALS",
-    "TX_BASE_GAS",
-    "check_header_rules",
-    "check_receipts_commitments",
-    "check_transaction_rules",
-    "execute_transactions",
-    "intrinsic_gas",
-]
+__all__ = ["CChainVM"]
 
 
 

@@ -1,9 +1,10 @@
 """The conformance kit: test doubles and the reusable layer tests.
 
 The doubles (:class:`MemoryVM`, :class:`BatchedMemoryVM`, :func:`memory_vm`) are plain code
-and import nothing from the test tools. :class:`LayerConformance`, its contract mixins and
-:class:`Declaration` live in :mod:`vmstack.conformance.kit`, which needs pytest and
-Hypothesis; it is imported on first use, so importing this package does not pull the test
+and import nothing from the test tools. :class:`LayerConformance`
+(:mod:`vmstack.conformance.kit`), its contract mixins (:mod:`vmstack.conformance.contracts`)
+and :class:`Declaration` (:mod:`vmstack.conformance.declarations`) need pytest and
+Hypothesis; each is imported on first use, so importing this package does not pull the test
 tools into a program that only wants the doubles.
 """
 
@@ -20,19 +21,18 @@ from vmstack.conformance.doubles import (
 )
 
 if TYPE_CHECKING:
-    from vmstack.conformance.kit import (
+    from vmstack.conformance.contracts import (
         BudgetContract,
         DecisionContract,
-        Declaration,
         ErrorContract,
         ForwardingContract,
-        KitDeclarationError,
-        KitFault,
-        KitStack,
-        LayerConformance,
         ParsingContract,
         WrappingContract,
     )
+    from vmstack.conformance.declarations import Declaration
+    from vmstack.conformance.kit import LayerConformance
+    from vmstack.conformance.stacks import KitFault, KitStack
+    from vmstack.errors import KitDeclarationError
 
 __all__ = [
     "BatchedMemoryVM",
@@ -55,15 +55,25 @@ __all__ = [
     "memory_vm",
 ]
 
-_KIT_NAMES = frozenset({
-    "BudgetContract", "DecisionContract", "Declaration", "ErrorContract", "ForwardingContract",
-    "KitDeclarationError", "KitFault", "KitStack", "LayerConformance", "ParsingContract",
-    "WrappingContract"})
+#: The kit's names, each with the module that defines it, imported on first use.
+_KIT_NAMES = {
+    "BudgetContract": "vmstack.conformance.contracts",
+    "DecisionContract": "vmstack.conformance.contracts",
+    "Declaration": "vmstack.conformance.declarations",
+    "ErrorContract": "vmstack.conformance.contracts",
+    "ForwardingContract": "vmstack.conformance.contracts",
+    "KitDeclarationError": "vmstack.errors",
+    "KitFault": "vmstack.conformance.stacks",
+    "KitStack": "vmstack.conformance.stacks",
+    "LayerConformance": "vmstack.conformance.kit",
+    "ParsingContract": "vmstack.conformance.contracts",
+    "WrappingContract": "vmstack.conformance.contracts",
+}
 
 
 def __getattr__(name: str) -> object:
     if name in _KIT_NAMES:
-        from vmstack.conformance import kit
+        import importlib
 
-        return getattr(kit, name)
+        return getattr(importlib.import_module(_KIT_NAMES[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

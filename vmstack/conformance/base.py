@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from vmstack.batching import supports_batching
+from vmstack.capability import supports_batching
 from vmstack.clock import SimClock
 from vmstack.conformance.checks import KitChecks, cost
 from vmstack.conformance.doubles import MemoryVM, memory_vm

@@ -14,13 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from vmstack.batching import (
-    CONTAINER_LEN_OVERHEAD,
-    AncestorBudget,
-    has_batched_methods,
-    supports_batching,
-    walk_ancestors,
-)
+from vmstack.batching import CONTAINER_LEN_OVERHEAD, AncestorBudget, walk_ancestors
+from vmstack.capability import has_batched_methods, supports_batching
 from vmstack.clock import SimClock
 from vmstack.conformance.declarations import Declaration, KitDeclarations
 from vmstack.conformance.doubles import Call

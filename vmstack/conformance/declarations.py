@@ -37,7 +37,6 @@ from vmstack.errors import KitDeclarationError
 __all__ = [
     "DECLARATIONS_HOLD",
     "Declaration",
-    "KitDeclarationError",
     "KitDeclarations",
     "RULES",
     "rule",

@@ -2,6 +2,7 @@
 :class:`LMDBStore`, the embedded default (zero-copy snapshot reads, atomic batches, a map that
 grows, safe to reopen after a crash). :class:`PrefixedStore` nests one keyspace in another."""
 
+from vmstack.errors import StoreClosed, StoreError
 from vmstack.store.base import (
     MAX_KEY_LEN,
     BufferedWriteBatch,
@@ -11,8 +12,6 @@ from vmstack.store.base import (
     KeyWriter,
     PrefixedStore,
     ReadSnapshot,
-    StoreClosed,
-    StoreError,
     WriteBatch,
     is_writer,
 )

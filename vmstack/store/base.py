@@ -42,8 +42,6 @@ __all__ = [
     "MAX_KEY_LEN",
     "PrefixedStore",
     "ReadSnapshot",
-    "StoreClosed",
-    "StoreError",
     "WriteBatch",
     "WriteOp",
     "check_key",

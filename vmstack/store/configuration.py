@@ -16,9 +16,9 @@ import contextlib
 import json
 
 from vmstack.checksum import frame, unframe
-from vmstack.errors import ConfigMismatch, StoreCorrupted
+from vmstack.errors import ConfigMismatch, StoreCorrupted, StoreError
 from vmstack.store import keyspaces
-from vmstack.store.base import KeyValueStore, StoreError
+from vmstack.store.base import KeyValueStore
 from vmstack.store.format import check_format
 
 __all__ = ["check_configuration", "stored_configuration"]

@@ -21,9 +21,9 @@ import contextlib
 from typing import Final
 
 from vmstack.checksum import frame, unframe
-from vmstack.errors import StoreCorrupted
+from vmstack.errors import StoreCorrupted, StoreError
 from vmstack.store import keyspaces
-from vmstack.store.base import KeyValueStore, StoreError
+from vmstack.store.base import KeyValueStore
 
 __all__ = ["FORMAT_KEY", "FORMAT_VERSION", "check_format"]
 

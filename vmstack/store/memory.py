@@ -19,12 +19,12 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from types import TracebackType
 
+from vmstack.errors import StoreClosed
 from vmstack.store.base import (
     BufferedWriteBatch,
     BytesLike,
     ClosesOnExit,
     ReadSnapshot,
-    StoreClosed,
     WriteBatch,
     WriteOp,
     check_key,

@@ -26,7 +26,8 @@ from vmstack.wrappers.proposer.block import (
     format_id,
     parse_block,
 )
-from vmstack.wrappers.proposer.staking import StakingKey, cb58decode
+from vmstack.wrappers.proposer.certificate import cb58decode
+from vmstack.wrappers.proposer.staking import StakingKey
 
 VECTORS = "proposervm_blocks.json"
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 from Crypto.PublicKey import ECC, RSA
 
-from vmstack.wrappers.proposer.staking import Certificate, InvalidSignature, StakingKey
+from vmstack.errors import InvalidSignature
+from vmstack.wrappers.proposer.certificate import Certificate
+from vmstack.wrappers.proposer.staking import StakingKey
 
 
 @pytest.fixture(scope="module")

@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from vmstack.conformance import LayerConformance
+from vmstack.conformance.declarations import Declaration
 from vmstack.conformance.doubles import MemoryVM
-from vmstack.conformance.kit import Declaration
 from vmstack.conformance.stacks import KitStack
 from vmstack.interfaces import ChainVM
 from vmstack.wrappers.rpc import VMClient, VMServer, vm_pb2

@@ -14,12 +14,8 @@ from typing import Any
 import pytest
 from hypothesis import strategies as st
 
-from vmstack.batching import (
-    MAX_CONTAINERS_LEN,
-    batched_parse_block,
-    get_ancestors,
-    supports_batching,
-)
+from vmstack.batching import MAX_CONTAINERS_LEN, batched_parse_block, get_ancestors
+from vmstack.capability import supports_batching
 from vmstack.conformance.base import KitBase
 from vmstack.conformance.checks import batched
 from vmstack.conformance.declarations import rule

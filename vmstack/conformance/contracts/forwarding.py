@@ -18,9 +18,9 @@ from vmstack.batching import (
     AncestorBudget,
     batched_parse_block,
     get_ancestors,
-    supports_batching,
     walk_ancestors,
 )
+from vmstack.capability import supports_batching
 from vmstack.clock import SimClock
 from vmstack.conformance.base import KitBase
 from vmstack.conformance.checks import batched, reaches

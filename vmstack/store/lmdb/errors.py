@@ -3,15 +3,14 @@ that decides.
 
 Errors that mean the files are damaged or are not an LMDB database (corrupted page, bad
 meta page, checksum or version mismatch) become :class:`~vmstack.errors.StoreCorrupted`;
-every other LMDB failure becomes :class:`~vmstack.store.base.StoreError`.
+every other LMDB failure becomes :class:`~vmstack.errors.StoreError`.
 """
 
 from __future__ import annotations
 
 import lmdb
 
-from vmstack.errors import StoreCorrupted, VMStackError
-from vmstack.store.base import StoreError
+from vmstack.errors import StoreCorrupted, StoreError, VMStackError
 
 __all__ = ["CORRUPTION_ERRORS", "translate_error"]
 

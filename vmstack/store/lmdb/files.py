@@ -36,8 +36,7 @@ from typing import Final
 
 import attrs
 
-from vmstack.errors import StoreCorrupted
-from vmstack.store.base import StoreError
+from vmstack.errors import StoreCorrupted, StoreError
 
 __all__ = ["DATA_FILE", "HELD_DATA_MARKER", "MetaPage", "check_data_file", "mark_held_data"]
 

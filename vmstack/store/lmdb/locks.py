@@ -4,7 +4,7 @@ between threads of one handle.
 The writer lock is an exclusive OS lock (``flock``) on :data:`WRITER_LOCK_FILE` in the
 environment directory, held through one open descriptor by the handle that writes the store
 until it closes (the OS releases it when the process dies, however it dies); a second
-writer is refused with :class:`~vmstack.store.base.StoreError`. :class:`ReadGate` lets any
+writer is refused with :class:`~vmstack.errors.StoreError`. :class:`ReadGate` lets any
 number of threads read while holding back the rare moments that need the environment to
 themselves (remapping, closing, aborting a failed write). :mod:`vmstack.store.lmdb.store`
 says why each is needed.
@@ -16,7 +16,7 @@ import fcntl
 import os
 import threading
 
-from vmstack.store.base import StoreError
+from vmstack.errors import StoreError
 
 __all__ = ["ReadGate", "WRITER_LOCK_FILE", "release_writer_lock", "take_writer_lock"]
 

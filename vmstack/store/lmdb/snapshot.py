@@ -3,7 +3,7 @@ and the ordered key scan both use.
 
 A :class:`LMDBSnapshot` is one LMDB read transaction opened with ``buffers=True``: its values
 are ``memoryview`` slices of the map, valid inside its with-block only; using it outside
-raises :class:`~vmstack.store.base.StoreClosed`. Both kinds of read enter and leave through
+raises :class:`~vmstack.errors.StoreClosed`. Both kinds of read enter and leave through
 the store's read gate (:meth:`LMDBStore._begin_read` and :meth:`LMDBStore._end_read`), so a
 remap or a close never pulls the map from under a reader.
 """
@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import lmdb
 
-from vmstack.store.base import StoreClosed, StoreError, check_key, check_prefix
+from vmstack.errors import StoreClosed, StoreError
+from vmstack.store.base import check_key, check_prefix
 from vmstack.store.lmdb.errors import translate_error
 
 if TYPE_CHECKING:

@@ -67,13 +67,12 @@ from typing import Any
 
 import lmdb
 
+from vmstack.errors import StoreClosed, StoreError
 from vmstack.store.base import (
     BufferedWriteBatch,
     BytesLike,
     ClosesOnExit,
     ReadSnapshot,
-    StoreClosed,
-    StoreError,
     WriteBatch,
     WriteOp,
     check_key,

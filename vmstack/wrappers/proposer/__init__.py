@@ -9,6 +9,7 @@
 and :mod:`~vmstack.wrappers.proposer.staking` a node's own key and signing.
 """
 
+from vmstack.errors import InvalidCertificate, InvalidSignature
 from vmstack.wrappers.proposer.block import (
     CODEC_VERSION,
     Epoch,
@@ -22,14 +23,11 @@ from vmstack.wrappers.proposer.block import (
     format_id,
     parse_block,
 )
-from vmstack.wrappers.proposer.staking import (
-    Certificate,
-    InvalidCertificate,
-    InvalidSignature,
-    StakingKey,
-    format_node_id,
-)
-from vmstack.wrappers.proposer.vm import MAX_CLOCK_SKEW, STORE_PREFIX, ProposerBlock, ProposerVM
+from vmstack.wrappers.proposer.certificate import Certificate, format_node_id
+from vmstack.wrappers.proposer.staking import StakingKey
+from vmstack.wrappers.proposer.state import STORE_PREFIX
+from vmstack.wrappers.proposer.verify import MAX_CLOCK_SKEW
+from vmstack.wrappers.proposer.vm import ProposerBlock, ProposerVM
 
 __all__ = [
     "CODEC_VERSION",

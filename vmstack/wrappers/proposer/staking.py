@@ -19,11 +19,7 @@ from Crypto.Hash import SHA256, SHAKE256
 from Crypto.PublicKey import ECC, RSA
 from Crypto.Signature import DSS, pkcs1_15
 
-from vmstack.errors import InvalidCertificate, InvalidSignature
 from vmstack.wrappers.proposer.certificate import (
-    MAX_CERTIFICATE_LEN,
-    MAX_ECDSA_SIGNATURE_LEN,
-    NODE_ID_LEN,
     RSA_EXPONENT,
     RSA_MODULUS_BITS,
     TAG_BIT_STRING,
@@ -31,27 +27,11 @@ from vmstack.wrappers.proposer.certificate import (
     TAG_OID,
     TAG_SEQUENCE,
     Certificate,
-    cb58decode,
-    cb58encode,
-    format_node_id,
-    node_id_from_certificate,
-    parse_node_id,
 )
 
 __all__ = [
-    "Certificate",
-    "InvalidCertificate",
-    "InvalidSignature",
-    "MAX_CERTIFICATE_LEN",
-    "MAX_ECDSA_SIGNATURE_LEN",
-    "NODE_ID_LEN",
     "StakingKey",
-    "cb58decode",
-    "cb58encode",
     "der_element",
-    "format_node_id",
-    "node_id_from_certificate",
-    "parse_node_id",
     "signing_identity",
 ]
 

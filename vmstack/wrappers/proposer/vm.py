@@ -61,11 +61,11 @@ from vmstack.wrappers.proposer.block import (
     build_unsigned,
     chain_id_bytes,
 )
-from vmstack.wrappers.proposer.staking import Certificate, StakingKey, signing_identity
-from vmstack.wrappers.proposer.state import STORE_PREFIX, ProposerState, is_block_id
+from vmstack.wrappers.proposer.certificate import Certificate
+from vmstack.wrappers.proposer.staking import StakingKey, signing_identity
+from vmstack.wrappers.proposer.state import ProposerState, is_block_id
 from vmstack.wrappers.proposer.verdicts import signature_verdict
 from vmstack.wrappers.proposer.verify import (
-    MAX_CLOCK_SKEW,
     BlockFacts,
     PreForkFacts,
     ProposerChain,
@@ -83,10 +83,8 @@ from vmstack.wrappers.proposer.verify import (
 from vmstack.wrappers.proposer.windower import ValidatorSource, Windower
 
 __all__ = [
-    "MAX_CLOCK_SKEW",
     "ProposerBlock",
     "ProposerVM",
-    "STORE_PREFIX",
 ]
 
 @attrs.define

@@ -41,7 +41,6 @@ from vmstack.wrappers.proposer.block import chain_id_bytes
 from vmstack.wrappers.proposer.certificate import NODE_ID_LEN
 
 __all__ = [
-    "AnyoneCanPropose",
     "EMPTY_NODE_ID",
     "MAX_BUILD_DELAY",
     "MAX_BUILD_WINDOWS",

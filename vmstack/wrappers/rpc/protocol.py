@@ -45,7 +45,6 @@ __all__ = [
     "MAX_REQUEST_SIZE",
     "MAX_RESPONSE_SIZE",
     "METHODS",
-    "MalformedRequest",
     "Method",
     "NOW_METADATA_KEY",
     "PROTOCOL_VERSION",

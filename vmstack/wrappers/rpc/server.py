@@ -57,7 +57,13 @@ from vmstack import batching
 from vmstack.clock import SimClock
 from vmstack.closing import close_stack
 from vmstack.describe import describe_stack
-from vmstack.errors import BlockNotFound, InvalidBlock, InvalidTransaction, VMStackError
+from vmstack.errors import (
+    BlockNotFound,
+    InvalidBlock,
+    InvalidTransaction,
+    MalformedRequest,
+    VMStackError,
+)
 from vmstack.interfaces import Block, ChainVM
 from vmstack.submission import submit_transactions
 from vmstack.wrappers.rpc import vm_pb2, vmstack_pb2
@@ -73,7 +79,6 @@ from vmstack.wrappers.rpc.protocol import (
     MAX_REQUEST_SIZE,
     MAX_RESPONSE_SIZE,
     METHODS,
-    MalformedRequest,
     block_digest,
     caller_time,
     decode_request,
