@@ -109,3 +109,38 @@ def test_the_allow_list_and_the_scope_name_real_modules() -> None:
     modules = {_module_name(path) for path in PACKAGE_ROOT.rglob("*.py")}
     assert set(REEXPORTS_ALLOWED) <= modules
     assert all(f"{package}.__init__" in modules for package in OUTSIDE_THE_RULE)
+
+
+#: Packages above the stack's builder: they may build stacks (vmstack.stack).
+BUILDS_STACKS = ("vmstack.benchmarks", "vmstack.sim")
+
+#: Modules below the builder that still import it, each with why.
+IMPORTS_OF_THE_BUILDER_ALLOWED = {
+    "vmstack.wrappers.rpc.process": "serve() builds the stack the child process serves",
+    "vmstack.wrappers.rpc.plugin": "build_from_initialize() builds the stack the plugin serves",
+}
+
+
+def _imports_the_builder(path: Path) -> bool:
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module == "vmstack.stack":
+            return True
+        if isinstance(node, ast.ImportFrom) and node.module == "vmstack" and any(
+                alias.name == "stack" for alias in node.names):
+            return True
+        if isinstance(node, ast.Import) and any(
+                alias.name == "vmstack.stack" for alias in node.names):
+            return True
+    return False
+
+
+def test_only_the_top_floor_imports_the_stack_builder() -> None:
+    """Below the top-level modules, nothing imports :mod:`vmstack.stack` (the layer order
+    sits above every layer): the layers, the store, the kit and the process boundary's
+    client read a stack through vmstack.describe, vmstack.closing and vmstack.submission."""
+    importers = {_module_name(path) for path in PACKAGE_ROOT.rglob("*.py")
+                 if _imports_the_builder(path)}
+    top_level = {module for module in importers if module.count(".") == 1}
+    below = importers - top_level - {module for module in importers
+                                     if module.startswith(BUILDS_STACKS)}
+    assert below == set(IMPORTS_OF_THE_BUILDER_ALLOWED)
