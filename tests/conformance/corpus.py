@@ -21,6 +21,7 @@ from vmstack.batching import (
     check_block_id,
     fetch_through,
     get_ancestors,
+    supports_batching,
     walk_ancestors,
 )
 from vmstack.clock import Clock
@@ -775,20 +776,21 @@ class AlwaysSaysItBatches(PassVM):
 
 
 class CapabilityFixedAtConstruction(PassVM):
-    """Asks once, when it is built, whether the VM below batches."""
+    """Asks once, when it is built, whether the VM below batches, and refuses or forwards
+    by that answer ever after."""
 
     def __init__(self, inner: ChainVM) -> None:
         super().__init__(inner)
-        self._fixed = self._below.ready()
+        self._fixed = supports_batching(inner)
 
     @property
     def batching(self) -> bool:
-        return self._fixed is not None
+        return self._fixed
 
     def batched_inner(self) -> BatchedChainVM:
-        if self._fixed is None:
+        if not self._fixed:
             raise refusal(type(self).__name__, self._inner)
-        return self._fixed
+        return PassVM.batched_inner(self)
 
 
 class DropsSetPreference(PassVM):

@@ -7,12 +7,16 @@ are :class:`MeteredBlock`\\ s, metered as ``{namespace}_block_verify_duration_se
 
 Histograms live in the ``registry`` the caller passes, never in prometheus-client's global
 one, so two stacks in one process (two nodes of a simulation) keep their figures apart. The
-batched histograms are registered only when the VM below batches: a metric that cannot move
+batched histograms are registered once the VM below batches (when the layer is built, or at
+the first batched call the VM below answers rather than refuses): a metric that cannot move
 is not exported. A batched call is ONE observation, never one per block.
 
 Errors from below are observed with ``outcome="error"`` and re-raised unchanged, the very
-object. When the VM below cannot batch, the batched methods refuse at once without an
-observation; the engine's fallback that follows is metered call by call. The forwarding is
+object. When the VM below has no batched methods, the batched methods refuse at once
+without an observation; the engine's fallback that follows is metered call by call. A VM
+below that has them and cannot batch now (a transition layer before its transition)
+refuses the call itself: unobserved while the batched histograms do not exist yet, one
+``not_implemented`` observation once they do. The forwarding is
 :class:`~vmstack.wrappers.passthrough.PassThroughVM`'s; this module adds the timing around
 each call (:meth:`MeteredVM.intercept`).
 """
@@ -52,7 +56,7 @@ NOT_IMPLEMENTED = "not_implemented"
 _NAMESPACE = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*\Z")
 
 #: The metric of each intercepted call (``{namespace}_{metric}_duration_seconds``) and the
-#: words of its help text; the batched ones are registered apart, with the capability.
+#: words of its help text; the batched ones are registered apart, with the methods below.
 _ONE_BLOCK = {
     "get_block": ("get_block", "get_block calls"),
     "parse_block": ("parse_block", "parse_block calls"),
@@ -123,7 +127,7 @@ class _Meters:
         try:
             self._register(_ONE_BLOCK, batched=False)
             if batching:
-                self.batched_timing("get_ancestors")
+                self.register_batched()
         except ValueError as error:
             for timing in self.timings.values():
                 registry.unregister(timing.histogram)
@@ -132,6 +136,28 @@ class _Meters:
                 f"{error} (each metered layer of a registry needs its own namespace)"
             ) from error
 
+    def register_batched(self) -> None:
+        """Register the histograms of both batched calls."""
+        self._register(_BATCHED, batched=True)
+
+    def first_batched(self, method: str, forward: Callable[..., ResultT],
+                      args: tuple[Any, ...]) -> ResultT:
+        """A batched call made before the VM below was ever seen batching: a refusal passes
+        up unobserved; an answer or another error registers the batched histograms (the VM
+        below batches now) and is their first observation."""
+        started = perf_counter()
+        try:
+            result = forward(*args)
+        except BatchingNotImplemented:
+            raise
+        except Exception:
+            self.register_batched()
+            self.timings[method].error.observe(perf_counter() - started)
+            raise
+        self.register_batched()
+        self.timings[method].success.observe(perf_counter() - started)
+        return result
+
     def _register(self, metrics: dict[str, tuple[str, str]], *, batched: bool) -> None:
         for method, (metric, what) in metrics.items():
             histogram = Histogram(
@@ -139,14 +165,6 @@ class _Meters:
                 f"Duration of {what} through MeteredVM({self.namespace}), by outcome.",
                 labelnames=("outcome",), registry=self.registry, buckets=self.buckets)
             self.timings[method] = _Timing(histogram, batched=batched)
-
-    def batched_timing(self, method: str) -> _Timing:
-        """The histogram of a batched call, both batched ones registered the first time the
-        VM below can batch: they exist only where the capability does (a VM below a
-        transition gains it later)."""
-        if method not in self.timings:
-            self._register(_BATCHED, batched=True)
-        return self.timings[method]
 
 
 class MeteredBlock(PassThroughBlock):
@@ -198,8 +216,9 @@ class MeteredVM(PassThroughVM):
 
     def intercept(self, method: str, forward: Callable[..., ResultT], *args: Any) -> ResultT:
         """Make the call inside one observation of its histogram, by outcome."""
-        meters = self._meters
-        timing = meters.timings.get(method) or meters.batched_timing(method)
+        timing = self._meters.timings.get(method)
+        if timing is None:
+            return self._meters.first_batched(method, forward, args)
         with _Observation(timing):
             return forward(*args)
 

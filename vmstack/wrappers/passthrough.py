@@ -6,9 +6,11 @@ changes no answer. :class:`PassThroughVM` writes that skeleton once:
 - it takes ``inner`` first and an optional ``name`` keyword-only, and exposes ``inner``,
   ``name`` and ``batching`` (whether the VM below batches now);
 - it forwards every ``ChainVM`` method as one call below, and both batched methods as ONE
-  call below when the VM below batches; when it cannot, they raise
-  :class:`~vmstack.errors.BatchingNotImplemented` at once, calling nothing below and
-  intercepting nothing, so the engine falls back to one call per block (rule 8);
+  call below when the VM below has them; the capability travels with that call (a VM that
+  cannot batch now raises :class:`~vmstack.errors.BatchingNotImplemented` at once, and it
+  passes up unchanged). Over a VM without the batched methods (or a pass-through layer
+  over one) they raise it at once themselves, calling nothing below and intercepting
+  nothing, so the engine falls back to one call per block (rule 8);
 - every block it returns, batched results included, is a :attr:`PassThroughVM.block_type`
   (a :class:`PassThroughBlock`) wrapping the block below, whose ``verify/accept/reject``
   go through the layer too;
@@ -30,7 +32,7 @@ from collections.abc import Callable, Sequence
 from operator import methodcaller
 from typing import Any, ClassVar, TypeVar
 
-from vmstack.capability import BatchingWatch
+from vmstack.capability import has_batched_methods, supports_batching
 from vmstack.interfaces import BatchedChainVM, Block, ChainVM
 from vmstack.wrappers.base import WrappedBlock, refusal
 
@@ -74,7 +76,7 @@ class PassThroughVM:
     """Forwards every call of ``inner`` through :meth:`intercept` and wraps every block
     it returns in :attr:`block_type`. Subclass it and override :meth:`intercept`."""
 
-    __slots__ = ("_below", "_inner", "_name")
+    __slots__ = ("_batched", "_inner", "_name")
 
     #: The class of the blocks this layer returns: ``block_type(inner_block, layer)``.
     block_type: ClassVar[type[PassThroughBlock]] = PassThroughBlock
@@ -82,7 +84,11 @@ class PassThroughVM:
     def __init__(self, inner: ChainVM, *, name: str | None = None) -> None:
         self._inner = inner
         self._name = name
-        self._below = BatchingWatch(inner)
+        #: The VM below as a batched VM, or None when it can never batch: it lacks the
+        #: methods, or is a pass-through layer over one that does (so a pile of them over a
+        #: VM without the methods refuses at its top, recording nothing).
+        self._batched = inner if has_batched_methods(inner) and not (
+            isinstance(inner, PassThroughVM) and inner._batched is None) else None
 
     def intercept(self, method: str, forward: Callable[..., ResultT], *args: Any) -> ResultT:
         """The one hook: make the call ``method`` below by ``forward(*args)``, exactly once,
@@ -102,13 +108,9 @@ class PassThroughVM:
 
     @property
     def batching(self) -> bool:
-        """Whether batched calls are forwarded (the VM below batches) rather than refused."""
-        return self._below.now
-
-    def watch_batching(self, callback: Callable[[bool], None]) -> bool:
-        """Subscribe ``callback`` to changes of :attr:`batching` (True), or say the layer
-        is asked live because the VM below is (False)."""
-        return self._below.watch(callback)
+        """Whether the layer answers batched calls now: whether the VM below does (a
+        description, asked down the stack; the calls themselves ask nothing)."""
+        return self._batched is not None and supports_batching(self._batched)
 
     # --- ChainVM -------------------------------------------------------------------------
 
@@ -148,8 +150,9 @@ class PassThroughVM:
 
     def batched_inner(self) -> BatchedChainVM:
         """The VM below, to forward a batched call to; raises
-        :class:`~vmstack.errors.BatchingNotImplemented` at once when it cannot batch now."""
-        batched = self._below.ready()
+        :class:`~vmstack.errors.BatchingNotImplemented` at once when it has no batched
+        methods (one that has them and cannot batch now raises it itself)."""
+        batched = self._batched
         if batched is None:
             kind = type(self).__name__
             raise refusal(kind if self._name is None else f"{kind}({self._name})", self._inner)

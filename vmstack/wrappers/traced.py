@@ -13,7 +13,8 @@ while the call runs, so the spans of traced layers below nest under it.
 An error from below is recorded on the span (an exception event and status ERROR) and
 re-raised unchanged, the very object. ``BatchingNotImplemented`` from below is recorded as an
 event without the ERROR status (it is the protocol's signal, not a failure) and passes up
-unchanged too. When the VM below cannot batch at all, the batched methods refuse at once,
+unchanged too (a VM below that cannot batch now refuses that way: one span with the
+event). When the VM below has no batched methods, the batched methods refuse at once,
 without a span: the engine's fallback that follows is traced call by call.
 
 Only the OpenTelemetry API is used; the caller injects the tracer (an SDK tracer, or the

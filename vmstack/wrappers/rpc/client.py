@@ -45,7 +45,6 @@ import grpc
 from google.protobuf.message import Message
 
 from vmstack.batching import AncestorBudget, check_block_id, check_parse_batch
-from vmstack.capability import fixed_capability
 from vmstack.clock import Clock
 from vmstack.errors import BlockNotFound, InvalidBlock, VMUnavailable
 from vmstack.stack import LayerInfo, StackDescription
@@ -160,7 +159,6 @@ class VMClient:
     """
 
     batching = True
-    watch_batching = staticmethod(fixed_capability)
 
     def __init__(self, address: str, *, timeout: float = 10.0,
                  clock: Clock | None = None,
