@@ -36,6 +36,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from vmstack.conformance.stacks import KitFault
 from vmstack.store import (
     MAX_KEY_LEN,
     KeyValueStore,
@@ -47,10 +48,6 @@ from vmstack.store import (
 )
 
 __all__ = ["StoreConformance"]
-
-
-class _Boom(Exception):
-    """Raised inside a with-block on purpose."""
 
 
 KEYS = st.binary(min_size=1, max_size=3)
@@ -216,10 +213,10 @@ class StoreConformance:
     def test_batch_that_raises_writes_nothing(self, store: KeyValueStore) -> None:
         """An exception inside the with-block discards every queued put and delete."""
         store.put(b"keep", b"x")
-        with pytest.raises(_Boom), store.write_batch() as batch:
+        with pytest.raises(KitFault), store.write_batch() as batch:
             batch.put(b"a", b"1")
             batch.delete(b"keep")
-            raise _Boom
+            raise KitFault
         assert not store.has(b"a")
         assert store.get(b"keep") == b"x"
 
@@ -415,9 +412,9 @@ class StoreConformance:
         """A view's batch is atomic and its snapshot is consistent, like the store's own."""
         view = PrefixedStore(store, b"v/")
         assert isinstance(view, KeyValueStore)
-        with pytest.raises(_Boom), view.write_batch() as batch:
+        with pytest.raises(KitFault), view.write_batch() as batch:
             batch.put(b"a", b"1")
-            raise _Boom
+            raise KitFault
         assert not view.has(b"a")
         with view.write_batch() as batch:
             batch.put(b"a", b"1")
@@ -469,7 +466,7 @@ class StoreConformance:
                     else:
                         _, writes, fails = op
                         staged = dict(model)
-                        with pytest.raises(_Boom) if fails else nullcontext(), \
+                        with pytest.raises(KitFault) if fails else nullcontext(), \
                                 store.write_batch() as batch:
                             for key, value in writes:  # type: ignore[attr-defined]
                                 if value is None:
@@ -479,7 +476,7 @@ class StoreConformance:
                                     batch.put(key, value)
                                     staged[key] = value
                             if fails:
-                                raise _Boom
+                                raise KitFault
                         if not fails:
                             model = staged
                 expected = sorted((k, v) for k, v in model.items() if k.startswith(prefix))
