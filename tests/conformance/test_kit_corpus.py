@@ -20,6 +20,9 @@ from hypothesis import settings
 from tests.conformance.corpus import BROKEN, CORRECT
 from vmstack.conformance import LayerConformance
 
+#: Every layer of the corpus runs the kit in a pytester session: a minute in all.
+pytestmark = pytest.mark.slow
+
 pytest_plugins = ["pytester"]
 
 CONFTEST = textwrap.dedent('''

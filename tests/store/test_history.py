@@ -267,6 +267,7 @@ def test_verify_refuses_a_body_or_receipts_the_header_does_not_commit_to(
         archive.verify()
 
 
+@pytest.mark.slow
 def test_cli_history_verify(era_dir: Path, tmp_path: Path,
                             capsys: pytest.CaptureFixture[str]) -> None:
     """verify prints one line and exits 0 on good files, 2 with one line on a bad archive."""
@@ -310,6 +311,7 @@ def test_reads_are_thread_safe_with_one_open_file(era_dir: Path) -> None:
         archive.header_rlp(3)
 
 
+@pytest.mark.slow
 def test_bench_row_measures_verify_against_sha256(era_dir: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """The bench case gives one row over the shared files, sha256 as its floor."""

@@ -24,6 +24,7 @@ each call (:meth:`MeteredVM.intercept`).
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable, Sequence
 from time import perf_counter
 from types import TracebackType
@@ -116,7 +117,7 @@ class _Observation:
 class _Meters:
     """Every histogram of one metered layer, by the name of the call it times."""
 
-    __slots__ = ("buckets", "namespace", "registry", "timings")
+    __slots__ = ("_lock", "buckets", "namespace", "registry", "timings")
 
     def __init__(self, registry: CollectorRegistry, namespace: str, *, batching: bool,
                  buckets: Sequence[float]) -> None:
@@ -124,6 +125,7 @@ class _Meters:
         self.namespace = namespace
         self.buckets = buckets
         self.timings: dict[str, _Timing] = {}
+        self._lock = threading.Lock()
         try:
             self._register(_ONE_BLOCK, batched=False)
             if batching:
@@ -137,8 +139,11 @@ class _Meters:
             ) from error
 
     def register_batched(self) -> None:
-        """Register the histograms of both batched calls."""
-        self._register(_BATCHED, batched=True)
+        """Register the histograms of both batched calls, once: two threads making their
+        first batched call together register them once."""
+        with self._lock:
+            if "get_ancestors" not in self.timings:
+                self._register(_BATCHED, batched=True)
 
     def first_batched(self, method: str, forward: Callable[..., ResultT],
                       args: tuple[Any, ...]) -> ResultT:

@@ -12,6 +12,9 @@ from vmstack.conformance.kit import Declaration
 from vmstack.interfaces import ChainVM
 from vmstack.wrappers.rpc import VMClient, VMServer
 
+#: The whole kit through a gRPC server: seconds.
+pytestmark = pytest.mark.slow
+
 
 class TestVMClient(LayerConformance):
     """VMClient answers batched calls itself (one round trip; the server runs the engine
