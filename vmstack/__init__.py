@@ -24,7 +24,6 @@ from vmstack.errors import (
     VMUnavailable,
 )
 from vmstack.interfaces import (
-    AnnouncesBatching,
     BatchedChainVM,
     Block,
     ChainVM,
@@ -35,7 +34,6 @@ from vmstack.interfaces import (
 from vmstack.stack import build_stack, close_stack, describe_stack, submit_transactions
 
 __all__ = [
-    "AnnouncesBatching",
     "BatchedChainVM",
     "BatchingNotImplemented",
     "Block",

@@ -34,6 +34,9 @@ from vmstack.wrappers.proposer import vm as proposer_module
 from vmstack.wrappers.proposer.block import PostForkBlock, build_signed, build_unsigned
 from vmstack.wrappers.proposer.staking import MAX_ECDSA_SIGNATURE_LEN, der_element
 
+#: Hostile input through whole stacks: the full suite runs it.
+pytestmark = pytest.mark.slow
+
 START = 1_000.0
 
 

@@ -1,10 +1,11 @@
-"""The conformance kit: test doubles and the reusable layer tests.
+"""The conformance kits: test doubles, the reusable layer tests and the store tests.
 
 The doubles (:class:`MemoryVM`, :class:`BatchedMemoryVM`, :func:`memory_vm`) are plain code
 and import nothing from the test tools. :class:`LayerConformance`, its contract mixins and
-:class:`Declaration` live in :mod:`vmstack.conformance.kit`, which needs pytest and
-Hypothesis; it is imported on first use, so importing this package does not pull the test
-tools into a program that only wants the doubles.
+:class:`Declaration` live in :mod:`vmstack.conformance.kit`, :class:`StoreConformance` in
+:mod:`vmstack.conformance.stores`; both need pytest and Hypothesis (the ``kit`` extra) and
+are imported on first use, so importing this package does not pull the test tools into a
+program that only wants the doubles.
 """
 
 from typing import TYPE_CHECKING
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
         ParsingContract,
         WrappingContract,
     )
+    from vmstack.conformance.stores import StoreConformance
 
 __all__ = [
     "BatchedMemoryVM",
@@ -51,6 +53,7 @@ __all__ = [
     "MemoryBlock",
     "MemoryVM",
     "ParsingContract",
+    "StoreConformance",
     "WrappingContract",
     "memory_vm",
 ]
@@ -62,6 +65,10 @@ _KIT_NAMES = frozenset({
 
 
 def __getattr__(name: str) -> object:
+    if name == "StoreConformance":
+        from vmstack.conformance import stores
+
+        return stores.StoreConformance
     if name in _KIT_NAMES:
         from vmstack.conformance import kit
 
