@@ -1,17 +1,18 @@
 """Write a layer of your own and prove it with the conformance kit.
 
 ``CountingVM`` counts the calls that go through it, per method: a third-party layer of the
-kind a simulator adds to see what the engine asks for. It follows the shape of every vmstack
-layer:
+kind a simulator adds to see what the engine asks for. It is a pass-through layer, so it
+subclasses ``vmstack.wrappers.PassThroughVM``, which does what every vmstack layer must:
 
-- ``inner`` first, everything else keyword-only;
-- whether the VM below batches kept by a ``BatchingWatch``, made once: its answer exposed
-  as ``batching`` and its changes offered as ``watch_batching``; both batched methods
-  always present, forwarding ONE call when the VM below batches (``watch.ready()``) and
-  raising ``BatchingNotImplemented`` (``refusal``) when it does not;
-- every block it returns wrapped in its own ``CountingBlock``, so ``verify/accept/reject``
-  pass through it too;
-- every forwarded method written out.
+- ``inner`` first, everything else keyword-only; ``inner``, ``name`` and ``batching``
+  (whether the VM below batches now) for ``describe_stack``;
+- every method forwarded as one call below, both batched methods as ONE call when the VM
+  below batches, refused with ``BatchingNotImplemented`` at once when it cannot;
+- every block it returns wrapped, so ``verify/accept/reject`` pass through it too.
+
+The layer overrides one hook, ``intercept(method, forward, *args)``, through which every
+call goes (``method`` is ``"get_block"``, ``"get_ancestors"``, ``"block.verify"``...): it
+counts the call, then makes it with ``forward(*args)``, once, and returns its answer.
 
 ``TestCountingVM`` below is all it takes to run the kit on it: a pass-through layer
 declares nothing. A layer that is more (a cache, a layer that answers batched calls itself)
@@ -28,98 +29,28 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import pytest
 
 from vmstack import ChainVM, describe_stack, get_ancestors
 from vmstack.conformance import LayerConformance, memory_vm
-from vmstack.interfaces import Block
-from vmstack.wrappers.base import BatchingWatch, WrappedBlock, refusal
+from vmstack.wrappers import PassThroughVM
+
+T = TypeVar("T")
 
 
-class CountingBlock(WrappedBlock):
-    """A block returned by :class:`CountingVM`; its decisions are counted too."""
-
-    __slots__ = ("_counts",)
-
-    def __init__(self, inner: Block, counts: Counter[str]) -> None:
-        super().__init__(inner)
-        self._counts = counts
-
-    def verify(self) -> None:
-        self._counts["block.verify"] += 1
-        self._inner.verify()
-
-    def accept(self) -> None:
-        self._counts["block.accept"] += 1
-        self._inner.accept()
-
-    def reject(self) -> None:
-        self._counts["block.reject"] += 1
-        self._inner.reject()
-
-
-class CountingVM:
+class CountingVM(PassThroughVM):
     """Counts every call per method in :attr:`counts`, then forwards it unchanged."""
 
     def __init__(self, inner: ChainVM, *, name: str = "counting") -> None:
-        self._inner = inner
-        self._below = BatchingWatch(inner)
-        self.name = name
+        super().__init__(inner, name=name)
         self.counts: Counter[str] = Counter()
 
-    @property
-    def inner(self) -> ChainVM:
-        return self._inner
-
-    @property
-    def batching(self) -> bool:
-        return self._below.now
-
-    def watch_batching(self, callback: Callable[[bool], None]) -> bool:
-        return self._below.watch(callback)
-
-    def get_block(self, block_id: bytes) -> CountingBlock:
-        self.counts["get_block"] += 1
-        return CountingBlock(self._inner.get_block(block_id), self.counts)
-
-    def parse_block(self, data: bytes) -> CountingBlock:
-        self.counts["parse_block"] += 1
-        return CountingBlock(self._inner.parse_block(data), self.counts)
-
-    def build_block(self) -> CountingBlock:
-        self.counts["build_block"] += 1
-        return CountingBlock(self._inner.build_block(), self.counts)
-
-    def set_preference(self, block_id: bytes) -> None:
-        self.counts["set_preference"] += 1
-        self._inner.set_preference(block_id)
-
-    def last_accepted(self) -> bytes:
-        self.counts["last_accepted"] += 1
-        return self._inner.last_accepted()
-
-    def get_block_id_at_height(self, height: int) -> bytes:
-        self.counts["get_block_id_at_height"] += 1
-        return self._inner.get_block_id_at_height(height)
-
-    def get_ancestors(self, block_id: bytes, max_blocks_num: int, max_blocks_size: int,
-                      max_retrieval_time: float) -> list[bytes]:
-        batched = self._below.ready()
-        if batched is None:
-            raise refusal(f"CountingVM({self.name})", self._inner)
-        self.counts["get_ancestors"] += 1
-        return batched.get_ancestors(block_id, max_blocks_num, max_blocks_size,
-                                     max_retrieval_time)
-
-    def batched_parse_block(self, blocks: Sequence[bytes]) -> list[CountingBlock]:
-        batched = self._below.ready()
-        if batched is None:
-            raise refusal(f"CountingVM({self.name})", self._inner)
-        self.counts["batched_parse_block"] += 1
-        return [CountingBlock(block, self.counts)
-                for block in batched.batched_parse_block(blocks)]
+    def intercept(self, method: str, forward: Callable[..., T], *args: Any) -> T:
+        self.counts[method] += 1
+        return forward(*args)
 
 
 class TestCountingVM(LayerConformance):

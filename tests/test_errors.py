@@ -1,15 +1,20 @@
-"""Tests that the error tree of vmstack/errors.py is whole (ARCHITECTURE.md, section 4)."""
+"""Tests that the error tree of vmstack/errors.py is whole and that ARCHITECTURE.md, section 4,
+draws it as it is."""
 
 from __future__ import annotations
 
 import importlib
 import inspect
 import pkgutil
+import re
+from pathlib import Path
 
 import vmstack
 from vmstack import errors
 from vmstack.cli import Terminated
 from vmstack.conformance.stacks import KitFault
+
+ARCHITECTURE = Path(__file__).resolve().parents[1] / "ARCHITECTURE.md"
 
 #: Exceptions outside the tree on purpose: the kit injects KitFault to check that a layer
 #: passes a foreign error through as the very object.
@@ -45,10 +50,45 @@ def test_every_exception_of_the_package_is_in_the_tree() -> None:
     assert all(not issubclass(kind, Exception) for kind in SIGNALS)
 
 
-def test_the_docstring_tree_names_every_error() -> None:
-    """The tree drawn in errors.py's docstring names each class in errors.__all__."""
-    doc = errors.__doc__ or ""
-    missing = [name for name in errors.__all__
-               if not any(line.split("── ")[-1].split(" ")[0] == name or line.strip() == name
-                          for line in doc.splitlines())]
-    assert missing == []
+def _drawn_tree() -> dict[str, tuple[str | None, str]]:
+    """ARCHITECTURE.md section 4's drawing: each class's parent and the words of its line
+    (with its continuation lines)."""
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    section = text[text.index("## 4. Errors"):text.index("## 5.")]
+    drawing = section[section.index("```\n") + 4:]
+    drawing = drawing[:drawing.index("```")]
+    tree: dict[str, tuple[str | None, str]] = {}
+    parents: list[str] = []
+    last = ""
+    for line in drawing.splitlines():
+        match = re.match(r"^([│ ]*)(?:[├└]── )?(\S+)(.*)$", line)
+        assert match, f"a line of the drawing that is not a class: {line!r}"
+        indent, name, words = match.groups()
+        if "── " not in line and parents:  # the continuation of the line above
+            parent, before = tree[last]
+            tree[last] = (parent, f"{before} {name}{words}")
+            continue
+        depth = len(indent) // 4 + (1 if "── " in line else 0)
+        del parents[depth:]
+        tree[name] = (parents[-1] if parents else None, words)
+        parents.append(name)
+        last = name
+    return tree
+
+
+def test_architecture_draws_the_error_tree_as_the_classes_are() -> None:
+    """ARCHITECTURE.md's tree names every class of errors.py once, under its parent, with
+    the built-in error it also is, and nothing else."""
+    tree = _drawn_tree()
+    classes = {name: getattr(errors, name) for name in errors.__all__}
+    assert sorted(tree) == sorted(classes)
+    for name, (parent, words) in tree.items():
+        kind = classes[name]
+        in_tree = [base for base in kind.__bases__ if issubclass(base, errors.VMStackError)]
+        built_in = {base.__name__ for base in kind.__bases__ if base not in in_tree}
+        if parent is None:
+            assert kind is errors.VMStackError
+            continue
+        assert in_tree == [classes[parent]], f"{name} is drawn under {parent}"
+        assert set(re.findall(r"\ba (\w+Error)\b", words)) == built_in, (
+            f"{name}'s line must name exactly its built-in bases {sorted(built_in)}: {words}")

@@ -25,10 +25,6 @@ REEXPORTS_ALLOWED: dict[str, dict[str, str]] = {
          "integrity_block_checksum"),
         "defined in vmstack.cchain.integrity; cchain/chain.py, benchmarks/history.py and "
         "tests read the integrity entries as rawdb.* beside the keys they sit under"),
-    "vmstack.wrappers.base": {
-        "BatchingWatch": "defined in vmstack.capability; TracedVM, MeteredVM, the kit's "
-                         "corpus and examples/write_a_layer.py import it with the base",
-    },
 }
 
 

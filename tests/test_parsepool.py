@@ -28,6 +28,9 @@ from vmstack.wrappers.proposer.staking import StakingKey
 from vmstack.wrappers.proposer.vm import ProposerVM
 from vmstack.wrappers.rpc import spawn
 
+#: These tests start, stop and kill worker processes.
+pytestmark = pytest.mark.slow
+
 
 def _gone(pid: int) -> bool:
     try:

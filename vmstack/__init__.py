@@ -26,7 +26,6 @@ from vmstack.errors import (
     VMUnavailable,
 )
 from vmstack.interfaces import (
-    AnnouncesBatching,
     BatchedChainVM,
     Block,
     ChainVM,
@@ -38,7 +37,6 @@ from vmstack.stack import build_stack
 from vmstack.submission import submit_transactions
 
 __all__ = [
-    "AnnouncesBatching",
     "BatchedChainVM",
     "BatchingNotImplemented",
     "Block",

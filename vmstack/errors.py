@@ -1,27 +1,9 @@
-"""The vmstack error tree.
+"""The vmstack error tree: its classes. The tree is drawn once, in ARCHITECTURE.md, section
+4 (a test keeps the drawing equal to these classes).
 
 One shallow tree, so a caller can catch everything the stack raises on purpose with one
-``except VMStackError`` and still tell the cases apart::
-
-    VMStackError
-    ├── BlockNotFound            the block is unknown, rejected, or its key is missing
-    ├── InvalidBlock             bytes or a block that fail a rule (also a ValueError)
-    ├── InvalidTransaction       a submitted transaction no block could carry now (a ValueError)
-    ├── BatchingNotImplemented   the optional batched protocol is not offered here
-    ├── StoreCorrupted           a stored value fails its check (wrong hash, truncated RLP)
-    ├── StoreError               the store cannot do what was asked (also a RuntimeError)
-    │   └── StoreClosed          the store, snapshot or batch used is closed
-    ├── ConfigMismatch           a store opened with another stack configuration (a ValueError)
-    ├── InvalidCertificate       a staking certificate that does not parse (a ValueError)
-    ├── InvalidSignature         a signature that does not verify (a ValueError)
-    ├── MalformedRequest         a request across the process boundary that cannot be read
-    │                            (a ValueError)
-    ├── VMUnavailable            a VM behind a process boundary is gone or did not answer in time
-    ├── NodeCrashed              a node of a network simulation died or stopped answering
-    ├── AnyoneCanPropose         no validator at that P-chain height: any node proposes, unsigned
-    ├── ProposerWindowNotStarted this node's proposer window has not come yet (names the time)
-    └── KitDeclarationError      a conformance test class declares what the kit does not know
-                                 (a TypeError)
+``except VMStackError`` and still tell the cases apart; a class that is also a built-in
+kind of error (``ValueError``, ``RuntimeError``, ``TypeError``) can be caught as that too.
 
 Wrappers pass errors through unchanged: a layer never re-wraps an error of the layer
 below, so the engine sees the very object the bottom raised. A store's ``KeyError``

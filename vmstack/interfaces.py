@@ -4,19 +4,17 @@ They are small ``typing.Protocol`` classes, checked structurally: a VM does not 
 from them, it simply has the methods. :class:`BatchedChainVM` is the optional capability; a
 VM that has its methods but cannot serve them (a pass-through layer over a VM that cannot
 batch) raises :class:`~vmstack.errors.BatchingNotImplemented`, and the engine helpers in
-:mod:`vmstack.batching` fall back to one call per block. :class:`AnnouncesBatching` is the
-optional promise of a VM to say when its capability changes, so the layers above it need
-not ask at every call (:mod:`vmstack.capability`).
+:mod:`vmstack.batching` fall back to one call per block. The sentinel carries the
+capability (:mod:`vmstack.capability`); ``batching`` describes it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-__all__ = ["AnnouncesBatching", "BatchedChainVM", "Block", "ChainVM", "Layer", "Mempool",
-           "SubmitsTransactions", "TransactionSink", "TransactionSource", "find_layer",
-           "iter_layers"]
+__all__ = ["BatchedChainVM", "Block", "ChainVM", "Layer", "Mempool", "SubmitsTransactions",
+           "TransactionSink", "TransactionSource", "find_layer", "iter_layers"]
 
 LayerT = TypeVar("LayerT")
 
@@ -112,24 +110,6 @@ class Layer(Protocol):
 
     @property
     def batching(self) -> bool: ...
-
-
-@runtime_checkable
-class AnnouncesBatching(Protocol):
-    """The optional promise of a VM to say when its ``batching`` changes.
-
-    ``watch_batching(callback)`` returns True and from then on calls ``callback(batching)``
-    after each change of the VM's ``batching``, so a layer above reads it once and keeps
-    it; a VM whose capability never changes returns True and never calls. It returns False,
-    subscribing nothing, when the VM cannot promise that (it sits over a VM that is asked
-    live): the caller then asks ``batching`` at each call, as it asks any VM without this
-    method.
-    """
-
-    @property
-    def batching(self) -> bool: ...
-
-    def watch_batching(self, callback: Callable[[bool], None]) -> bool: ...
 
 
 def iter_layers(vm: object) -> Iterator[object]:

@@ -331,6 +331,7 @@ _encodable: st.SearchStrategy[Any] = st.recursive(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(_encodable)
 def test_encode_item_gives_the_bytes_of_rlp_encode(value: Any) -> None:

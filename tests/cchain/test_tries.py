@@ -1,9 +1,11 @@
-"""A body's commitments (vmstack.cchain.tries): one function computes them, one compares
-them with a header, and sealing a block, check_body and the VM's verify all go through
-them, so a wrong commitment is refused alike everywhere, naming the same field."""
+"""A body's and the receipts' commitments (vmstack.cchain.tries): one function computes
+each, one compares them with a header, and sealing a block, building one, check_body and
+the VM's verify all go through them, so a wrong commitment is refused alike everywhere,
+naming the same field; the bloom has one meaning."""
 
 from __future__ import annotations
 
+import attrs
 import pytest
 import rlp
 
@@ -22,13 +24,16 @@ from vmstack.cchain import (
     keccak256,
 )
 from vmstack.cchain.genesis import DEV_KEYS
+from vmstack.cchain.rules import check_receipts_commitments
 from vmstack.cchain.tries import (
     body_commitments,
     check_body_commitments,
     encoded_body_commitments,
+    receipt_commitments,
+    receipts_bloom,
     with_body_commitments,
 )
-from vmstack.cchain.types import ZERO_HASH
+from vmstack.cchain.types import ZERO_HASH, Log, Receipt, logs_bloom
 from vmstack.errors import InvalidBlock
 from vmstack.store import MemoryStore
 
@@ -115,3 +120,56 @@ def test_a_header_and_body_disagreeing_on_withdrawals_is_named() -> None:
     sealed = ETHEREUM.seal(Header(), with_list).header
     with pytest.raises(InvalidBlock, match="disagree on having withdrawals"):
         check_body_commitments(sealed, body_commitments(ETHEREUM.body()))
+
+
+def _receipts_with_logs() -> list[Receipt]:
+    """Three receipts as execution makes them (each bloom its logs' bloom), one without
+    logs."""
+    logs = [Log(address=TO, topics=(keccak256(b"topic %d" % i),), data=b"d") for i in range(2)]
+    return [Receipt(cumulative_gas_used=21_000 * (i + 1), logs=tuple(found),
+                    bloom=logs_bloom(found))
+            for i, found in enumerate(([logs[0]], [], [logs[1]]))]
+
+
+@pytest.mark.parametrize("flavour", [ETHEREUM, AVALANCHE], ids=["ethereum", "avalanche"])
+def test_seal_build_and_verify_agree_on_the_receipts_commitments(flavour: Flavour) -> None:
+    """Sealing, building and the verify rule all use receipt_commitments: a sealed header
+    (with its gas used) passes the rule, and a built block commits to its own receipts."""
+    receipts = _receipts_with_logs()
+    expected = receipt_commitments(receipts)
+    header = flavour.seal(flavour.header_type(gas_used=expected.gas_used), flavour.body([]),
+                          receipts).header
+    assert (header.receipt_root, header.bloom) == (expected.receipt_root, expected.bloom)
+    check_receipts_commitments(header, receipts)
+    _, block = _built(flavour)
+    built = receipt_commitments(block.receipts)
+    assert (block.header.gas_used, block.header.receipt_root, block.header.bloom) == (
+        built.gas_used, built.receipt_root, built.bloom)
+
+
+def test_the_bloom_of_consistent_receipts_is_the_bloom_of_all_their_logs() -> None:
+    """For receipts whose bloom is their logs' bloom, the header bloom is the bloom of every
+    log of the block (execution-specs' meaning), and a receipt without logs adds nothing."""
+    receipts = _receipts_with_logs()
+    every_log = [log for receipt in receipts for log in receipt.logs]
+    assert receipts_bloom(receipts) == logs_bloom(every_log) != bytes(256)
+    unstated = [attrs.evolve(receipt, bloom=None) for receipt in receipts]
+    assert receipts_bloom(unstated) == logs_bloom(every_log)
+    assert receipts_bloom([]) == bytes(256)
+
+
+def test_a_stated_bloom_counts_as_the_receipts_root_counts_it() -> None:
+    """The one meaning: a receipt's bloom is the one its consensus form carries into the
+    receipts root, so a receipt without logs whose stated bloom has bits adds them to the
+    header bloom (the former rule, which skipped receipts without logs, did not), and a
+    header ignoring them is refused."""
+    odd = Receipt(cumulative_gas_used=21_000, logs=(), bloom=b"\x01" + bytes(255))
+    receipts = [*_receipts_with_logs(), attrs.evolve(odd, cumulative_gas_used=90_000)]
+    with_bits = receipts_bloom(receipts)
+    assert with_bits[0] == 1
+    assert with_bits != logs_bloom([log for receipt in receipts for log in receipt.logs])
+    header = ETHEREUM.seal(Header(gas_used=90_000), ETHEREUM.body([]), receipts).header
+    check_receipts_commitments(header, receipts)
+    without = attrs.evolve(header, bloom=bytes([0]) + with_bits[1:])
+    with pytest.raises(InvalidBlock, match="logs bloom"):
+        check_receipts_commitments(without, receipts)

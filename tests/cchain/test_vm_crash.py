@@ -17,6 +17,9 @@ from vmstack.batching import MAX_CONTAINERS_LEN, serial_get_ancestors
 from vmstack.cchain import CChainVM, keccak256, rawdb
 from vmstack.store import LMDBStore
 
+#: These tests kill writer processes.
+pytestmark = pytest.mark.slow
+
 WRITER = """
 import sys
 from vmstack.cchain import CChainVM, generate_chain

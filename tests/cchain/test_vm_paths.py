@@ -70,6 +70,7 @@ def _budgets(sizes: list[int]) -> list[tuple[int, int]]:
     return list(itertools.product([1, 2, 3, 5, 2000], size_limits))
 
 
+@pytest.mark.slow
 def test_fast_path_equals_the_fallback_walk(chain: tuple[CChainVM, list[bytes]]) -> None:
     """For many (start, max_blocks_num, max_blocks_size), both walks give the same answer."""
     vm, ids = chain

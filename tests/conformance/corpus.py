@@ -23,80 +23,35 @@ from vmstack.batching import (
     get_ancestors,
     walk_ancestors,
 )
+from vmstack.capability import supports_batching
 from vmstack.clock import Clock
 from vmstack.conformance import Declaration, LayerConformance
 from vmstack.errors import BatchingNotImplemented, BlockNotFound, InvalidBlock, VMStackError
 from vmstack.interfaces import BatchedChainVM, Block, ChainVM
-from vmstack.wrappers.base import BatchingWatch, WrappedBlock, refusal
+from vmstack.wrappers.base import refusal
+from vmstack.wrappers.passthrough import PassThroughBlock, PassThroughVM
 
 # --- a correct pass-through layer, the base of most broken ones -----------------------------
 
 
-class PassBlock(WrappedBlock):
-    """A pass-through layer's block."""
+class PassBlock(PassThroughBlock):
+    """A pass-through layer's block (the broken variants override its decisions)."""
 
-    def verify(self) -> None:
-        self._inner.verify()
-
-    def accept(self) -> None:
-        self._inner.accept()
-
-    def reject(self) -> None:
-        self._inner.reject()
+    __slots__ = ()
 
 
-class PassVM:
-    """A correct pass-through layer: every call forwarded once, every block wrapped."""
+class PassVM(PassThroughVM):
+    """A correct pass-through layer: PassThroughVM as it is; the broken variants override
+    its methods and use ``below()`` (the VM below for a batched call, or the refusal) and
+    ``wrap_block``."""
 
-    block_type: ClassVar[type[WrappedBlock]] = PassBlock
-
-    def __init__(self, inner: ChainVM) -> None:
-        self._inner = inner
-        self._below = BatchingWatch(inner)
-
-    @property
-    def inner(self) -> ChainVM:
-        return self._inner
-
-    @property
-    def batching(self) -> bool:
-        return self._below.now
+    block_type = PassBlock
 
     def below(self) -> BatchedChainVM:
-        """The VM below for a batched call, or the refusal when it cannot batch."""
-        batched = self._below.ready()
-        if batched is None:
-            raise refusal(type(self).__name__, self._inner)
-        return batched
+        return self.batched_inner()
 
     def wrap_block(self, block: Block) -> Block:
-        return self.block_type(block)
-
-    def get_block(self, block_id: bytes) -> Block:
-        return self.wrap_block(self._inner.get_block(block_id))
-
-    def parse_block(self, data: bytes) -> Block:
-        return self.wrap_block(self._inner.parse_block(data))
-
-    def build_block(self) -> Block:
-        return self.wrap_block(self._inner.build_block())
-
-    def set_preference(self, block_id: bytes) -> None:
-        self._inner.set_preference(block_id)
-
-    def last_accepted(self) -> bytes:
-        return self._inner.last_accepted()
-
-    def get_block_id_at_height(self, height: int) -> bytes:
-        return self._inner.get_block_id_at_height(height)
-
-    def get_ancestors(self, block_id: bytes, max_blocks_num: int, max_blocks_size: int,
-                      max_retrieval_time: float) -> list[bytes]:
-        return self.below().get_ancestors(block_id, max_blocks_num, max_blocks_size,
-                                          max_retrieval_time)
-
-    def batched_parse_block(self, blocks: Sequence[bytes]) -> list[Block]:
-        return [self.wrap_block(block) for block in self.below().batched_parse_block(blocks)]
+        return self.block_type(block, self)
 
 
 # --- correct layers of other kinds --------------------------------------------------------
@@ -318,28 +273,28 @@ class DropsAcceptOfFetchedBlocks(PassVM):
     """Blocks from get_block do not pass accept down."""
 
     def get_block(self, block_id: bytes) -> Block:
-        return _NoAcceptBlock(self._inner.get_block(block_id))
+        return _NoAcceptBlock(self._inner.get_block(block_id), self)
 
 
 class DropsVerifyOfParsedBlocks(PassVM):
     """Blocks from parse_block do not pass verify down."""
 
     def parse_block(self, data: bytes) -> Block:
-        return _NoVerifyBlock(self._inner.parse_block(data))
+        return _NoVerifyBlock(self._inner.parse_block(data), self)
 
 
 class DropsRejectOfBuiltBlocks(PassVM):
     """Blocks from build_block do not pass reject down."""
 
     def build_block(self) -> Block:
-        return _NoRejectBlock(self._inner.build_block())
+        return _NoRejectBlock(self._inner.build_block(), self)
 
 
 class DropsAcceptOfBatchedBlocks(PassVM):
     """Blocks from batched_parse_block do not pass accept down."""
 
     def batched_parse_block(self, blocks: Sequence[bytes]) -> list[Block]:
-        return [_NoAcceptBlock(block) for block in self.below().batched_parse_block(blocks)]
+        return [_NoAcceptBlock(block, self) for block in self.below().batched_parse_block(blocks)]
 
 
 class _SwallowingBlock(PassBlock):
@@ -420,8 +375,8 @@ class CacheOfProcessingBlocks(PassVM):
 
 
 class _EvictingBlock(PassBlock):
-    def __init__(self, inner: Block, cache: dict[bytes, Block]) -> None:
-        super().__init__(inner)
+    def __init__(self, inner: Block, layer: PassVM, cache: dict[bytes, Block]) -> None:
+        super().__init__(inner, layer)
         self._cache = cache
 
     def reject(self) -> None:
@@ -440,7 +395,7 @@ class CacheEvictingOnItsOwnRejects(PassVM):
     def get_block(self, block_id: bytes) -> Block:
         if block_id not in self._seen:
             self._seen[block_id] = self._inner.get_block(block_id)
-        return _EvictingBlock(self._seen[block_id], self._seen)
+        return _EvictingBlock(self._seen[block_id], self, self._seen)
 
 
 # --- broken layers: types -----------------------------------------------------------------
@@ -698,8 +653,8 @@ class StaleLastAccepted(PassVM):
 
 
 class _ParentFromLayerBlock(PassBlock):
-    def __init__(self, inner: Block, parent_id: bytes) -> None:
-        super().__init__(inner)
+    def __init__(self, inner: Block, layer: PassVM, parent_id: bytes) -> None:
+        super().__init__(inner, layer)
         self._parent_id = parent_id
 
     @property
@@ -722,7 +677,7 @@ class StaleParentOfBuiltBlocks(PassVM):
     def build_block(self) -> Block:
         block = self._inner.build_block()
         parent = block.parent_id if self._preferred is None else self._preferred
-        return _ParentFromLayerBlock(block, parent)
+        return _ParentFromLayerBlock(block, self, parent)
 
 
 # --- broken layers: errors ----------------------------------------------------------------
@@ -821,20 +776,21 @@ class AlwaysSaysItBatches(PassVM):
 
 
 class CapabilityFixedAtConstruction(PassVM):
-    """Asks once, when it is built, whether the VM below batches."""
+    """Asks once, when it is built, whether the VM below batches, and refuses or forwards
+    by that answer ever after."""
 
     def __init__(self, inner: ChainVM) -> None:
         super().__init__(inner)
-        self._fixed = self._below.ready()
+        self._fixed = supports_batching(inner)
 
     @property
     def batching(self) -> bool:
-        return self._fixed is not None
-
-    def below(self) -> BatchedChainVM:
-        if self._fixed is None:
-            raise refusal(type(self).__name__, self._inner)
         return self._fixed
+
+    def batched_inner(self) -> BatchedChainVM:
+        if not self._fixed:
+            raise refusal(type(self).__name__, self._inner)
+        return PassVM.batched_inner(self)
 
 
 class DropsSetPreference(PassVM):

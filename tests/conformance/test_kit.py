@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
@@ -46,6 +47,7 @@ class TestMeteredVM(LayerConformance):
         return MeteredVM(inner, registry=CollectorRegistry(), namespace="C")
 
 
+@pytest.mark.slow  # the whole kit again, over another arrangement: the full suite runs it
 class TestTracedOverAClockThatStandsStill(LayerConformance):
     """A ``make_inner`` of the user's own, whose reads cost no time: a correct layer still
     passes (the time budget then runs out only when it is zero)."""
@@ -59,6 +61,7 @@ class TestTracedOverAClockThatStandsStill(LayerConformance):
         return TracedVM(inner, tracer=SpanRecorder().tracer, name="C")
 
 
+@pytest.mark.slow  # the whole kit again, over another arrangement: the full suite runs it
 class TestTracedOverMetered(LayerConformance):
     """TracedVM over MeteredVM (the order of wrap_layers) passes the kit."""
 
@@ -68,6 +71,7 @@ class TestTracedOverMetered(LayerConformance):
         return _stack(inner, ["metered", "traced"], SpanRecorder(), CollectorRegistry())
 
 
+@pytest.mark.slow  # the whole kit again, over another arrangement: the full suite runs it
 class TestMeteredOverTraced(LayerConformance):
     """MeteredVM over TracedVM passes the kit."""
 
@@ -77,6 +81,7 @@ class TestMeteredOverTraced(LayerConformance):
         return _stack(inner, ["traced", "metered"], SpanRecorder(), CollectorRegistry())
 
 
+@pytest.mark.slow  # the whole kit again, over another arrangement: the full suite runs it
 class TestDoubleTraced(LayerConformance):
     """Two TracedVMs, one over the other, pass the kit."""
 
@@ -86,6 +91,7 @@ class TestDoubleTraced(LayerConformance):
         return _stack(inner, ["traced", "traced"], SpanRecorder(), CollectorRegistry())
 
 
+@pytest.mark.slow  # the whole kit again, over another arrangement: the full suite runs it
 class TestWrapLayersTwice(LayerConformance):
     """wrap_layers applied twice, as build_stack does around a proposer, passes the kit."""
 

@@ -1,8 +1,11 @@
 """The kit fails broken layers, each with the rule its mistake breaks, and passes correct
 ones of every kind (the layers are in ``corpus.py``).
 
-Each layer runs through the whole kit in its own pytester session, with few Hypothesis
-examples and no shrinking: finding a failing example is the point, not minimising it.
+Each layer runs in its own pytester session, with few Hypothesis examples and no shrinking:
+finding a failing example is the point, not minimising it. A correct layer runs the whole
+kit; a broken one runs the tests of the rule its mistake breaks (what catches it), and a
+few broken ones (``FULL_RUNS``) run the whole kit too, which also shows that no other
+test fails without naming its rule.
 """
 
 from __future__ import annotations
@@ -15,6 +18,10 @@ import pytest
 from hypothesis import settings
 
 from tests.conformance.corpus import BROKEN, CORRECT
+from vmstack.conformance import LayerConformance
+
+#: Every layer of the corpus runs the kit in a pytester session: a minute in all.
+pytestmark = pytest.mark.slow
 
 pytest_plugins = ["pytester"]
 
@@ -28,6 +35,18 @@ CONFTEST = textwrap.dedent('''
 
 _RULE = re.compile(r"\[kit rule ([\w.-]+)\]")
 
+#: Broken layers that run the whole kit: one of each family of mistakes. A declaration's
+#: truth is checked across the kit, so the stale declarations run it whole too.
+FULL_RUNS = frozenset({"PerBlockWalk", "SwallowsVerifyErrors", "IgnoresTime",
+                       "ParseDropsBadElements", "StaleMemoryDeclaration",
+                       "StaleBoundaryDeclaration"})
+
+
+def rule_tests(rule: str) -> list[str]:
+    """The names of the kit's tests that check ``rule``."""
+    return sorted(name for name in dir(LayerConformance) if name.startswith("test_")
+                  and getattr(getattr(LayerConformance, name), "kit_rule", None) == rule)
+
 
 @pytest.fixture(autouse=True)
 def _keep_hypothesis_profile() -> Iterator[None]:
@@ -37,20 +56,24 @@ def _keep_hypothesis_profile() -> Iterator[None]:
     settings.load_profile(profile)
 
 
-def _run_kit(pytester: pytest.Pytester, test_module: str) -> pytest.HookRecorder:
-    """Run ``test_module`` (source) in a fresh pytester session and return its records."""
+def _run_kit(pytester: pytest.Pytester, test_module: str,
+             tests: list[str] | None = None) -> pytest.HookRecorder:
+    """Run ``test_module`` (source) in a fresh pytester session, only ``tests`` (test
+    names) when given, and return its records."""
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_layer=textwrap.dedent(test_module))
+    selection = ["-k", " or ".join(tests)] if tests else []
     return pytester.inline_run("-p", "no:cacheprovider", "-p", "no:randomly",
-                               "--vmstack-max-examples=4", "test_layer.py")
+                               "--vmstack-max-examples=4", *selection, "test_layer.py")
 
 
-def _run_layer(pytester: pytest.Pytester, name: str) -> pytest.HookRecorder:
+def _run_layer(pytester: pytest.Pytester, name: str,
+               tests: list[str] | None = None) -> pytest.HookRecorder:
     return _run_kit(pytester, f'''
         from tests.conformance.corpus import kit_class
 
         TestLayer = kit_class({name!r})
-    ''')
+    ''', tests)
 
 
 def _broken_rules(records: pytest.HookRecorder) -> dict[str, list[str]]:
@@ -80,11 +103,20 @@ def test_a_correct_layer_passes_the_whole_kit(pytester: pytest.Pytester, name: s
     assert len(passed) >= 100
 
 
+def test_every_rule_a_broken_layer_breaks_has_tests() -> None:
+    """Each rule the corpus breaks is checked by tests of the kit, so running a broken
+    layer against them runs something; the full runs are broken layers of the corpus."""
+    assert all(rule_tests(rule) for _, _, rule in BROKEN.values())
+    assert set(BROKEN) >= FULL_RUNS
+
+
 @pytest.mark.parametrize("name", sorted(BROKEN))
 def test_a_broken_layer_fails_the_kit(pytester: pytest.Pytester, name: str) -> None:
-    """A layer with one mistake fails the kit, and a failure names the rule it breaks."""
+    """A layer with one mistake fails the tests of the rule it breaks (the whole kit, for
+    a few), and a failure names that rule."""
     expected = BROKEN[name][2]
-    records = _run_layer(pytester, name)
+    records = _run_layer(pytester, name,
+                         None if name in FULL_RUNS else rule_tests(expected))
     broken = _broken_rules(records)
     assert expected in broken, (
         f"{name} must fail rule {expected}; the failures named {sorted(broken)}")

@@ -28,6 +28,9 @@ from vmstack.interfaces import ChainVM
 from vmstack.store import KeyValueStore, MemoryStore
 from vmstack.wrappers.proposer.state import STORE_PREFIX
 
+#: Every damaged record of whole stacks: the full suite runs it.
+pytestmark = pytest.mark.slow
+
 REFUSED = (StoreCorrupted, BlockNotFound)
 
 HEAD_KEYS = {

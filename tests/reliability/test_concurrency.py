@@ -159,6 +159,7 @@ REQUESTS = {"batched": batched_request, "serial": serial_request, "parse": parse
 @pytest.mark.parametrize(("backend", "name"), [
     ("lmdb", "full stack"), ("memory", "full stack"), ("lmdb", "stack without proposer"),
 ])
+@pytest.mark.slow
 def test_readers_see_consistent_prefixes_while_a_writer_accepts(tmp_path: Path, backend: str,
                                                                 name: str) -> None:
     """Readers of every kind (and, without the proposer, of last_accepted) run alongside a

@@ -476,6 +476,7 @@ def stack_store(stack_chain: Chain, tmp_path_factory: pytest.TempPathFactory) ->
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["writer", "readonly"])
 def test_a_truncated_store_is_store_corrupted_through_the_full_stack(
         stack_store: Path, tmp_path: Path, mode: str) -> None:

@@ -46,6 +46,9 @@ from vmstack.store import (
 )
 from vmstack.store.base import WriteOp
 
+#: These tests SIGKILL writer processes.
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[2]
 
 # --- SIGKILL of a real writer process ------------------------------------------------------

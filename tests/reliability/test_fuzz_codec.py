@@ -60,6 +60,9 @@ from vmstack.wrappers.proposer.block import (
     peek_block,
 )
 
+#: Fuzzing: the full suite runs it.
+pytestmark = pytest.mark.slow
+
 FLAVOURS = (ETHEREUM, AVALANCHE)
 SEEDS = cchain_seeds() + vector_seeds()
 BLOCK_SEEDS = [data for _, data in SEEDS]

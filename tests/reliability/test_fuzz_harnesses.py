@@ -13,6 +13,9 @@ import pytest
 
 from tests.reliability.mutations import BitFlip, SetLength, Truncate
 
+#: Fuzzing: the full suite runs it.
+pytestmark = pytest.mark.slow
+
 FUZZ = Path(__file__).resolve().parents[2] / "fuzz"
 HARNESSES = ["fuzz_codec", "fuzz_proposer", "fuzz_rpc", "fuzz_stack"]
 

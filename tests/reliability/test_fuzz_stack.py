@@ -26,6 +26,9 @@ from vmstack.cchain import AVALANCHE, ETHEREUM, list_prefix, read_prefix, split_
 from vmstack.interfaces import ChainVM
 from vmstack.store import MemoryStore
 
+#: Fuzzing: the full suite runs it.
+pytestmark = pytest.mark.slow
+
 STACK = settings(max_examples=50, deadline=None,
                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 

@@ -34,6 +34,9 @@ from vmstack.wrappers.proposer.block import PostForkBlock, build_signed, build_u
 from vmstack.wrappers.proposer.certificate import MAX_ECDSA_SIGNATURE_LEN
 from vmstack.wrappers.proposer.staking import der_element
 
+#: Hostile input through whole stacks: the full suite runs it.
+pytestmark = pytest.mark.slow
+
 START = 1_000.0
 
 

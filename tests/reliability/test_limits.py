@@ -30,6 +30,9 @@ from vmstack.interfaces import ChainVM, iter_layers
 from vmstack.stack import wrap_layers
 from vmstack.wrappers.proposer import ProposerVM
 
+#: Hundreds of stacks driven to their limits: the full suite runs them.
+pytestmark = pytest.mark.slow
+
 CHAIN = 30
 
 

@@ -39,6 +39,9 @@ from vmstack.store import (
 from vmstack.store.base import WriteOp
 from vmstack.wrappers.proposer.state import STORE_PREFIX
 
+#: These tests run a store from two processes.
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[2]
 
 WRITER = r"""

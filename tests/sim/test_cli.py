@@ -21,6 +21,9 @@ from vmstack.sim.bounds import MAX_PEERS, MAX_PEERS_OUT_OF_PROCESS
 from vmstack.sim.run import SimulationConfig, simulate
 from vmstack.store import LMDBStore
 
+#: These tests run the command line in child processes.
+pytestmark = pytest.mark.slow
+
 
 def _after_serving(stderr: str) -> list[str]:
     """The lines of serve's standard error after its "serving" line (which a signal that

@@ -23,6 +23,9 @@ from vmstack.errors import VMStackError
 from vmstack.sim.engines import LocalEngine, RayEngine
 from vmstack.sim.multinode import NetworkRun, simulate_network
 
+#: These tests start Ray.
+pytestmark = pytest.mark.slow
+
 
 def test_an_unreachable_cluster_is_a_clear_error_not_a_hang() -> None:
     pytest.importorskip("ray")

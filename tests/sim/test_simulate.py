@@ -17,6 +17,9 @@ from tests.sim.commands import live_processes_naming, signal_and_wait, start_com
 from vmstack.sim.costs import REFERENCE_COSTS, CostModel
 from vmstack.sim.run import SimulationConfig, calibrate, simulate
 
+#: These tests run `vmstack simulate` and `bench`, most in child processes.
+pytestmark = pytest.mark.slow
+
 SMALL = SimulationConfig(blocks=45, txs_per_block=2, peers=2, seed=11)
 
 

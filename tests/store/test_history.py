@@ -267,6 +267,7 @@ def test_verify_refuses_a_body_or_receipts_the_header_does_not_commit_to(
         archive.verify()
 
 
+@pytest.mark.slow
 def test_cli_history_verify(era_dir: Path, tmp_path: Path,
                             capsys: pytest.CaptureFixture[str]) -> None:
     """verify prints one line and exits 0 on good files, 2 with one line on a bad archive."""

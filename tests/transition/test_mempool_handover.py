@@ -28,6 +28,7 @@ def _build_one(vm: ChainVM, clock: SimClock) -> list[bytes]:
     return [keccak256(tx.encode()) for tx in bottom.get_block(block.id).transactions]
 
 
+@pytest.mark.slow
 def test_thousands_queued_before_the_transition_are_all_included_in_order() -> None:
     """Nothing submitted before the transition is dropped by it: every transaction ends up
     in exactly one block, each sender's in nonce order."""

@@ -27,7 +27,12 @@ from vmstack.cchain.rlpbytes import (
     frame_body_fields,
     list_prefix,
 )
-from vmstack.cchain.tries import body_commitments, receipts_root, with_body_commitments
+from vmstack.cchain.tries import (
+    body_commitments,
+    receipt_commitments,
+    with_body_commitments,
+    with_receipt_commitments,
+)
 from vmstack.cchain.types import (
     AnyHeader,
     Block,
@@ -35,7 +40,6 @@ from vmstack.cchain.types import (
     Receipt,
     Transaction,
     Withdrawal,
-    logs_bloom,
 )
 
 if TYPE_CHECKING:
@@ -215,14 +219,8 @@ def assemble_block(vm: CChainVM, parent_id: bytes, parent: AnyHeader, timestamp:
 
 def _commit(header: AnyHeader, body: Body, receipts: Sequence[Receipt],
             tx_encodings: Sequence[bytes]) -> AnyHeader:
-    """``header`` committing to ``body`` and ``receipts``: what the flavour's ``seal`` sets
-    (the body's commitments, from the transactions' known encodings, and the receipts root
-    and bloom, with the blooms combined as integers), since building blocks is the
-    generator's hot loop."""
+    """``header`` committing to ``body`` and ``receipts``: what the flavour's ``seal`` sets,
+    the body's commitments computed from the transactions' known encodings (building
+    blocks is the generator's hot loop)."""
     header = with_body_commitments(header, body_commitments(body, tx_encodings))
-    bloom = 0
-    for receipt in receipts:
-        if receipt.logs:
-            bloom |= int.from_bytes(receipt.bloom or logs_bloom(receipt.logs), "big")
-    return attrs.evolve(header, receipt_root=receipts_root(receipts),
-                        bloom=bloom.to_bytes(256, "big"))
+    return with_receipt_commitments(header, receipt_commitments(receipts))

@@ -31,8 +31,9 @@ from vmstack.cchain.crypto import keccak256
 from vmstack.cchain.rlpbytes import Buffer, decode_string_list, encode_item, header_slice
 from vmstack.cchain.tries import (
     body_commitments,
-    receipts_root,
+    receipt_commitments,
     with_body_commitments,
+    with_receipt_commitments,
 )
 from vmstack.cchain.types import (
     AccessListTx,
@@ -215,21 +216,15 @@ class Flavour:
         Sets the body's commitments as :func:`~vmstack.cchain.tries.body_commitments`
         computes them (``tx_root`` and ``uncle_hash``, ``withdrawals_hash`` when the body has
         withdrawals, ``ext_data_hash`` for Avalanche), and ``receipt_root`` and ``bloom``
-        when ``receipts`` (consensus receipts, in transaction order) are given.
+        as :func:`~vmstack.cchain.tries.receipt_commitments` computes them when
+        ``receipts`` (consensus receipts, in transaction order) are given.
         """
         self._check_header(header)
         self._body_items(body)
         header = with_body_commitments(header, body_commitments(body))
-        changes: dict[str, Any] = {}
         if receipts is not None:
-            changes["receipt_root"] = receipts_root(receipts)
-            bloom = bytearray(256)
-            for receipt in receipts:
-                rb = receipt.bloom if receipt.bloom is not None else logs_bloom(receipt.logs)
-                for i, byte in enumerate(rb):
-                    bloom[i] |= byte
-            changes["bloom"] = bytes(bloom)
-        return Block(attrs.evolve(header, **changes), body)
+            header = with_receipt_commitments(header, receipt_commitments(receipts))
+        return Block(header, body)
 
     # -- the one body declaration, both directions ---------------------------------------
 

@@ -17,7 +17,11 @@ from vmstack.cchain.crypto import SECP256K1_HALF_N, SECP256K1_N
 from vmstack.cchain.execution import TX_BASE_GAS, intrinsic_gas
 from vmstack.cchain.genesis import GAS_LIMIT
 from vmstack.cchain.rlpbytes import ItemSpan, list_item_encodings
-from vmstack.cchain.tries import check_body_commitments, encoded_body_commitments, receipts_root
+from vmstack.cchain.tries import (
+    check_body_commitments,
+    encoded_body_commitments,
+    receipt_commitments,
+)
 from vmstack.cchain.types import (
     AnyHeader,
     AvalancheHeader,
@@ -25,7 +29,6 @@ from vmstack.cchain.types import (
     LegacyTx,
     Receipt,
     Transaction,
-    logs_bloom,
 )
 from vmstack.errors import InvalidBlock
 
@@ -125,21 +128,18 @@ def check_transaction_rules(transactions: Sequence[Transaction], *, chain_id: in
 
 
 def check_receipts_commitments(header: AnyHeader, receipts: Sequence[Receipt]) -> None:
-    """The header commits to the receipts its block's execution produced: its gas used is
-    their cumulative gas, its receipts root is theirs and its bloom is the union of theirs
-    (``InvalidBlock`` naming the field that differs)."""
-    gas_used = receipts[-1].cumulative_gas_used if receipts else 0
-    if header.gas_used != gas_used:
-        raise InvalidBlock(f"block gas used {header.gas_used} is not the {gas_used} its "
-                           "transactions use")
-    if header.receipt_root != receipts_root(receipts):
+    """The header commits to the receipts its block's execution produced, as
+    :func:`~vmstack.cchain.tries.receipt_commitments` computes them: its gas used is their
+    cumulative gas, its receipts root is theirs and its bloom is theirs (``InvalidBlock``
+    naming the field that differs)."""
+    expected = receipt_commitments(receipts)
+    if header.gas_used != expected.gas_used:
+        raise InvalidBlock(f"block gas used {header.gas_used} is not the {expected.gas_used} "
+                           "its transactions use")
+    if header.receipt_root != expected.receipt_root:
         raise InvalidBlock("receipts root does not match the receipts of the block's "
                            "execution")
-    bloom = 0
-    for receipt in receipts:
-        if receipt.logs:
-            bloom |= int.from_bytes(receipt.bloom or logs_bloom(receipt.logs), "big")
-    if header.bloom != bloom.to_bytes(256, "big"):
+    if header.bloom != expected.bloom:
         raise InvalidBlock("logs bloom does not match the receipts of the block's execution")
 
 

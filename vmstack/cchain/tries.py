@@ -1,6 +1,6 @@
-"""Commitments a header makes to its body: the roots of ordered hexary tries, the uncle
-hash and the ExtDataHash. This module is the one place a body's commitments are computed
-and compared with a header.
+"""Commitments a header makes to its body and receipts: the roots of ordered hexary tries,
+the uncle hash, the ExtDataHash and the logs bloom. This module is the one place a body's
+and the receipts' commitments are computed, and a body's compared with a header.
 
 As geth's ``DeriveSha``: item ``i`` is stored in an Ethereum hexary Merkle-Patricia trie
 under the key ``rlp(i)``, and the root is the commitment. Transactions are stored in their
@@ -14,7 +14,11 @@ encodings of the body's items (what a block received as bytes already has, the f
 :func:`check_body_commitments`, compares them with a header, raising ``InvalidBlock`` that
 names the field; :func:`with_body_commitments` writes them into a header. Sealing a block
 (``Flavour.seal``), building one (``CChainVM.build_block``), :func:`check_body` and
-``CChainVM.verify`` all go through these.
+``CChainVM.verify`` all go through these. The receipts' commitments (gas used, receipts
+root, bloom) are computed by ONE function too, :func:`receipt_commitments`, whose bloom is
+:func:`receipts_bloom` (its docstring gives the one meaning of the bloom);
+:func:`with_receipt_commitments` writes them into a header and
+``rules.check_receipts_commitments`` compares them with one.
 
 :func:`derive_root` builds the trie's nodes bottom-up from the sorted keys in one pass and
 hashes only what the root depends on, instead of inserting key by key into a general trie
@@ -39,6 +43,7 @@ from vmstack.cchain.types import (
     AvalancheHeader,
     Transaction,
     Withdrawal,
+    logs_bloom,
 )
 from vmstack.errors import InvalidBlock
 
@@ -47,16 +52,20 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BodyCommitments",
+    "ReceiptCommitments",
     "body_commitments",
     "check_body",
     "check_body_commitments",
     "derive_root",
     "encoded_body_commitments",
     "ext_data_hash",
+    "receipt_commitments",
+    "receipts_bloom",
     "receipts_root",
     "transactions_root",
     "uncles_hash",
     "with_body_commitments",
+    "with_receipt_commitments",
     "withdrawals_root",
 ]
 
@@ -172,6 +181,56 @@ def receipts_root(receipts: Sequence[Receipt]) -> bytes:
     """The header's ``receipt_root`` for these receipts (consensus form, typed with the
     type byte; a receipt without ``tx_type`` set counts as legacy)."""
     return derive_root(r.encode() for r in receipts)
+
+
+def receipts_bloom(receipts: Sequence[Receipt]) -> bytes:
+    """The header's ``bloom`` for these receipts: the union of the bloom each receipt
+    carries in its consensus form (its ``bloom`` when set, else the bloom of its logs).
+
+    This is the one meaning of a block's bloom: the header commits to the same per-receipt
+    blooms as its receipts root does, so the two can never disagree about a receipt (geth's
+    ``MergeBloom``). For a receipt whose ``bloom`` is its logs' bloom, as execution and
+    :func:`~vmstack.cchain.codec.derive_receipts` make every receipt, it equals the bloom of
+    all the block's logs (execution-specs' ``logs_bloom(block_logs)``). A receipt without
+    logs and without a stated bloom adds nothing; one without logs whose stated bloom has
+    bits adds them (so its encoding in the receipts root and the header bloom agree).
+    """
+    bloom = 0
+    for receipt in receipts:
+        stated = receipt.bloom
+        if stated is not None:
+            bloom |= int.from_bytes(stated, "big")
+        elif receipt.logs:
+            bloom |= int.from_bytes(logs_bloom(receipt.logs), "big")
+    return bloom.to_bytes(256, "big")
+
+
+@attrs.frozen(slots=True)
+class ReceiptCommitments:
+    """What a header commits to about its block's receipts: the gas they use in all, their
+    root and their bloom, by the header's field names."""
+
+    gas_used: int
+    receipt_root: bytes
+    bloom: bytes
+
+
+def receipt_commitments(receipts: Sequence[Receipt]) -> ReceiptCommitments:
+    """The ONE computation of a header's commitments to ``receipts`` (consensus receipts
+    in transaction order): building (``CChainVM.build_block``), sealing (``Flavour.seal``)
+    and verifying (:func:`~vmstack.cchain.rules.check_receipts_commitments`) all use it."""
+    return ReceiptCommitments(
+        gas_used=receipts[-1].cumulative_gas_used if receipts else 0,
+        receipt_root=receipts_root(receipts),
+        bloom=receipts_bloom(receipts))
+
+
+def with_receipt_commitments(header: AnyHeader, commitments: ReceiptCommitments) -> AnyHeader:
+    """``header`` committing to receipts with ``commitments``: their root and their bloom
+    (the gas used is the header's own, set by whoever executed the block, as geth's
+    ``NewBlock`` leaves it)."""
+    return attrs.evolve(header, receipt_root=commitments.receipt_root,
+                        bloom=commitments.bloom)
 
 
 def ext_data_hash(ext_data: bytes) -> bytes:

@@ -65,7 +65,6 @@ from vmstack.batching import (
     parse_each,
     walk_ancestors,
 )
-from vmstack.capability import fixed_capability
 from vmstack.cchain import rawdb
 from vmstack.cchain.block import BlockStatus, CChainBlock, assemble_block
 from vmstack.cchain.cache import CanonicalHashCache
@@ -171,7 +170,6 @@ class CChainVM:
     """
 
     batching = True
-    watch_batching = staticmethod(fixed_capability)
 
     def __init__(
         self,

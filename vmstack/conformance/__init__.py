@@ -1,11 +1,12 @@
-"""The conformance kit: test doubles and the reusable layer tests.
+"""The conformance kits: test doubles, the reusable layer tests and the store tests.
 
 The doubles (:class:`MemoryVM`, :class:`BatchedMemoryVM`, :func:`memory_vm`) are plain code
 and import nothing from the test tools. :class:`LayerConformance`
 (:mod:`vmstack.conformance.kit`), its contract mixins (:mod:`vmstack.conformance.contracts`)
-and :class:`Declaration` (:mod:`vmstack.conformance.declarations`) need pytest and
-Hypothesis; each is imported on first use, so importing this package does not pull the test
-tools into a program that only wants the doubles.
+and :class:`Declaration` (:mod:`vmstack.conformance.declarations`), and
+:class:`StoreConformance` (:mod:`vmstack.conformance.stores`) need pytest and Hypothesis
+(the ``kit`` extra); each is imported on first use, so importing this package does not pull
+the test tools into a program that only wants the doubles.
 """
 
 from typing import TYPE_CHECKING
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from vmstack.conformance.declarations import Declaration
     from vmstack.conformance.kit import LayerConformance
     from vmstack.conformance.stacks import KitFault, KitStack
+    from vmstack.conformance.stores import StoreConformance
     from vmstack.errors import KitDeclarationError
 
 __all__ = [
@@ -51,6 +53,7 @@ __all__ = [
     "MemoryBlock",
     "MemoryVM",
     "ParsingContract",
+    "StoreConformance",
     "WrappingContract",
     "memory_vm",
 ]
@@ -67,6 +70,7 @@ _KIT_NAMES = {
     "KitStack": "vmstack.conformance.stacks",
     "LayerConformance": "vmstack.conformance.kit",
     "ParsingContract": "vmstack.conformance.contracts",
+    "StoreConformance": "vmstack.conformance.stores",
     "WrappingContract": "vmstack.conformance.contracts",
 }
 

@@ -46,6 +46,7 @@ KIT_MODULES = (
     "vmstack.conformance.declarations",
     "vmstack.conformance.kit",
     "vmstack.conformance.stacks",
+    "vmstack.conformance.stores",
 )
 pytest.register_assert_rewrite(*KIT_MODULES)
 

@@ -5,9 +5,10 @@ connects them to the two VMs. Both VMs keep their blocks in one store, so ``post
 the blocks ``pre`` accepted. Whether the transition is accepted is derived from the last
 accepted block (rule 2), so it is persisted with that block and survives a restart.
 
-Its capability is that of the VM in charge, so it changes at the transition: the layer
-announces it then (``watch_batching``, ARCHITECTURE.md, section 3, rule 8), and the layers
-above it read it once per change rather than at every call.
+Its capability is that of the VM in charge, so it changes at the transition. Nothing is
+announced: before it, a batched call is refused here at once with the sentinel, which
+passes up through the layers above unchanged; after it, the call is forwarded to the post
+VM (ARCHITECTURE.md, section 5).
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
-from vmstack.capability import BatchingWatch
+from vmstack.capability import has_batched_methods, supports_batching
 from vmstack.clock import Clock
 from vmstack.errors import BatchingNotImplemented, InvalidBlock, InvalidTransaction
 from vmstack.interfaces import (
@@ -80,12 +81,6 @@ class TransitionVM:
         self.clock = clock
         self._transitioned = self._derive_transitioned()
         self._after_transition: set[bytes] = set()
-        self._pre_batching = BatchingWatch(pre)
-        self._post_batching = BatchingWatch(post)
-        self._watchers: list[Callable[[bool], None]] = []
-        # Both VMs must say when they change for this layer to say when it does.
-        self._announces = all((self._pre_batching.watch(self._pre_changed),
-                               self._post_batching.watch(self._post_changed)))
 
     # --- the layer ---------------------------------------------------------------------
 
@@ -107,31 +102,7 @@ class TransitionVM:
     @property
     def batching(self) -> bool:
         """Whether the VM in charge now answers batched calls."""
-        return self._in_charge_batching().now
-
-    def watch_batching(self, callback: Callable[[bool], None]) -> bool:
-        """Call ``callback(batching)`` when :attr:`batching` changes (at the transition, or
-        when the VM in charge announces a change) and return True; return False, keeping
-        nothing, when ``pre`` or ``post`` is asked live (then so is this layer)."""
-        if not self._announces:
-            return False
-        self._watchers.append(callback)
-        return True
-
-    def _in_charge_batching(self) -> BatchingWatch:
-        return self._post_batching if self._transitioned else self._pre_batching
-
-    def _pre_changed(self, batching: bool) -> None:
-        if not self._transitioned:
-            self._announce(batching)
-
-    def _post_changed(self, batching: bool) -> None:
-        if self._transitioned:
-            self._announce(batching)
-
-    def _announce(self, batching: bool) -> None:
-        for callback in tuple(self._watchers):
-            callback(batching)
+        return supports_batching(self.inner)
 
     @property
     def seconds_to_transition(self) -> float:
@@ -188,8 +159,11 @@ class TransitionVM:
         return [self._wrap(block) for block in self._batched_inner().batched_parse_block(blocks)]
 
     def _batched_inner(self) -> BatchedChainVM:
-        vm = self._in_charge_batching().ready()
-        if vm is None:
+        """The VM in charge, to forward a batched call to: one without the batched methods
+        (the pre VM, as coreth) is refused here at once, calling nothing; one with them
+        that cannot batch now raises the sentinel itself."""
+        vm = self.inner
+        if not has_batched_methods(vm):
             when = "after" if self._transitioned else "before"
             raise BatchingNotImplemented(
                 f"{type(self.inner).__name__} is in charge {when} the transition and offers "
@@ -223,12 +197,9 @@ class TransitionVM:
         block._inner.accept()
         if not self._transitioned and transition_accepted(block.timestamp,
                                                           self.transition_time):
-            before = self.batching
             self._transitioned = True
             self._after_transition.clear()
             self._hand_over_transactions()
-            if self.batching != before:
-                self._announce(not before)
 
     def _hand_over_transactions(self) -> None:
         """Move the transactions still pending in the pre VM's mempool to the post VM's, in

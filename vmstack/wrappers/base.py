@@ -1,36 +1,22 @@
-"""What every pass-through layer shares: the wrapped block's fields and the capability rule.
+"""What every layer shares: the wrapped block's fields and the refusal.
 
-A pass-through layer (tracing, metering, a user's logging layer) has the same shape
-everywhere (ARCHITECTURE.md, section 5):
-
-- it takes ``inner`` first and everything else keyword-only;
-- it keeps a :class:`~vmstack.capability.BatchingWatch` of ``inner``, made at
-  construction: whether the VM below batches is computed once and updated when that VM
-  announces a change (a transition layer cannot batch before its transition and can after
-  it); a VM below that announces nothing is asked at each call;
-- it always has both batched methods. Each call takes ``watch.ready()``: ``None`` when the
-  VM below cannot batch now, and the call raises
-  :class:`~vmstack.errors.BatchingNotImplemented` at once (made by :func:`refusal`), without
-  calling anything below and without a span or a metric, so the engine helper falls back to
-  one call per block through the whole stack; otherwise it is forwarded as exactly one call;
-- its ``batching`` property (which :func:`vmstack.batching.supports_batching` reads) is
-  ``watch.now``, and its ``watch_batching`` is ``watch.watch``, so the layers above it
-  learn of a change in turn (the :class:`~vmstack.interfaces.AnnouncesBatching` protocol);
-- every block it returns wraps the inner block (a :class:`WrappedBlock`), so that
-  ``verify/accept/reject`` pass through the layer on their way down.
-
-Every forwarded method is written out in the layer itself; nothing is forwarded implicitly.
+A layer's blocks wrap the inner block (:class:`WrappedBlock`), so that
+``verify/accept/reject`` pass through the layer on their way down. A layer over a VM
+without the batched methods refuses a batched call at once with :func:`refusal`, calling
+nothing below, so the engine helper falls back to one call per block through the whole
+stack; a VM that has them and cannot batch now raises the same sentinel itself, and it
+passes up unchanged (ARCHITECTURE.md, section 5). A pass-through layer gets all of this
+from :class:`~vmstack.wrappers.passthrough.PassThroughVM`.
 """
 
 from __future__ import annotations
 
 import abc
 
-from vmstack.capability import BatchingWatch
 from vmstack.errors import BatchingNotImplemented
 from vmstack.interfaces import Block, ChainVM
 
-__all__ = ["BatchingWatch", "WrappedBlock", "refusal"]
+__all__ = ["WrappedBlock", "refusal"]
 
 
 def refusal(layer: str, inner: ChainVM) -> BatchingNotImplemented:

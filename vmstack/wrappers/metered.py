@@ -7,28 +7,38 @@ are :class:`MeteredBlock`\\ s, metered as ``{namespace}_block_verify_duration_se
 
 Histograms live in the ``registry`` the caller passes, never in prometheus-client's global
 one, so two stacks in one process (two nodes of a simulation) keep their figures apart. The
-batched histograms are registered only when the VM below batches: a metric that cannot move
+batched histograms are registered once the VM below batches (when the layer is built, or at
+the first batched call the VM below answers rather than refuses): a metric that cannot move
 is not exported. A batched call is ONE observation, never one per block.
 
 Errors from below are observed with ``outcome="error"`` and re-raised unchanged, the very
-object. When the VM below cannot batch, the batched methods refuse at once without an
-observation; the engine's fallback that follows is metered call by call.
+object. When the VM below has no batched methods, the batched methods refuse at once
+without an observation; the engine's fallback that follows is metered call by call. A VM
+below that has them and cannot batch now (a transition layer before its transition)
+refuses the call itself: unobserved while the batched histograms do not exist yet, one
+``not_implemented`` observation once they do. The forwarding is
+:class:`~vmstack.wrappers.passthrough.PassThroughVM`'s; this module adds the timing around
+each call (:meth:`MeteredVM.intercept`).
 """
 
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable, Sequence
 from time import perf_counter
 from types import TracebackType
+from typing import Any, TypeVar
 
 from prometheus_client import CollectorRegistry, Histogram
 
 from vmstack.errors import BatchingNotImplemented
-from vmstack.interfaces import Block, ChainVM
-from vmstack.wrappers.base import BatchingWatch, WrappedBlock, refusal
+from vmstack.interfaces import ChainVM
+from vmstack.wrappers.passthrough import PassThroughBlock, PassThroughVM
 
 __all__ = ["DURATION_BUCKETS", "ERROR", "MeteredBlock", "MeteredVM", "NOT_IMPLEMENTED", "SUCCESS"]
+
+ResultT = TypeVar("ResultT")
 
 #: Upper bounds of the duration histograms, in seconds: from 10 µs (one block from the
 #: store) to 2.5 s, since a whole batched answer takes milliseconds.
@@ -46,6 +56,24 @@ NOT_IMPLEMENTED = "not_implemented"
 
 _NAMESPACE = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*\Z")
 
+#: The metric of each intercepted call (``{namespace}_{metric}_duration_seconds``) and the
+#: words of its help text; the batched ones are registered apart, with the methods below.
+_ONE_BLOCK = {
+    "get_block": ("get_block", "get_block calls"),
+    "parse_block": ("parse_block", "parse_block calls"),
+    "build_block": ("build_block", "build_block calls"),
+    "set_preference": ("set_preference", "set_preference calls"),
+    "last_accepted": ("last_accepted", "last_accepted calls"),
+    "get_block_id_at_height": ("get_block_id_at_height", "get_block_id_at_height calls"),
+    "block.verify": ("block_verify", "block verify calls"),
+    "block.accept": ("block_accept", "block accept calls"),
+    "block.reject": ("block_reject", "block reject calls"),
+}
+_BATCHED = {
+    "get_ancestors": ("get_ancestors", "batched get_ancestors calls"),
+    "batched_parse_block": ("batched_parse_block", "batched_parse_block calls"),
+}
+
 
 class _Timing:
     """The histogram of one method, with its children per outcome bound in advance."""
@@ -58,10 +86,6 @@ class _Timing:
         self.error = histogram.labels(outcome=ERROR)
         self.not_implemented = (histogram.labels(outcome=NOT_IMPLEMENTED) if batched
                                 else self.error)
-
-    def timed(self) -> _Observation:
-        """A context that observes the call it surrounds once, by its outcome."""
-        return _Observation(self)
 
 
 class _Observation:
@@ -91,98 +115,83 @@ class _Observation:
 
 
 class _Meters:
-    """Every histogram of one metered layer, shared by the layer and its blocks."""
+    """Every histogram of one metered layer, by the name of the call it times."""
 
-    __slots__ = ("_batched_timing", "accept", "batched_parse_block", "build_block",
-                 "get_ancestors", "get_block", "get_block_id_at_height", "last_accepted",
-                 "namespace", "parse_block", "registry", "reject", "set_preference", "verify")
+    __slots__ = ("_lock", "buckets", "namespace", "registry", "timings")
 
     def __init__(self, registry: CollectorRegistry, namespace: str, *, batching: bool,
                  buckets: Sequence[float]) -> None:
         self.registry = registry
         self.namespace = namespace
-        created: list[Histogram] = []
-
-        def timing(metric: str, what: str, *, batched: bool = False) -> _Timing:
-            histogram = Histogram(
-                f"{namespace}_{metric}_duration_seconds",
-                f"Duration of {what} through MeteredVM({namespace}), by outcome.",
-                labelnames=("outcome",), registry=registry, buckets=buckets)
-            created.append(histogram)
-            return _Timing(histogram, batched=batched)
-
+        self.buckets = buckets
+        self.timings: dict[str, _Timing] = {}
+        self._lock = threading.Lock()
         try:
-            self.get_block = timing("get_block", "get_block calls")
-            self.parse_block = timing("parse_block", "parse_block calls")
-            self.build_block = timing("build_block", "build_block calls")
-            self.set_preference = timing("set_preference", "set_preference calls")
-            self.last_accepted = timing("last_accepted", "last_accepted calls")
-            self.get_block_id_at_height = timing("get_block_id_at_height",
-                                                 "get_block_id_at_height calls")
-            self.verify = timing("block_verify", "block verify calls")
-            self.accept = timing("block_accept", "block accept calls")
-            self.reject = timing("block_reject", "block reject calls")
-            self.get_ancestors: _Timing | None = None
-            self.batched_parse_block: _Timing | None = None
-            self._batched_timing = timing
+            self._register(_ONE_BLOCK, batched=False)
             if batching:
-                self.batched_timings()
+                self.register_batched()
         except ValueError as error:
-            for histogram in created:
-                registry.unregister(histogram)
+            for timing in self.timings.values():
+                registry.unregister(timing.histogram)
             raise ValueError(
                 f"cannot register the metrics of MeteredVM({namespace}) in this registry: "
                 f"{error} (each metered layer of a registry needs its own namespace)"
             ) from error
 
+    def register_batched(self) -> None:
+        """Register the histograms of both batched calls, once: two threads making their
+        first batched call together register them once."""
+        with self._lock:
+            if "get_ancestors" not in self.timings:
+                self._register(_BATCHED, batched=True)
 
-    def batched_timings(self) -> tuple[_Timing, _Timing]:
-        """The batched histograms, registered the first time the VM below can batch: they
-        exist only where the capability does (a VM below a transition gains it later)."""
-        if self.get_ancestors is None or self.batched_parse_block is None:
-            make = self._batched_timing
-            self.get_ancestors = make("get_ancestors", "batched get_ancestors calls",
-                                      batched=True)
-            self.batched_parse_block = make("batched_parse_block",
-                                            "batched_parse_block calls", batched=True)
-        return self.get_ancestors, self.batched_parse_block
+    def first_batched(self, method: str, forward: Callable[..., ResultT],
+                      args: tuple[Any, ...]) -> ResultT:
+        """A batched call made before the VM below was ever seen batching: a refusal passes
+        up unobserved; an answer or another error registers the batched histograms (the VM
+        below batches now) and is their first observation."""
+        started = perf_counter()
+        try:
+            result = forward(*args)
+        except BatchingNotImplemented:
+            raise
+        except Exception:
+            self.register_batched()
+            self.timings[method].error.observe(perf_counter() - started)
+            raise
+        self.register_batched()
+        self.timings[method].success.observe(perf_counter() - started)
+        return result
+
+    def _register(self, metrics: dict[str, tuple[str, str]], *, batched: bool) -> None:
+        for method, (metric, what) in metrics.items():
+            histogram = Histogram(
+                f"{self.namespace}_{metric}_duration_seconds",
+                f"Duration of {what} through MeteredVM({self.namespace}), by outcome.",
+                labelnames=("outcome",), registry=self.registry, buckets=self.buckets)
+            self.timings[method] = _Timing(histogram, batched=batched)
 
 
-class MeteredBlock(WrappedBlock):
+class MeteredBlock(PassThroughBlock):
     """A block returned by :class:`MeteredVM`; ``verify/accept/reject`` are observed in
     ``{namespace}_block_verify_duration_seconds`` etc. and reach the inner block."""
 
-    __slots__ = ("_meters",)
-
-    def __init__(self, inner: Block, meters: _Meters) -> None:
-        super().__init__(inner)
-        self._meters = meters
-
-    def verify(self) -> None:
-        with self._meters.verify.timed():
-            self._inner.verify()
-
-    def accept(self) -> None:
-        with self._meters.accept.timed():
-            self._inner.accept()
-
-    def reject(self) -> None:
-        with self._meters.reject.timed():
-            self._inner.reject()
+    __slots__ = ()
 
 
-class MeteredVM:
+class MeteredVM(PassThroughVM):
     """A pass-through layer that times every call of ``inner`` into ``registry``.
 
     ``namespace`` prefixes the metric names and must be a valid Prometheus name
     (``[a-zA-Z_:][a-zA-Z0-9_:]*``); one registry holds one metered layer per namespace, and
     a second one raises ``ValueError``. ``buckets`` are the histograms' upper bounds in
     seconds. The batched methods exist always: they forward one call when ``inner``
-    batches and raise ``BatchingNotImplemented`` otherwise (see
-    :mod:`vmstack.wrappers.base`).
+    batches and raise ``BatchingNotImplemented`` otherwise.
     """
 
-    __slots__ = ("_below", "_inner", "_meters")
+    __slots__ = ("_meters",)
+
+    block_type = MeteredBlock
 
     def __init__(self, inner: ChainVM, *, registry: CollectorRegistry, namespace: str,
                  buckets: Sequence[float] = DURATION_BUCKETS) -> None:
@@ -192,24 +201,8 @@ class MeteredVM:
         if not isinstance(registry, CollectorRegistry):
             raise ValueError(
                 f"a MeteredVM needs an explicit CollectorRegistry, got {registry!r}")
-        self._inner = inner
-        self._below = BatchingWatch(inner)
+        super().__init__(inner, name=namespace)
         self._meters = _Meters(registry, namespace, batching=self.batching, buckets=buckets)
-
-    @property
-    def inner(self) -> ChainVM:
-        """The VM below this layer."""
-        return self._inner
-
-    @property
-    def batching(self) -> bool:
-        """Whether batched calls are forwarded (the VM below batches) rather than refused."""
-        return self._below.now
-
-    def watch_batching(self, callback: Callable[[bool], None]) -> bool:
-        """Subscribe ``callback`` to changes of :attr:`batching` (True), or say the layer
-        is asked live because the VM below is (False)."""
-        return self._below.watch(callback)
 
     @property
     def name(self) -> str:
@@ -226,54 +219,13 @@ class MeteredVM:
         """The registry holding this layer's histograms."""
         return self._meters.registry
 
-    # --- ChainVM -------------------------------------------------------------------------
-
-    def get_block(self, block_id: bytes) -> MeteredBlock:
-        with self._meters.get_block.timed():
-            block = self._inner.get_block(block_id)
-        return MeteredBlock(block, self._meters)
-
-    def parse_block(self, data: bytes) -> MeteredBlock:
-        with self._meters.parse_block.timed():
-            block = self._inner.parse_block(data)
-        return MeteredBlock(block, self._meters)
-
-    def build_block(self) -> MeteredBlock:
-        with self._meters.build_block.timed():
-            block = self._inner.build_block()
-        return MeteredBlock(block, self._meters)
-
-    def set_preference(self, block_id: bytes) -> None:
-        with self._meters.set_preference.timed():
-            self._inner.set_preference(block_id)
-
-    def last_accepted(self) -> bytes:
-        with self._meters.last_accepted.timed():
-            return self._inner.last_accepted()
-
-    def get_block_id_at_height(self, height: int) -> bytes:
-        with self._meters.get_block_id_at_height.timed():
-            return self._inner.get_block_id_at_height(height)
-
-    # --- BatchedChainVM ------------------------------------------------------------------
-
-    def get_ancestors(self, block_id: bytes, max_blocks_num: int, max_blocks_size: int,
-                      max_retrieval_time: float) -> list[bytes]:
-        batched = self._below.ready()
-        if batched is None:
-            raise refusal(f"MeteredVM({self._meters.namespace})", self._inner)
-        with (self._meters.get_ancestors or self._meters.batched_timings()[0]).timed():
-            return batched.get_ancestors(block_id, max_blocks_num, max_blocks_size,
-                                         max_retrieval_time)
-
-    def batched_parse_block(self, blocks: Sequence[bytes]) -> list[MeteredBlock]:
-        batched = self._below.ready()
-        if batched is None:
-            raise refusal(f"MeteredVM({self._meters.namespace})", self._inner)
-        with (self._meters.batched_parse_block or self._meters.batched_timings()[1]).timed():
-            parsed = batched.batched_parse_block(blocks)
-        meters = self._meters
-        return [MeteredBlock(block, meters) for block in parsed]
+    def intercept(self, method: str, forward: Callable[..., ResultT], *args: Any) -> ResultT:
+        """Make the call inside one observation of its histogram, by outcome."""
+        timing = self._meters.timings.get(method)
+        if timing is None:
+            return self._meters.first_batched(method, forward, args)
+        with _Observation(timing):
+            return forward(*args)
 
     def __repr__(self) -> str:
         return f"MeteredVM({self._inner!r}, namespace={self._meters.namespace!r})"

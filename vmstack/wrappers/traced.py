@@ -13,18 +13,21 @@ while the call runs, so the spans of traced layers below nest under it.
 An error from below is recorded on the span (an exception event and status ERROR) and
 re-raised unchanged, the very object. ``BatchingNotImplemented`` from below is recorded as an
 event without the ERROR status (it is the protocol's signal, not a failure) and passes up
-unchanged too. When the VM below cannot batch at all, the batched methods refuse at once,
+unchanged too (a VM below that cannot batch now refuses that way: one span with the
+event). When the VM below has no batched methods, the batched methods refuse at once,
 without a span: the engine's fallback that follows is traced call by call.
 
 Only the OpenTelemetry API is used; the caller injects the tracer (an SDK tracer, or the
-API's no-op one).
+API's no-op one). The forwarding is :class:`~vmstack.wrappers.passthrough.PassThroughVM`'s;
+this module adds the span around each call (:meth:`TracedVM.intercept`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence, Sized
+from collections.abc import Callable, Sized
 from contextvars import Token
 from types import TracebackType
+from typing import Any, TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -33,10 +36,13 @@ from opentelemetry.trace import Span, Status, StatusCode, Tracer
 from opentelemetry.util.types import AttributeValue
 
 from vmstack.errors import BatchingNotImplemented
-from vmstack.interfaces import Block, ChainVM
-from vmstack.wrappers.base import BatchingWatch, WrappedBlock, refusal
+from vmstack.interfaces import ChainVM
+from vmstack.wrappers.passthrough import METHODS, PassThroughBlock, PassThroughVM
 
 __all__ = ["TracedBlock", "TracedVM"]
+
+ResultT = TypeVar("ResultT")
+_Attributes = dict[str, AttributeValue] | None
 
 
 def _size(value: object) -> int:
@@ -53,6 +59,44 @@ def _hex(block_id: object) -> str:
     return repr(block_id)
 
 
+def _of_block(args: tuple[Any, ...]) -> _Attributes:
+    return {"block_id": args[0].id.hex(), "height": args[0].height}
+
+
+def _block_fields(span: Span, block: Any) -> None:
+    span.set_attribute("block_id", block.id.hex())
+    span.set_attribute("height", block.height)
+
+
+def _nothing(span: Span, result: object) -> None:
+    return None
+
+
+#: Per method: the attributes known before the call (from its arguments), and what the
+#: answer adds once it returns.
+_ATTRIBUTES: dict[str, tuple[Callable[[tuple[Any, ...]], _Attributes],
+                             Callable[[Span, Any], None]]] = {
+    "get_block": (lambda args: {"block_id": _hex(args[0])},
+                  lambda span, block: span.set_attribute("height", block.height)),
+    "parse_block": (lambda args: {"num_bytes": _size(args[0])}, _block_fields),
+    "build_block": (lambda args: None, _block_fields),
+    "set_preference": (lambda args: {"block_id": _hex(args[0])}, _nothing),
+    "last_accepted": (lambda args: None,
+                      lambda span, block_id: span.set_attribute("block_id", _hex(block_id))),
+    "get_block_id_at_height": (
+        lambda args: {"height": args[0]},
+        lambda span, block_id: span.set_attribute("block_id", _hex(block_id))),
+    "get_ancestors": (
+        lambda args: {"block_id": _hex(args[0]), "max_blocks_num": args[1],
+                      "max_blocks_size": args[2], "max_retrieval_time": args[3]},
+        lambda span, answer: span.set_attribute("num_blocks", len(answer))),
+    "batched_parse_block": (lambda args: {"num_blocks": _size(args[0])}, _nothing),
+    "block.verify": (_of_block, _nothing),
+    "block.accept": (_of_block, _nothing),
+    "block.reject": (_of_block, _nothing),
+}
+
+
 class _Scope:
     """One span around one call: current while the call runs, ended when it returns.
 
@@ -64,8 +108,7 @@ class _Scope:
 
     _token: Token[Context]
 
-    def __init__(self, tracer: Tracer, name: str,
-                 attributes: dict[str, AttributeValue] | None) -> None:
+    def __init__(self, tracer: Tracer, name: str, attributes: _Attributes) -> None:
         self.span: Span = tracer.start_span(name, attributes=attributes)
 
     def __enter__(self) -> Span:
@@ -83,172 +126,46 @@ class _Scope:
         span.end()
 
 
-class _Spans:
-    """The tracer and span names of one traced layer, shared by the layer and its blocks."""
-
-    __slots__ = ("accept", "batched_parse_block", "build_block", "get_ancestors", "get_block",
-                 "get_block_id_at_height", "last_accepted", "name", "parse_block", "reject",
-                 "set_preference", "tracer", "verify")
-
-    def __init__(self, tracer: Tracer, name: str) -> None:
-        self.tracer = tracer
-        self.name = name
-        self.get_block = f"{name}.get_block"
-        self.parse_block = f"{name}.parse_block"
-        self.build_block = f"{name}.build_block"
-        self.set_preference = f"{name}.set_preference"
-        self.last_accepted = f"{name}.last_accepted"
-        self.get_block_id_at_height = f"{name}.get_block_id_at_height"
-        self.get_ancestors = f"{name}.get_ancestors"
-        self.batched_parse_block = f"{name}.batched_parse_block"
-        self.verify = f"{name}.block.verify"
-        self.accept = f"{name}.block.accept"
-        self.reject = f"{name}.block.reject"
-
-    def scope(self, span_name: str,
-              attributes: dict[str, AttributeValue] | None = None) -> _Scope:
-        return _Scope(self.tracer, span_name, attributes)
-
-
-class TracedBlock(WrappedBlock):
+class TracedBlock(PassThroughBlock):
     """A block returned by :class:`TracedVM`; ``verify/accept/reject`` are traced as
     ``"{name}.block.verify"`` etc. and reach the inner block."""
 
-    __slots__ = ("_spans",)
-
-    def __init__(self, inner: Block, spans: _Spans) -> None:
-        super().__init__(inner)
-        self._spans = spans
-
-    def _attributes(self) -> dict[str, AttributeValue]:
-        return {"block_id": self._inner.id.hex(), "height": self._inner.height}
-
-    def verify(self) -> None:
-        with self._spans.scope(self._spans.verify, self._attributes()):
-            self._inner.verify()
-
-    def accept(self) -> None:
-        with self._spans.scope(self._spans.accept, self._attributes()):
-            self._inner.accept()
-
-    def reject(self) -> None:
-        with self._spans.scope(self._spans.reject, self._attributes()):
-            self._inner.reject()
+    __slots__ = ()
 
 
-class TracedVM:
+class TracedVM(PassThroughVM):
     """A pass-through layer that traces every call of ``inner`` with ``tracer``.
 
     ``name`` prefixes the span names (``"C"``, ``"proposervm"``). The batched methods exist
     always: they forward one call when ``inner`` batches and raise
-    ``BatchingNotImplemented`` otherwise (see :mod:`vmstack.wrappers.base`).
+    ``BatchingNotImplemented`` otherwise.
     """
 
-    __slots__ = ("_below", "_inner", "_spans")
+    __slots__ = ("_span_names", "_tracer")
+
+    block_type = TracedBlock
 
     def __init__(self, inner: ChainVM, *, tracer: Tracer, name: str) -> None:
         if not isinstance(name, str) or not name:
             raise ValueError(f"a TracedVM needs a non-empty name, got {name!r}")
-        self._inner = inner
-        self._spans = _Spans(tracer, name)
-        self._below = BatchingWatch(inner)
-
-    @property
-    def inner(self) -> ChainVM:
-        """The VM below this layer."""
-        return self._inner
-
-    @property
-    def batching(self) -> bool:
-        """Whether batched calls are forwarded (the VM below batches) rather than refused."""
-        return self._below.now
-
-    def watch_batching(self, callback: Callable[[bool], None]) -> bool:
-        """Subscribe ``callback`` to changes of :attr:`batching` (True), or say the layer
-        is asked live because the VM below is (False)."""
-        return self._below.watch(callback)
+        super().__init__(inner, name=name)
+        self._tracer = tracer
+        self._span_names = {method: f"{name}.{method}" for method in METHODS}
 
     @property
     def name(self) -> str:
         """The prefix of this layer's span names."""
-        return self._spans.name
+        return self._name  # type: ignore[return-value]
 
     @property
     def tracer(self) -> Tracer:
         """The tracer the spans are made with."""
-        return self._spans.tracer
+        return self._tracer
 
-    # --- ChainVM -------------------------------------------------------------------------
-
-    def get_block(self, block_id: bytes) -> TracedBlock:
-        spans = self._spans
-        with spans.scope(spans.get_block, {"block_id": _hex(block_id)}) as span:
-            block = self._inner.get_block(block_id)
-            span.set_attribute("height", block.height)
-        return TracedBlock(block, spans)
-
-    def parse_block(self, data: bytes) -> TracedBlock:
-        spans = self._spans
-        with spans.scope(spans.parse_block, {"num_bytes": _size(data)}) as span:
-            block = self._inner.parse_block(data)
-            span.set_attribute("block_id", block.id.hex())
-            span.set_attribute("height", block.height)
-        return TracedBlock(block, spans)
-
-    def build_block(self) -> TracedBlock:
-        spans = self._spans
-        with spans.scope(spans.build_block) as span:
-            block = self._inner.build_block()
-            span.set_attribute("block_id", block.id.hex())
-            span.set_attribute("height", block.height)
-        return TracedBlock(block, spans)
-
-    def set_preference(self, block_id: bytes) -> None:
-        spans = self._spans
-        with spans.scope(spans.set_preference, {"block_id": _hex(block_id)}):
-            self._inner.set_preference(block_id)
-
-    def last_accepted(self) -> bytes:
-        spans = self._spans
-        with spans.scope(spans.last_accepted) as span:
-            block_id = self._inner.last_accepted()
-            span.set_attribute("block_id", _hex(block_id))
-        return block_id
-
-    def get_block_id_at_height(self, height: int) -> bytes:
-        spans = self._spans
-        with spans.scope(spans.get_block_id_at_height, {"height": height}) as span:
-            block_id = self._inner.get_block_id_at_height(height)
-            span.set_attribute("block_id", _hex(block_id))
-        return block_id
-
-    # --- BatchedChainVM ------------------------------------------------------------------
-
-    def get_ancestors(self, block_id: bytes, max_blocks_num: int, max_blocks_size: int,
-                      max_retrieval_time: float) -> list[bytes]:
-        batched = self._below.ready()
-        if batched is None:
-            raise refusal(f"TracedVM({self._spans.name})", self._inner)
-        spans = self._spans
-        with spans.scope(spans.get_ancestors, {
-            "block_id": _hex(block_id),
-            "max_blocks_num": max_blocks_num,
-            "max_blocks_size": max_blocks_size,
-            "max_retrieval_time": max_retrieval_time,
-        }) as span:
-            answer = batched.get_ancestors(block_id, max_blocks_num, max_blocks_size,
-                                           max_retrieval_time)
-            span.set_attribute("num_blocks", len(answer))
-        return answer
-
-    def batched_parse_block(self, blocks: Sequence[bytes]) -> list[TracedBlock]:
-        batched = self._below.ready()
-        if batched is None:
-            raise refusal(f"TracedVM({self._spans.name})", self._inner)
-        spans = self._spans
-        with spans.scope(spans.batched_parse_block, {"num_blocks": _size(blocks)}):
-            parsed = batched.batched_parse_block(blocks)
-        return [TracedBlock(block, spans) for block in parsed]
-
-    def __repr__(self) -> str:
-        return f"TracedVM({self._inner!r}, name={self._spans.name!r})"
+    def intercept(self, method: str, forward: Callable[..., ResultT], *args: Any) -> ResultT:
+        """Make the call inside one span named ``"{name}.{method}"``, with its attributes."""
+        before, after = _ATTRIBUTES[method]
+        with _Scope(self._tracer, self._span_names[method], before(args)) as span:
+            result = forward(*args)
+            after(span, result)
+        return result

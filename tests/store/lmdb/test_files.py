@@ -67,6 +67,7 @@ def cut_sizes(full: int) -> list[int]:
             full - 1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["writer", "readonly"])
 def test_a_truncated_data_file_is_store_corrupted_never_a_signal(
         written: Path, tmp_path: Path, mode: str) -> None:

@@ -279,6 +279,7 @@ def check_whole_batches(path: Path) -> int:
         return last
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("seed", "sync"), [(1, True), (2, True), (3, True), (4, False)])
 def test_sigkilled_writer_leaves_only_whole_batches(tmp_path: Path, seed: int,
                                                     sync: bool) -> None:

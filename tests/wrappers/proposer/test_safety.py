@@ -328,6 +328,7 @@ def test_get_ancestors_of_a_block_accepted_mid_call_is_not_empty() -> None:
     assert answer[:1] == [bytes(block)] and len(answer) == block.height + 1
 
 
+@pytest.mark.slow
 def test_get_ancestors_never_empty_for_blocks_processing_or_accepted_under_threads(
         tmp_path: Path) -> None:
     """Readers ask for blocks that are processing (verified, published) or accepted while

@@ -27,6 +27,9 @@ from vmstack.wrappers.proposer.staking import StakingKey
 from vmstack.wrappers.proposer.verdicts import SignatureVerdicts, signature_verdict
 from vmstack.wrappers.proposer.vm import ProposerVM
 
+#: These tests start and stop parse-pool worker processes.
+pytestmark = pytest.mark.slow
+
 CHAIN_BLOCKS = 12
 KEY = StakingKey.generate(seed=b"verdict tests")
 CHAIN_ID = DEFAULT_CHAIN_ID.to_bytes(32, "big")

@@ -30,6 +30,7 @@ FORK = 10.0
 # --- the conformance kit ----------------------------------------------------------------
 
 
+@pytest.mark.slow  # the whole kit again, over another arrangement: the full suite runs it
 class TestConformanceBeforeTheFork(LayerConformance):
     """With the fork never reached the layer passes pre-fork blocks through, and completes
     batched answers itself (walking a VM below that cannot batch)."""

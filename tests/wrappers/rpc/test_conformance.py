@@ -20,6 +20,9 @@ from vmstack.conformance.stacks import KitStack
 from vmstack.interfaces import ChainVM
 from vmstack.wrappers.rpc import VMClient, VMServer, vm_pb2
 
+#: The whole kit through a gRPC server: seconds.
+pytestmark = pytest.mark.slow
+
 
 class TestVMClient(LayerConformance):
     """VMClient answers batched calls itself (one round trip; the server runs the engine

@@ -65,6 +65,7 @@ def test_any_bytes_as_any_request(server: VMServer, chain: ServedChain, method: 
     _check(server, chain, method, request)
 
 
+@pytest.mark.slow
 @_FUZZ
 @given(data=st.data())
 def test_mutated_valid_requests(server: VMServer, chain: ServedChain, data: st.DataObject

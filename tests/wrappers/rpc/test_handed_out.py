@@ -135,6 +135,7 @@ def _variants(block: bytes, count: int, size: int) -> list[bytes]:
     return variants
 
 
+@pytest.mark.slow
 def test_what_the_server_keeps_of_handed_out_blocks_is_bounded_by_bytes(
         chain: ServedChain, next_block: NextBlock) -> None:
     """Parsed blocks that are never decided (1.5 MB each, 3 times the bound in all, under

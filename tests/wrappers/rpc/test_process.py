@@ -31,6 +31,9 @@ from vmstack.wrappers.rpc.local import (
     remove_stale_private_dirs,
 )
 
+#: These tests spawn, stop and kill served child processes.
+pytestmark = pytest.mark.slow
+
 
 def test_spawn_serves_the_store_and_stops_with_the_block(lmdb_chain: Path) -> None:
     """The child serves the C-chain part of the stored chain; leaving the block stops it

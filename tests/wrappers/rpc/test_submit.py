@@ -50,6 +50,7 @@ def test_a_stack_over_a_client_submits_with_the_same_refusals() -> None:
             submit_transactions(engine_stack, [first])
 
 
+@pytest.mark.slow
 def test_a_spawned_child_takes_transactions(tmp_path: Path) -> None:
     """Over a real process boundary too: the child's mempool queues the transaction and
     refuses what no block could carry (a transaction signed for another chain)."""

@@ -16,6 +16,9 @@ from vmstack.errors import VMUnavailable
 from vmstack.wrappers.rpc import VMClient, VMServer, spawn
 from vmstack.wrappers.rpc.local import create_token_file
 
+#: These tests spawn served child processes.
+pytestmark = pytest.mark.slow
+
 
 def test_a_port_in_use_is_an_error() -> None:
     """A second server on a port the first holds fails to start instead of sharing it, so

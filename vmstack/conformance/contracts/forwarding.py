@@ -3,7 +3,7 @@
 Over a VM that batches, each batched call is one call below with the caller's arguments
 and no per-block call; over one that cannot, both batched methods are refused with
 ``BatchingNotImplemented`` (or answered, by a layer that declares it answers them itself).
-The capability is visible and asked at each call, answers do not depend on the path or on
+The capability is visible and followed at each call, answers do not depend on the path or on
 the layer, and the one-block methods forward. Each test checks one rule named
 ``forwarding.*``.
 """
@@ -149,8 +149,9 @@ class ForwardingContract(KitBase):
 
     @INNER_BATCHES
     @rule("forwarding.capability-live",
-          "the layer asks at each call whether the VM below batches: when that VM stops or "
-          "starts batching, the layer's batching, refusals and forwarding follow at once")
+          "the layer follows the VM below at each call, nothing fixed when it is built: when "
+          "that VM stops or starts batching, the layer's batching, refusals and forwarding "
+          "follow at once")
     def test_capability_is_asked_at_each_call(self, inner_batches: bool) -> None:
         for switched_off_first in (True, False):
             clock = SimClock(KIT_START_TIME)

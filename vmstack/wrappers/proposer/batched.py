@@ -73,7 +73,7 @@ def get_ancestors(vm: ProposerVM, block_id: bytes, max_blocks_num: int, max_bloc
     if not budget.blocks and vm._envelope_of_inner(handoff) is not None:
         return []
     inner = vm.inner
-    below = vm._inner_batching.ready()
+    below = vm._inner_batched
     if below is not None:
         num, size, seconds = budget.remaining()
         try:

@@ -43,7 +43,7 @@ from typing import Any
 
 import attrs
 
-from vmstack.capability import BatchingWatch, fixed_capability
+from vmstack.capability import has_batched_methods
 from vmstack.clock import Clock
 from vmstack.errors import (
     BlockNotFound,
@@ -267,12 +267,9 @@ class ProposerVM:
     """
 
     __slots__ = ("_chain_id", "_clock", "_durango_time", "_fork_time", "_inner",
-                 "_inner_batching", "_min_block_delay", "_parse_pool", "_pchain_height",
+                 "_inner_batched", "_min_block_delay", "_parse_pool", "_pchain_height",
                  "_pre_fork_facts", "_preferred", "_processing", "_shared", "_signer",
                  "_state", "_windower")
-
-    #: The layer always answers batched calls itself: its capability never changes.
-    watch_batching = staticmethod(fixed_capability)
 
     def __init__(
         self,
@@ -312,7 +309,8 @@ class ProposerVM:
         self._pchain_height = pchain_height_source(pchain_height)
         self._signer = signing_identity(staking_key, certificate, signer=signer)
         self._inner = inner
-        self._inner_batching = BatchingWatch(inner)
+        #: The inner VM as a batched VM when it has the methods (it may still refuse).
+        self._inner_batched = inner if has_batched_methods(inner) else None
         self._fork_time = fork_time
         self._clock = clock
         self._parse_pool = parse_pool

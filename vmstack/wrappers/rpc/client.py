@@ -55,7 +55,6 @@ from google.protobuf import empty_pb2
 from google.protobuf.message import Message
 
 from vmstack.batching import AncestorBudget, check_block_id, check_parse_batch
-from vmstack.capability import fixed_capability
 from vmstack.clock import Clock
 from vmstack.describe import LayerInfo, StackDescription
 from vmstack.errors import BlockNotFound, InvalidBlock, VMStackError, VMUnavailable
@@ -184,7 +183,6 @@ class VMClient:
     """
 
     batching = True
-    watch_batching = staticmethod(fixed_capability)
 
     def __init__(self, address: str, *, timeout: float = 10.0,
                  clock: Clock | None = None,
