@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 
 from tests.sim.hostile import answer_other_bodies, damage_bodies
 from tests.sim.networks import SMALL, simulated
@@ -21,6 +22,38 @@ from tests.sim.test_bad_nodes import HOSTILE, assert_survived, failing_build, ru
 from vmstack.errors import VMStackError
 from vmstack.sim.engines import LocalEngine, RayEngine
 from vmstack.sim.multinode import NetworkRun, simulate_network
+from vmstack.sim.network_report import placement_summary, print_network_report
+from vmstack.sim.ray_engine import RayHost, plan_placement
+
+
+def _hosts(*rooms: int | None) -> list[RayHost]:
+    return [RayHost(f"node{index}", f"10.0.0.{index + 1}", room)
+            for index, room in enumerate(rooms)]
+
+
+def test_actors_go_to_the_hosts_in_turn_and_skip_a_full_one() -> None:
+    assert plan_placement(4, _hosts(None, None)) == [0, 1, 0, 1]
+    assert plan_placement(5, _hosts(None, None, None)) == [0, 1, 2, 0, 1]
+    # The first host holds one actor: the others go on in turn without it.
+    assert plan_placement(5, _hosts(1, None, None)) == [0, 1, 2, 1, 2]
+    # The cluster holds three actors of the five asked: the plan is those three.
+    assert plan_placement(5, _hosts(2, 1)) == [0, 1, 0]
+    assert plan_placement(3, _hosts(0, 0)) == []
+    assert plan_placement(2, []) == []
+    with pytest.raises(ValueError, match="workers must be at least 1"):
+        plan_placement(0, _hosts(None))
+
+
+def test_the_placement_line_names_every_host_with_its_actors_and_nodes() -> None:
+    engine = {"name": "ray", "workers": 3, "workers_asked": 4,
+              "hosts": [{"node_id": "a" * 56, "address": "10.0.0.1", "actors": [0, 2]},
+                        {"node_id": "b" * 56, "address": "10.0.0.2", "actors": [1]}],
+              "actors": [{"actor": 0, "nodes": [0, 3]}, {"actor": 1, "nodes": [1]},
+                         {"actor": 2, "nodes": [2]}]}
+    assert placement_summary(engine) == (
+        "placement: 3 actors on 2 hosts (asked for 4; the cluster held 3): "
+        "10.0.0.1 (aaaaaaaa) 2 actors, 3 nodes; 10.0.0.2 (bbbbbbbb) 1 actors, 1 nodes")
+    assert placement_summary({"name": "local"}) is None
 
 
 def test_an_unreachable_cluster_is_a_clear_error_not_a_hang() -> None:
@@ -49,6 +82,38 @@ def test_ray_engine_gives_the_local_engine_figures(ray_session: Any) -> None:
     engine = RayEngine(workers=2)
     ray_figures = simulated(engine)
     assert engine.describe()["workers"] == 2
+    assert ray_figures == simulated(LocalEngine())
+
+
+def test_the_report_says_which_host_each_actor_ran_on_and_what_it_held(
+        ray_session: Any) -> None:
+    report = simulate_network(SMALL, RayEngine(workers=3))
+    engine = report.engine
+    node_id = ray_session.get_runtime_context().get_node_id()
+    address = ray_session.util.get_node_ip_address()
+    assert engine["hosts"] == [{"node_id": node_id, "address": address, "actors": [0, 1, 2]}]
+    assert [actor["nodes"] for actor in engine["actors"]] == [[0, 3], [1], [2]]
+    assert {actor["node_id"] for actor in engine["actors"]} == {node_id}
+    measured = report.as_dict()["measured"]
+    by_actor = measured["peak_memory_bytes_by_actor"]
+    assert [entry["actor"] for entry in by_actor] == [0, 1, 2]
+    assert all(entry["bytes"] > 0 and entry["node_id"] == node_id for entry in by_actor)
+    (host,) = measured["peak_memory_bytes_by_host"]
+    assert host["actors"] == 3 and host["bytes"] == sum(entry["bytes"] for entry in by_actor)
+    console = Console(record=True, width=200)
+    print_network_report(report, console)
+    assert f"placement: 3 actors on 1 host: {host['address']} ({node_id[:8]}) 3 actors, " \
+        "4 nodes" in console.export_text()
+
+
+def test_actors_that_ask_for_cpus_go_to_as_many_as_the_cluster_holds(
+        ray_session: Any) -> None:
+    # The local Ray has two CPUs: two actors of one CPU each, and the four nodes on them.
+    engine = RayEngine(workers=4, actor_cpus=1.0)
+    ray_figures = simulated(engine)
+    described = engine.describe()
+    assert (described["workers"], described["workers_asked"]) == (2, 4)
+    assert [actor["nodes"] for actor in described["actors"]] == [[0, 2], [1, 3]]
     assert ray_figures == simulated(LocalEngine())
 
 
@@ -83,7 +148,8 @@ def test_a_killed_actor_is_reported_as_crashed_and_the_run_goes_on(ray_session: 
     assert report.totals["crashed"] == 1
     assert report.totals["nodes_at_tip"] == SMALL.nodes - 1
     assert report.totals["blocks_built"] == SMALL.live_blocks
-    assert report.engine == {"name": "ray", "workers": SMALL.nodes, "address": None}
+    assert (report.engine["workers"], report.engine["address"]) == (SMALL.nodes, None)
+    assert [actor["nodes"] for actor in report.engine["actors"]] == [[0], [1], [2], [3]]
     # Even the killed actor's store is gone once the engine is closed.
     assert engine.store_root is not None and not engine.store_root.exists()
 

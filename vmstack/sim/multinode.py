@@ -266,6 +266,7 @@ def simulate_network(
                              totals=network.totals(), setup_wall_seconds=setup_wall,
                              run_wall_seconds=run_wall,
                              peak_memory_bytes=tuple(engine.peak_memory()),
-                             transactions=transactions)
+                             transactions=transactions,
+                             memory_by_place=engine.memory_by_place())
     finally:
         engine.close()

@@ -133,7 +133,8 @@ class NetworkReport:
     the configuration and the cost model. ``peak_memory_bytes`` is the peak resident size
     of each process that held nodes (this one on the local engine, each actor on Ray);
     ``transactions`` how many the first ``blocks`` blocks hold (a block holds what its gas
-    limit pays for, which may be fewer than ``txs_per_block``)."""
+    limit pays for, which may be fewer than ``txs_per_block``); ``memory_by_place`` the
+    peaks by host and by actor (:meth:`~vmstack.sim.engines.Engine.memory_by_place`)."""
 
     config: NetworkSimulationConfig
     costs: CostModel
@@ -144,6 +145,7 @@ class NetworkReport:
     run_wall_seconds: float
     peak_memory_bytes: tuple[int, ...] = ()
     transactions: int | None = None
+    memory_by_place: dict[str, object] = attrs.field(factory=dict)
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -155,5 +157,6 @@ class NetworkReport:
                           "totals": self.totals, "transactions": self.transactions},
             "measured": {"setup_wall_seconds": self.setup_wall_seconds,
                          "run_wall_seconds": self.run_wall_seconds,
-                         "peak_memory_bytes": list(self.peak_memory_bytes)},
+                         "peak_memory_bytes": list(self.peak_memory_bytes),
+                         **self.memory_by_place},
         }
