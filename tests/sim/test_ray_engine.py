@@ -5,6 +5,7 @@ as on the local engine, and an unreachable cluster refused at once."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -23,7 +24,7 @@ from vmstack.errors import VMStackError
 from vmstack.sim.engines import LocalEngine, RayEngine
 from vmstack.sim.multinode import NetworkRun, simulate_network
 from vmstack.sim.network_report import placement_summary, print_network_report
-from vmstack.sim.ray_engine import RayHost, plan_placement
+from vmstack.sim.ray_engine import RayHost, _probe_cluster, plan_placement
 
 
 def _hosts(*rooms: int | None) -> list[RayHost]:
@@ -64,6 +65,25 @@ def test_an_unreachable_cluster_is_a_clear_error_not_a_hang() -> None:
         engine = RayEngine(address=f"127.0.0.1:{port}")
         with pytest.raises(VMStackError, match="no Ray cluster answers at"):
             simulate_network(SMALL, engine)
+
+
+@pytest.mark.slow
+def test_a_listener_that_is_not_ray_is_one_line_within_the_join_bound() -> None:
+    pytest.importorskip("ray")
+    with socket.socket() as listener:  # accepts connections, never answers
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        address = f"127.0.0.1:{listener.getsockname()[1]}"
+        engine = RayEngine(address=address, join_timeout=2.0)
+        started = time.monotonic()
+        with pytest.raises(VMStackError) as refused:
+            simulate_network(SMALL, engine)
+        waited = time.monotonic() - started
+    message = str(refused.value)
+    assert message == (f"no Ray cluster answers at {address} within 2 s: something listens "
+                       "there, but not Ray's control service")
+    # The bound holds: Ray's own join would retry for 20 s and more.
+    assert waited < 15
 
 
 @pytest.fixture(scope="module")
@@ -193,3 +213,34 @@ def test_a_node_whose_own_call_fails_on_ray_is_crashed_not_the_run(ray_session: 
     # Node 3 shares the failed node's actor and is not taken down with it.
     assert not report.nodes[3].crashed
     assert report.totals["nodes_at_tip"] == SMALL.nodes - 1
+
+
+@pytest.mark.slow
+def test_a_cluster_that_needs_a_token_refuses_a_driver_without_it_in_one_line(
+        ray_session: Any) -> None:
+    if os.environ.get("RAY_AUTH_MODE") != "token":
+        pytest.skip("the local Ray runs without token authentication")
+    address = ray_session.get_runtime_context().gcs_address
+    environment = {**os.environ, "RAY_AUTH_MODE": "disabled"}
+    environment.pop("RAY_AUTH_TOKEN", None)
+    result = subprocess.run(
+        [sys.executable, "-m", "vmstack", "simulate", "--nodes", "3", "--blocks", "4",
+         "--engine", "ray", "--ray-address", address],
+        capture_output=True, text=True, timeout=60, check=False, env=environment)
+    assert result.returncode == 2
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"vmstack simulate: the Ray cluster at {address} refused this "
+                           "driver: it needs Ray's authentication token"), result.stderr
+    assert "InvalidAuthToken" in last
+
+
+def test_a_cluster_of_another_ray_version_is_refused_in_one_line(
+        ray_session: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    address = ray_session.get_runtime_context().gcs_address
+    monkeypatch.setattr(ray_session, "__version__", "0.0.1")
+    with pytest.raises(VMStackError) as refused:
+        _probe_cluster(ray_session, address, timeout=30.0)
+    assert str(refused.value).startswith(
+        f"the Ray cluster at {address} runs Ray 2.")
+    assert "this driver Ray 0.0.1 on Python" in str(refused.value)
+    assert "\n" not in str(refused.value)

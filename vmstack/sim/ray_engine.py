@@ -16,12 +16,16 @@ actor closes that node and goes on hosting the others), as on the local engine.
 from __future__ import annotations
 
 import contextlib
+import os
+import platform
 import shutil
 import socket
+import sys
 import tempfile
+import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -75,19 +79,134 @@ def plan_placement(workers: int, hosts: Sequence[RayHost]) -> list[int]:
     return plan
 
 
-def _check_reachable(address: str, timeout: float = 10.0) -> None:
+def _check_reachable(address: str, timeout: float = 10.0) -> str | None:
     """Refuse a ``host:port`` cluster address that does not accept a connection within
-    ``timeout`` seconds (Ray itself would keep retrying); other forms (``auto``,
-    ``ray://...``) are left to Ray."""
+    ``timeout`` seconds (Ray itself would keep retrying), and return this machine's address
+    on the route to it (``None`` for other forms, ``auto`` or ``ray://...``, left to
+    Ray)."""
     host, separator, port = address.rpartition(":")
     if not separator or "://" in address or not port.isdigit():
-        return
+        return None
     try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
-            pass
+        with socket.create_connection((host.strip("[]"), int(port)),
+                                      timeout=timeout) as connection:
+            return str(connection.getsockname()[0])
     except OSError as error:
         raise VMStackError(f"no Ray cluster answers at {address}: "
                            f"{error.strerror or error}") from None
+
+
+def _one_line(error: BaseException) -> str:
+    """The first sentence of ``error``'s message, on one line."""
+    text = " ".join(str(error).split())
+    sentence = text.split(". ")[0].rstrip(".")
+    return sentence or type(error).__name__
+
+
+def _root_cause(error: BaseException) -> str:
+    """``error`` and, after a colon, the first line of the error it was raised from (Ray
+    wraps the reason a join failed), on one line."""
+    cause = error.__cause__ or error.__context__
+    if cause is None:
+        return _one_line(error)
+    first = next((line for line in str(cause).splitlines() if line.strip()), "")
+    return f"{_one_line(error)}: {' '.join(first.split()) or type(cause).__name__}"
+
+
+def _actor_death(error: BaseException) -> str:
+    """Why Ray says an actor died, on one line: the last line of the traceback it quotes
+    (the error its creation raised), else the first sentence of its message."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    raised = [line for line in lines if not line.startswith(("File ", "^", "~", "Traceback"))
+              and ("Error" in line.split(":")[0] or "Exception" in line.split(":")[0])]
+    return raised[-1] if raised else _one_line(error)
+
+
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """Send what Ray's C++ client writes to the process's stderr (a warning per retry)
+    elsewhere for the duration: the caller reports the outcome in one line."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as sink:
+            os.dup2(sink.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def _within(timeout: float, make: Callable[[], Any]) -> Any:
+    """What ``make()`` returns or raises, run in a daemon thread with Ray's client
+    warnings silenced; ``TimeoutError`` when it has not finished within ``timeout``
+    seconds (the thread is left to end on its own)."""
+    outcome: list[Any] = []
+
+    def attempt() -> None:
+        try:
+            outcome.append((True, make()))
+        except BaseException as error:  # handed over to the caller's thread
+            outcome.append((False, error))
+
+    with _quiet_stderr():
+        thread = threading.Thread(target=attempt, name="vmstack-ray-probe", daemon=True)
+        thread.start()
+        thread.join(timeout)
+    if not outcome:
+        raise TimeoutError(f"no answer within {timeout:g} s")
+    succeeded, value = outcome[0]
+    if not succeeded:
+        raise value
+    return value
+
+
+def _probe_cluster(ray: Any, address: str, timeout: float = 15.0) -> None:
+    """Ask the cluster's control service at ``host:port`` ``address`` once (within
+    ``timeout`` seconds), the way a driver joining it would, and refuse in one line what
+    ``ray.init`` would only report after its retries (20 s and more) as "Failed to
+    connect": a cluster that needs Ray's authentication token this driver lacks, a service
+    that is not a Ray cluster, and a cluster running another Ray or Python version. Other
+    address forms, and a Ray without these (private) client calls, are left to
+    ``ray.init``."""
+    _, separator, port = address.rpartition(":")
+    if not separator or "://" in address or not port.isdigit():
+        return
+    try:
+        from ray._common.usage import usage_lib
+        from ray._private import utils
+        from ray._raylet import GcsClient  # type: ignore[attr-defined]  # not in its stub
+    except ImportError:
+        return
+    try:
+        client = _within(timeout, lambda: GcsClient(address=address))
+    except TimeoutError:
+        raise VMStackError(f"no Ray cluster answers at {address} within {timeout:g} s: "
+                           f"something listens there, but not Ray's control service"
+                           ) from None
+    except ray.exceptions.AuthenticationError as error:
+        raise VMStackError(
+            f"the Ray cluster at {address} refused this driver: it needs Ray's "
+            f"authentication token (set RAY_AUTH_MODE=token and RAY_AUTH_TOKEN or "
+            f"RAY_AUTH_TOKEN_PATH to the cluster's token); Ray says: {_one_line(error)}"
+        ) from None
+    except Exception as error:  # Ray's client raises bare RuntimeErrors and gRPC errors
+        raise VMStackError(f"no Ray cluster answers at {address}: the service there does "
+                           f"not answer as Ray's: {_one_line(error)}") from None
+    try:
+        metadata = usage_lib.get_cluster_metadata(client)
+    except Exception:  # no metadata (yet): ray.init checks the versions itself
+        return
+    if not isinstance(metadata, dict):
+        return
+    try:
+        utils.check_version_info(metadata, "this driver")
+    except RuntimeError:
+        raise VMStackError(
+            f"the Ray cluster at {address} runs Ray {metadata.get('ray_version')} on Python "
+            f"{metadata.get('python_version')}, this driver Ray {ray.__version__} on Python "
+            f"{platform.python_version()}: a driver must run the cluster's versions"
+        ) from None
 
 
 @attrs.frozen
@@ -149,7 +268,11 @@ class RayEngine:
     host in turn; when no host takes it, the run fails with
     :class:`~vmstack.errors.VMStackError`.
 
-    Joins the Ray cluster at ``address`` or, without one, uses the Ray already started in
+    Joins the Ray cluster at ``address`` (asking its control service first, within
+    ``join_timeout`` seconds: a cluster that refuses this driver, for want of its
+    authentication token or for another Ray or Python version, or an address where no Ray
+    cluster answers, is a :class:`~vmstack.errors.VMStackError` in one line naming the
+    cause) or, without one, uses the Ray already started in
     this process or starts a local one (``num_cpus`` CPUs, no dashboard) that :meth:`close`
     shuts down again. Every answer is awaited at most ``call_timeout`` seconds from the
     moment the engine starts gathering a list of calls; an actor that dies or does not
@@ -163,12 +286,14 @@ class RayEngine:
 
     def __init__(self, *, address: str | None = None, workers: int | None = None,
                  num_cpus: int | None = 2, call_timeout: float = 120.0,
-                 actor_cpus: float = 0.0, placement_timeout: float = 120.0) -> None:
+                 actor_cpus: float = 0.0, placement_timeout: float = 120.0,
+                 join_timeout: float = 15.0) -> None:
         if workers is not None and workers < 1:
             raise ValueError(f"workers must be at least 1, got {workers}")
-        if not call_timeout > 0 or not placement_timeout > 0:
-            raise ValueError(f"call_timeout and placement_timeout must be positive, got "
-                             f"{call_timeout} and {placement_timeout}")
+        if not call_timeout > 0 or not placement_timeout > 0 or not join_timeout > 0:
+            raise ValueError(f"call_timeout, placement_timeout and join_timeout must be "
+                             f"positive, got {call_timeout}, {placement_timeout} and "
+                             f"{join_timeout}")
         if actor_cpus < 0:
             raise ValueError(f"actor_cpus must be at least 0, got {actor_cpus}")
         try:
@@ -182,6 +307,7 @@ class RayEngine:
         self.call_timeout = call_timeout
         self.actor_cpus = actor_cpus
         self.placement_timeout = placement_timeout
+        self.join_timeout = join_timeout
         self._started_ray = False
         self._actors: list[Any] = []
         self._placement: list[int] = []
@@ -195,19 +321,25 @@ class RayEngine:
 
     def _connect(self) -> None:
         ray = self._ray
-        if self.address is not None:
-            _check_reachable(self.address)
+        local_address = None if self.address is None else _check_reachable(self.address)
         if ray.is_initialized():
             return
+        if self.address is not None:
+            _probe_cluster(ray, self.address, self.join_timeout)
         try:
             if self.address is not None:
-                ray.init(address=self.address, log_to_driver=False)
+                # This machine's address on the route to the cluster is the one the cluster
+                # reaches the driver at; naming it spares Ray its own guess (a connection
+                # attempt to a public resolver). Loopback is left to Ray.
+                known = ({} if local_address is None or local_address.startswith("127.")
+                         or local_address == "::1" else {"_node_ip_address": local_address})
+                ray.init(address=self.address, log_to_driver=False, **known)
             else:
                 ray.init(num_cpus=self.num_cpus, include_dashboard=False,
                          log_to_driver=False)
         except (ConnectionError, RuntimeError, ValueError) as error:
             where = self.address or "a local Ray"
-            raise VMStackError(f"cannot start or join {where}: {error}") from None
+            raise VMStackError(f"cannot start or join {where}: {_root_cause(error)}") from None
         self._started_ray = True
 
     def cluster_hosts(self) -> list[RayHost]:
@@ -283,7 +415,7 @@ class RayEngine:
                     problem = f"not up within {self.placement_timeout:g} s"
                 except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError,
                         ray.exceptions.ActorUnschedulableError) as error:
-                    problem = type(error).__name__
+                    problem = f"{type(error).__name__}: {_actor_death(error)}"
                 tried.append(f"{hosts[host].address} ({hosts[host].node_id[:8]}): {problem}")
                 with contextlib.suppress(Exception):
                     ray.kill(actors[index], no_restart=True)
