@@ -99,6 +99,11 @@ def _parser() -> argparse.ArgumentParser:
                           help="Ray actors to spread the nodes over, in total over the "
                                "cluster's hosts, which take them in turn (default: one per "
                                "node)")
+    simulate.add_argument("--node-store", choices=("auto", "lmdb", "memory"),
+                          help="where each network node keeps its chain: its own LMDB "
+                               "environment (a few file descriptors each), memory, or auto: "
+                               "LMDB while the nodes' descriptors fit in ulimit -n, else "
+                               "memory (default: auto)")
     simulate.add_argument("--builders", type=positive_int, metavar="B",
                           help="network nodes that start with the chain and build on it "
                                "(default: an eighth of the nodes, 2 to 4)")

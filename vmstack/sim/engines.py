@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from vmstack.errors import NodeCrashed, VMStackError
+from vmstack.sim.network_records import DESCRIPTORS_PER_LMDB_NODE, lmdb_nodes_fit
 from vmstack.sim.node_server import (
     Built,
     Call,
@@ -109,6 +110,18 @@ class LocalEngine:
         self._crashed: dict[int, str] = {}
 
     def start(self, specs: Sequence[NodeSpec]) -> None:
+        """Make every node here; refuses (before making any) more LMDB node stores than
+        this process's file descriptors hold."""
+        lmdb_nodes = sum(1 for spec in specs if spec.store == "lmdb")
+        if not lmdb_nodes_fit(lmdb_nodes):
+            import resource
+
+            soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+            raise VMStackError(
+                f"{lmdb_nodes} LMDB node stores need about "
+                f"{lmdb_nodes * DESCRIPTORS_PER_LMDB_NODE} file descriptors and this process "
+                f"may open {soft} (ulimit -n): use --node-store memory (or auto), or raise "
+                f"the limit")
         self._nodes = [NodeServer(spec) for spec in specs]
 
     def run(self, calls: Sequence[Call], *, timeout: float | None = None) -> list[Any]:

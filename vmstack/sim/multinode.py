@@ -161,6 +161,7 @@ class NetworkRun(NodeBootstrapping):
         for builder, tip in enumerate(builder_tips):
             state = self.states[builder]
             state.tip, state.joined, state.ready = tip, True, True
+            self.serving.append(builder)
             state.result.height = tip.height
             state.result.bootstrap_seconds = 0.0
         self.network_tip = builder_tips[0]
@@ -215,7 +216,8 @@ def _specs(config: NetworkSimulationConfig) -> list[NodeSpec]:
     return [NodeSpec(index=index, chain_id=config.chain_id, start_time=config.start_time,
                      fork_time=config.fork_time, transition_time=config.transition_time,
                      staking_seed=(f"vmstack simulate {config.seed} builder {index}".encode()
-                                   if index < config.builder_count else None))
+                                   if index < config.builder_count else None),
+                     store=config.node_store_used)
             for index in range(config.nodes)]
 
 

@@ -15,7 +15,23 @@ from vmstack.defaults import DEFAULT_CHAIN_ID
 from vmstack.sim.costs import CostModel
 from vmstack.sim.network import NetworkConfig
 
-__all__ = ["NetworkReport", "NetworkSimulationConfig", "NodeResult"]
+__all__ = ["DESCRIPTORS_PER_LMDB_NODE", "NetworkReport", "NetworkSimulationConfig",
+           "NodeResult", "lmdb_nodes_fit"]
+
+#: File descriptors one node's LMDB environment holds while it is open.
+DESCRIPTORS_PER_LMDB_NODE = 4
+#: Descriptors kept free for everything else a process opens.
+SPARE_DESCRIPTORS = 256
+
+
+def lmdb_nodes_fit(nodes: int) -> bool:
+    """Whether ``nodes`` LMDB node stores fit in the file descriptors this process may
+    open (its soft ``RLIMIT_NOFILE``), with :data:`SPARE_DESCRIPTORS` to spare."""
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return (soft == resource.RLIM_INFINITY
+            or nodes * DESCRIPTORS_PER_LMDB_NODE + SPARE_DESCRIPTORS <= soft)
 
 
 @attrs.frozen
@@ -28,6 +44,9 @@ class NetworkSimulationConfig:
     after ``max_attempts`` peers in a row failed it; a run still going after ``max_events``
     events fails (a bound against a run that would not end). The chain's transition is a
     third of the way up its first ``blocks`` blocks and the proposer fork two thirds up.
+    ``node_store`` is where each node keeps its chain: ``lmdb``, ``memory``, or ``auto``
+    (LMDB when every node's environment fits in this process's file descriptors, else
+    memory; :attr:`node_store_used` says which).
     """
 
     nodes: int = 8
@@ -44,8 +63,12 @@ class NetworkSimulationConfig:
     max_blocks_num: int = DEFAULT_MAX_BLOCKS_NUM
     max_attempts: int = 100
     max_events: int = 10_000_000
+    node_store: str = "auto"
 
     def __attrs_post_init__(self) -> None:
+        if self.node_store not in ("auto", "lmdb", "memory"):
+            raise ValueError(f"node_store must be auto, lmdb or memory, not "
+                             f"{self.node_store!r}")
         if self.nodes < 2:
             raise ValueError(f"a network needs at least 2 nodes, got {self.nodes}")
         if not 1 <= self.builder_count < self.nodes:
@@ -79,9 +102,17 @@ class NetworkSimulationConfig:
     def fork_time(self) -> float:
         return self.start_time + self.block_interval * (2 * self.blocks // 3)
 
+    @property
+    def node_store_used(self) -> str:
+        """The store each node keeps its chain in (``auto`` resolved for this process)."""
+        if self.node_store != "auto":
+            return self.node_store
+        return "lmdb" if lmdb_nodes_fit(self.nodes) else "memory"
+
     def as_dict(self) -> dict[str, object]:
         data = attrs.asdict(self)
         data["builders"] = self.builder_count
+        data["node_store_used"] = self.node_store_used
         return data
 
 

@@ -62,7 +62,7 @@ def print_network_report(report: NetworkReport, console: Console) -> None:
     console.print(f"network: {config.nodes} nodes ({config.builder_count} builders), chain "
                   f"{config.blocks} blocks x {per_block} + "
                   f"{config.live_blocks} built live, seed {config.seed}; engine: {where}; "
-                  f"costs: {report.costs.source}")
+                  f"node stores: {config.node_store_used}; costs: {report.costs.source}")
     placement = placement_summary(engine)
     if placement is not None:
         console.print(placement, markup=False)
