@@ -96,7 +96,14 @@ def _parser() -> argparse.ArgumentParser:
     simulate.add_argument("--ray-address", metavar="ADDR",
                           help="join this Ray cluster (default: start a local Ray)")
     simulate.add_argument("--workers", type=positive_int, metavar="W",
-                          help="Ray actors to spread the nodes over (default: one per node)")
+                          help="Ray actors to spread the nodes over, in total over the "
+                               "cluster's hosts, which take them in turn (default: one per "
+                               "node)")
+    simulate.add_argument("--node-store", choices=("auto", "lmdb", "memory"),
+                          help="where each network node keeps its chain: its own LMDB "
+                               "environment (a few file descriptors each), memory, or auto: "
+                               "LMDB while the nodes' descriptors fit in ulimit -n, else "
+                               "memory (default: auto)")
     simulate.add_argument("--builders", type=positive_int, metavar="B",
                           help="network nodes that start with the chain and serve it "
                                "(default: an eighth of the nodes, 2 to 4)")

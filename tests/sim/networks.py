@@ -16,8 +16,9 @@ SMALL = NetworkSimulationConfig(nodes=4, blocks=30, txs_per_block=1, live_blocks
                                 network=NetworkConfig(drop_probability=0.05))
 
 
-def simulated(engine: Any, **options: Any) -> dict[str, Any]:
-    """The simulated figures of :data:`SMALL` run on ``engine``."""
-    report = simulate_network(SMALL, engine, **options)
+def simulated(engine: Any, config: NetworkSimulationConfig = SMALL,
+              **options: Any) -> dict[str, Any]:
+    """The simulated figures of ``config`` (default :data:`SMALL`) run on ``engine``."""
+    report = simulate_network(config, engine, **options)
     figures: dict[str, Any] = report.as_dict()["simulated"]  # type: ignore[assignment]
     return figures

@@ -159,10 +159,11 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 
 def _comparable(lines: list[str]) -> list[str]:
     """A network run's printout without what differs from run to run or by engine: the
-    progress bar, the measured rows, the engine's name in the headline."""
+    progress bar, the measured rows, the engine's name in the headline and where its
+    actors ran."""
     kept = []
     for line in lines:
-        if line.startswith("nodes caught up") or "(measured)" in line:
+        if line.startswith(("nodes caught up", "placement: ")) or "(measured)" in line:
             continue
         kept.append(re.sub(r"; engine: [^;]*;", "; engine: -;", line.rstrip()))
     return kept

@@ -8,7 +8,8 @@ it hands an :class:`Engine` a list of :class:`Call` and gets one answer per call
 - :class:`LocalEngine` keeps every node in this process and runs the calls one after the
   other;
 - :class:`~vmstack.sim.ray_engine.RayEngine` puts the nodes in Ray actors (one node per actor
-  by default, or the nodes spread over ``workers`` actors), submits every call of the list at
+  by default, or the nodes spread over ``workers`` actors in total), pins the actors to the
+  cluster's hosts in turn, submits every call of the list at
   once so that calls on different actors run at the same time, and then gathers the answers,
   each within a bounded wait.
 
@@ -23,10 +24,12 @@ re-exported here.
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Sequence
 from typing import Any, Protocol
 
 from vmstack.errors import NodeCrashed, VMStackError
+from vmstack.sim.network_records import DESCRIPTORS_PER_LMDB_NODE, lmdb_nodes_fit
 from vmstack.sim.node_server import (
     Built,
     Call,
@@ -92,6 +95,10 @@ class Engine(Protocol):
     def peak_memory(self) -> list[int]:
         """Peak resident bytes of each live process holding nodes (measured)."""
 
+    def memory_by_place(self) -> dict[str, object]:
+        """Peak resident bytes by host and by process holding nodes (measured,
+        JSON-ready): ``peak_memory_bytes_by_host`` and ``peak_memory_bytes_by_actor``."""
+
 
 class LocalEngine:
     """Every node in this process; calls run one after the other."""
@@ -103,6 +110,18 @@ class LocalEngine:
         self._crashed: dict[int, str] = {}
 
     def start(self, specs: Sequence[NodeSpec]) -> None:
+        """Make every node here; refuses (before making any) more LMDB node stores than
+        this process's file descriptors hold."""
+        lmdb_nodes = sum(1 for spec in specs if spec.store == "lmdb")
+        if not lmdb_nodes_fit(lmdb_nodes):
+            import resource
+
+            soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+            raise VMStackError(
+                f"{lmdb_nodes} LMDB node stores need about "
+                f"{lmdb_nodes * DESCRIPTORS_PER_LMDB_NODE} file descriptors and this process "
+                f"may open {soft} (ulimit -n): use --node-store memory (or auto), or raise "
+                f"the limit")
         self._nodes = [NodeServer(spec) for spec in specs]
 
     def run(self, calls: Sequence[Call], *, timeout: float | None = None) -> list[Any]:
@@ -136,6 +155,13 @@ class LocalEngine:
 
     def peak_memory(self) -> list[int]:
         return [peak_rss()]
+
+    def memory_by_place(self) -> dict[str, object]:
+        """This process's peak, as the one host's; there are no actors."""
+        return {"peak_memory_bytes_by_host": [{"node_id": None,
+                                               "address": socket.gethostname(),
+                                               "actors": 0, "bytes": peak_rss()}],
+                "peak_memory_bytes_by_actor": []}
 
 
 def make_engine(name: str, *, address: str | None = None, workers: int | None = None,

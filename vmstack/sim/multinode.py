@@ -239,6 +239,7 @@ class NetworkRun(NodeBootstrapping):
         for builder, tip in enumerate(builder_tips):
             state = self.states[builder]
             state.joined, state.ready = True, True
+            self.serving.append(builder)
             self._set_tip(builder, tip)
             state.result.bootstrap_seconds = 0.0
         self.network_tip = builder_tips[0]
@@ -296,7 +297,8 @@ class NetworkRun(NodeBootstrapping):
 def _specs(config: NetworkSimulationConfig, stake: StakeSchedule) -> list[NodeSpec]:
     return [NodeSpec(index=index, chain_id=config.chain_id, start_time=config.start_time,
                      fork_time=config.fork_time, transition_time=config.transition_time,
-                     staking_seed=node_staking_seed(config.seed, index), stake=stake)
+                     staking_seed=node_staking_seed(config.seed, index), stake=stake,
+                     store=config.node_store_used)
             for index in range(config.nodes)]
 
 
@@ -357,6 +359,7 @@ def simulate_network(
                              totals=network.totals(), setup_wall_seconds=setup_wall,
                              run_wall_seconds=run_wall,
                              peak_memory_bytes=tuple(engine.peak_memory()),
-                             transactions=transactions, slots=network.slots)
+                             transactions=transactions, slots=network.slots,
+                             memory_by_place=engine.memory_by_place())
     finally:
         engine.close()

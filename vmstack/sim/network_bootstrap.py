@@ -15,6 +15,7 @@ tell it). Only nodes that have caught up once serve others.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from vmstack.batching import CONTAINER_LEN_OVERHEAD
 from vmstack.sim.bootstrap import REQUEST_BYTES
@@ -27,14 +28,50 @@ __all__ = ["NodeBootstrapping"]
 class NodeBootstrapping(NetworkEventLoop):
     """The event loop with the joining, bootstrapping and polling of every node."""
 
-    def _peers_for(self, node: int, height: int) -> list[int]:
-        """Nodes that can serve ``node`` up to ``height``: up, caught up once, (as far as
-        the coordinator's book says) that high, and never caught giving ``node`` a bad
-        answer."""
-        distrusted = self.states[node].distrusted
-        return [peer for peer, state in enumerate(self.states)
-                if peer != node and state.ready and self._up(peer) and state.tip is not None
-                and state.tip.height >= height and peer not in distrusted]
+    #: Random draws :meth:`_pick_peer` makes among the serving nodes before it lists the
+    #: eligible ones instead.
+    PEER_DRAWS = 16
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        #: The nodes that have caught up once (and so serve), in the order they did.
+        self.serving: list[int] = []
+
+    def _crashed(self, node: int, reason: str) -> None:
+        """Record the crash; when no live node holds the network's tip any more (the node
+        that built it crashed before any other accepted it), the tip to build on is the
+        highest a live node holds, so the builders left go on building."""
+        super()._crashed(node, reason)
+        tip = self.network_tip
+        if tip is None or not any(
+                state.tip == tip and self._up(index) for index, state in enumerate(self.states)):
+            held = [state.tip for index, state in enumerate(self.states)
+                    if state.tip is not None and self._up(index)]
+            self.network_tip = max(held, key=lambda held_tip: held_tip.height, default=tip)
+
+    def _can_serve(self, peer: int, node: int, height: int) -> bool:
+        """Whether ``peer`` can serve ``node`` up to ``height``: not ``node`` itself, up,
+        caught up once, (as far as the coordinator's book says) that high, and never caught
+        giving ``node`` a bad answer."""
+        state = self.states[peer]
+        return (peer != node and state.ready and self._up(peer) and state.tip is not None
+                and state.tip.height >= height and peer not in self.states[node].distrusted)
+
+    def _pick_peer(self, node: int, height: int) -> int | None:
+        """A random peer that can serve ``node`` up to ``height`` (``None`` if none can).
+
+        Draws among the serving nodes until one can (at most :attr:`PEER_DRAWS` draws, so a
+        pick costs the same whatever the size of the network), then picks among those that
+        can, listed: every peer that can serve has the same chance either way."""
+        serving = self.serving
+        if not serving:
+            return None
+        for _ in range(self.PEER_DRAWS):
+            peer = serving[self.rng.randrange(len(serving))]
+            if self._can_serve(peer, node, height):
+                return peer
+        peers = [peer for peer in serving if self._can_serve(peer, node, height)]
+        return self.rng.choice(peers) if peers else None
 
     def _join(self, node: int) -> None:
         state = self.states[node]
@@ -49,14 +86,13 @@ class NodeBootstrapping(NetworkEventLoop):
         state.in_round = True
         if not self._give_up_after_attempts(node, "frontier"):
             return
-        peers = self._peers_for(node, 0)
         request = next(self._requests)
         state.outstanding = request
         self.schedule(self.config.network.timeout, node,
                       lambda _: self._timed_out(node, request, lambda: self._ask_frontier(node)))
-        if not peers:
+        peer = self._pick_peer(node, 0)
+        if peer is None:
             return
-        peer = self.rng.choice(peers)
         state.result.requests += 1
         delay = self.mesh.transfer(node, peer, REQUEST_BYTES)
         if delay is not None:
@@ -107,10 +143,9 @@ class NodeBootstrapping(NetworkEventLoop):
         state.outstanding = request
         self.schedule(self.config.network.timeout, node,
                       lambda _: self._timed_out(node, request, lambda: self._request(node, want)))
-        peers = self._peers_for(node, state.target)
-        if not peers:
+        peer = self._pick_peer(node, state.target)
+        if peer is None:
             return
-        peer = self.rng.choice(peers)
         state.result.requests += 1
         delay = self.mesh.transfer(node, peer, REQUEST_BYTES)
         if delay is None:
@@ -205,6 +240,7 @@ class NodeBootstrapping(NetworkEventLoop):
         state.in_round = False
         if not state.ready:
             state.ready = True
+            self.serving.append(node)
             state.result.bootstrap_seconds = (self.clock() - self.started
                                               - state.result.joined_at)
             state.result.timeline.append((self.clock() - self.started,

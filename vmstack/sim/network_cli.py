@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import time
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -17,6 +18,9 @@ from vmstack.sim.network_report import (
 )
 
 __all__ = ["simulate_network_from_args"]
+
+#: Seconds between two updates of the progress bar.
+PROGRESS_INTERVAL = 0.5
 
 #: Options of the two-node run that a network run does not take.
 _TWO_NODE_ONLY = (("serial", "--serial"), ("out_of_process", "--out-of-process"),
@@ -36,7 +40,8 @@ def simulate_network_from_args(args: argparse.Namespace, console: Console, *,
     config = NetworkSimulationConfig(nodes=args.nodes, builders=args.builders,
                                      blocks=args.blocks, txs_per_block=args.txs_per_block,
                                      live_blocks=args.live_blocks, seed=args.seed,
-                                     stake=args.stake or "equal")
+                                     stake=args.stake or "equal",
+                                     node_store=args.node_store or "auto")
     engine = make_engine(args.engine or "local", address=args.ray_address,
                          workers=args.workers)
     model = costs or REFERENCE_COSTS
@@ -51,9 +56,14 @@ def simulate_network_from_args(args: argparse.Namespace, console: Console, *,
                   TimeElapsedColumn(), console=console, transient=False) as progress:
         caught_up = progress.add_task("nodes caught up", total=config.nodes)
 
+        shown = [0.0]
+
         def observe(run: NetworkRun) -> None:
-            progress.update(caught_up, completed=sum(1 for state in run.states
-                                                     if state.ready))
+            # Counted a few times a second, not after every batch: a count is a pass over
+            # every node, and a large network runs many batches.
+            if time.monotonic() - shown[0] >= PROGRESS_INTERVAL:
+                shown[0] = time.monotonic()
+                progress.update(caught_up, completed=len(run.serving))
 
         report = simulate_network(config, engine, costs=model, observe=observe)
         progress.update(caught_up, completed=config.nodes - int(report.totals["crashed"] or 0)

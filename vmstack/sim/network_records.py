@@ -19,8 +19,23 @@ from vmstack.sim.network_stake import STAKE_KINDS
 #: The proposer layer's minimum delay between a block and its child (its default).
 MIN_BLOCK_DELAY = 1.0
 
-__all__ = ["MISSED_REASONS", "MissedSlot", "NetworkReport", "NetworkSimulationConfig", "NodeResult",
-           "SlotRecord"]
+__all__ = ["DESCRIPTORS_PER_LMDB_NODE", "MISSED_REASONS", "MissedSlot", "NetworkReport",
+           "NetworkSimulationConfig", "NodeResult", "SlotRecord", "lmdb_nodes_fit"]
+
+#: File descriptors one node's LMDB environment holds while it is open.
+DESCRIPTORS_PER_LMDB_NODE = 4
+#: Descriptors kept free for everything else a process opens.
+SPARE_DESCRIPTORS = 256
+
+
+def lmdb_nodes_fit(nodes: int) -> bool:
+    """Whether ``nodes`` LMDB node stores fit in the file descriptors this process may
+    open (its soft ``RLIMIT_NOFILE``), with :data:`SPARE_DESCRIPTORS` to spare."""
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return (soft == resource.RLIM_INFINITY
+            or nodes * DESCRIPTORS_PER_LMDB_NODE + SPARE_DESCRIPTORS <= soft)
 
 
 @attrs.frozen
@@ -38,6 +53,9 @@ class NetworkSimulationConfig:
     builds each of the ``live_blocks`` blocks; ``block_interval`` is how long after its
     parent a block's first slot proposer builds it (at least the proposer layer's
     minimum block delay, 1 s).
+    ``node_store`` is where each node keeps its chain: ``lmdb``, ``memory``, or ``auto``
+    (LMDB when every node's environment fits in this process's file descriptors, else
+    memory; :attr:`node_store_used` says which).
     """
 
     nodes: int = 8
@@ -55,8 +73,12 @@ class NetworkSimulationConfig:
     max_attempts: int = 100
     max_events: int = 10_000_000
     stake: str = "equal"
+    node_store: str = "auto"
 
     def __attrs_post_init__(self) -> None:
+        if self.node_store not in ("auto", "lmdb", "memory"):
+            raise ValueError(f"node_store must be auto, lmdb or memory, not "
+                             f"{self.node_store!r}")
         if self.nodes < 2:
             raise ValueError(f"a network needs at least 2 nodes, got {self.nodes}")
         if not 1 <= self.builder_count < self.nodes:
@@ -95,9 +117,17 @@ class NetworkSimulationConfig:
     def fork_time(self) -> float:
         return self.start_time + self.block_interval * (2 * self.blocks // 3)
 
+    @property
+    def node_store_used(self) -> str:
+        """The store each node keeps its chain in (``auto`` resolved for this process)."""
+        if self.node_store != "auto":
+            return self.node_store
+        return "lmdb" if lmdb_nodes_fit(self.nodes) else "memory"
+
     def as_dict(self) -> dict[str, object]:
         data = attrs.asdict(self)
         data["builders"] = self.builder_count
+        data["node_store_used"] = self.node_store_used
         return data
 
 
@@ -206,7 +236,8 @@ class NetworkReport:
     of each process that held nodes (this one on the local engine, each actor on Ray);
     ``transactions`` how many the first ``blocks`` blocks hold (a block holds what its gas
     limit pays for, which may be fewer than ``txs_per_block``). ``slots`` is what the
-    proposer windows did (:class:`SlotRecord`)."""
+    proposer windows did (:class:`SlotRecord`); ``memory_by_place`` the peaks by host and
+    by actor (:meth:`~vmstack.sim.engines.Engine.memory_by_place`)."""
 
     config: NetworkSimulationConfig
     costs: CostModel
@@ -218,6 +249,7 @@ class NetworkReport:
     peak_memory_bytes: tuple[int, ...] = ()
     transactions: int | None = None
     slots: SlotRecord = attrs.field(factory=lambda: SlotRecord())
+    memory_by_place: dict[str, object] = attrs.field(factory=dict)
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -230,5 +262,6 @@ class NetworkReport:
                           "slots": self.slots.as_dict()},
             "measured": {"setup_wall_seconds": self.setup_wall_seconds,
                          "run_wall_seconds": self.run_wall_seconds,
-                         "peak_memory_bytes": list(self.peak_memory_bytes)},
+                         "peak_memory_bytes": list(self.peak_memory_bytes),
+                         **self.memory_by_place},
         }

@@ -13,7 +13,8 @@ from vmstack.sim.network_records import MISSED_REASONS, NetworkReport, NodeResul
 from vmstack.sim.report import transactions_per_block
 from vmstack.wrappers.proposer.windower import WINDOW_DURATION
 
-__all__ = ["print_network_report", "write_network_json", "write_network_plot"]
+__all__ = ["placement_summary", "print_network_report", "write_network_json",
+           "write_network_plot"]
 
 
 def _seconds(value: float | int | None) -> str:
@@ -32,6 +33,25 @@ def _bad(node: NodeResult) -> str:
             else f"{node.bad_answers}/{node.bad_answers_sent} sent")
 
 
+def placement_summary(engine: dict[str, object]) -> str | None:
+    """One line saying where the actors ran: per host, its address, the start of its node
+    ID, its actors and the simulated nodes they held (``None`` for an engine without
+    hosts)."""
+    hosts, actors = engine.get("hosts"), engine.get("actors")
+    if not isinstance(hosts, list) or not isinstance(actors, list):
+        return None
+    held = {actor["actor"]: len(actor["nodes"]) for actor in actors}
+    parts = [f"{host['address']} ({str(host['node_id'])[:8]}) {len(host['actors'])} actors, "
+             f"{sum(held.get(index, 0) for index in host['actors'])} nodes"
+             for host in hosts]
+    asked = engine.get("workers_asked")
+    fewer = (f" (asked for {asked}; the cluster held {engine.get('workers')})"
+             if asked not in (None, engine.get("workers")) else "")
+    plural = "host" if len(hosts) == 1 else "hosts"
+    return (f"placement: {len(actors)} actors on {len(hosts)} {plural}{fewer}: "
+            + "; ".join(parts))
+
+
 def print_network_report(report: NetworkReport, console: Console) -> None:
     """One row per node (simulated figures), then the network's totals. The ``bad``
     column counts the bad answers a node dropped (and, as ``n sent``, those it gave)."""
@@ -44,7 +64,11 @@ def print_network_report(report: NetworkReport, console: Console) -> None:
     console.print(f"network: {config.nodes} nodes ({config.builder_count} builders), chain "
                   f"{config.blocks} blocks x {per_block} + "
                   f"{config.live_blocks} built live, seed {config.seed}, stake {config.stake}; "
-                  f"engine: {where}; costs: {report.costs.source}")
+                  f"engine: {where}; node stores: {config.node_store_used}; "
+                  f"costs: {report.costs.source}")
+    placement = placement_summary(engine)
+    if placement is not None:
+        console.print(placement, markup=False)
     table = Table(title="nodes (simulated; sim s from joining)", title_justify="left")
     for column in ("node", "role", "joined s", "requests", "retries", "bad", "MB",
                    "fetched", "rounds", "gossip", "height", "bootstrap s", "crashed"):

@@ -41,7 +41,7 @@ from vmstack.errors import BlockNotFound, InvalidBlock, StoreCorrupted
 from vmstack.interfaces import Block, ChainVM, find_layer
 from vmstack.sim.network_stake import HISTORY_PCHAIN_HEIGHT, LIVE_PCHAIN_HEIGHT, StakeSchedule
 from vmstack.stack import build_stack
-from vmstack.store import KeyValueStore, LMDBStore
+from vmstack.store import KeyValueStore, LMDBStore, MemoryStore
 from vmstack.wrappers.proposer import ProposerVM, StakingKey
 
 __all__ = [
@@ -50,6 +50,7 @@ __all__ = [
     "Delivered",
     "Executed",
     "NODE_METHODS",
+    "NODE_STORES",
     "NodeServer",
     "NodeSpec",
     "Received",
@@ -65,14 +66,20 @@ NODE_METHODS = frozenset({"generate", "export", "import_blocks", "tip", "transac
                           "serve", "receive", "execute", "deliver", "build"})
 
 
+#: The stores a node can keep its chain in (:attr:`NodeSpec.store`).
+NODE_STORES = ("lmdb", "memory")
+
+
 @attrs.frozen
 class NodeSpec:
     """What a node needs to build its stack: the chain's parameters, the seed of its
-    staking key (its post-fork blocks are signed with it; ``None``: unsigned) and, when
-    the network has validators, their ``stake``: the node's proposer layer then enforces
-    the proposer windows over it, and the node's P-chain height is the schedule's live
-    one (:data:`~vmstack.sim.network_stake.LIVE_PCHAIN_HEIGHT`) but while it builds the
-    chain's history (:meth:`NodeServer.generate`)."""
+    staking key (its post-fork blocks are signed with it; ``None``: unsigned), when the
+    network has validators their ``stake`` (the node's proposer layer then enforces the
+    proposer windows over it, and the node's P-chain height is the schedule's live one,
+    :data:`~vmstack.sim.network_stake.LIVE_PCHAIN_HEIGHT`, but while it builds the chain's
+    history, :meth:`NodeServer.generate`), and its ``store``, one of :data:`NODE_STORES`:
+    ``lmdb`` (its own LMDB environment, a few file descriptors held while the node lives)
+    or ``memory`` (a :class:`~vmstack.store.MemoryStore`: no files, gone with the node)."""
 
     index: int
     chain_id: int
@@ -81,6 +88,11 @@ class NodeSpec:
     transition_time: float
     staking_seed: bytes | None = None
     stake: StakeSchedule | None = None
+    store: str = "lmdb"
+
+    def __attrs_post_init__(self) -> None:
+        if self.store not in NODE_STORES:
+            raise ValueError(f"node stores are {NODE_STORES}, not {self.store!r}")
 
 
 @attrs.frozen
@@ -173,9 +185,10 @@ class Call:
 
 
 class NodeServer:
-    """One node: its stack over its own LMDB store in ``directory`` (a private temporary
-    directory when ``None``; committed without fsync), on its own simulated clock.
-    :meth:`close` removes the directory if ``remove`` (default: if the node made it).
+    """One node: its stack over its own store, on its own simulated clock. An LMDB store
+    (``spec.store == "lmdb"``) lives in ``directory`` (a private temporary directory when
+    ``None``; committed without fsync), and :meth:`close` removes the directory if
+    ``remove`` (default: if the node made it); a memory store needs no directory.
 
     Every method that happens at a simulated time takes it as ``now``; the node's clock is
     moved there first (never back). The answers are plain data, the same whichever process
@@ -185,14 +198,20 @@ class NodeServer:
     def __init__(self, spec: NodeSpec, directory: Path | None = None, *,
                  remove: bool | None = None) -> None:
         self.spec = spec
-        self._owned = directory is None if remove is None else remove
-        self.directory = (Path(tempfile.mkdtemp(prefix=f"vmstack-node-{spec.index}-"))
-                          if directory is None else directory)
-        self.directory.mkdir(parents=True, exist_ok=True)
         self.clock = SimClock(spec.start_time)
-        # A node's store lives as long as the run: commits skip the fsync that only an OS
-        # crash would need.
-        self._store = LMDBStore(self.directory, sync=False)
+        self._owned = False
+        self.directory: Path | None = None
+        self._store: KeyValueStore
+        if spec.store == "memory":
+            self._store = MemoryStore()
+        else:
+            self._owned = directory is None if remove is None else remove
+            self.directory = (Path(tempfile.mkdtemp(prefix=f"vmstack-node-{spec.index}-"))
+                              if directory is None else directory)
+            self.directory.mkdir(parents=True, exist_ok=True)
+            # A node's store lives as long as the run: commits skip the fsync that only an
+            # OS crash would need.
+            self._store = LMDBStore(self.directory, sync=False)
         key = (None if spec.staking_seed is None
                else StakingKey.generate(seed=spec.staking_seed))
         stake = spec.stake
@@ -209,7 +228,7 @@ class NodeServer:
     def close(self) -> None:
         """Close the store; remove the directory if the node made it."""
         self._store.close()
-        if self._owned:
+        if self._owned and self.directory is not None:
             shutil.rmtree(self.directory, ignore_errors=True)
 
     def _at(self, now: float) -> None:

@@ -1,8 +1,11 @@
-"""The Ray engine: the nodes of a simulated network in Ray actors.
+"""The Ray engine: the nodes of a simulated network in Ray actors, spread over the cluster.
 
-:class:`RayEngine` places the nodes on ``workers`` actors (one node per actor by default),
-submits every call of a list at once so that calls on different actors run at the same
-time, and then gathers the answers, each within a bounded wait. An actor holds the
+:class:`RayEngine` places the nodes on ``workers`` actors in total (one node per actor by
+default), pins the actors to the cluster's alive hosts in turn (:func:`plan_placement`,
+Ray's node affinity with ``soft=False``: never left to Ray's best-effort spreading), submits
+every call of a list at once so that calls on different actors run at the same time, and
+then gathers the answers, each within a bounded wait. :meth:`RayEngine.describe` says which
+host every actor ran on and which nodes it held. An actor holds the
 :class:`~vmstack.sim.node_server.NodeServer` of each node placed on it. A node whose actor
 dies, or does not answer within ``call_timeout`` seconds, answers
 :class:`~vmstack.errors.NodeCrashed` from then on: the coordinator reports it and the run
@@ -13,12 +16,16 @@ actor closes that node and goes on hosting the others), as on the local engine.
 from __future__ import annotations
 
 import contextlib
+import os
+import platform
 import shutil
 import socket
+import sys
 import tempfile
+import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,22 +34,179 @@ import attrs
 from vmstack.errors import NodeCrashed, VMStackError
 from vmstack.sim.node_server import Call, NodeServer, NodeSpec, failure_reason, peak_rss
 
-__all__ = ["RayEngine"]
+__all__ = ["RayEngine", "RayHost", "plan_placement"]
 
 
-def _check_reachable(address: str, timeout: float = 10.0) -> None:
+@attrs.frozen
+class RayHost:
+    """A host of the Ray cluster: its node ID, its address, and ``room``, how many of the
+    engine's actors it can take (``None``: no bound, when an actor asks for no CPU)."""
+
+    node_id: str
+    address: str
+    room: int | None = None
+
+    def as_dict(self) -> dict[str, object]:
+        return {"node_id": self.node_id, "address": self.address}
+
+
+def plan_placement(workers: int, hosts: Sequence[RayHost]) -> list[int]:
+    """The host (an index into ``hosts``) of each of ``workers`` actors: actor ``i`` goes
+    to the next host in turn after actor ``i - 1``'s (round-robin, so the actors of any two
+    hosts differ by at most one while all have room), skipping a host that is full. When
+    the hosts cannot hold ``workers`` actors, the plan holds as many as they can (the nodes
+    are then spread over fewer actors); no host, or no room anywhere, is an empty plan."""
+    if workers < 1:
+        raise ValueError(f"workers must be at least 1, got {workers}")
+    left = [host.room for host in hosts]
+
+    def has_room(index: int) -> bool:
+        room = left[index]
+        return room is None or room > 0
+
+    plan: list[int] = []
+    turn = 0
+    while len(plan) < workers:
+        candidates = [(turn + step) % len(hosts) for step in range(len(hosts))]
+        chosen = next((index for index in candidates if has_room(index)), None)
+        if chosen is None:
+            break
+        room = left[chosen]
+        if room is not None:
+            left[chosen] = room - 1
+        plan.append(chosen)
+        turn = chosen + 1
+    return plan
+
+
+def _check_reachable(address: str, timeout: float = 10.0) -> str | None:
     """Refuse a ``host:port`` cluster address that does not accept a connection within
-    ``timeout`` seconds (Ray itself would keep retrying); other forms (``auto``,
-    ``ray://...``) are left to Ray."""
+    ``timeout`` seconds (Ray itself would keep retrying), and return this machine's address
+    on the route to it (``None`` for other forms, ``auto`` or ``ray://...``, left to
+    Ray)."""
     host, separator, port = address.rpartition(":")
     if not separator or "://" in address or not port.isdigit():
-        return
+        return None
     try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
-            pass
+        with socket.create_connection((host.strip("[]"), int(port)),
+                                      timeout=timeout) as connection:
+            return str(connection.getsockname()[0])
     except OSError as error:
         raise VMStackError(f"no Ray cluster answers at {address}: "
                            f"{error.strerror or error}") from None
+
+
+def _one_line(error: BaseException) -> str:
+    """The first sentence of ``error``'s message, on one line."""
+    text = " ".join(str(error).split())
+    sentence = text.split(". ")[0].rstrip(".")
+    return sentence or type(error).__name__
+
+
+def _root_cause(error: BaseException) -> str:
+    """``error`` and, after a colon, the first line of the error it was raised from (Ray
+    wraps the reason a join failed), on one line."""
+    cause = error.__cause__ or error.__context__
+    if cause is None:
+        return _one_line(error)
+    first = next((line for line in str(cause).splitlines() if line.strip()), "")
+    return f"{_one_line(error)}: {' '.join(first.split()) or type(cause).__name__}"
+
+
+def _actor_death(error: BaseException) -> str:
+    """Why Ray says an actor died, on one line: the last line of the traceback it quotes
+    (the error its creation raised), else the first sentence of its message."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    raised = [line for line in lines if not line.startswith(("File ", "^", "~", "Traceback"))
+              and ("Error" in line.split(":")[0] or "Exception" in line.split(":")[0])]
+    return raised[-1] if raised else _one_line(error)
+
+
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """Send what Ray's C++ client writes to the process's stderr (a warning per retry)
+    elsewhere for the duration: the caller reports the outcome in one line."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as sink:
+            os.dup2(sink.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def _within(timeout: float, make: Callable[[], Any]) -> Any:
+    """What ``make()`` returns or raises, run in a daemon thread with Ray's client
+    warnings silenced; ``TimeoutError`` when it has not finished within ``timeout``
+    seconds (the thread is left to end on its own)."""
+    outcome: list[Any] = []
+
+    def attempt() -> None:
+        try:
+            outcome.append((True, make()))
+        except BaseException as error:  # handed over to the caller's thread
+            outcome.append((False, error))
+
+    with _quiet_stderr():
+        thread = threading.Thread(target=attempt, name="vmstack-ray-probe", daemon=True)
+        thread.start()
+        thread.join(timeout)
+    if not outcome:
+        raise TimeoutError(f"no answer within {timeout:g} s")
+    succeeded, value = outcome[0]
+    if not succeeded:
+        raise value
+    return value
+
+
+def _probe_cluster(ray: Any, address: str, timeout: float = 15.0) -> None:
+    """Ask the cluster's control service at ``host:port`` ``address`` once (within
+    ``timeout`` seconds), the way a driver joining it would, and refuse in one line what
+    ``ray.init`` would only report after its retries (20 s and more) as "Failed to
+    connect": a cluster that needs Ray's authentication token this driver lacks, a service
+    that is not a Ray cluster, and a cluster running another Ray or Python version. Other
+    address forms, and a Ray without these (private) client calls, are left to
+    ``ray.init``."""
+    _, separator, port = address.rpartition(":")
+    if not separator or "://" in address or not port.isdigit():
+        return
+    try:
+        from ray._common.usage import usage_lib
+        from ray._private import utils
+        from ray._raylet import GcsClient  # type: ignore[attr-defined]  # not in its stub
+    except ImportError:
+        return
+    try:
+        client = _within(timeout, lambda: GcsClient(address=address))
+    except TimeoutError:
+        raise VMStackError(f"no Ray cluster answers at {address} within {timeout:g} s: "
+                           f"something listens there, but not Ray's control service"
+                           ) from None
+    except ray.exceptions.AuthenticationError as error:
+        raise VMStackError(
+            f"the Ray cluster at {address} refused this driver: it needs Ray's "
+            f"authentication token (set RAY_AUTH_MODE=token and RAY_AUTH_TOKEN or "
+            f"RAY_AUTH_TOKEN_PATH to the cluster's token); Ray says: {_one_line(error)}"
+        ) from None
+    except Exception as error:  # Ray's client raises bare RuntimeErrors and gRPC errors
+        raise VMStackError(f"no Ray cluster answers at {address}: the service there does "
+                           f"not answer as Ray's: {_one_line(error)}") from None
+    try:
+        metadata = usage_lib.get_cluster_metadata(client)
+    except Exception:  # no metadata (yet): ray.init checks the versions itself
+        return
+    if not isinstance(metadata, dict):
+        return
+    try:
+        utils.check_version_info(metadata, "this driver")
+    except RuntimeError:
+        raise VMStackError(
+            f"the Ray cluster at {address} runs Ray {metadata.get('ray_version')} on Python "
+            f"{metadata.get('python_version')}, this driver Ray {ray.__version__} on Python "
+            f"{platform.python_version()}: a driver must run the cluster's versions"
+        ) from None
 
 
 @attrs.frozen
@@ -73,6 +237,12 @@ class _NodeHost:
     def peak_memory(self) -> int:
         return peak_rss()
 
+    def where(self) -> str:
+        """The node ID of the Ray host this actor runs on."""
+        import ray
+
+        return str(ray.get_runtime_context().get_node_id())
+
     def ping(self) -> int:
         """The number of nodes on this actor (an answer proves the actor alive)."""
         return len(self.nodes)
@@ -84,10 +254,25 @@ class _NodeHost:
 
 
 class RayEngine:
-    """The nodes in Ray actors: ``workers`` actors (default: one per node), node ``i`` on
-    actor ``i % workers``, spread over the cluster.
+    """The nodes in Ray actors: ``workers`` actors in total over the whole cluster (default:
+    one per node), node ``i`` on actor ``i % workers``.
 
-    Joins the Ray cluster at ``address`` or, without one, uses the Ray already started in
+    The actors are spread over the cluster's alive hosts (ordered by address, then node
+    ID) by :func:`plan_placement`: actor ``i`` on the next host in turn, pinned there with
+    Ray's node affinity (``soft=False``), so with several hosts alive the actors never pile
+    up on one. Each actor asks Ray for ``actor_cpus`` CPUs (default 0: an actor only
+    answers the coordinator's calls); a host whose free CPUs cannot take another is full
+    and skipped, and when the cluster cannot hold ``workers`` actors the nodes go to as
+    many as it can hold (:meth:`describe` gives both counts). An actor that does not come
+    up on its host within ``placement_timeout`` seconds is killed and placed on the next
+    host in turn; when no host takes it, the run fails with
+    :class:`~vmstack.errors.VMStackError`.
+
+    Joins the Ray cluster at ``address`` (asking its control service first, within
+    ``join_timeout`` seconds: a cluster that refuses this driver, for want of its
+    authentication token or for another Ray or Python version, or an address where no Ray
+    cluster answers, is a :class:`~vmstack.errors.VMStackError` in one line naming the
+    cause) or, without one, uses the Ray already started in
     this process or starts a local one (``num_cpus`` CPUs, no dashboard) that :meth:`close`
     shuts down again. Every answer is awaited at most ``call_timeout`` seconds from the
     moment the engine starts gathering a list of calls; an actor that dies or does not
@@ -100,11 +285,17 @@ class RayEngine:
     name = "ray"
 
     def __init__(self, *, address: str | None = None, workers: int | None = None,
-                 num_cpus: int | None = 2, call_timeout: float = 120.0) -> None:
+                 num_cpus: int | None = 2, call_timeout: float = 120.0,
+                 actor_cpus: float = 0.0, placement_timeout: float = 120.0,
+                 join_timeout: float = 15.0) -> None:
         if workers is not None and workers < 1:
             raise ValueError(f"workers must be at least 1, got {workers}")
-        if not call_timeout > 0:
-            raise ValueError(f"call_timeout must be positive, got {call_timeout}")
+        if not call_timeout > 0 or not placement_timeout > 0 or not join_timeout > 0:
+            raise ValueError(f"call_timeout, placement_timeout and join_timeout must be "
+                             f"positive, got {call_timeout}, {placement_timeout} and "
+                             f"{join_timeout}")
+        if actor_cpus < 0:
+            raise ValueError(f"actor_cpus must be at least 0, got {actor_cpus}")
         try:
             import ray
         except ImportError as error:
@@ -114,37 +305,76 @@ class RayEngine:
         self.workers = workers
         self.num_cpus = num_cpus
         self.call_timeout = call_timeout
+        self.actor_cpus = actor_cpus
+        self.placement_timeout = placement_timeout
+        self.join_timeout = join_timeout
         self._started_ray = False
         self._actors: list[Any] = []
         self._placement: list[int] = []
         self._dead: dict[int, str] = {}
         self._failed: dict[int, str] = {}
         self._worker_count = 0
+        self._workers_asked = 0
+        self._hosts: list[RayHost] = []
+        self._actor_hosts: list[int] = []
         self._root: Path | None = None
 
     def _connect(self) -> None:
         ray = self._ray
-        if self.address is not None:
-            _check_reachable(self.address)
+        local_address = None if self.address is None else _check_reachable(self.address)
         if ray.is_initialized():
             return
+        if self.address is not None:
+            _probe_cluster(ray, self.address, self.join_timeout)
         try:
             if self.address is not None:
-                ray.init(address=self.address, log_to_driver=False)
+                # This machine's address on the route to the cluster is the one the cluster
+                # reaches the driver at; naming it spares Ray its own guess (a connection
+                # attempt to a public resolver). Loopback is left to Ray.
+                known = ({} if local_address is None or local_address.startswith("127.")
+                         or local_address == "::1" else {"_node_ip_address": local_address})
+                ray.init(address=self.address, log_to_driver=False, **known)
             else:
                 ray.init(num_cpus=self.num_cpus, include_dashboard=False,
                          log_to_driver=False)
         except (ConnectionError, RuntimeError, ValueError) as error:
             where = self.address or "a local Ray"
-            raise VMStackError(f"cannot start or join {where}: {error}") from None
+            raise VMStackError(f"cannot start or join {where}: {_root_cause(error)}") from None
         self._started_ray = True
+
+    def cluster_hosts(self) -> list[RayHost]:
+        """The cluster's alive hosts, ordered by address then node ID, each with the room
+        its free CPUs leave for actors of ``actor_cpus`` CPUs."""
+        ray = self._ray
+        alive = [node for node in ray.nodes() if node.get("Alive")]
+        free: dict[str, dict[str, float]] = {}
+        if self.actor_cpus > 0:
+            from ray._private import state
+
+            # Ray's per-node view of free resources (a developer API: no public one yet).
+            free_per_node: Any = state.available_resources_per_node
+            free = free_per_node()
+        hosts = []
+        for node in alive:
+            node_id = str(node["NodeID"])
+            room = None
+            if self.actor_cpus > 0:
+                cpus = free.get(node_id, node.get("Resources", {})).get("CPU", 0.0)
+                room = int(cpus // self.actor_cpus + 1e-9)
+            hosts.append(RayHost(node_id, str(node["NodeManagerAddress"]), room))
+        return sorted(hosts, key=lambda host: (host.address, host.node_id))
 
     def start(self, specs: Sequence[NodeSpec]) -> None:
         self._connect()
-        ray = self._ray
-        workers = min(self.workers or len(specs), len(specs))
-        host = ray.remote(num_cpus=0, max_restarts=0, scheduling_strategy="SPREAD")(_NodeHost)
-        self._actors = [host.remote() for _ in range(workers)]
+        self._workers_asked = min(self.workers or len(specs), len(specs))
+        self._hosts = self.cluster_hosts()
+        plan = plan_placement(self._workers_asked, self._hosts)
+        if not plan:
+            raise VMStackError(
+                f"no host of the Ray cluster has room for an actor of {self.actor_cpus:g} "
+                f"CPUs ({len(self._hosts)} alive)")
+        self._actors, self._actor_hosts = self._place(plan)
+        workers = len(self._actors)
         self._worker_count = workers
         self._placement = [spec.index % workers for spec in specs]
         # Every node's store under one folder per run: what a killed actor leaves behind on
@@ -155,6 +385,53 @@ class RayEngine:
         for spec, ref in zip(specs, adds, strict=True):
             self._await(ref, self._placement[spec.index], time.monotonic() + self.call_timeout)
 
+    def _actor_on(self, host: RayHost) -> Any:
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        strategy = NodeAffinitySchedulingStrategy(node_id=host.node_id, soft=False)
+        host_class = self._ray.remote(num_cpus=self.actor_cpus, max_restarts=0)(_NodeHost)
+        return host_class.options(scheduling_strategy=strategy).remote()
+
+    def _place(self, plan: list[int]) -> tuple[list[Any], list[int]]:
+        """Start one actor per planned host and wait (``placement_timeout``) until each
+        answers from its host; an actor that does not is killed, its host counted full,
+        and it is tried on the next host in turn that is not."""
+        ray = self._ray
+        hosts = self._hosts
+        actors = [self._actor_on(hosts[host]) for host in plan]
+        placed = list(plan)
+        full: set[int] = set()
+        for index in range(len(actors)):
+            tried: list[str] = []
+            while True:
+                host = placed[index]
+                try:
+                    where = ray.get(actors[index].where.remote(),
+                                    timeout=self.placement_timeout)
+                    if where == hosts[host].node_id:
+                        break
+                    problem = f"it ran on {where} instead"
+                except ray.exceptions.GetTimeoutError:
+                    problem = f"not up within {self.placement_timeout:g} s"
+                except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError,
+                        ray.exceptions.ActorUnschedulableError) as error:
+                    problem = f"{type(error).__name__}: {_actor_death(error)}"
+                tried.append(f"{hosts[host].address} ({hosts[host].node_id[:8]}): {problem}")
+                with contextlib.suppress(Exception):
+                    ray.kill(actors[index], no_restart=True)
+                full.add(host)
+                following = [(host + step) % len(hosts) for step in range(1, len(hosts))]
+                fallback = next((other for other in following if other not in full), None)
+                if fallback is None:
+                    for actor in actors:
+                        with contextlib.suppress(Exception):
+                            ray.kill(actor, no_restart=True)
+                    raise VMStackError(f"no host of the Ray cluster takes actor {index}: "
+                                       + "; ".join(tried))
+                placed[index] = fallback
+                actors[index] = self._actor_on(hosts[fallback])
+        return actors, placed
+
     @property
     def store_root(self) -> Path | None:
         """The folder holding this run's node stores (``None`` before :meth:`start`)."""
@@ -163,6 +440,10 @@ class RayEngine:
     def actor_of(self, node: int) -> Any:
         """The Ray actor handle ``node`` lives on."""
         return self._actors[self._placement[node]]
+
+    def host_of(self, node: int) -> RayHost:
+        """The host ``node``'s actor runs on."""
+        return self._hosts[self._actor_hosts[self._placement[node]]]
 
     def _await(self, ref: Any, actor: int, deadline: float) -> Any:
         """The answer of ``ref`` by ``deadline`` (monotonic seconds), or ``NodeCrashed`` when
@@ -226,14 +507,46 @@ class RayEngine:
             ray.shutdown()
             self._started_ray = False
 
-    def peak_memory(self) -> list[int]:
+    def _peaks(self) -> dict[int, int]:
+        """Each live actor's peak resident bytes, by actor index."""
         live = [(index, actor.peak_memory.remote()) for index, actor in enumerate(self._actors)
                 if index not in self._dead]
         deadline = time.monotonic() + self.call_timeout
-        answers = [self._await(ref, index, deadline) for index, ref in live]
-        return [answer for answer in answers if isinstance(answer, int)]
+        answers = [(index, self._await(ref, index, deadline)) for index, ref in live]
+        return {index: answer for index, answer in answers if isinstance(answer, int)}
+
+    def peak_memory(self) -> list[int]:
+        return list(self._peaks().values())
+
+    def memory_by_place(self) -> dict[str, object]:
+        """Peak resident bytes of each live actor (with its host), and per host the sum of
+        its actors' peaks (their processes are separate, so the sum bounds what they held
+        at once on that host)."""
+        peaks = self._peaks()
+        by_actor = [{"actor": index, "node_id": self._hosts[self._actor_hosts[index]].node_id,
+                     "bytes": peak} for index, peak in peaks.items()]
+        by_host = []
+        for position, host in enumerate(self._hosts):
+            mine = [peak for index, peak in peaks.items()
+                    if self._actor_hosts[index] == position]
+            if mine:
+                by_host.append({**host.as_dict(), "actors": len(mine), "bytes": sum(mine)})
+        return {"peak_memory_bytes_by_host": by_host, "peak_memory_bytes_by_actor": by_actor}
 
     def describe(self) -> dict[str, object]:
+        """The engine, the hosts that held actors (node ID, address, actor indices) and, per
+        actor, its host and the simulated nodes it held. ``workers`` counts the actors over
+        the whole cluster (``workers_asked`` what was asked, more when the cluster held
+        fewer)."""
+        actors = [{"actor": index, "node_id": self._hosts[host].node_id,
+                   "address": self._hosts[host].address,
+                   "nodes": [node for node, actor in enumerate(self._placement)
+                             if actor == index]}
+                  for index, host in enumerate(self._actor_hosts)]
+        hosts = [{**host.as_dict(),
+                  "actors": [index for index, placed in enumerate(self._actor_hosts)
+                             if placed == position]}
+                 for position, host in enumerate(self._hosts)]
         return {"name": self.name, "workers": self._worker_count,
-                "address": self.address}
-
+                "workers_asked": self._workers_asked, "address": self.address,
+                "hosts": [host for host in hosts if host["actors"]], "actors": actors}
