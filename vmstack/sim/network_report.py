@@ -65,7 +65,7 @@ def print_network_report(report: NetworkReport, console: Console) -> None:
                   f"{config.blocks} blocks x {per_block} + "
                   f"{config.live_blocks} built live, seed {config.seed}, stake {config.stake}; "
                   f"engine: {where}; node stores: {config.node_store_used}; "
-                  f"costs: {report.costs.source}")
+                  f"costs: {report.costs.source}", markup=False, soft_wrap=True)
     placement = placement_summary(engine)
     if placement is not None:
         console.print(placement, markup=False)
