@@ -192,16 +192,16 @@ def test_no_import_runs_up_a_floor() -> None:
 def test_the_floor_map_sees_an_import_up() -> None:
     """A C-chain or transition module importing a wrapper (inside a function too) is seen,
     and the longest entry of the map decides a module's floor."""
-    modules = {"vmstack.wrappers", "vmstack.wrappers.base", "vmstack.store",
+    modules = {"vmstack.wrappers", "vmstack.wrappers.traced", "vmstack.store",
                "vmstack.store.history", "vmstack.cchain", "vmstack.cchain.codec"}
     sources = {
-        "vmstack.cchain.vm": ast.parse("def f():\n    from vmstack.wrappers import base\n"),
+        "vmstack.cchain.vm": ast.parse("def f():\n    from vmstack.wrappers import traced\n"),
         "vmstack.transition.vm": ast.parse("import vmstack.wrappers\n"),
         "vmstack.store.history": ast.parse("from vmstack.cchain import codec\n"),
         "vmstack.store.base": ast.parse("from vmstack.store.history import EraArchive\n"),
     }
     assert _imports_up(sources, modules) == {
-        ("vmstack.cchain.vm", "vmstack.wrappers.base"),
+        ("vmstack.cchain.vm", "vmstack.wrappers.traced"),
         ("vmstack.transition.vm", "vmstack.wrappers"),
         ("vmstack.store.base", "vmstack.store.history"),
     }
