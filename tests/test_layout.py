@@ -19,13 +19,7 @@ OUTSIDE_THE_RULE = ("vmstack.sim",)
 
 #: Names a leaf module still lists without defining them, each with who reads it there.
 #: An entry that is no longer needed fails the test, so the list only shrinks.
-REEXPORTS_ALLOWED: dict[str, dict[str, str]] = {
-    "vmstack.cchain.rawdb": dict.fromkeys(
-        ("Integrity", "checksum", "decode_integrity", "encode_integrity",
-         "integrity_block_checksum"),
-        "defined in vmstack.cchain.integrity; cchain/chain.py, benchmarks/history.py and "
-        "tests read the integrity entries as rawdb.* beside the keys they sit under"),
-}
+REEXPORTS_ALLOWED: dict[str, dict[str, str]] = {}
 
 
 def _module_name(path: Path) -> str:
@@ -107,36 +101,108 @@ def test_the_allow_list_and_the_scope_name_real_modules() -> None:
     assert all(f"{package}.__init__" in modules for package in OUTSIDE_THE_RULE)
 
 
-#: Packages above the stack's builder: they may build stacks (vmstack.stack).
-BUILDS_STACKS = ("vmstack.benchmarks", "vmstack.sim")
+#: The floors of the package, bottom first (ARCHITECTURE.md, section 1): a module imports
+#: only from its own floor or the floors below it. A module's floor is that of the longest
+#: entry naming it or a package holding it; ``vmstack`` itself is the package's ``__init__``.
+FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("the ground: contracts, errors and what every floor reads", (
+        "vmstack.errors", "vmstack.interfaces", "vmstack.clock", "vmstack.checksum",
+        "vmstack.defaults", "vmstack.capability", "vmstack.batching", "vmstack.layers",
+        "vmstack.closing", "vmstack.describe", "vmstack.submission", "vmstack.parsepool")),
+    ("the store", ("vmstack.store",)),
+    ("the C-chain VM, and the era1 archive of its blocks", (
+        "vmstack.cchain", "vmstack.store.history")),
+    ("the transition layer", ("vmstack.transition",)),
+    ("the wrapper layers", ("vmstack.wrappers",)),
+    ("the process boundary", ("vmstack.wrappers.rpc",)),
+    ("the layer order", ("vmstack.stack",)),
+    ("what builds stacks, runs them and checks them", (
+        "vmstack", "vmstack.__main__", "vmstack.cli", "vmstack.serving", "vmstack.bench",
+        "vmstack.benchmarks", "vmstack.sim", "vmstack.conformance")),
+)
 
-#: Modules below the builder that still import it, each with why.
-IMPORTS_OF_THE_BUILDER_ALLOWED = {
-    "vmstack.wrappers.rpc.process": "serve() builds the stack the child process serves",
-    "vmstack.wrappers.rpc.plugin": "build_from_initialize() builds the stack the plugin serves",
-}
+#: Imports that still run up a floor, each with why. An entry no longer needed fails the
+#: test, so the list only shrinks.
+IMPORTS_UP_ALLOWED: dict[tuple[str, str], str] = {}
 
 
-def _imports_the_builder(path: Path) -> bool:
-    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-        if isinstance(node, ast.ImportFrom) and node.module == "vmstack.stack":
-            return True
-        if isinstance(node, ast.ImportFrom) and node.module == "vmstack" and any(
-                alias.name == "stack" for alias in node.names):
-            return True
-        if isinstance(node, ast.Import) and any(
-                alias.name == "vmstack.stack" for alias in node.names):
-            return True
-    return False
+def _floor(module: str) -> int | None:
+    """The index in :data:`FLOORS` of ``module``'s floor (``None``: on none)."""
+    best: tuple[int, int] | None = None
+    for index, (_, names) in enumerate(FLOORS):
+        for name in names:
+            covers = module == name or (name != "vmstack" and module.startswith(name + "."))
+            if covers and (best is None or len(name) > best[1]):
+                best = (index, len(name))
+    return None if best is None else best[0]
 
 
-def test_only_the_top_floor_imports_the_stack_builder() -> None:
-    """Below the top-level modules, nothing imports :mod:`vmstack.stack` (the layer order
-    sits above every layer): the layers, the store, the kit and the process boundary's
-    client read a stack through vmstack.describe, vmstack.closing and vmstack.submission."""
-    importers = {_module_name(path) for path in PACKAGE_ROOT.rglob("*.py")
-                 if _imports_the_builder(path)}
-    top_level = {module for module in importers if module.count(".") == 1}
-    below = importers - top_level - {module for module in importers
-                                     if module.startswith(BUILDS_STACKS)}
-    assert below == set(IMPORTS_OF_THE_BUILDER_ALLOWED)
+def _imported(tree: ast.Module, modules: set[str]) -> set[str]:
+    """The vmstack modules ``tree`` imports anywhere (also inside functions and under
+    ``TYPE_CHECKING``): ``from P import N`` names the module ``P.N`` when there is one,
+    else ``P``."""
+    imported: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported.update(alias.name for alias in node.names
+                            if alias.name.split(".")[0] == "vmstack")
+        elif isinstance(node, ast.ImportFrom) and node.module is not None \
+                and node.module.split(".")[0] == "vmstack":
+            assert node.level == 0, "vmstack imports itself by absolute names"
+            for alias in node.names:
+                name = f"{node.module}.{alias.name}"
+                imported.add(name if name in modules else node.module)
+    return imported
+
+
+def _module_names() -> dict[str, Path]:
+    names = {}
+    for path in PACKAGE_ROOT.rglob("*.py"):
+        module = _module_name(path)
+        names[module.removesuffix(".__init__")] = path
+    return names
+
+
+def _imports_up(sources: dict[str, ast.Module], modules: set[str]) -> set[tuple[str, str]]:
+    up = set()
+    for module, tree in sources.items():
+        floor = _floor(module)
+        assert floor is not None, f"{module} is on no floor: add it to FLOORS"
+        for target in _imported(tree, modules):
+            target_floor = _floor(target)
+            assert target_floor is not None, f"{target} is on no floor: add it to FLOORS"
+            if target_floor > floor:
+                up.add((module, target))
+    return up
+
+
+def test_no_import_runs_up_a_floor() -> None:
+    """Every module imports only from its floor or below (:data:`FLOORS`): the layers and
+    the C-chain VM never import the wrappers above them, nothing below the top floor
+    imports the layer order (:mod:`vmstack.stack`), and every module is on a floor."""
+    names = _module_names()
+    sources = {module: ast.parse(path.read_text(), filename=str(path))
+               for module, path in names.items()}
+    up = _imports_up(sources, set(names))
+    assert sorted(up - set(IMPORTS_UP_ALLOWED)) == [], "imports that run up a floor"
+    assert sorted(set(IMPORTS_UP_ALLOWED) - up) == [], (
+        "these no longer run up a floor: remove them from IMPORTS_UP_ALLOWED")
+
+
+def test_the_floor_map_sees_an_import_up() -> None:
+    """A C-chain or transition module importing a wrapper (inside a function too) is seen,
+    and the longest entry of the map decides a module's floor."""
+    modules = {"vmstack.wrappers", "vmstack.wrappers.traced", "vmstack.store",
+               "vmstack.store.history", "vmstack.cchain", "vmstack.cchain.codec"}
+    sources = {
+        "vmstack.cchain.vm": ast.parse("def f():\n    from vmstack.wrappers import traced\n"),
+        "vmstack.transition.vm": ast.parse("import vmstack.wrappers\n"),
+        "vmstack.store.history": ast.parse("from vmstack.cchain import codec\n"),
+        "vmstack.store.base": ast.parse("from vmstack.store.history import EraArchive\n"),
+    }
+    assert _imports_up(sources, modules) == {
+        ("vmstack.cchain.vm", "vmstack.wrappers.traced"),
+        ("vmstack.transition.vm", "vmstack.wrappers"),
+        ("vmstack.store.base", "vmstack.store.history"),
+    }
+    assert _floor("vmstack") != _floor("vmstack.errors")

@@ -13,11 +13,11 @@ import pytest
 import vmstack
 from vmstack import interfaces
 from vmstack.cchain import CChainVM
-from vmstack.cchain.generate import dev_transactions, find_mempool, generate_chain
+from vmstack.cchain.generate import dev_transactions, generate_chain
 from vmstack.clock import SimClock
 from vmstack.interfaces import Mempool, SubmitsTransactions, TransactionSink, TransactionSource
 from vmstack.store import MemoryStore
-from vmstack.submission import submit_transactions
+from vmstack.submission import find_mempool, submit_transactions
 
 _MEMPOOL_METHODS = {"add_transactions", "take_transactions", "submit_transactions"}
 
@@ -117,3 +117,22 @@ def test_the_mempool_protocols_are_declared_only_in_interfaces() -> None:
                          "interfaces.py:SubmitsTransactions"]
     assert {"Mempool", "TransactionSink", "TransactionSource",
             "SubmitsTransactions"} <= set(interfaces.__all__)
+
+
+def test_the_refusal_of_a_stack_without_a_mempool_is_written_once() -> None:
+    """``find_mempool`` (vmstack.submission) is the one refusal: ``submit_transactions``
+    raises its very message, ``generate_chain``'s module uses the same function, and no
+    other module of the package writes the message."""
+    with pytest.raises(ValueError) as found:
+        find_mempool(object())
+    submit: Any = submit_transactions
+    with pytest.raises(ValueError) as submitted:
+        submit(object(), [])
+    assert str(submitted.value) == str(found.value)
+    from vmstack.cchain import generate
+
+    assert generate.find_mempool is find_mempool
+    package = Path(vmstack.__file__).parent
+    writing = sorted(str(path.relative_to(package)) for path in package.rglob("*.py")
+                     if "no layer has a mempool" in path.read_text())
+    assert writing == ["submission.py"]

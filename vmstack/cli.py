@@ -507,7 +507,7 @@ def _history_export(args: argparse.Namespace, console: Console) -> int:
 
 def _serve(args: argparse.Namespace, console: Console) -> int:
     from vmstack.cchain import AVALANCHE, ETHEREUM
-    from vmstack.wrappers.rpc.process import serve
+    from vmstack.serving import serve
 
     if args.data_dir.exists() and not args.data_dir.is_dir():
         raise ValueError(f"--data-dir {args.data_dir} is not a directory")
@@ -572,9 +572,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "serve":
             return _serve(args, console)
         if args.command == "plugin":
-            from vmstack.wrappers.rpc.plugin import run
+            from vmstack.serving import run_plugin
 
-            return run()
+            return run_plugin()
         if args.command == "history":
             return _history(args, console)
         return _bench(args, console)

@@ -12,7 +12,16 @@ from typing import Any
 
 from vmstack.interfaces import ChainVM, Mempool, SubmitsTransactions, find_layer, iter_layers
 
-__all__ = ["submit_transactions"]
+__all__ = ["find_mempool", "submit_transactions"]
+
+
+def find_mempool(vm: object) -> Mempool:
+    """The first layer that is a :class:`~vmstack.interfaces.Mempool`, from ``vm`` down;
+    ``ValueError`` if no layer is one (the one refusal of a stack without a mempool)."""
+    try:
+        return find_layer(vm, Mempool)  # type: ignore[type-abstract]
+    except LookupError as error:
+        raise ValueError(f"no layer has a mempool (add_transactions): {error}") from None
 
 
 def submit_transactions(vm: ChainVM, transactions: Iterable[Any]) -> int:
@@ -31,11 +40,11 @@ def submit_transactions(vm: ChainVM, transactions: Iterable[Any]) -> int:
     """
     batch = list(transactions)
     try:
-        mempool = find_layer(vm, Mempool)  # type: ignore[type-abstract]
-    except LookupError as error:
+        mempool = find_mempool(vm)
+    except ValueError:
         for layer in iter_layers(vm):
             if isinstance(layer, SubmitsTransactions):
                 return int(layer.submit_transactions(batch))
-        raise ValueError(f"no layer has a mempool (add_transactions): {error}") from None
+        raise
     mempool.add_transactions(batch)
     return len(batch)

@@ -13,6 +13,7 @@ import pytest
 from tests.cchain.chains import STORE_KINDS, build_chain, new_vm, open_store, tampered
 from vmstack.batching import MAX_CONTAINERS_LEN, serial_get_ancestors
 from vmstack.cchain import CChainVM, rawdb
+from vmstack.cchain.integrity import checksum
 from vmstack.errors import BlockNotFound, StoreCorrupted
 from vmstack.store import KeyValueStore, MemoryStore
 
@@ -73,7 +74,7 @@ def test_a_header_whose_hash_does_not_match_its_key_is_corruption(
     store.put(schema.header_key(2, ids[1]), other.header_rlp())
     store.put(schema.body_key(2, ids[1]), other.body_rlp())
     rawdb.write_integrity(store, schema, 2, ids[1],
-                          rawdb.checksum(schema.integrity_key(2, ids[1]), bytes(other)))
+                          checksum(schema.integrity_key(2, ids[1]), bytes(other)))
     with pytest.raises(StoreCorrupted):
         vm.get_block(ids[1])
 

@@ -19,6 +19,7 @@ from tests.cchain.chains import (
 from tests.conftest import load_vectors
 from vmstack.batching import MAX_CONTAINERS_LEN, serial_get_ancestors
 from vmstack.cchain import AVALANCHE, BlockStatus, CChainVM, keccak256, rawdb
+from vmstack.cchain.integrity import Integrity, checksum, decode_integrity, encode_integrity
 from vmstack.errors import StoreCorrupted
 from vmstack.store import KeyValueStore, LMDBStore, MemoryStore
 
@@ -140,15 +141,15 @@ def test_lmdb_coreth_store_reopens(tmp_path: Path) -> None:
 
 def test_integrity_entries_round_trip_and_check_their_length() -> None:
     """encode/decode_integrity round-trip; a wrong length is corruption."""
-    assert rawdb.decode_integrity(rawdb.encode_integrity(7)) == rawdb.Integrity(7)
-    assert rawdb.decode_integrity(rawdb.encode_integrity(2**32 - 1, 5)) == rawdb.Integrity(
+    assert decode_integrity(encode_integrity(7)) == Integrity(7)
+    assert decode_integrity(encode_integrity(2**32 - 1, 5)) == Integrity(
         2**32 - 1, 5)
     for bad in (b"", b"\x00" * 3, b"\x00" * 5, b"\x00" * 9):
         with pytest.raises(StoreCorrupted):
-            rawdb.decode_integrity(bad)
+            decode_integrity(bad)
     key, other = (rawdb.Schema().integrity_key(1, bytes([n]) * 32) for n in (1, 2))
-    assert rawdb.checksum(key, b"block") == rawdb.checksum(key, memoryview(b"block"))
-    assert rawdb.checksum(key, b"block") != rawdb.checksum(other, b"block")
+    assert checksum(key, b"block") == checksum(key, memoryview(b"block"))
+    assert checksum(key, b"block") != checksum(other, b"block")
 
 
 def test_integrity_keys_are_built_and_parsed_by_the_schema() -> None:
@@ -170,7 +171,7 @@ def test_delete_block_removes_the_integrity_entry() -> None:
     rawdb.write_block(store, CORETH, 3, block_hash, b"\xc0", b"\xc0")
     rawdb.write_integrity(store, CORETH, 3, block_hash, 1, 2)
     rawdb.write_integrity_start(store, CORETH, 3)
-    assert rawdb.read_integrity(store, CORETH, 3, block_hash) == rawdb.Integrity(1, 2)
+    assert rawdb.read_integrity(store, CORETH, 3, block_hash) == Integrity(1, 2)
     rawdb.delete_block(store, CORETH, 3, block_hash)
     assert rawdb.read_integrity(store, CORETH, 3, block_hash) is None
     assert rawdb.read_integrity_start(store, CORETH) == 3

@@ -18,9 +18,9 @@ from vmstack.cchain import (
     generate_chain,
     transaction_pool,
 )
-from vmstack.cchain.generate import find_mempool
 from vmstack.clock import SimClock
 from vmstack.store import MemoryStore
+from vmstack.submission import find_mempool
 from vmstack.transition import SerialChainVM, TransitionVM
 
 

@@ -28,6 +28,7 @@ from vmstack.cchain import (
     transaction_pool,
 )
 from vmstack.cchain.genesis import DEV_KEYS, GAS_LIMIT, Genesis, default_genesis
+from vmstack.cchain.integrity import checksum
 from vmstack.cchain.rules import MAX_FUTURE_SECONDS
 from vmstack.clock import SimClock
 from vmstack.errors import BlockNotFound, InvalidBlock
@@ -466,7 +467,7 @@ def test_the_cache_is_never_filled_for_an_unsettled_height() -> None:
         rawdb.write_block(batch, schema, 7, sibling.id, sibling.header_rlp(),
                           sibling.body_rlp())
         rawdb.write_integrity(batch, schema, 7, sibling.id,
-                              rawdb.checksum(schema.integrity_key(7, sibling.id),
+                              checksum(schema.integrity_key(7, sibling.id),
                                              bytes(sibling)))
         rawdb.write_canonical_hash(batch, schema, 7, sibling.id)
     assert vm.get_block_id_at_height(7) == sibling.id

@@ -28,7 +28,7 @@ from vmstack.clock import Clock
 from vmstack.conformance import Declaration, LayerConformance
 from vmstack.errors import BatchingNotImplemented, BlockNotFound, InvalidBlock, VMStackError
 from vmstack.interfaces import BatchedChainVM, Block, ChainVM
-from vmstack.wrappers.base import refusal
+from vmstack.layers import refusal
 from vmstack.wrappers.passthrough import PassThroughBlock, PassThroughVM
 
 # --- a correct pass-through layer, the base of most broken ones -----------------------------

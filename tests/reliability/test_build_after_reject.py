@@ -11,9 +11,10 @@ import pytest
 from tests.reliability.stacks import START, TRANSITION_TIME, bare_vm, full_stack, grow
 from vmstack import SimClock
 from vmstack.cchain import CChainVM
-from vmstack.cchain.generate import dev_transactions, find_mempool
+from vmstack.cchain.generate import dev_transactions
 from vmstack.interfaces import Block, ChainVM
 from vmstack.store import KeyValueStore, MemoryStore
+from vmstack.submission import find_mempool
 from vmstack.transition import TransitionVM
 from vmstack.wrappers.proposer.vm import ProposerVM
 

@@ -32,7 +32,7 @@ from tests.reliability.stacks import (
 from tests.reliability.stores import replay
 from vmstack import SimClock
 from vmstack.cchain import CChainVM, rawdb
-from vmstack.cchain.generate import dev_transactions, find_mempool
+from vmstack.cchain.generate import dev_transactions
 from vmstack.interfaces import ChainVM
 from vmstack.stack import build_stack
 from vmstack.store import (
@@ -45,6 +45,7 @@ from vmstack.store import (
     WriteBatch,
 )
 from vmstack.store.base import WriteOp
+from vmstack.submission import find_mempool
 
 #: These tests SIGKILL writer processes.
 pytestmark = pytest.mark.slow

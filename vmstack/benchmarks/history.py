@@ -50,6 +50,7 @@ from vmstack.benchmarks import Comparison, median_seconds
 from vmstack.cchain import CChainVM, rawdb
 from vmstack.cchain.codec import ETHEREUM
 from vmstack.cchain.history import import_history
+from vmstack.cchain.integrity import checksum, integrity_block_checksum
 from vmstack.cchain.rlpbytes import block_bytes, stitched_parent_hash
 from vmstack.cchain.tries import check_body
 from vmstack.errors import StoreCorrupted
@@ -210,7 +211,7 @@ def cursor_walk(snap: LMDBSnapshot, schema: rawdb.Schema, top: int, tip: bytes,
                                  "and canonical")
         data = block_bytes(header, body)
         rawdb_key = integrity_at + tail + block_id
-        if rawdb.integrity_block_checksum(entry) != rawdb.checksum(rawdb_key, data):
+        if integrity_block_checksum(entry) != checksum(rawdb_key, data):
             raise StoreCorrupted(f"the stored block {block_id.hex()} at {number} fails its "
                                  "checksum")
         out.append(data)
@@ -237,7 +238,7 @@ def gets_walk(snap: LMDBSnapshot, schema: rawdb.Schema, top: int, tip: bytes,
         if canonical != block_id:
             raise StoreCorrupted(f"block {block_id.hex()} at {number} is not canonical")
         data = block_bytes(header, body)
-        if rawdb.integrity_block_checksum(entry) != rawdb.checksum(integrity_key, data):
+        if integrity_block_checksum(entry) != checksum(integrity_key, data):
             raise StoreCorrupted(f"the stored block {block_id.hex()} at {number} fails its "
                                  "checksum")
         out.append(data)

@@ -76,6 +76,7 @@ from vmstack.cchain.codec import Flavour, decode_receipts, derive_receipts, enco
 from vmstack.cchain.crypto import keccak256
 from vmstack.cchain.execution import execute_transactions
 from vmstack.cchain.history import HistoryTier
+from vmstack.cchain.integrity import Integrity, checksum, integrity_block_checksum
 from vmstack.cchain.rlpbytes import block_bytes, stitched_parent_hash
 from vmstack.cchain.types import AnyHeader, Block, Receipt
 from vmstack.errors import BlockNotFound, InvalidBlock, StoreCorrupted
@@ -98,8 +99,6 @@ __all__ = [
 #: The highest block number a header can carry (a uint64).
 MAX_NUMBER: Final = 2**64 - 1
 _HEADER_MEMO_SIZE = 4096
-_checksum = rawdb.checksum
-_entry_checksum = rawdb.integrity_block_checksum
 
 
 def check_block_checksum(integrity_key: bytes, number: int, block_id: bytes, data: bytes,
@@ -111,7 +110,7 @@ def check_block_checksum(integrity_key: bytes, number: int, block_id: bytes, dat
     Raises :class:`StoreCorrupted` naming the block."""
     if recorded is None:
         raise StoreCorrupted(f"block {block_id.hex()} at {number} has no integrity entry")
-    if _checksum(integrity_key, data) != recorded:
+    if checksum(integrity_key, data) != recorded:
         raise StoreCorrupted(f"the stored block {block_id.hex()} at {number} fails its "
                              "checksum")
 
@@ -383,7 +382,7 @@ class ChainReader:
                                  "receipts")
         receipts_rlp = bytes(stored)
         integrity = self._integrity(reader, number, block_id)
-        if integrity is not None and (integrity.receipts is None or rawdb.checksum(
+        if integrity is not None and (integrity.receipts is None or checksum(
                 self.schema.integrity_key(number, block_id), receipts_rlp) != integrity.receipts):
             raise StoreCorrupted(f"the stored receipts of block {block_id.hex()} at {number} "
                                  "fail their checksum")
@@ -400,7 +399,7 @@ class ChainReader:
                             archived_receipts=history.receipts(number))
 
     def _integrity(self, reader: ReadSnapshot, number: int, block_id: bytes
-                   ) -> rawdb.Integrity | None:
+                   ) -> Integrity | None:
         """The block's integrity entry; ``None`` for a block from before this VM wrote
         them; ``StoreCorrupted`` if one should exist and does not."""
         start = self.integrity_start(reader)
@@ -412,7 +411,7 @@ class ChainReader:
         return found
 
     def _decode(self, block_id: bytes, number: int, header_rlp: bytes, body_rlp: bytes,
-                receipts_rlp: bytes | None, integrity: rawdb.Integrity | None, *,
+                receipts_rlp: bytes | None, integrity: Integrity | None, *,
                 archived_receipts: tuple[Receipt, ...] | None = None) -> RestoredBlock:
         """Decode, check and restore a stored block: the slow path's work. The receipts
         are ``receipts_rlp`` (storage form) or, for an archived block,
@@ -429,7 +428,7 @@ class ChainReader:
             check_block_checksum(integrity_key, number, block_id, stitched, integrity.block)
             if receipts_rlp is not None and (
                     integrity.receipts is None
-                    or rawdb.checksum(integrity_key, receipts_rlp) != integrity.receipts):
+                    or checksum(integrity_key, receipts_rlp) != integrity.receipts):
                 raise StoreCorrupted(f"the stored receipts of {where} fail their checksum")
         try:
             block = self.flavour.block_from_parts(header_rlp, body_rlp, block_id)
@@ -497,7 +496,7 @@ class Settlement:
             integrity_key = schema.integrity_key(self.number, self.block_hash)
             rawdb.write_integrity(batch, schema, self.number, self.block_hash,
                                   self.block_checksum,
-                                  rawdb.checksum(integrity_key, self.receipts_rlp))
+                                  checksum(integrity_key, self.receipts_rlp))
 
 
 class AcceptedParts(Protocol):
@@ -532,9 +531,9 @@ def write_accepted(batch: KeyWriter, schema: rawdb.Schema, block: AcceptedParts,
     rawdb.write_head_fast_block_hash(batch, schema, block_id)
     integrity_key = schema.integrity_key(number, block_id)
     rawdb.write_integrity(batch, schema, number, block_id,
-                          rawdb.checksum(integrity_key, bytes(block)),
+                          checksum(integrity_key, bytes(block)),
                           None if receipts_rlp is None
-                          else rawdb.checksum(integrity_key, receipts_rlp))
+                          else checksum(integrity_key, receipts_rlp))
     if receipts_rlp is not None:
         rawdb.write_receipts(batch, schema, number, block_id, receipts_rlp)
     if integrity_start is None:
@@ -650,6 +649,6 @@ class FastAncestorWalk:
             except KeyError:
                 entry = None
             check_block_checksum(integrity_key, number, block_id, data,
-                                 None if entry is None else _entry_checksum(entry))
+                                 None if entry is None else integrity_block_checksum(entry))
         self._next_number = number - 1
         return data, parent_id

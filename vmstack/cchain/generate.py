@@ -43,13 +43,16 @@ from vmstack.cchain.types import (
     sign_transaction,
 )
 from vmstack.clock import SimClock
-from vmstack.interfaces import ChainVM, Mempool, find_layer, iter_layers
+from vmstack.interfaces import ChainVM, Mempool, iter_layers
+
+# find_mempool is the one refusal of a stack without a mempool (vmstack.submission); the
+# simulation's nodes still import it from here.
+from vmstack.submission import find_mempool as find_mempool
 
 __all__ = [
     "DEFAULT_POOL_SIZE",
     "TransactionPool",
     "dev_transactions",
-    "find_mempool",
     "generate_chain",
     "pool_transactions",
     "transaction_pool",
@@ -137,15 +140,6 @@ def transaction_pool(*, seed: int, chain_id: int, size: int = DEFAULT_POOL_SIZE,
                               access_list=_access_list(rng, to))
         transactions.append(sign_transaction(tx, keys[sender], chain_id))
     return TransactionPool(chain_id, tuple(transactions), tuple(nonces))
-
-
-def find_mempool(vm: object) -> Mempool:
-    """The first layer that is a :class:`~vmstack.interfaces.Mempool`, from ``vm`` down;
-    ``ValueError`` if no layer is one."""
-    try:
-        return find_layer(vm, Mempool)  # type: ignore[type-abstract]
-    except LookupError as error:
-        raise ValueError(f"no layer has a mempool (add_transactions): {error}") from None
 
 
 def generate_chain(

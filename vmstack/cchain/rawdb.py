@@ -57,12 +57,10 @@ import attrs
 
 from vmstack.cchain.integrity import (
     Integrity,
-    checksum,
     decode_integrity,
     decode_integrity_start,
     encode_integrity,
     encode_integrity_start,
-    integrity_block_checksum,
 )
 from vmstack.errors import StoreCorrupted
 from vmstack.store import keyspaces
@@ -91,23 +89,18 @@ __all__ = [
     "HEAD_HEADER_KEY",
     "INTEGRITY_PREFIX",
     "INTEGRITY_START_KEY",
-    "Integrity",
     "KeyKind",
     "NUMBER_LENGTH",
     "ParsedKey",
     "STATE_HEAD_KEY",
     "Schema",
-    "checksum",
     "decode_block_hash",
     "decode_block_number",
-    "decode_integrity",
     "delete_block",
     "encode_block_number",
-    "encode_integrity",
     "has_chain_data",
     "has_integrity_entries",
     "has_vmstack_records",
-    "integrity_block_checksum",
     "read_body_rlp",
     "read_canonical_hash",
     "read_head_header_hash",

@@ -29,8 +29,8 @@ from vmstack.interfaces import (
     TransactionSource,
     find_layer,
 )
+from vmstack.layers import WrappedBlock
 from vmstack.transition.rules import builds_on_transition, transition_accepted
-from vmstack.wrappers.base import WrappedBlock
 
 __all__ = ["TransitionBlock", "TransitionVM"]
 

@@ -8,7 +8,7 @@ wraps every block, and a subclass overrides one hook, ``intercept``. ``ProposerV
 (:mod:`vmstack.wrappers.proposer`) answers partly from post-fork blocks of its own.
 """
 
-from vmstack.wrappers.base import WrappedBlock
+from vmstack.layers import WrappedBlock
 from vmstack.wrappers.metered import MeteredBlock, MeteredVM
 from vmstack.wrappers.passthrough import PassThroughBlock, PassThroughVM
 from vmstack.wrappers.proposer import ProposerBlock, ProposerVM

@@ -34,7 +34,7 @@ from typing import Any, ClassVar, TypeVar
 
 from vmstack.capability import has_batched_methods, supports_batching
 from vmstack.interfaces import BatchedChainVM, Block, ChainVM
-from vmstack.wrappers.base import WrappedBlock, refusal
+from vmstack.layers import WrappedBlock, refusal
 
 __all__ = ["METHODS", "PassThroughBlock", "PassThroughVM"]
 

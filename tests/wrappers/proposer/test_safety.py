@@ -21,10 +21,11 @@ from tests.reliability.test_concurrency import check_linked
 from vmstack import BlockNotFound, InvalidBlock, SimClock, get_ancestors
 from vmstack.batching import serial_get_ancestors
 from vmstack.cchain import CChainVM
-from vmstack.cchain.generate import dev_transactions, find_mempool
+from vmstack.cchain.generate import dev_transactions
 from vmstack.conformance import MemoryVM
 from vmstack.interfaces import ChainVM
 from vmstack.store import LMDBStore, MemoryStore, ReadSnapshot
+from vmstack.submission import find_mempool
 from vmstack.wrappers.proposer.block import build_signed
 from vmstack.wrappers.proposer.staking import StakingKey
 from vmstack.wrappers.proposer.vm import ProposerBlock, ProposerVM

@@ -9,8 +9,11 @@ round trip per call.
   round trip;
 - :func:`spawn` runs ``vmstack serve`` in a child process over an LMDB store and yields a
   connected client;
-- :mod:`vmstack.wrappers.rpc.plugin` is ``vmstack plugin``, the VM as a plugin an
-  avalanchego node starts.
+- :mod:`vmstack.wrappers.rpc.plugin` serves a VM as a plugin an avalanchego node starts
+  (``vmstack plugin``, with the stack :mod:`vmstack.serving` builds).
+
+The boundary serves a ready VM, or one a builder it is given makes; it never builds a stack
+itself (:mod:`vmstack.serving` does, on the floor above it).
 
 The services are ``vm.proto``, ``runtime.proto``, ``metrics.proto`` and ``vmstack.proto``
 beside this module; :mod:`vmstack.wrappers.rpc.protocol` holds what both sides agree on

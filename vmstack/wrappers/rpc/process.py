@@ -1,4 +1,4 @@
-"""A VM in a child process: :func:`spawn` on the engine's side, :func:`serve` in the child.
+"""A VM in a child process: :func:`spawn` on the engine's side, :func:`serve_vm` in the child.
 
 :func:`spawn` starts ``vmstack serve`` over the LMDB store in a data directory, reads the
 child's handshake line from its standard output (``vmstack-serve 45 ADDRESS PID``, 45 the
@@ -32,7 +32,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from vmstack.clock import Clock, SimClock
 from vmstack.errors import VMUnavailable
@@ -40,7 +40,12 @@ from vmstack.wrappers.rpc.client import VMClient
 from vmstack.wrappers.rpc.local import create_token_file, make_private_dir
 from vmstack.wrappers.rpc.protocol import PROTOCOL_VERSION
 
-__all__ = ["HANDSHAKE", "STACK_OPTIONS", "serve", "spawn"]
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
+    from vmstack.interfaces import ChainVM
+
+__all__ = ["HANDSHAKE", "STACK_OPTIONS", "serve_vm", "spawn"]
 
 #: The first word of the child's first line of output.
 HANDSHAKE = "vmstack-serve"
@@ -191,13 +196,16 @@ def _run_child(command: list[str], timeout: float, startup_timeout: float,
             _stop(process, 5.0)
 
 
-def serve(data_dir: Path, *, address: str | None = None, sim_clock: float | None = None,
-          readonly: bool = False, stack_options: Mapping[str, Any],
-          out: IO[str] = sys.stdout, stop_on_stdin_close: bool = True,
-          token_file: Path | None = None) -> int:
-    """What ``vmstack serve`` does: serve the stack over ``data_dir`` until stopped.
+def serve_vm(vm: ChainVM, *, source: str, address: str | None = None,
+             clock: SimClock | None = None, registry: CollectorRegistry | None = None,
+             out: IO[str] = sys.stdout, stop_on_stdin_close: bool = True,
+             token_file: Path | None = None) -> None:
+    """Serve the ready ``vm`` (built over ``source``, which the log line names) until
+    stopped: the serving side of :func:`spawn`, which ``vmstack serve`` runs
+    (:func:`vmstack.serving.serve` builds the stack and calls this).
 
-    ``token_file`` is the token every call must present (see
+    ``clock`` is the simulated clock the client's time moves, ``registry`` the metrics
+    served beside the VM, ``token_file`` the token every call must present (see
     :class:`~vmstack.wrappers.rpc.VMServer`); on TCP without one the server makes its own
     and says where on standard error.
 
@@ -205,42 +213,28 @@ def serve(data_dir: Path, *, address: str | None = None, sim_clock: float | None
     to close (when ``stop_on_stdin_close``, as under :func:`spawn`), for a client's
     ``Shutdown`` (as a node ends a plugin), or for SIGTERM or SIGINT, which the command
     line (:mod:`vmstack.cli`) turns into an exception raised out of the wait. Either way it
-    stops serving (the socket's folder removed), closes the stack
-    (:func:`~vmstack.closing.close_stack`: a parse pool's workers stop) and closes the store;
-    the exception then gives the command's status (130 or 143).
+    stops serving (the socket's folder removed) before returning or raising; closing the
+    VM and its store is the caller's.
     """
-    from prometheus_client import CollectorRegistry
-
-    from vmstack.closing import close_stack
     from vmstack.describe import describe_stack
-    from vmstack.stack import build_stack, wrap_layers
-    from vmstack.store import LMDBStore
     from vmstack.wrappers.rpc.server import VMServer
 
     stopped = threading.Event()
-    clock = None if sim_clock is None else SimClock(sim_clock)
-    registry = CollectorRegistry()
-    with LMDBStore(data_dir, readonly=readonly) as store, contextlib.ExitStack() as closing:
-        vm = build_stack(store, clock=clock, served_part="fork_time" not in stack_options,
-                         **stack_options)
-        closing.callback(close_stack, vm)  # a parse pool's workers stop with the server
-        vm = wrap_layers(vm, name="served", registry=registry)
-        with VMServer(vm, address=address, clock=clock, registry=registry,
-                      token_file=token_file) as server:
-            print(f"{HANDSHAKE} {_PROTOCOL_VERSION} {server.address} {os.getpid()}",
-                  file=out, flush=True)
-            layers = " > ".join(layer.label for layer in describe_stack(vm))
-            print(f"vmstack serve: serving {layers} from {data_dir} at {server.address}; "
-                  "SIGTERM or Ctrl-C stops it", file=sys.stderr, flush=True)
-            if server.token_file is not None:
-                print(f"vmstack serve: every call must present the token in "
-                      f"{server.token_file} (VMClient(address, token_file=...))",
-                      file=sys.stderr, flush=True)
-            if stop_on_stdin_close:
-                threading.Thread(target=_wait_for_eof, args=(stopped,), daemon=True).start()
-            while not (stopped.wait(0.5) or server.shut_down.is_set()):
-                pass
-    return 0
+    with VMServer(vm, address=address, clock=clock, registry=registry,
+                  token_file=token_file) as server:
+        print(f"{HANDSHAKE} {_PROTOCOL_VERSION} {server.address} {os.getpid()}",
+              file=out, flush=True)
+        layers = " > ".join(layer.label for layer in describe_stack(vm))
+        print(f"vmstack serve: serving {layers} from {source} at {server.address}; "
+              "SIGTERM or Ctrl-C stops it", file=sys.stderr, flush=True)
+        if server.token_file is not None:
+            print(f"vmstack serve: every call must present the token in "
+                  f"{server.token_file} (VMClient(address, token_file=...))",
+                  file=sys.stderr, flush=True)
+        if stop_on_stdin_close:
+            threading.Thread(target=_wait_for_eof, args=(stopped,), daemon=True).start()
+        while not (stopped.wait(0.5) or server.shut_down.is_set()):
+            pass
 
 
 def _wait_for_eof(stopped: threading.Event) -> None:

@@ -598,7 +598,7 @@ class VMServer:
 
 def _pending(vm: ChainVM) -> int:
     """How many transactions the served stack's mempool holds (``ValueError`` without one)."""
-    from vmstack.cchain.generate import find_mempool
+    from vmstack.submission import find_mempool
 
     pending = getattr(find_mempool(vm), "pending_transactions", None)
     if not callable(pending):

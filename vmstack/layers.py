@@ -1,5 +1,8 @@
 """What every layer shares: the wrapped block's fields and the refusal.
 
+It sits below every layer (the transition layer and the wrappers alike), on the ground
+floor beside ``interfaces.py`` (ARCHITECTURE.md, section 1).
+
 A layer's blocks wrap the inner block (:class:`WrappedBlock`), so that
 ``verify/accept/reject`` pass through the layer on their way down. A layer over a VM
 without the batched methods refuses a batched call at once with :func:`refusal`, calling

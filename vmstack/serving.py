@@ -1,0 +1,138 @@
+"""The stacks vmstack serves across the process boundary: ``vmstack serve`` and
+``vmstack plugin`` (also the ``vmstack-plugin`` executable).
+
+This module builds the stack a process serves from the options it is given (command-line
+options for ``vmstack serve``, a node's ``Initialize`` for the plugin) and hands it to the
+process boundary (:mod:`vmstack.wrappers.rpc`), which serves a ready VM and never builds
+one: the layer order (:mod:`vmstack.stack`) sits above every layer, the boundary included
+(ARCHITECTURE.md, section 1).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
+    from vmstack.interfaces import ChainVM
+    from vmstack.wrappers.rpc import vm_pb2
+
+__all__ = ["CONFIG_OPTIONS", "build_from_initialize", "plugin_main", "run_plugin", "serve"]
+
+#: The stack options a node's ``config_bytes`` may set, and the JSON types each takes.
+CONFIG_OPTIONS: Mapping[str, tuple[type, ...]] = {
+    "chain_id": (int,),
+    "fork_time": (int, float),
+    "transition_time": (int, float),
+    "durango_time": (int, float),
+    "settle_lag": (int,),
+    "cache_size": (int,),
+    "parse_workers": (int,),
+}
+
+
+def serve(data_dir: Path, *, address: str | None = None, sim_clock: float | None = None,
+          readonly: bool = False, stack_options: Mapping[str, Any],
+          out: IO[str] = sys.stdout, stop_on_stdin_close: bool = True,
+          token_file: Path | None = None) -> int:
+    """What ``vmstack serve`` does: build ``build_stack(store, **stack_options)`` over the
+    LMDB store in ``data_dir`` (created if need be; with ``readonly``, an existing one for
+    reading only), on a :class:`~vmstack.clock.SimClock` starting at ``sim_clock`` when
+    given, and serve it until stopped with
+    :func:`~vmstack.wrappers.rpc.process.serve_vm` (which says what stops it and what the
+    handshake line is). Closes the stack (:func:`~vmstack.closing.close_stack`: a parse
+    pool's workers stop) and the store once serving ends; returns 0.
+    """
+    from prometheus_client import CollectorRegistry
+
+    from vmstack.clock import SimClock
+    from vmstack.closing import close_stack
+    from vmstack.stack import build_stack, wrap_layers
+    from vmstack.store import LMDBStore
+    from vmstack.wrappers.rpc.process import serve_vm
+
+    clock = None if sim_clock is None else SimClock(sim_clock)
+    registry = CollectorRegistry()
+    with LMDBStore(data_dir, readonly=readonly) as store, contextlib.ExitStack() as closing:
+        vm = build_stack(store, clock=clock, served_part="fork_time" not in stack_options,
+                         **stack_options)
+        closing.callback(close_stack, vm)  # a parse pool's workers stop with the server
+        vm = wrap_layers(vm, name="served", registry=registry)
+        serve_vm(vm, source=str(data_dir), address=address, clock=clock, registry=registry,
+                 out=out, stop_on_stdin_close=stop_on_stdin_close, token_file=token_file)
+    return 0
+
+
+def _config(data: bytes) -> dict[str, Any]:
+    if not data.strip():
+        return {}
+    try:
+        config = json.loads(data)
+    except ValueError as error:
+        raise ValueError(f"config_bytes is not JSON: {error}") from None
+    if not isinstance(config, dict):
+        raise ValueError("config_bytes is a JSON object of stack options")
+    for name, value in config.items():
+        if name not in CONFIG_OPTIONS:
+            raise ValueError(f"config_bytes: unknown option {name!r}; the options are "
+                             f"{', '.join(CONFIG_OPTIONS)}")
+        if isinstance(value, bool) or not isinstance(value, CONFIG_OPTIONS[name]):
+            raise ValueError(f"config_bytes: {name} must be a number, got {value!r}")
+    return config
+
+
+def build_from_initialize(request: vm_pb2.InitializeRequest, closing: list[Any]
+                          ) -> tuple[ChainVM, CollectorRegistry]:
+    """The stack a node's ``Initialize`` asks for: over the LMDB store in the folder
+    ``vmstack`` of ``chain_data_dir`` (created if absent), from the geth-style genesis JSON
+    in ``genesis_bytes`` (empty: the default genesis) with the stack options of the JSON
+    object in ``config_bytes`` (:data:`CONFIG_OPTIONS`; empty: none). The store is appended
+    to ``closing``, for the plugin to close after ``Shutdown``; a request that cannot be
+    followed is ``ValueError`` saying why."""
+    from prometheus_client import CollectorRegistry
+
+    from vmstack.cchain.genesis import Genesis
+    from vmstack.stack import build_stack, wrap_layers
+    from vmstack.store import LMDBStore
+
+    if not request.chain_data_dir:
+        raise ValueError("Initialize: chain_data_dir names the folder of the VM's store")
+    config = _config(request.config_bytes)
+    genesis = Genesis.from_json(request.genesis_bytes) if request.genesis_bytes else None
+    directory = Path(request.chain_data_dir) / "vmstack"
+    directory.mkdir(parents=True, exist_ok=True)
+    store = LMDBStore(directory)
+    closing.append(store)
+    registry = CollectorRegistry()
+    vm = build_stack(store, genesis=genesis, served_part="fork_time" not in config, **config)
+    return wrap_layers(vm, name="served", registry=registry), registry
+
+
+def run_plugin(environ: Mapping[str, str] | None = None, err: IO[str] = sys.stderr) -> int:
+    """What ``vmstack plugin`` does: :func:`vmstack.wrappers.rpc.plugin.run` with the stack
+    a node's ``Initialize`` asks for (:func:`build_from_initialize`); its exit status."""
+    from vmstack.wrappers.rpc.plugin import run
+
+    return run(build_from_initialize, environ, err)
+
+
+def plugin_main(argv: Sequence[str] | None = None) -> int:
+    """The ``vmstack-plugin`` executable: takes no arguments."""
+    from vmstack.wrappers.rpc.plugin import ENGINE_ADDRESS_VARIABLE
+
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    if arguments:
+        print("vmstack plugin takes no arguments; a node starts it with "
+              f"{ENGINE_ADDRESS_VARIABLE} set", file=sys.stderr)
+        return 2
+    return run_plugin()
+
+
+if __name__ == "__main__":
+    sys.exit(plugin_main())
