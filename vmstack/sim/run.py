@@ -43,9 +43,9 @@ from vmstack.errors import VMUnavailable
 from vmstack.interfaces import Block, ChainVM
 from vmstack.sim.bootstrap import Bootstrapper, BootstrapResult
 from vmstack.sim.bounds import MAX_PEERS, MAX_PEERS_OUT_OF_PROCESS
+from vmstack.sim.chain import chain_transactions
 from vmstack.sim.costs import REFERENCE_COSTS, CostModel, fit_cost, mean_cost, time_call
-from vmstack.sim.network import Network, NetworkConfig
-from vmstack.sim.node_server import chain_transactions
+from vmstack.sim.links import Network, NetworkConfig
 from vmstack.stack import build_stack
 from vmstack.store import KeyValueStore, LMDBStore
 from vmstack.wrappers.proposer import StakingKey
