@@ -14,7 +14,8 @@ from typing import Any
 from vmstack.cchain import rawdb
 from vmstack.cchain.rlpbytes import block_bytes, split_block
 from vmstack.errors import InvalidBlock
-from vmstack.sim.network.engines import LocalEngine, NodeServer, RayEngine, Served
+from vmstack.sim.network import LocalEngine, RayEngine
+from vmstack.sim.network.node import NodeServer, Served
 
 __all__ = ["answer_other_bodies", "damage_bodies", "inject"]
 

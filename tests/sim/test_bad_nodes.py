@@ -11,8 +11,8 @@ from typing import Any
 from tests.sim.hostile import answer_other_bodies, damage_bodies, inject
 from tests.sim.networks import SMALL
 from vmstack.errors import StoreCorrupted
-from vmstack.sim.network.engines import Executed, LocalEngine, NodeServer
-from vmstack.sim.network.run import NetworkReport, NetworkRun, simulate_network
+from vmstack.sim.network import LocalEngine, NetworkReport, NetworkRun, simulate_network
+from vmstack.sim.network.node import Executed, NodeServer
 from vmstack.sim.network.stake import StakeSchedule
 
 HOSTILE = 1

@@ -14,8 +14,8 @@ import pytest
 
 from vmstack.cli import main
 from vmstack.errors import ProposerWindowNotStarted
-from vmstack.sim.network.engines import LocalEngine, NodeServer, NodeSpec
-from vmstack.sim.network.run import NetworkRun, NetworkSimulationConfig, simulate_network
+from vmstack.sim.network import LocalEngine, NetworkRun, NetworkSimulationConfig, simulate_network
+from vmstack.sim.network.node import NodeServer, NodeSpec
 from vmstack.sim.network.stake import (
     LIVE_PCHAIN_HEIGHT,
     MAX_STAKE,

@@ -52,8 +52,6 @@ from vmstack.wrappers.proposer import StakingKey
 from vmstack.wrappers.rpc import RoundTrips, VMClient, spawn
 
 __all__ = [
-    "MAX_PEERS",
-    "MAX_PEERS_OUT_OF_PROCESS",
     "MODES",
     "SimulationConfig",
     "SimulationReport",
@@ -71,7 +69,8 @@ _CHAIN_FILE = "chain.json"
 @attrs.frozen
 class SimulationConfig:
     """What to simulate. ``start_time`` is the genesis-era unix time the chain starts at;
-    ``peers`` is at most :data:`MAX_PEERS` (:data:`MAX_PEERS_OUT_OF_PROCESS` with
+    ``peers`` is at most :data:`~vmstack.sim.bounds.MAX_PEERS`
+    (:data:`~vmstack.sim.bounds.MAX_PEERS_OUT_OF_PROCESS` with
     ``out_of_process``)."""
 
     blocks: int = 600

@@ -10,12 +10,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from vmstack.sim.costs import REFERENCE_COSTS, CostModel
 from vmstack.sim.network.engines import make_engine
+from vmstack.sim.network.records import NetworkSimulationConfig
 from vmstack.sim.network.report import (
     print_network_report,
     write_network_json,
     write_network_plot,
 )
-from vmstack.sim.network.run import NetworkRun, NetworkSimulationConfig, simulate_network
+from vmstack.sim.network.run import NetworkRun, simulate_network
 
 __all__ = ["simulate_network_from_args"]
 

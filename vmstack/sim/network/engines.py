@@ -18,8 +18,7 @@ do not depend on the engine. A node whose actor dies, or does not answer within
 ``call_timeout`` seconds, or whose call raises an error of the project's tree (its own
 store damaged, say), answers :class:`NodeCrashed` from then on: the coordinator reports it
 and the run goes on without it. The node and its data live in
-:mod:`vmstack.sim.network.node`, the Ray engine in :mod:`vmstack.sim.network.ray_engine`; both are
-re-exported here.
+:mod:`vmstack.sim.network.node`, the Ray engine in :mod:`vmstack.sim.network.ray_engine`.
 """
 
 from __future__ import annotations
@@ -29,40 +28,11 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from vmstack.errors import NodeCrashed, VMStackError
-from vmstack.sim.network.node import (
-    Built,
-    Call,
-    Delivered,
-    Executed,
-    NodeServer,
-    NodeSpec,
-    Received,
-    Served,
-    Tip,
-    failure_reason,
-    peak_rss,
-)
+from vmstack.sim.network.node import Call, NodeServer, NodeSpec, failure_reason, peak_rss
 from vmstack.sim.network.ray_engine import RayEngine
 from vmstack.sim.network.records import DESCRIPTORS_PER_LMDB_NODE, lmdb_nodes_fit
 
-__all__ = [
-    "Built",
-    "Call",
-    "Delivered",
-    "ENGINES",
-    "Engine",
-    "Executed",
-    "LocalEngine",
-    "NodeCrashed",
-    "NodeServer",
-    "NodeSpec",
-    "RayEngine",
-    "Received",
-    "Served",
-    "Tip",
-    "failure_reason",
-    "make_engine",
-]
+__all__ = ["ENGINES", "Engine", "LocalEngine", "make_engine"]
 
 ENGINES = ("local", "ray")
 

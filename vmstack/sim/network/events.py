@@ -21,10 +21,11 @@ from typing import Any, Self
 import attrs
 
 from vmstack.clock import SimClock
-from vmstack.errors import VMStackError
+from vmstack.errors import NodeCrashed, VMStackError
 from vmstack.sim.costs import REFERENCE_COSTS, CostModel
-from vmstack.sim.network.engines import Call, Engine, NodeCrashed, Tip
+from vmstack.sim.network.engines import Engine
 from vmstack.sim.network.mesh import Mesh
+from vmstack.sim.network.node import Call, Tip
 from vmstack.sim.network.records import NetworkSimulationConfig, NodeResult, SlotRecord
 from vmstack.sim.network.stake import StakeSchedule
 

@@ -47,25 +47,16 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from vmstack.errors import AnyoneCanPropose, VMStackError
+from vmstack.errors import AnyoneCanPropose, NodeCrashed, VMStackError
 from vmstack.sim.costs import REFERENCE_COSTS, CostModel
 from vmstack.sim.network.bootstrap import NodeBootstrapping
-from vmstack.sim.network.engines import (
-    Built,
-    Call,
-    Delivered,
-    Engine,
-    NodeCrashed,
-    NodeSpec,
-    Tip,
-)
-from vmstack.sim.network.mesh import Mesh
+from vmstack.sim.network.engines import Engine
+from vmstack.sim.network.node import Built, Call, Delivered, NodeSpec, Tip
 from vmstack.sim.network.records import (
     MISSED_REASONS,
     MissedSlot,
     NetworkReport,
     NetworkSimulationConfig,
-    NodeResult,
 )
 from vmstack.sim.network.stake import StakeSchedule, node_staking_seed
 from vmstack.wrappers.proposer.windower import (
@@ -74,14 +65,7 @@ from vmstack.wrappers.proposer.windower import (
     time_to_slot,
 )
 
-__all__ = [
-    "Mesh",
-    "NetworkReport",
-    "NetworkRun",
-    "NetworkSimulationConfig",
-    "NodeResult",
-    "simulate_network",
-]
+__all__ = ["NetworkRun", "simulate_network"]
 
 #: Seconds the engine may take to build, export or import the builders' chain.
 SETUP_TIMEOUT = 3600.0
