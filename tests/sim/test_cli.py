@@ -159,14 +159,14 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 
 def _comparable(lines: list[str]) -> list[str]:
     """A network run's printout without what differs from run to run or by engine: the
-    progress bar, the measured rows, the engine's name in the headline and where its
-    actors ran."""
-    kept = []
-    for line in lines:
-        if line.startswith(("nodes caught up", "placement: ")) or "(measured)" in line:
-            continue
-        kept.append(re.sub(r"; engine: [^;]*;", "; engine: -;", line.rstrip()))
-    return kept
+    progress bar, the measured rows, the engine's name in the headline (which wraps where
+    its length puts it, so the headline's lines are joined) and where its actors ran."""
+    kept = [line.rstrip() for line in lines
+            if not line.startswith(("nodes caught up", "placement: "))
+            and "(measured)" not in line]
+    body = next(index for index, line in enumerate(kept) if line.startswith("nodes ("))
+    headline = " ".join(line.strip() for line in kept[:body])
+    return [re.sub(r"; engine: [^;]*;", "; engine: -;", headline), *kept[body:]]
 
 
 def test_the_readmes_network_excerpt_is_what_its_command_prints(
