@@ -25,8 +25,14 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from vmstack.sim.engines import Engine, LocalEngine, RayEngine
-from vmstack.sim.multinode import NetworkReport, NetworkSimulationConfig, simulate_network
+from vmstack.sim.network import (
+    Engine,
+    LocalEngine,
+    NetworkReport,
+    NetworkSimulationConfig,
+    RayEngine,
+    simulate_network,
+)
 
 
 def _row(label: str, workers: int | str, report: NetworkReport, local: NetworkReport | None,

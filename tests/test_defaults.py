@@ -10,7 +10,7 @@ from vmstack.cchain import CChainVM
 from vmstack.cchain.cache import DEFAULT_CAPACITY, CanonicalHashCache
 from vmstack.cli import main
 from vmstack.defaults import DEFAULT_CACHE_SIZE, DEFAULT_CHAIN_ID
-from vmstack.sim.network_records import NetworkSimulationConfig
+from vmstack.sim.network.records import NetworkSimulationConfig
 from vmstack.sim.run import SimulationConfig
 from vmstack.stack import build_stack
 

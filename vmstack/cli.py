@@ -317,7 +317,7 @@ def _simulate(args: argparse.Namespace, console: Console) -> int:
     if args.history is not None:
         return _simulate_history(args, console)
     if args.nodes != 2 or args.engine is not None:
-        from vmstack.sim.network_cli import simulate_network_from_args
+        from vmstack.sim.network.cli import simulate_network_from_args
 
         _check_output(args.json, "--json")
         _check_plot(args.plot)

@@ -1,7 +1,7 @@
 """Faults a network-run test puts into one node, on either engine: a node that answers its
 real block IDs with other bodies, and a node whose store is damaged.
 
-Each fault is a function of the node (:class:`~vmstack.sim.node_server.NodeServer`);
+Each fault is a function of the node (:class:`~vmstack.sim.network.node.NodeServer`);
 :func:`inject` applies it to a node of a local engine in this process, or inside the Ray
 actor that holds the node (the function travels by reference: Ray's workers import this
 module)."""
@@ -14,7 +14,8 @@ from typing import Any
 from vmstack.cchain import rawdb
 from vmstack.cchain.rlpbytes import block_bytes, split_block
 from vmstack.errors import InvalidBlock
-from vmstack.sim.engines import LocalEngine, NodeServer, RayEngine, Served
+from vmstack.sim.network import LocalEngine, RayEngine
+from vmstack.sim.network.node import NodeServer, Served
 
 __all__ = ["answer_other_bodies", "damage_bodies", "inject"]
 

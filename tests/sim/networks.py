@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from vmstack.sim.multinode import NetworkSimulationConfig, simulate_network
-from vmstack.sim.network import NetworkConfig
+from vmstack.sim.network import NetworkConfig, NetworkSimulationConfig, simulate_network
 
 __all__ = ["SMALL", "simulated"]
 

@@ -11,9 +11,9 @@ from typing import Any
 from tests.sim.hostile import answer_other_bodies, damage_bodies, inject
 from tests.sim.networks import SMALL
 from vmstack.errors import StoreCorrupted
-from vmstack.sim.engines import Executed, LocalEngine, NodeServer
-from vmstack.sim.multinode import NetworkReport, NetworkRun, simulate_network
-from vmstack.sim.network_stake import StakeSchedule
+from vmstack.sim.network import LocalEngine, NetworkReport, NetworkRun, simulate_network
+from vmstack.sim.network.node import Executed, NodeServer
+from vmstack.sim.network.stake import StakeSchedule
 
 HOSTILE = 1
 """The builder made bad: node 0 builds the chain, node 1 imports it and serves it too."""

@@ -11,7 +11,7 @@ from vmstack.conformance import memory_vm
 from vmstack.sim.bootstrap import Bootstrapper, BootstrapResult
 from vmstack.sim.costs import REFERENCE_COSTS
 from vmstack.sim.events import EventLoop
-from vmstack.sim.network import Network, NetworkConfig
+from vmstack.sim.links import Network, NetworkConfig
 
 MODES = pytest.mark.parametrize("batched", [True, False], ids=["batched", "serial"])
 

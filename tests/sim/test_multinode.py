@@ -13,8 +13,13 @@ import pytest
 from tests.sim.networks import SMALL, simulated
 from vmstack.cli import main
 from vmstack.errors import VMStackError
-from vmstack.sim.engines import LocalEngine, make_engine
-from vmstack.sim.multinode import NetworkRun, NetworkSimulationConfig, simulate_network
+from vmstack.sim.network import (
+    LocalEngine,
+    NetworkRun,
+    NetworkSimulationConfig,
+    make_engine,
+    simulate_network,
+)
 
 
 @pytest.fixture(scope="module")

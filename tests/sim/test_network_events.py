@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from vmstack.errors import NodeCrashed
-from vmstack.sim.engines import Call, NodeSpec
-from vmstack.sim.network_events import NetworkEventLoop
-from vmstack.sim.network_records import NetworkSimulationConfig
+from vmstack.sim.network.events import NetworkEventLoop
+from vmstack.sim.network.node import Call, NodeSpec
+from vmstack.sim.network.records import NetworkSimulationConfig
 
 CONFIG = NetworkSimulationConfig(nodes=3, blocks=3, txs_per_block=0, live_blocks=0)
 

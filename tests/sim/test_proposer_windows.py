@@ -14,9 +14,9 @@ import pytest
 
 from vmstack.cli import main
 from vmstack.errors import ProposerWindowNotStarted
-from vmstack.sim.engines import LocalEngine, NodeServer, NodeSpec
-from vmstack.sim.multinode import NetworkRun, NetworkSimulationConfig, simulate_network
-from vmstack.sim.network_stake import (
+from vmstack.sim.network import LocalEngine, NetworkRun, NetworkSimulationConfig, simulate_network
+from vmstack.sim.network.node import NodeServer, NodeSpec
+from vmstack.sim.network.stake import (
     LIVE_PCHAIN_HEIGHT,
     MAX_STAKE,
     MIN_STAKE,

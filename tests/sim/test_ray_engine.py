@@ -22,10 +22,9 @@ from tests.sim.hostile import answer_other_bodies, damage_bodies
 from tests.sim.networks import SMALL, simulated
 from tests.sim.test_bad_nodes import HOSTILE, assert_survived, failing_build, run_with
 from vmstack.errors import VMStackError
-from vmstack.sim.engines import LocalEngine, RayEngine
-from vmstack.sim.multinode import NetworkRun, simulate_network
-from vmstack.sim.network_report import placement_summary, print_network_report
-from vmstack.sim.ray_engine import RayHost, _probe_cluster, plan_placement
+from vmstack.sim.network import LocalEngine, NetworkRun, RayEngine, simulate_network
+from vmstack.sim.network.ray_engine import RayHost, _probe_cluster, plan_placement
+from vmstack.sim.network.report import placement_summary, print_network_report
 
 
 def _hosts(*rooms: int | None) -> list[RayHost]:

@@ -16,9 +16,13 @@ import pytest
 from tests.sim.networks import SMALL, simulated
 from vmstack.cli import main
 from vmstack.errors import VMStackError
-from vmstack.sim.engines import LocalEngine
-from vmstack.sim.multinode import NetworkSimulationConfig, simulate_network
-from vmstack.sim.network import Mesh, NetworkConfig
+from vmstack.sim.network import (
+    LocalEngine,
+    Mesh,
+    NetworkConfig,
+    NetworkSimulationConfig,
+    simulate_network,
+)
 
 
 def test_a_mesh_of_a_million_nodes_is_made_at_once_and_its_links_are_fixed() -> None:

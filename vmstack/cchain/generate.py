@@ -44,10 +44,7 @@ from vmstack.cchain.types import (
 )
 from vmstack.clock import SimClock
 from vmstack.interfaces import ChainVM, Mempool, iter_layers
-
-# find_mempool is the one refusal of a stack without a mempool (vmstack.submission); the
-# simulation's nodes still import it from here.
-from vmstack.submission import find_mempool as find_mempool
+from vmstack.submission import find_mempool
 
 __all__ = [
     "DEFAULT_POOL_SIZE",

@@ -41,7 +41,7 @@ from vmstack.errors import BlockNotFound, InvalidBlock, VMStackError, VMUnavaila
 from vmstack.interfaces import Block, ChainVM
 from vmstack.sim.costs import CostModel
 from vmstack.sim.events import EventLoop
-from vmstack.sim.network import Network
+from vmstack.sim.links import Network
 
 __all__ = [
     "BootstrapResult",

@@ -36,7 +36,7 @@ from vmstack.clock import SimClock
 from vmstack.interfaces import ChainVM
 from vmstack.sim.bootstrap import Bootstrapper, BootstrapResult
 from vmstack.sim.costs import REFERENCE_COSTS, CostModel
-from vmstack.sim.network import Network
+from vmstack.sim.links import Network
 from vmstack.sim.run import (
     MODES,
     SimulationConfig,

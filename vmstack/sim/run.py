@@ -43,17 +43,15 @@ from vmstack.errors import VMUnavailable
 from vmstack.interfaces import Block, ChainVM
 from vmstack.sim.bootstrap import Bootstrapper, BootstrapResult
 from vmstack.sim.bounds import MAX_PEERS, MAX_PEERS_OUT_OF_PROCESS
+from vmstack.sim.chain import chain_transactions
 from vmstack.sim.costs import REFERENCE_COSTS, CostModel, fit_cost, mean_cost, time_call
-from vmstack.sim.network import Network, NetworkConfig
-from vmstack.sim.node_server import chain_transactions
+from vmstack.sim.links import Network, NetworkConfig
 from vmstack.stack import build_stack
 from vmstack.store import KeyValueStore, LMDBStore
 from vmstack.wrappers.proposer import StakingKey
 from vmstack.wrappers.rpc import RoundTrips, VMClient, spawn
 
 __all__ = [
-    "MAX_PEERS",
-    "MAX_PEERS_OUT_OF_PROCESS",
     "MODES",
     "SimulationConfig",
     "SimulationReport",
@@ -71,7 +69,8 @@ _CHAIN_FILE = "chain.json"
 @attrs.frozen
 class SimulationConfig:
     """What to simulate. ``start_time`` is the genesis-era unix time the chain starts at;
-    ``peers`` is at most :data:`MAX_PEERS` (:data:`MAX_PEERS_OUT_OF_PROCESS` with
+    ``peers`` is at most :data:`~vmstack.sim.bounds.MAX_PEERS`
+    (:data:`~vmstack.sim.bounds.MAX_PEERS_OUT_OF_PROCESS` with
     ``out_of_process``)."""
 
     blocks: int = 600

@@ -9,7 +9,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from vmstack.sim.network_records import MISSED_REASONS, NetworkReport, NodeResult
+from vmstack.sim.network.records import MISSED_REASONS, NetworkReport, NodeResult
 from vmstack.sim.report import transactions_per_block
 from vmstack.wrappers.proposer.windower import WINDOW_DURATION
 

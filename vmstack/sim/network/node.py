@@ -3,11 +3,11 @@ and answers.
 
 A node is its own full stack over its own LMDB store, on a simulated clock of its own that
 every call sets to the simulated time the call happens at. The coordinator
-(:mod:`vmstack.sim.multinode`) never touches a node's stack: it names a node method in a
+(:mod:`vmstack.sim.network.run`) never touches a node's stack: it names a node method in a
 :class:`Call` (one of :data:`NODE_METHODS`, the only methods a call may name) and gets back
 plain data (:class:`Tip`, :class:`Served`, :class:`Received`, :class:`Executed`,
 :class:`Delivered`, :class:`Built`), the same whichever process the node lives in, so the
-simulated figures do not depend on the engine (:mod:`vmstack.sim.engines`) that hosts the
+simulated figures do not depend on the engine (:mod:`vmstack.sim.network.engines`) that hosts the
 node.
 
 What a peer sends is never trusted: an answer that does not parse or chain, or whose blocks
@@ -33,15 +33,16 @@ from vmstack.batching import (
     batched_parse_block,
     get_ancestors,
 )
-from vmstack.cchain import generate_chain, rawdb
-from vmstack.cchain.generate import find_mempool, pool_transactions
-from vmstack.cchain.rlpbytes import list_items
+from vmstack.cchain import generate_chain
+from vmstack.cchain.generate import pool_transactions
 from vmstack.clock import SimClock
 from vmstack.errors import BlockNotFound, InvalidBlock, StoreCorrupted
 from vmstack.interfaces import Block, ChainVM, find_layer
-from vmstack.sim.network_stake import HISTORY_PCHAIN_HEIGHT, LIVE_PCHAIN_HEIGHT, StakeSchedule
+from vmstack.sim.chain import chain_transactions
+from vmstack.sim.network.stake import HISTORY_PCHAIN_HEIGHT, LIVE_PCHAIN_HEIGHT, StakeSchedule
 from vmstack.stack import build_stack
 from vmstack.store import KeyValueStore, LMDBStore, MemoryStore
+from vmstack.submission import find_mempool
 from vmstack.wrappers.proposer import ProposerVM, StakingKey
 
 __all__ = [
@@ -56,7 +57,6 @@ __all__ = [
     "Received",
     "Served",
     "Tip",
-    "chain_transactions",
     "failure_reason",
     "peak_rss",
 ]
@@ -76,7 +76,7 @@ class NodeSpec:
     staking key (its post-fork blocks are signed with it; ``None``: unsigned), when the
     network has validators their ``stake`` (the node's proposer layer then enforces the
     proposer windows over it, and the node's P-chain height is the schedule's live one,
-    :data:`~vmstack.sim.network_stake.LIVE_PCHAIN_HEIGHT`, but while it builds the chain's
+    :data:`~vmstack.sim.network.stake.LIVE_PCHAIN_HEIGHT`, but while it builds the chain's
     history, :meth:`NodeServer.generate`), and its ``store``, one of :data:`NODE_STORES`:
     ``lmdb`` (its own LMDB environment, a few file descriptors held while the node lives)
     or ``memory`` (a :class:`~vmstack.store.MemoryStore`: no files, gone with the node)."""
@@ -382,25 +382,6 @@ class NodeServer:
         if method not in NODE_METHODS:
             raise ValueError(f"a node has no method {method!r}")
         return getattr(self, method)(*args)
-
-
-def chain_transactions(store: KeyValueStore, blocks: int) -> int:
-    """The transactions in blocks 1 to ``blocks`` of the C-chain in ``store``, counted from
-    the framing of their stored bodies (``StoreCorrupted`` if one is missing)."""
-    schema = rawdb.Schema(b"")
-    count = 0
-    for number in range(1, blocks + 1):
-        block_hash = rawdb.read_canonical_hash(store, schema, number)
-        body = (None if block_hash is None
-                else rawdb.read_body_rlp(store, schema, number, block_hash))
-        if body is None:
-            raise StoreCorrupted(f"the chain has no stored body at height {number}")
-        try:
-            count += len(list_items(list_items(body)[0]))
-        except (InvalidBlock, IndexError) as error:
-            raise StoreCorrupted(f"the stored body at height {number} is damaged: "
-                                 f"{error}") from None
-    return count
 
 
 def failure_reason(method: str, error: BaseException) -> str:

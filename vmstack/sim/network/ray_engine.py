@@ -6,7 +6,7 @@ Ray's node affinity with ``soft=False``: never left to Ray's best-effort spreadi
 every call of a list at once so that calls on different actors run at the same time, and
 then gathers the answers, each within a bounded wait. :meth:`RayEngine.describe` says which
 host every actor ran on and which nodes it held. An actor holds the
-:class:`~vmstack.sim.node_server.NodeServer` of each node placed on it. A node whose actor
+:class:`~vmstack.sim.network.node.NodeServer` of each node placed on it. A node whose actor
 dies, or does not answer within ``call_timeout`` seconds, answers
 :class:`~vmstack.errors.NodeCrashed` from then on: the coordinator reports it and the run
 goes on without it. So does a node whose call raises an error of the project's tree (its
@@ -32,7 +32,7 @@ from typing import Any
 import attrs
 
 from vmstack.errors import NodeCrashed, VMStackError
-from vmstack.sim.node_server import Call, NodeServer, NodeSpec, failure_reason, peak_rss
+from vmstack.sim.network.node import Call, NodeServer, NodeSpec, failure_reason, peak_rss
 
 __all__ = ["RayEngine", "RayHost", "plan_placement"]
 

@@ -2,7 +2,7 @@
 one :class:`NodeResult` per node, and the run's :class:`NetworkReport`.
 
 The configuration checks itself when made (a bad value is a ``ValueError`` naming it); the
-results are plain records the coordinator (:mod:`vmstack.sim.multinode`) fills in, and every
+results are plain records the coordinator (:mod:`vmstack.sim.network.run`) fills in, and every
 figure they hold is simulated except the wall times and memory the report says are measured.
 """
 
@@ -13,8 +13,8 @@ import attrs
 from vmstack.batching import DEFAULT_MAX_BLOCKS_NUM
 from vmstack.defaults import DEFAULT_CHAIN_ID
 from vmstack.sim.costs import CostModel
-from vmstack.sim.network import NetworkConfig
-from vmstack.sim.network_stake import STAKE_KINDS
+from vmstack.sim.links import NetworkConfig
+from vmstack.sim.network.stake import STAKE_KINDS
 
 #: The proposer layer's minimum delay between a block and its child (its default).
 MIN_BLOCK_DELAY = 1.0
@@ -49,7 +49,7 @@ class NetworkSimulationConfig:
     events fails (a bound against a run that would not end). The chain's transition is a
     third of the way up its first ``blocks`` blocks and the proposer fork two thirds up.
     Every node validates, with a weight drawn as ``stake`` says (one of
-    :data:`~vmstack.sim.network_stake.STAKE_KINDS`), and the proposer windows decide who
+    :data:`~vmstack.sim.network.stake.STAKE_KINDS`), and the proposer windows decide who
     builds each of the ``live_blocks`` blocks; ``block_interval`` is how long after its
     parent a block's first slot proposer builds it (at least the proposer layer's
     minimum block delay, 1 s).
@@ -237,7 +237,7 @@ class NetworkReport:
     ``transactions`` how many the first ``blocks`` blocks hold (a block holds what its gas
     limit pays for, which may be fewer than ``txs_per_block``). ``slots`` is what the
     proposer windows did (:class:`SlotRecord`); ``memory_by_place`` the peaks by host and
-    by actor (:meth:`~vmstack.sim.engines.Engine.memory_by_place`)."""
+    by actor (:meth:`~vmstack.sim.network.engines.Engine.memory_by_place`)."""
 
     config: NetworkSimulationConfig
     costs: CostModel

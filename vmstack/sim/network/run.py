@@ -2,15 +2,15 @@
 bootstrap from each other.
 
 :func:`simulate_network` runs ``nodes`` nodes, each with its own full stack and LMDB store
-(an :class:`~vmstack.sim.engines.NodeServer`), in this process or in Ray actors (an
-:class:`~vmstack.sim.engines.Engine`). The first ``builders`` nodes hold a chain of
+(a :class:`~vmstack.sim.network.node.NodeServer`), in this process or in Ray actors (an
+:class:`~vmstack.sim.network.engines.Engine`). The first ``builders`` nodes hold a chain of
 ``blocks`` blocks when the run starts (one builds it, the others import it); the other nodes
 start empty and bootstrap concurrently from random peers with the engine's loop: ask a peer
 for its last accepted block, then ``get_ancestors`` from it down to a block the node has,
 ``batched_parse_block`` each answer, verify and accept oldest first; a request that is
 dropped or not answered in time goes to another peer. A share of them join late (churn).
 Every node validates with a stake drawn from the seed
-(:mod:`vmstack.sim.network_stake`), and meanwhile ``live_blocks`` new blocks are built in
+(:mod:`vmstack.sim.network.stake`), and meanwhile ``live_blocks`` new blocks are built in
 the proposer windows (Snowman++, post-Durango): the block above the network's tip is built
 ``block_interval`` seconds after it by the expected proposer of that time's slot, if that
 node is up and caught up (its last accepted block is the tip); otherwise the slot is
@@ -35,9 +35,9 @@ scheduled meanwhile for an earlier time. The outcome is exactly that of running 
 one by one, so for a seed and a cost model every simulated figure is the same on every
 engine, whatever the number of workers.
 
-The run is layered: the records in :mod:`vmstack.sim.network_records`, the event loop and
-every node's book in :mod:`vmstack.sim.network_events`, joining and catching up in
-:mod:`vmstack.sim.network_bootstrap`; this module adds building and gossip, starts the
+The run is layered: the records in :mod:`vmstack.sim.network.records`, the event loop and
+every node's book in :mod:`vmstack.sim.network.events`, joining and catching up in
+:mod:`vmstack.sim.network.bootstrap`; this module adds building and gossip, starts the
 nodes (late joiners at a random time) and runs the whole.
 """
 
@@ -47,41 +47,25 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from vmstack.errors import AnyoneCanPropose, VMStackError
+from vmstack.errors import AnyoneCanPropose, NodeCrashed, VMStackError
 from vmstack.sim.costs import REFERENCE_COSTS, CostModel
-from vmstack.sim.engines import (
-    Built,
-    Call,
-    Delivered,
-    Engine,
-    NodeCrashed,
-    NodeSpec,
-    Tip,
-)
-from vmstack.sim.network import Mesh
-from vmstack.sim.network_bootstrap import NodeBootstrapping
-from vmstack.sim.network_records import (
+from vmstack.sim.network.bootstrap import NodeBootstrapping
+from vmstack.sim.network.engines import Engine
+from vmstack.sim.network.node import Built, Call, Delivered, NodeSpec, Tip
+from vmstack.sim.network.records import (
     MISSED_REASONS,
     MissedSlot,
     NetworkReport,
     NetworkSimulationConfig,
-    NodeResult,
 )
-from vmstack.sim.network_stake import StakeSchedule, node_staking_seed
+from vmstack.sim.network.stake import StakeSchedule, node_staking_seed
 from vmstack.wrappers.proposer.windower import (
     MAX_LOOK_AHEAD_SLOTS,
     WINDOW_DURATION,
     time_to_slot,
 )
 
-__all__ = [
-    "Mesh",
-    "NetworkReport",
-    "NetworkRun",
-    "NetworkSimulationConfig",
-    "NodeResult",
-    "simulate_network",
-]
+__all__ = ["NetworkRun", "simulate_network"]
 
 #: Seconds the engine may take to build, export or import the builders' chain.
 SETUP_TIMEOUT = 3600.0
@@ -89,8 +73,8 @@ SETUP_TIMEOUT = 3600.0
 
 class NetworkRun(NodeBootstrapping):
     """The coordinator of one run: the event loop, the mesh, and every node's book
-    (:class:`~vmstack.sim.network_events.NetworkEventLoop`), the bootstrapping protocol
-    (:class:`~vmstack.sim.network_bootstrap.NodeBootstrapping`), building and gossip.
+    (:class:`~vmstack.sim.network.events.NetworkEventLoop`), the bootstrapping protocol
+    (:class:`~vmstack.sim.network.bootstrap.NodeBootstrapping`), building and gossip.
 
     ``observe(run)``, if given, is called after every batch of calls (a hook for progress
     and for fault injection: ``run.engine.crash(i)``). ``batch=False`` hands the engine one

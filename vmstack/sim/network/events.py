@@ -6,8 +6,8 @@ events in time order. Events whose calls cannot influence each other (within one
 link latency, on different nodes, or only reads of one node) go to the engine together and
 are then completed in time order, running first any event scheduled meanwhile for an earlier
 time: the outcome is that of running every event one by one. The node protocols that
-schedule the events are :mod:`vmstack.sim.network_bootstrap` (joining and catching up) and
-:mod:`vmstack.sim.multinode` (building and gossip).
+schedule the events are :mod:`vmstack.sim.network.bootstrap` (joining and catching up) and
+:mod:`vmstack.sim.network.run` (building and gossip).
 """
 
 from __future__ import annotations
@@ -21,12 +21,13 @@ from typing import Any, Self
 import attrs
 
 from vmstack.clock import SimClock
-from vmstack.errors import VMStackError
+from vmstack.errors import NodeCrashed, VMStackError
 from vmstack.sim.costs import REFERENCE_COSTS, CostModel
-from vmstack.sim.engines import Call, Engine, NodeCrashed, Tip
-from vmstack.sim.network import Mesh
-from vmstack.sim.network_records import NetworkSimulationConfig, NodeResult, SlotRecord
-from vmstack.sim.network_stake import StakeSchedule
+from vmstack.sim.network.engines import Engine
+from vmstack.sim.network.mesh import Mesh
+from vmstack.sim.network.node import Call, Tip
+from vmstack.sim.network.records import NetworkSimulationConfig, NodeResult, SlotRecord
+from vmstack.sim.network.stake import StakeSchedule
 
 __all__ = ["NetworkEventLoop", "NodeState"]
 

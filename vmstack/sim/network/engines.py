@@ -1,25 +1,24 @@
 """Where the nodes of a simulated network live: in this process, or in Ray actors.
 
-A node is a :class:`~vmstack.sim.node_server.NodeServer`: its own full stack over its own
+A node is a :class:`~vmstack.sim.network.node.NodeServer`: its own full stack over its own
 LMDB store, on a simulated clock of its own that every call sets to the simulated time the
-call happens at. The coordinator (:mod:`vmstack.sim.multinode`) never touches a node's stack;
+call happens at. The coordinator (:mod:`vmstack.sim.network.run`) never touches a node's stack;
 it hands an :class:`Engine` a list of :class:`Call` and gets one answer per call, in order:
 
 - :class:`LocalEngine` keeps every node in this process and runs the calls one after the
   other;
-- :class:`~vmstack.sim.ray_engine.RayEngine` puts the nodes in Ray actors (one node per actor
-  by default, or the nodes spread over ``workers`` actors in total), pins the actors to the
-  cluster's hosts in turn, submits every call of the list at
-  once so that calls on different actors run at the same time, and then gathers the answers,
-  each within a bounded wait.
+- :class:`~vmstack.sim.network.ray_engine.RayEngine` puts the nodes in Ray actors (one
+  node per actor by default, or the nodes spread over ``workers`` actors in total), pins
+  the actors to the cluster's hosts in turn, submits every call of the list at once so
+  that calls on different actors run at the same time, and then gathers the answers, each
+  within a bounded wait.
 
 A node answers the same bytes for the same calls on either engine, so the simulated figures
 do not depend on the engine. A node whose actor dies, or does not answer within
 ``call_timeout`` seconds, or whose call raises an error of the project's tree (its own
 store damaged, say), answers :class:`NodeCrashed` from then on: the coordinator reports it
 and the run goes on without it. The node and its data live in
-:mod:`vmstack.sim.node_server`, the Ray engine in :mod:`vmstack.sim.ray_engine`; both are
-re-exported here.
+:mod:`vmstack.sim.network.node`, the Ray engine in :mod:`vmstack.sim.network.ray_engine`.
 """
 
 from __future__ import annotations
@@ -29,40 +28,11 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from vmstack.errors import NodeCrashed, VMStackError
-from vmstack.sim.network_records import DESCRIPTORS_PER_LMDB_NODE, lmdb_nodes_fit
-from vmstack.sim.node_server import (
-    Built,
-    Call,
-    Delivered,
-    Executed,
-    NodeServer,
-    NodeSpec,
-    Received,
-    Served,
-    Tip,
-    failure_reason,
-    peak_rss,
-)
-from vmstack.sim.ray_engine import RayEngine
+from vmstack.sim.network.node import Call, NodeServer, NodeSpec, failure_reason, peak_rss
+from vmstack.sim.network.ray_engine import RayEngine
+from vmstack.sim.network.records import DESCRIPTORS_PER_LMDB_NODE, lmdb_nodes_fit
 
-__all__ = [
-    "Built",
-    "Call",
-    "Delivered",
-    "ENGINES",
-    "Engine",
-    "Executed",
-    "LocalEngine",
-    "NodeCrashed",
-    "NodeServer",
-    "NodeSpec",
-    "RayEngine",
-    "Received",
-    "Served",
-    "Tip",
-    "failure_reason",
-    "make_engine",
-]
+__all__ = ["ENGINES", "Engine", "LocalEngine", "make_engine"]
 
 ENGINES = ("local", "ray")
 

@@ -9,13 +9,14 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from vmstack.sim.costs import REFERENCE_COSTS, CostModel
-from vmstack.sim.engines import make_engine
-from vmstack.sim.multinode import NetworkRun, NetworkSimulationConfig, simulate_network
-from vmstack.sim.network_report import (
+from vmstack.sim.network.engines import make_engine
+from vmstack.sim.network.records import NetworkSimulationConfig
+from vmstack.sim.network.report import (
     print_network_report,
     write_network_json,
     write_network_plot,
 )
+from vmstack.sim.network.run import NetworkRun, simulate_network
 
 __all__ = ["simulate_network_from_args"]
 

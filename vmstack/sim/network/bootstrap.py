@@ -19,8 +19,8 @@ from typing import Any
 
 from vmstack.batching import CONTAINER_LEN_OVERHEAD
 from vmstack.sim.bootstrap import REQUEST_BYTES
-from vmstack.sim.engines import Call, Executed, Received, Served, Tip
-from vmstack.sim.network_events import NetworkEventLoop
+from vmstack.sim.network.events import NetworkEventLoop
+from vmstack.sim.network.node import Call, Executed, Received, Served, Tip
 
 __all__ = ["NodeBootstrapping"]
 
