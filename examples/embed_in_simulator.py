@@ -39,8 +39,14 @@ TXS_PER_ROUND = 4
 
 def transfer(key: int, nonce: int, value: int) -> DynamicFeeTx:
     """A signed transfer of ``value`` wei from ``key`` to an address of its own."""
-    return DynamicFeeTx(chain_id=43114, nonce=nonce, max_fee_per_gas=50 * 10**9, gas=21_000,
-                        to=keccak256(b"recipient %d" % value)[12:], value=value).sign(key)
+    return DynamicFeeTx(
+        chain_id=43114,
+        nonce=nonce,
+        max_fee_per_gas=50 * 10**9,
+        gas=21_000,
+        to=keccak256(b"recipient %d" % value)[12:],
+        value=value,
+    ).sign(key)
 
 
 def gossip(nodes: list[ChainVM], transactions: list[DynamicFeeTx]) -> int:
@@ -96,25 +102,34 @@ def main() -> None:
             rival = rival_node.build_block()
             assert rival.id != proposal.id and rival.parent_id == proposal.parent_id
             decide(nodes, bytes(proposal), (bytes(rival),))
-            print(f"round {round_number}: the rival proposal lost and was rejected; its "
-                  "local transaction waits in its builder's pool")
+            print(
+                f"round {round_number}: the rival proposal lost and was rejected; its "
+                "local transaction waits in its builder's pool"
+            )
         else:
             decide(nodes, bytes(proposal))
     bottoms = [find_layer(node, CChainVM) for node in nodes]
     while any(bottom.pending_transactions() for bottom in bottoms):
         clock.advance(2.0)
-        builder = next(node for node, bottom in zip(nodes, bottoms, strict=True)
-                       if bottom.pending_transactions())
+        builder = next(
+            node
+            for node, bottom in zip(nodes, bottoms, strict=True)
+            if bottom.pending_transactions()
+        )
         decide(nodes, bytes(builder.build_block()))
     tip = nodes[0].last_accepted()
-    included = [tx.hash for height in range(1, bottoms[0].get_block(tip).height + 1)
-                for tx in bottoms[0].get_block(bottoms[0].get_block_id_at_height(height))
-                .transactions]
+    included = [
+        tx.hash
+        for height in range(1, bottoms[0].get_block(tip).height + 1)
+        for tx in bottoms[0].get_block(bottoms[0].get_block_id_at_height(height)).transactions
+    ]
     assert sorted(included) == sorted(sent), "every transaction exactly once"
     roots = {bottom.get_block(bottom.last_accepted()).header.state_root for bottom in bottoms}
     assert len(roots) == 1
-    print(f"{len(sent)} transactions gossiped to {NODES} nodes ({duplicates} duplicates "
-          f"refused), each included once; one state root {roots.pop().hex()[:16]}…")
+    print(
+        f"{len(sent)} transactions gossiped to {NODES} nodes ({duplicates} duplicates "
+        f"refused), each included once; one state root {roots.pop().hex()[:16]}…"
+    )
     print(f"key 0 sent {bottoms[0].account(address_of(DEV_KEYS[0])).nonce} transactions")
 
     peer = build_stack(MemoryStore(), **config)  # type: ignore[arg-type]

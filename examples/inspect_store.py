@@ -22,8 +22,9 @@ from vmstack.store import LMDBStore
 def build_demo(path: Path) -> None:
     clock = SimClock(1_700_000_000.0)
     with LMDBStore(path) as store:
-        generate_chain(build_stack(store, clock=clock), blocks=12, txs_per_block=4, seed=3,
-                       clock=clock)
+        generate_chain(
+            build_stack(store, clock=clock), blocks=12, txs_per_block=4, seed=3, clock=clock
+        )
 
 
 def inspect(path: Path, *, limit: int = 20) -> None:
@@ -39,10 +40,14 @@ def inspect(path: Path, *, limit: int = 20) -> None:
         print(f"store {path}: {len(store)} keys, map {store.map_size >> 20} MiB")
         print(f"last accepted: #{head_number} {head.hex()}")
         if settled is not None:
-            print(f"last settled:  #{rawdb.read_header_number(snapshot, schema, settled)} "
-                  f"{settled.hex()}")
-        print(f"{'height':>6}  {'hash':<18} {'txs':>4} {'header B':>9} {'body B':>7} "
-              f"{'receipts B':>10}")
+            print(
+                f"last settled:  #{rawdb.read_header_number(snapshot, schema, settled)} "
+                f"{settled.hex()}"
+            )
+        print(
+            f"{'height':>6}  {'hash':<18} {'txs':>4} {'header B':>9} {'body B':>7} "
+            f"{'receipts B':>10}"
+        )
         for number in range(head_number, max(head_number - limit, -1), -1):
             block_hash = rawdb.read_canonical_hash(snapshot, schema, number)
             if block_hash is None:
@@ -52,8 +57,10 @@ def inspect(path: Path, *, limit: int = 20) -> None:
             body = rawdb.read_body_rlp(snapshot, schema, number, block_hash) or b""
             receipts = rawdb.read_receipts_rlp(snapshot, schema, number, block_hash)
             txs = len(AVALANCHE.decode_body(body).transactions) if body else 0
-            print(f"{number:>6}  {block_hash.hex()[:16]}… {txs:>4} {len(header):>9} "
-                  f"{len(body):>7} {'-' if receipts is None else len(receipts):>10}")
+            print(
+                f"{number:>6}  {block_hash.hex()[:16]}… {txs:>4} {len(header):>9} "
+                f"{len(body):>7} {'-' if receipts is None else len(receipts):>10}"
+            )
 
 
 def main(argv: list[str]) -> None:

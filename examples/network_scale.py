@@ -34,13 +34,23 @@ def run_network(nodes: int, folder: Path, timeout: float) -> dict[str, Any]:
     CPU seconds as ``cpu_seconds``."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     out = folder / f"network-{nodes}.json"
-    command = [sys.executable, "-m", "vmstack", "simulate", "--nodes", str(nodes), *CHAIN,
-               "--json", str(out)]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
-                            check=False)
+    command = [
+        sys.executable,
+        "-m",
+        "vmstack",
+        "simulate",
+        "--nodes",
+        str(nodes),
+        *CHAIN,
+        "--json",
+        str(out),
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
     if result.returncode != 0:
-        raise SystemExit(f"{' '.join(command)} exited with {result.returncode}: "
-                         f"{result.stderr.strip().splitlines()[-1:]}")
+        raise SystemExit(
+            f"{' '.join(command)} exited with {result.returncode}: "
+            f"{result.stderr.strip().splitlines()[-1:]}"
+        )
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     report: dict[str, Any] = json.loads(out.read_text())
     report["cpu_seconds"] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -60,27 +70,51 @@ def row(report: dict[str, Any]) -> dict[str, Any]:
     config, measured = report["config"], report["measured"]
     totals = report["simulated"]["totals"]
     setup, run = measured["setup_wall_seconds"], measured["run_wall_seconds"]
-    return {"nodes": config["nodes"], "node_store": config.get("node_store_used", "lmdb"),
-            "setup_s": setup, "run_s": run, "wall_s": setup + run,
-            "peak_mb": max(measured["peak_memory_bytes"]) / 2**20,
-            "events": totals["events"], "nodes_at_tip": totals["nodes_at_tip"],
-            "cpu_s": report.get("cpu_seconds")}
+    return {
+        "nodes": config["nodes"],
+        "node_store": config.get("node_store_used", "lmdb"),
+        "setup_s": setup,
+        "run_s": run,
+        "wall_s": setup + run,
+        "peak_mb": max(measured["peak_memory_bytes"]) / 2**20,
+        "events": totals["events"],
+        "nodes_at_tip": totals["nodes_at_tip"],
+        "cpu_s": report.get("cpu_seconds"),
+    }
 
 
 def print_table(rows: list[dict[str, Any]], console: Console) -> None:
-    table = Table(title="network runs by nodes (measured; 60 blocks x 2 txs + 10 live)",
-                  title_justify="left")
-    for column in ("nodes", "node store", "setup s", "run s", "wall s", "CPU s",
-                   "CPU s per node", "peak MB", "KB per node", "events", "at tip"):
+    table = Table(
+        title="network runs by nodes (measured; 60 blocks x 2 txs + 10 live)", title_justify="left"
+    )
+    for column in (
+        "nodes",
+        "node store",
+        "setup s",
+        "run s",
+        "wall s",
+        "CPU s",
+        "CPU s per node",
+        "peak MB",
+        "KB per node",
+        "events",
+        "at tip",
+    ):
         table.add_column(column, justify="left" if column == "node store" else "right")
     for entry in rows:
-        table.add_row(str(entry["nodes"]), entry["node_store"], f"{entry['setup_s']:.0f}",
-                      f"{entry['run_s']:.0f}", f"{entry['wall_s']:.0f}",
-                      "-" if entry["cpu_s"] is None else f"{entry['cpu_s']:.0f}",
-                      "-" if entry["cpu_s"] is None else f"{entry['cpu_s'] / entry['nodes']:.3f}",
-                      f"{entry['peak_mb']:.0f}",
-                      f"{entry['peak_mb'] * 1024 / entry['nodes']:.0f}", str(entry["events"]),
-                      f"{entry['nodes_at_tip']}/{entry['nodes']}")
+        table.add_row(
+            str(entry["nodes"]),
+            entry["node_store"],
+            f"{entry['setup_s']:.0f}",
+            f"{entry['run_s']:.0f}",
+            f"{entry['wall_s']:.0f}",
+            "-" if entry["cpu_s"] is None else f"{entry['cpu_s']:.0f}",
+            "-" if entry["cpu_s"] is None else f"{entry['cpu_s'] / entry['nodes']:.3f}",
+            f"{entry['peak_mb']:.0f}",
+            f"{entry['peak_mb'] * 1024 / entry['nodes']:.0f}",
+            str(entry["events"]),
+            f"{entry['nodes_at_tip']}/{entry['nodes']}",
+        )
     console.print(table)
 
 
@@ -103,9 +137,14 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     time_axes.legend()
     memory_axes.plot(nodes, [entry["peak_mb"] for entry in rows], "o-", color="tab:red")
     for entry in rows:
-        memory_axes.annotate(f"{entry['node_store']} stores", (entry["nodes"], entry["peak_mb"]),
-                             textcoords="offset points", xytext=(-10, 8), ha="right",
-                             fontsize="small")
+        memory_axes.annotate(
+            f"{entry['node_store']} stores",
+            (entry["nodes"], entry["peak_mb"]),
+            textcoords="offset points",
+            xytext=(-10, 8),
+            ha="right",
+            fontsize="small",
+        )
     memory_axes.set_xlabel("nodes")
     memory_axes.set_ylabel("peak resident MB (measured)")
     memory_axes.set_title("peak memory")
@@ -113,8 +152,9 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
         axes.grid(alpha=0.3)
         axes.set_xlim(left=0)
         axes.set_ylim(bottom=0)
-    figure.suptitle("vmstack simulate, one process: 60 blocks x 2 txs + 10 live "
-                    "(a shared 2-core machine)")
+    figure.suptitle(
+        "vmstack simulate, one process: 60 blocks x 2 txs + 10 live (a shared 2-core machine)"
+    )
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     pyplot.close(figure)
@@ -123,14 +163,28 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, nargs="+", default=[1000, 3000, 10000])
-    parser.add_argument("--from-json", type=Path, nargs="+", metavar="FILE",
-                        help="tabulate these `vmstack simulate --json` reports instead")
-    parser.add_argument("--time-logs", type=Path, nargs="+", metavar="LOG",
-                        help="with --from-json: each run's /usr/bin/time -v output")
+    parser.add_argument(
+        "--from-json",
+        type=Path,
+        nargs="+",
+        metavar="FILE",
+        help="tabulate these `vmstack simulate --json` reports instead",
+    )
+    parser.add_argument(
+        "--time-logs",
+        type=Path,
+        nargs="+",
+        metavar="LOG",
+        help="with --from-json: each run's /usr/bin/time -v output",
+    )
     parser.add_argument("--plot", type=Path, help="write the plot here (PNG)")
     parser.add_argument("--json", type=Path, help="write the table's rows here")
-    parser.add_argument("--timeout", type=float, default=7200.0,
-                        help="seconds one run may take (default: %(default)s)")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=7200.0,
+        help="seconds one run may take (default: %(default)s)",
+    )
     args = parser.parse_args(argv)
     console = Console()
     if args.from_json:

@@ -31,26 +31,43 @@ def main() -> None:
         chain_dir, proposer_dir = Path(temporary) / "chain", Path(temporary) / "proposervm"
         clock = SimClock(START)
         with LMDBStore(chain_dir) as store:
-            generate_chain(build_stack(store, transition_time=TRANSITION, clock=clock),
-                           blocks=30, txs_per_block=5, seed=1, clock=clock)
+            generate_chain(
+                build_stack(store, transition_time=TRANSITION, clock=clock),
+                blocks=30,
+                txs_per_block=5,
+                seed=1,
+                clock=clock,
+            )
         # The child serves the C-chain part on its own simulated clock, which follows ours.
-        with spawn(chain_dir, transition_time=TRANSITION, clock=clock) as client, \
-                LMDBStore(proposer_dir) as proposer_store:
-            vm = build_stack(proposer_store, fork_time=FORK, clock=clock, tracer=NoOpTracer(),
-                             registry=CollectorRegistry(), out_of_process=client)
+        with (
+            spawn(chain_dir, transition_time=TRANSITION, clock=clock) as client,
+            LMDBStore(proposer_dir) as proposer_store,
+        ):
+            vm = build_stack(
+                proposer_store,
+                fork_time=FORK,
+                clock=clock,
+                tracer=NoOpTracer(),
+                registry=CollectorRegistry(),
+                out_of_process=client,
+            )
             print(f"served by process {client.pid}")
             print(describe_stack(vm))
             tip = vm.last_accepted()
             client.round_trips = RoundTrips()
             blocks = get_ancestors(vm, tip, clock=clock)
             parsed = batched_parse_block(vm, blocks[:10])
-            print(f"batched: {len(blocks)} ancestors and {len(parsed)} parsed blocks in "
-                  f"{client.round_trips.total} round trips")
+            print(
+                f"batched: {len(blocks)} ancestors and {len(parsed)} parsed blocks in "
+                f"{client.round_trips.total} round trips"
+            )
             client.round_trips = RoundTrips()
             walked = serial_get_ancestors(vm, tip, clock=clock)
-            print(f"fallback: {len(walked)} ancestors in {client.round_trips.total} round "
-                  "trips (one get_block per block but the tip, which the client holds as the "
-                  "last accepted, and one for the genesis block's parent)")
+            print(
+                f"fallback: {len(walked)} ancestors in {client.round_trips.total} round "
+                "trips (one get_block per block but the tip, which the client holds as the "
+                "last accepted, and one for the genesis block's parent)"
+            )
 
 
 if __name__ == "__main__":

@@ -35,8 +35,12 @@ from vmstack.sim.network import (
 )
 
 
-def _row(label: str, workers: int | str, report: NetworkReport, local: NetworkReport | None,
-         ) -> dict[str, Any]:
+def _row(
+    label: str,
+    workers: int | str,
+    report: NetworkReport,
+    local: NetworkReport | None,
+) -> dict[str, Any]:
     memory = report.peak_memory_bytes
     totals = report.totals
     return {
@@ -44,8 +48,9 @@ def _row(label: str, workers: int | str, report: NetworkReport, local: NetworkRe
         "workers": workers,
         "setup_wall_seconds": report.setup_wall_seconds,
         "run_wall_seconds": report.run_wall_seconds,
-        "run_vs_local": (report.run_wall_seconds / local.run_wall_seconds
-                         if local is not None else 1.0),
+        "run_vs_local": (
+            report.run_wall_seconds / local.run_wall_seconds if local is not None else 1.0
+        ),
         "calls": totals["calls"],
         "batches": totals["batches"],
         "widest_batch": totals["widest_batch"],
@@ -67,9 +72,13 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="write the rows here")
     args = parser.parse_args()
     console = Console(width=None if sys.stdout.isatty() else 140)
-    config = NetworkSimulationConfig(nodes=args.nodes, blocks=args.blocks,
-                                     txs_per_block=args.txs_per_block,
-                                     live_blocks=args.live_blocks, seed=args.seed)
+    config = NetworkSimulationConfig(
+        nodes=args.nodes,
+        blocks=args.blocks,
+        txs_per_block=args.txs_per_block,
+        live_blocks=args.live_blocks,
+        seed=args.seed,
+    )
 
     import ray
 
@@ -92,8 +101,10 @@ def main() -> int:
             if reference is None:
                 reference, local = simulated, report  # type: ignore[assignment]
             elif simulated != reference:
-                console.print(f"[red]{label} with {workers} workers gave other simulated "
-                              "figures than the local run[/red]")
+                console.print(
+                    f"[red]{label} with {workers} workers gave other simulated "
+                    "figures than the local run[/red]"
+                )
                 return 1
             rows.append(_row(label, workers, report, local))
     finally:
@@ -101,26 +112,56 @@ def main() -> int:
 
     assert local is not None
     totals = local.totals
-    console.print(f"{config.nodes} nodes ({config.builder_count} builders), {config.blocks} "
-                  f"blocks x {config.txs_per_block} txs + {config.live_blocks} live; "
-                  f"simulated {totals['simulated_seconds']:.1f} s, {totals['messages']} "
-                  f"messages, {totals['events']} events; Ray started in {ray_start:.1f} s")
+    console.print(
+        f"{config.nodes} nodes ({config.builder_count} builders), {config.blocks} "
+        f"blocks x {config.txs_per_block} txs + {config.live_blocks} live; "
+        f"simulated {totals['simulated_seconds']:.1f} s, {totals['messages']} "
+        f"messages, {totals['events']} events; Ray started in {ray_start:.1f} s"
+    )
     console.print("same simulated figures on every run: yes")
     table = Table(title="wall time by engine and workers (measured)", title_justify="left")
-    for column in ("engine", "workers", "setup s", "run s", "run vs local", "calls",
-                   "batches", "widest", "processes", "median peak MB", "total peak MB"):
+    for column in (
+        "engine",
+        "workers",
+        "setup s",
+        "run s",
+        "run vs local",
+        "calls",
+        "batches",
+        "widest",
+        "processes",
+        "median peak MB",
+        "total peak MB",
+    ):
         table.add_column(column, justify="left" if column == "engine" else "right")
     for row in rows:
-        table.add_row(row["engine"], str(row["workers"]), f"{row['setup_wall_seconds']:.1f}",
-                      f"{row['run_wall_seconds']:.1f}", f"{row['run_vs_local']:.2f}x",
-                      str(row["calls"]), str(row["batches"]), str(row["widest_batch"]),
-                      str(row["processes"]), f"{row['median_peak_mb']:.0f}",
-                      f"{row['total_peak_mb']:.0f}")
+        table.add_row(
+            row["engine"],
+            str(row["workers"]),
+            f"{row['setup_wall_seconds']:.1f}",
+            f"{row['run_wall_seconds']:.1f}",
+            f"{row['run_vs_local']:.2f}x",
+            str(row["calls"]),
+            str(row["batches"]),
+            str(row["widest_batch"]),
+            str(row["processes"]),
+            f"{row['median_peak_mb']:.0f}",
+            f"{row['total_peak_mb']:.0f}",
+        )
     console.print(table)
     if args.json is not None:
-        args.json.write_text(json.dumps({"config": config.as_dict(), "ray_start_seconds":
-                                         ray_start, "totals": totals, "rows": rows},
-                                        indent=2) + "\n")
+        args.json.write_text(
+            json.dumps(
+                {
+                    "config": config.as_dict(),
+                    "ray_start_seconds": ray_start,
+                    "totals": totals,
+                    "rows": rows,
+                },
+                indent=2,
+            )
+            + "\n"
+        )
         console.print(f"wrote {args.json}")
     return 0
 

@@ -78,8 +78,18 @@ def main() -> int:
     print(f"get_ancestors returned {len(answer)} blocks; calls seen: {dict(vm.counts)}")
     # This file is the script and the test module at once: vmstack and Hypothesis are
     # imported before pytest starts, so pytest cannot rewrite their asserts (and says so).
-    return int(pytest.main([__file__, "-q", "-p", "no:cacheprovider",
-                            "-W", "ignore::pytest.PytestAssertRewriteWarning"]))
+    return int(
+        pytest.main(
+            [
+                __file__,
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "-W",
+                "ignore::pytest.PytestAssertRewriteWarning",
+            ]
+        )
+    )
 
 
 if __name__ == "__main__":

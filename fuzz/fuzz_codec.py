@@ -93,29 +93,57 @@ def seeds() -> Iterator[bytes]:
     stored receipts, and the vector blocks when the vectors are present."""
     key, chain_id, to = 0x1234, 43114, b"\x11" * 20
     txs: list[Transaction] = [
-        sign_transaction(LegacyTx(nonce=0, gas_price=10**9, gas=21_000, to=to, value=1),
-                         key, chain_id),
-        sign_transaction(AccessListTx(chain_id=chain_id, nonce=1, gas_price=10**9,
-                                      gas=30_000, data=b"\x60\x00"), key, chain_id),
-        sign_transaction(DynamicFeeTx(chain_id=chain_id, nonce=2, max_fee_per_gas=10**10,
-                                      max_priority_fee_per_gas=1, gas=21_000, to=to),
-                         key, chain_id),
+        sign_transaction(
+            LegacyTx(nonce=0, gas_price=10**9, gas=21_000, to=to, value=1), key, chain_id
+        ),
+        sign_transaction(
+            AccessListTx(chain_id=chain_id, nonce=1, gas_price=10**9, gas=30_000, data=b"\x60\x00"),
+            key,
+            chain_id,
+        ),
+        sign_transaction(
+            DynamicFeeTx(
+                chain_id=chain_id,
+                nonce=2,
+                max_fee_per_gas=10**10,
+                max_priority_fee_per_gas=1,
+                gas=21_000,
+                to=to,
+            ),
+            key,
+            chain_id,
+        ),
     ]
     blocks = [
-        ETHEREUM.encode_block(ETHEREUM.seal(
-            Header(number=7, time=1_000, gas_limit=30_000_000, base_fee=7,
-                   withdrawals_hash=bytes(32)),
-            ETHEREUM.body(txs, withdrawals=[]))),
-        AVALANCHE.encode_block(AVALANCHE.seal(
-            AvalancheHeader(number=7, time=1_000, gas_limit=15_000_000, base_fee=25),
-            AVALANCHE.body(txs, version=0, ext_data=b"atomic"))),
+        ETHEREUM.encode_block(
+            ETHEREUM.seal(
+                Header(
+                    number=7,
+                    time=1_000,
+                    gas_limit=30_000_000,
+                    base_fee=7,
+                    withdrawals_hash=bytes(32),
+                ),
+                ETHEREUM.body(txs, withdrawals=[]),
+            )
+        ),
+        AVALANCHE.encode_block(
+            AVALANCHE.seal(
+                AvalancheHeader(number=7, time=1_000, gas_limit=15_000_000, base_fee=25),
+                AVALANCHE.body(txs, version=0, ext_data=b"atomic"),
+            )
+        ),
     ]
     for block in blocks:
         yield block
         yield from split_block(block)
     yield from (tx.encode() for tx in txs)
-    yield encode_receipts([Receipt(status=1, cumulative_gas_used=21_000),
-                           Receipt(status=0, cumulative_gas_used=51_000)])
+    yield encode_receipts(
+        [
+            Receipt(status=1, cumulative_gas_used=21_000),
+            Receipt(status=0, cumulative_gas_used=51_000),
+        ]
+    )
     folder = vector_files()
     if folder is not None:
         for name in ("blocks.json", "cchain_blocks.json"):

@@ -42,7 +42,7 @@ def one_input(data: bytes) -> None:
     if isinstance(block, OptionBlock):
         assert block.id == hashlib.sha256(data).digest()
     else:
-        assert block.id == hashlib.sha256(data[:block.unsigned_len]).digest()
+        assert block.id == hashlib.sha256(data[: block.unsigned_len]).digest()
     assert peeked == (block.id, block.parent_id), "peek_block disagrees with decode_block"
     attempt(parse_block, data, CHAIN_ID)
 
@@ -55,8 +55,9 @@ def seeds() -> Iterator[bytes]:
     yield bytes(build_unsigned(parent, 123, 2, inner))
     yield bytes(build_unsigned(parent, 123, 2, inner, Epoch(2, 1, 123)))
     yield bytes(build_signed(parent, 125, 3, inner, key=key, chain_id=CHAIN_ID))
-    yield bytes(build_signed(parent, 125, 3, inner, key=key, chain_id=CHAIN_ID,
-                             epoch=Epoch(3, 1, 124)))
+    yield bytes(
+        build_signed(parent, 125, 3, inner, key=key, chain_id=CHAIN_ID, epoch=Epoch(3, 1, 124))
+    )
     yield bytes(build_option(parent, inner))
     yield bytes(Header(CHAIN_ID, parent, b"\x02" * 32))
     folder = vector_files()

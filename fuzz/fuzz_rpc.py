@@ -35,9 +35,15 @@ NAMES = sorted(set(METHODS) - {"Shutdown", "WaitForEvent"})
 def _setup() -> tuple[VMServer, MemoryStore, list[bytes], list[bytes]]:
     """The served node with ``BLOCKS`` accepted blocks; its block IDs and block bytes."""
     store, clock = MemoryStore(), SimClock(START)
-    vm = build_stack(store, clock=clock, fork_time=START + 20, transition_time=START + 10,
-                     tracer=NoOpTracer(), registry=CollectorRegistry(),
-                     staking_key=StakingKey.generate(seed=b"fuzz"))
+    vm = build_stack(
+        store,
+        clock=clock,
+        fork_time=START + 20,
+        transition_time=START + 10,
+        tracer=NoOpTracer(),
+        registry=CollectorRegistry(),
+        staking_key=StakingKey.generate(seed=b"fuzz"),
+    )
     ids = generate_chain(vm, blocks=BLOCKS, txs_per_block=2, seed=7, clock=clock)
     blocks = [bytes(vm.get_block(block_id)) for block_id in ids]
     return VMServer(vm, clock=clock), store, ids, blocks
@@ -61,8 +67,9 @@ def one_input(data: bytes) -> None:
         return
     method = METHODS[NAMES[data[0] % len(NAMES)]]
     try:
-        method.response.FromString(SERVER.answer(method.name, data[1:],
-                                                 {NOW_METADATA_KEY: repr(START + 40)}))
+        method.response.FromString(
+            SERVER.answer(method.name, data[1:], {NOW_METADATA_KEY: repr(START + 40)})
+        )
     except Exception as error:
         wire = wire_error_of(error)
         assert wire.kind, f"{method.name}: {wire.message}"
@@ -86,11 +93,13 @@ def seeds() -> Iterator[bytes]:
     yield _request("BlockVerify", vm_pb2.BlockVerifyRequest(bytes=block, p_chain_height=1))
     yield _request("BlockReject", vm_pb2.BlockRejectRequest(id=bytes(32)))
     yield _request("BlockReject", vm_pb2.BlockRejectRequest(id=tip))
-    yield _request("GetAncestors", vm_pb2.GetAncestorsRequest(
-        blk_id=tip, max_blocks_num=5, max_blocks_size=100_000,
-        max_blocks_retrival_time=10**9))
-    yield _request("BatchedParseBlock", vm_pb2.BatchedParseBlockRequest(
-        request=BLOCKS_BYTES[-3:]))
+    yield _request(
+        "GetAncestors",
+        vm_pb2.GetAncestorsRequest(
+            blk_id=tip, max_blocks_num=5, max_blocks_size=100_000, max_blocks_retrival_time=10**9
+        ),
+    )
+    yield _request("BatchedParseBlock", vm_pb2.BatchedParseBlockRequest(request=BLOCKS_BYTES[-3:]))
     yield _request("Gather", b"")
     yield _request("Describe", vmstack_pb2.DescribeRequest())
 

@@ -28,9 +28,15 @@ BLOCKS = 13
 
 
 def _node(store: MemoryStore, clock: SimClock) -> ChainVM:
-    return build_stack(store, clock=clock, fork_time=START + 20, transition_time=START + 10,
-                       tracer=NoOpTracer(), registry=CollectorRegistry(),
-                       staking_key=StakingKey.generate(seed=b"fuzz"))
+    return build_stack(
+        store,
+        clock=clock,
+        fork_time=START + 20,
+        transition_time=START + 10,
+        tracer=NoOpTracer(),
+        registry=CollectorRegistry(),
+        staking_key=StakingKey.generate(seed=b"fuzz"),
+    )
 
 
 def _setup() -> tuple[ChainVM, MemoryStore, list[bytes]]:

@@ -50,8 +50,11 @@ def vector_files() -> Path | None:
     return path if path.is_dir() else None
 
 
-def main(one_input: Callable[[bytes], None], seeds: Callable[[], Iterable[bytes]],
-         argv: Sequence[str] | None = None) -> None:
+def main(
+    one_input: Callable[[bytes], None],
+    seeds: Callable[[], Iterable[bytes]],
+    argv: Sequence[str] | None = None,
+) -> None:
     """Run a harness from the command line (see the module docstring)."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["--write-seeds"]:

@@ -13,8 +13,14 @@ from typing import TypeVar
 
 T = TypeVar("T")
 
-__all__ = ["descendants", "ended", "parent_and_state", "returns_within", "wait_ended",
-           "wait_stopped"]
+__all__ = [
+    "descendants",
+    "ended",
+    "parent_and_state",
+    "returns_within",
+    "wait_ended",
+    "wait_stopped",
+]
 
 
 def parent_and_state(entry: Path) -> tuple[int, str] | None:

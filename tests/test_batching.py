@@ -34,8 +34,9 @@ BATCHING = pytest.mark.parametrize("batching", [True, False], ids=["batches", "s
 class RefusingVM(MemoryVM):
     """A VM that has the batched methods but refuses them, as a layer over a serial VM does."""
 
-    def get_ancestors(self, block_id: bytes, max_blocks_num: int, max_blocks_size: int,
-                      max_retrieval_time: float) -> list[bytes]:
+    def get_ancestors(
+        self, block_id: bytes, max_blocks_num: int, max_blocks_size: int, max_retrieval_time: float
+    ) -> list[bytes]:
         self._record("get_ancestors", block_id)
         raise BatchingNotImplemented("refused")
 
@@ -81,8 +82,9 @@ def test_refusal_falls_back_to_one_get_block_per_block() -> None:
     assert [call.method for call in vm.calls] == ["get_ancestors"] + ["get_block"] * 7
 
 
-@pytest.mark.parametrize("error", [BlockNotFound("gone"), StoreCorrupted("bad"),
-                                   RuntimeError("boom")])
+@pytest.mark.parametrize(
+    "error", [BlockNotFound("gone"), StoreCorrupted("bad"), RuntimeError("boom")]
+)
 def test_other_errors_from_batched_method_propagate(error: Exception) -> None:
     """Rule 1: any error but BatchingNotImplemented propagates unchanged, with no fallback."""
     vm, ids = chain(True)
@@ -121,7 +123,8 @@ def test_block_not_found_mid_walk_ends_quietly(batching: bool) -> None:
 
 @BATCHING
 def test_other_error_mid_walk_ends_with_partial_answer_and_log(
-        batching: bool, caplog: pytest.LogCaptureFixture) -> None:
+    batching: bool, caplog: pytest.LogCaptureFixture
+) -> None:
     """Rule 2: another mid-walk error ends the walk, is logged, and the partial answer stands."""
     vm, ids = chain(batching)
     vm.fail_block(ids[8], StoreCorrupted("truncated body"))
@@ -194,11 +197,18 @@ def test_time_budget_on_simulated_time() -> None:
     assert len(get_ancestors(vm, ids[-1], max_retrieval_time=1e-9, clock=SimClock())) == 11
 
 
-@pytest.mark.parametrize("limits", [
-    {"max_blocks_num": 0}, {"max_blocks_num": -1}, {"max_blocks_size": -1},
-    {"max_retrieval_time": -0.1}, {"max_retrieval_time": float("nan")},
-    {"max_blocks_num": 1.5}, {"max_blocks_num": True},
-])
+@pytest.mark.parametrize(
+    "limits",
+    [
+        {"max_blocks_num": 0},
+        {"max_blocks_num": -1},
+        {"max_blocks_size": -1},
+        {"max_retrieval_time": -0.1},
+        {"max_retrieval_time": float("nan")},
+        {"max_blocks_num": 1.5},
+        {"max_blocks_num": True},
+    ],
+)
 @BATCHING
 def test_bad_limits_raise_value_error(batching: bool, limits: dict[str, float]) -> None:
     """Rule 4: max_blocks_num < 1, a negative size or time (or a non-number) is a ValueError."""
@@ -218,10 +228,15 @@ def test_malformed_block_id_raises_value_error(block_id: object) -> None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(length=st.integers(1, 25), start=st.integers(0, 25), num=st.integers(1, 30),
-       size=st.integers(0, 2000))
-def test_batched_answer_equals_fallback_answer(length: int, start: int, num: int,
-                                               size: int) -> None:
+@given(
+    length=st.integers(1, 25),
+    start=st.integers(0, 25),
+    num=st.integers(1, 30),
+    size=st.integers(0, 2000),
+)
+def test_batched_answer_equals_fallback_answer(
+    length: int, start: int, num: int, size: int
+) -> None:
     """Rule 6: for the same chain, the batched answer equals the fallback, byte for byte."""
     batched = memory_vm(batching=True, blocks=length)
     serial = RefusingVM()
@@ -363,8 +378,13 @@ def test_a_vm_offering_only_get_ancestors_has_its_answer_used() -> None:
     """Rule 1 per method: a VM with get_ancestors alone answers it itself."""
 
     class OnlyAncestors(MemoryVM):
-        def get_ancestors(self, block_id: bytes, max_blocks_num: int, max_blocks_size: int,
-                          max_retrieval_time: float) -> list[bytes]:
+        def get_ancestors(
+            self,
+            block_id: bytes,
+            max_blocks_num: int,
+            max_blocks_size: int,
+            max_retrieval_time: float,
+        ) -> list[bytes]:
             return [b"answered in one call"]
 
     vm = OnlyAncestors()
@@ -437,12 +457,15 @@ def _linked(count: int) -> tuple[list[bytes], dict[bytes, tuple[bytes, bytes]]]:
     one's parent is not served."""
     ids = [bytes([n + 1]) * 32 for n in range(count)]
     parents = [*ids[1:], GENESIS_PARENT]
-    return ids, {block_id: (bytes([n]) * 10, parent)
-                 for n, (block_id, parent) in enumerate(zip(ids, parents, strict=True))}
+    return ids, {
+        block_id: (bytes([n]) * 10, parent)
+        for n, (block_id, parent) in enumerate(zip(ids, parents, strict=True))
+    }
 
 
-def _fetch_from(blocks: dict[bytes, tuple[bytes, bytes]],
-                failing: bytes | None = None) -> Callable[[bytes], tuple[bytes, bytes]]:
+def _fetch_from(
+    blocks: dict[bytes, tuple[bytes, bytes]], failing: bytes | None = None
+) -> Callable[[bytes], tuple[bytes, bytes]]:
     def fetch(block_id: bytes) -> tuple[bytes, bytes]:
         if block_id == failing:
             raise RuntimeError("disk on fire")
@@ -450,6 +473,7 @@ def _fetch_from(blocks: dict[bytes, tuple[bytes, bytes]],
             return blocks[block_id]
         except KeyError:
             raise BlockNotFound(block_id.hex()) from None
+
     return fetch
 
 
@@ -466,19 +490,25 @@ def test_walk_says_which_missing_block_stopped_it() -> None:
     _, whole = _linked(5)
     walk = walk_ancestors(_fetch_from(whole), ids[0], AncestorBudget(clock=SimClock()))
     assert (len(walk.blocks), walk.stopped_at, walk.reason) == (
-        5, GENESIS_PARENT, WalkEnd.NOT_SERVED)
+        5,
+        GENESIS_PARENT,
+        WalkEnd.NOT_SERVED,
+    )
 
 
-@pytest.mark.parametrize("budget, answered", [
-    ((2, 10_000), 2),  # count
-    ((10, 3 * 14), 3),  # size: three 10-byte blocks and their 4-byte prefixes
-])
-def test_walk_says_the_budget_stopped_it_and_where(budget: tuple[int, int],
-                                                   answered: int) -> None:
+@pytest.mark.parametrize(
+    "budget, answered",
+    [
+        ((2, 10_000), 2),  # count
+        ((10, 3 * 14), 3),  # size: three 10-byte blocks and their 4-byte prefixes
+    ],
+)
+def test_walk_says_the_budget_stopped_it_and_where(budget: tuple[int, int], answered: int) -> None:
     """A full budget ends the walk at the first block it leaves out, whichever limit."""
     ids, blocks = _linked(6)
-    walk = walk_ancestors(_fetch_from(blocks), ids[0],
-                          AncestorBudget(*budget, 1.0, clock=SimClock()))
+    walk = walk_ancestors(
+        _fetch_from(blocks), ids[0], AncestorBudget(*budget, 1.0, clock=SimClock())
+    )
     assert walk.blocks == [blocks[block_id][0] for block_id in ids[:answered]]
     assert (walk.stopped_at, walk.reason) == (ids[answered], WalkEnd.BUDGET)
 
@@ -486,6 +516,7 @@ def test_walk_says_the_budget_stopped_it_and_where(budget: tuple[int, int],
 def test_walk_says_a_failed_fetch_stopped_it() -> None:
     """Another error mid-walk ends the walk at that block, as FAILED."""
     ids, blocks = _linked(6)
-    walk = walk_ancestors(_fetch_from(blocks, failing=ids[2]), ids[0],
-                          AncestorBudget(clock=SimClock()))
+    walk = walk_ancestors(
+        _fetch_from(blocks, failing=ids[2]), ids[0], AncestorBudget(clock=SimClock())
+    )
     assert (len(walk.blocks), walk.stopped_at, walk.reason) == (2, ids[2], WalkEnd.FAILED)

@@ -34,11 +34,11 @@ class CountingTransitionVM(TransitionVM):
         return super().batching
 
 
-def transition_stack(post: BatchedMemoryVM, spans: SpanRecorder, registry: CollectorRegistry
-                     ) -> tuple[CountingTransitionVM, ChainVM]:
+def transition_stack(
+    post: BatchedMemoryVM, spans: SpanRecorder, registry: CollectorRegistry
+) -> tuple[CountingTransitionVM, ChainVM]:
     """A transition layer over ``post`` with metered and traced layers above it."""
-    transition = CountingTransitionVM(SerialChainVM(post), post,
-                                      transition_time=TRANSITION_TIME)
+    transition = CountingTransitionVM(SerialChainVM(post), post, transition_time=TRANSITION_TIME)
     metered = MeteredVM(transition, registry=registry, namespace="C")
     return transition, TracedVM(metered, tracer=spans.tracer, name="C")
 
@@ -84,18 +84,23 @@ def test_a_refusal_from_below_is_one_span_and_observed_once_metrics_exist() -> N
         top.get_ancestors(post.last_accepted(), 5, 10_000, 1.0)  # type: ignore[attr-defined]
     (span,) = spans.named("C.get_ancestors")
     assert span.status.status_code is not StatusCode.ERROR
-    assert [event.attributes["exception.type"] for event in span.events  # type: ignore[index]
-            ] == ["vmstack.errors.BatchingNotImplemented"]
-    assert "C_get_ancestors_duration_seconds" not in {
-        family.name for family in registry.collect()}
+    assert [
+        event.attributes["exception.type"]
+        for event in span.events  # type: ignore[index]
+    ] == ["vmstack.errors.BatchingNotImplemented"]
+    assert "C_get_ancestors_duration_seconds" not in {family.name for family in registry.collect()}
     inner = memory_vm(batching=True, blocks=3)
     assert isinstance(inner, BatchedMemoryVM)
     metered = MeteredVM(inner, registry=registry, namespace="M")
     inner.batching = False
     with pytest.raises(BatchingNotImplemented):
         metered.get_ancestors(inner.last_accepted(), 5, 10_000, 1.0)
-    assert registry.get_sample_value("M_get_ancestors_duration_seconds_count",
-                                     {"outcome": "not_implemented"}) == 1
+    assert (
+        registry.get_sample_value(
+            "M_get_ancestors_duration_seconds_count", {"outcome": "not_implemented"}
+        )
+        == 1
+    )
 
 
 def test_a_vm_below_that_stops_batching_is_followed_at_the_next_call() -> None:
@@ -114,7 +119,8 @@ def test_a_vm_below_that_stops_batching_is_followed_at_the_next_call() -> None:
             with pytest.raises(BatchingNotImplemented, match="switched off"):
                 layer.get_ancestors(tip, 5, 10_000, 1.0)
         assert get_ancestors(layer, tip, max_blocks_num=5) == get_ancestors(
-            inner, tip, max_blocks_num=5)
+            inner, tip, max_blocks_num=5
+        )
 
 
 def test_a_layer_over_a_vm_without_the_batched_methods_refuses_itself() -> None:
@@ -129,5 +135,4 @@ def test_a_layer_over_a_vm_without_the_batched_methods_refuses_itself() -> None:
     with pytest.raises(BatchingNotImplemented, match=r"MeteredVM\(C\) cannot batch"):
         layer.get_ancestors(tip, 5, 10_000, 1.0)
     assert inner.calls == []
-    assert "C_get_ancestors_duration_seconds" not in {
-        family.name for family in registry.collect()}
+    assert "C_get_ancestors_duration_seconds" not in {family.name for family in registry.collect()}

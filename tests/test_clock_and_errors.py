@@ -34,8 +34,9 @@ def test_sim_clock_refuses_to_go_back_or_jump_to_infinity(bad: float) -> None:
     assert clock() == 0.0
 
 
-@pytest.mark.parametrize("error", [BlockNotFound, InvalidBlock, BatchingNotImplemented,
-                                   StoreCorrupted])
+@pytest.mark.parametrize(
+    "error", [BlockNotFound, InvalidBlock, BatchingNotImplemented, StoreCorrupted]
+)
 def test_every_error_is_a_vmstack_error(error: type[Exception]) -> None:
     """Every error of the tree is caught by one except VMStackError."""
     assert issubclass(error, VMStackError)

@@ -42,9 +42,11 @@ def test_every_exception_of_the_package_is_in_the_tree() -> None:
     the command line's SIGTERM signal."""
     found = defined_exceptions()
     assert set(errors.__all__) <= {name.rsplit(".", 1)[1] for name in found}
-    outside = sorted(name for name, kind in found.items()
-                     if not issubclass(kind, errors.VMStackError)
-                     and kind not in FOREIGN | SIGNALS)
+    outside = sorted(
+        name
+        for name, kind in found.items()
+        if not issubclass(kind, errors.VMStackError) and kind not in FOREIGN | SIGNALS
+    )
     assert outside == []
     assert all(not issubclass(kind, errors.VMStackError) for kind in FOREIGN)
     assert all(not issubclass(kind, Exception) for kind in SIGNALS)
@@ -54,9 +56,9 @@ def _drawn_tree() -> dict[str, tuple[str | None, str]]:
     """ARCHITECTURE.md section 4's drawing: each class's parent and the words of its line
     (with its continuation lines)."""
     text = ARCHITECTURE.read_text(encoding="utf-8")
-    section = text[text.index("## 4. Errors"):text.index("## 5.")]
-    drawing = section[section.index("```\n") + 4:]
-    drawing = drawing[:drawing.index("```")]
+    section = text[text.index("## 4. Errors") : text.index("## 5.")]
+    drawing = section[section.index("```\n") + 4 :]
+    drawing = drawing[: drawing.index("```")]
     tree: dict[str, tuple[str | None, str]] = {}
     parents: list[str] = []
     last = ""
@@ -91,4 +93,5 @@ def test_architecture_draws_the_error_tree_as_the_classes_are() -> None:
             continue
         assert in_tree == [classes[parent]], f"{name} is drawn under {parent}"
         assert set(re.findall(r"\ba (\w+Error)\b", words)) == built_in, (
-            f"{name}'s line must name exactly its built-in bases {sorted(built_in)}: {words}")
+            f"{name}'s line must name exactly its built-in bases {sorted(built_in)}: {words}"
+        )

@@ -16,8 +16,14 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 def _run(script: str) -> subprocess.CompletedProcess[str]:
     """Run ``examples/<script>`` with this interpreter, from the examples folder."""
-    return subprocess.run([sys.executable, str(EXAMPLES / script)], cwd=EXAMPLES,
-                          capture_output=True, text=True, timeout=300, check=False)
+    return subprocess.run(
+        [sys.executable, str(EXAMPLES / script)],
+        cwd=EXAMPLES,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
 
 
 def test_write_a_layer_passes_its_conformance_tests() -> None:
@@ -36,8 +42,10 @@ def test_embed_in_simulator_runs_and_the_peer_catches_up() -> None:
     result = _run("embed_in_simulator.py")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "the rival proposal lost and was rejected" in result.stdout
-    assert "49 transactions gossiped to 4 nodes (192 duplicates refused), each included once" \
+    assert (
+        "49 transactions gossiped to 4 nodes (192 duplicates refused), each included once"
         in result.stdout
+    )
     assert "served 13 blocks" in result.stdout
     assert "new node caught up" in result.stdout
 
@@ -48,8 +56,11 @@ def test_inspect_store_lists_blocks_heads_and_sizes() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     assert "last accepted: #12" in result.stdout
     assert "last settled:  #12" in result.stdout
-    rows = [line.split()[0] for line in result.stdout.splitlines()
-            if line.strip() and line.split()[0].isdigit()]
+    rows = [
+        line.split()[0]
+        for line in result.stdout.splitlines()
+        if line.strip() and line.split()[0].isdigit()
+    ]
     assert rows == [str(height) for height in range(12, -1, -1)]
 
 

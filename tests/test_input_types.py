@@ -36,9 +36,15 @@ def stack() -> ChainVM:
     """Every layer: traced and metered proposer and C-chain layers, the proposer, the
     transition; past the fork and the transition."""
     clock = SimClock(START)
-    vm = build_stack(MemoryStore(), clock=clock, fork_time=START + 10,
-                     transition_time=START + 5, tracer=NoOpTracer(),
-                     registry=CollectorRegistry(), staking_key=StakingKey.generate(seed=b"t"))
+    vm = build_stack(
+        MemoryStore(),
+        clock=clock,
+        fork_time=START + 10,
+        transition_time=START + 5,
+        tracer=NoOpTracer(),
+        registry=CollectorRegistry(),
+        staking_key=StakingKey.generate(seed=b"t"),
+    )
     generate_chain(vm, blocks=8, txs_per_block=1, seed=3, clock=clock)
     return vm
 
@@ -59,7 +65,8 @@ def test_the_stack_has_every_layer(stack: ChainVM) -> None:
 
 @pytest.mark.parametrize("value", ODD_VALUES, ids=repr)
 def test_parse_block_of_a_non_bytes_value_is_invalid_block_at_every_layer(
-        stack: ChainVM, value: Any) -> None:
+    stack: ChainVM, value: Any
+) -> None:
     """parse_block(None), (5), ("abc"), ... is InvalidBlock at the bottom and at every
     layer above it, never TypeError (and 5 is not read as five zero bytes)."""
     for layer in _layers(stack):
@@ -70,7 +77,8 @@ def test_parse_block_of_a_non_bytes_value_is_invalid_block_at_every_layer(
 @pytest.mark.parametrize("method", ["get_block", "set_preference", "get_block_id_at_height"])
 @pytest.mark.parametrize("value", ODD_VALUES, ids=repr)
 def test_other_methods_answer_odd_values_as_the_bottom_does(
-        stack: ChainVM, method: str, value: Any) -> None:
+    stack: ChainVM, method: str, value: Any
+) -> None:
     """Each layer raises the same error type as the C-chain VM at the bottom."""
     layers = list(_layers(stack))
     expected = _outcome(getattr(layers[-1], method), value)

@@ -41,8 +41,7 @@ def _bound_and_listed(tree: ast.Module) -> tuple[set[str], list[str] | None]:
             elif isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 for target in targets:
-                    bound.update(name.id for name in ast.walk(target)
-                                 if isinstance(name, ast.Name))
+                    bound.update(name.id for name in ast.walk(target) if isinstance(name, ast.Name))
                     if isinstance(target, ast.Name) and target.id == "__all__":
                         assert node.value is not None
                         listed = list(ast.literal_eval(node.value))
@@ -73,15 +72,16 @@ def test_a_leaf_module_exports_only_what_it_defines(path: Path) -> None:
     undefined = _undefined_exports(path)
     assert [name for name in undefined if name not in allowed] == [], (
         f"{module} lists names it imports; export them from a package's __init__ or "
-        "import them from the module that defines them")
+        "import them from the module that defines them"
+    )
     assert sorted(set(allowed) - set(undefined)) == [], (
-        f"{module} no longer re-exports these: remove them from REEXPORTS_ALLOWED")
+        f"{module} no longer re-exports these: remove them from REEXPORTS_ALLOWED"
+    )
 
 
 def test_the_rule_sees_a_reexport() -> None:
     """The check finds a name imported and listed, and accepts one defined under ``if``."""
-    source = ("from os import sep\nif True:\n    LOCAL = 1\n"
-              "__all__ = ['LOCAL', 'sep']\n")
+    source = "from os import sep\nif True:\n    LOCAL = 1\n__all__ = ['LOCAL', 'sep']\n"
     bound, listed = _bound_and_listed(ast.parse(source))
     assert listed == ["LOCAL", "sep"]
     assert [name for name in listed if name not in bound] == ["sep"]
@@ -97,20 +97,45 @@ def test_the_allow_list_names_real_modules() -> None:
 #: only from its own floor or the floors below it. A module's floor is that of the longest
 #: entry naming it or a package holding it; ``vmstack`` itself is the package's ``__init__``.
 FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("the ground: contracts, errors and what every floor reads", (
-        "vmstack.errors", "vmstack.interfaces", "vmstack.clock", "vmstack.checksum",
-        "vmstack.defaults", "vmstack.capability", "vmstack.batching", "vmstack.layers",
-        "vmstack.closing", "vmstack.describe", "vmstack.submission", "vmstack.parsepool")),
+    (
+        "the ground: contracts, errors and what every floor reads",
+        (
+            "vmstack.errors",
+            "vmstack.interfaces",
+            "vmstack.clock",
+            "vmstack.checksum",
+            "vmstack.defaults",
+            "vmstack.capability",
+            "vmstack.batching",
+            "vmstack.layers",
+            "vmstack.closing",
+            "vmstack.describe",
+            "vmstack.submission",
+            "vmstack.parsepool",
+        ),
+    ),
     ("the store", ("vmstack.store",)),
-    ("the C-chain VM, and the era1 archive of its blocks", (
-        "vmstack.cchain", "vmstack.store.history")),
+    (
+        "the C-chain VM, and the era1 archive of its blocks",
+        ("vmstack.cchain", "vmstack.store.history"),
+    ),
     ("the transition layer", ("vmstack.transition",)),
     ("the wrapper layers", ("vmstack.wrappers",)),
     ("the process boundary", ("vmstack.wrappers.rpc",)),
     ("the layer order", ("vmstack.stack",)),
-    ("what builds stacks, runs them and checks them", (
-        "vmstack", "vmstack.__main__", "vmstack.cli", "vmstack.serving", "vmstack.bench",
-        "vmstack.benchmarks", "vmstack.sim", "vmstack.conformance")),
+    (
+        "what builds stacks, runs them and checks them",
+        (
+            "vmstack",
+            "vmstack.__main__",
+            "vmstack.cli",
+            "vmstack.serving",
+            "vmstack.bench",
+            "vmstack.benchmarks",
+            "vmstack.sim",
+            "vmstack.conformance",
+        ),
+    ),
 )
 
 #: Imports that still run up a floor, each with why. An entry no longer needed fails the
@@ -136,10 +161,14 @@ def _imported(tree: ast.Module, modules: set[str]) -> set[str]:
     imported: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            imported.update(alias.name for alias in node.names
-                            if alias.name.split(".")[0] == "vmstack")
-        elif isinstance(node, ast.ImportFrom) and node.module is not None \
-                and node.module.split(".")[0] == "vmstack":
+            imported.update(
+                alias.name for alias in node.names if alias.name.split(".")[0] == "vmstack"
+            )
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and node.module is not None
+            and node.module.split(".")[0] == "vmstack"
+        ):
             assert node.level == 0, "vmstack imports itself by absolute names"
             for alias in node.names:
                 name = f"{node.module}.{alias.name}"
@@ -173,19 +202,27 @@ def test_no_import_runs_up_a_floor() -> None:
     the C-chain VM never import the wrappers above them, nothing below the top floor
     imports the layer order (:mod:`vmstack.stack`), and every module is on a floor."""
     names = _module_names()
-    sources = {module: ast.parse(path.read_text(), filename=str(path))
-               for module, path in names.items()}
+    sources = {
+        module: ast.parse(path.read_text(), filename=str(path)) for module, path in names.items()
+    }
     up = _imports_up(sources, set(names))
     assert sorted(up - set(IMPORTS_UP_ALLOWED)) == [], "imports that run up a floor"
     assert sorted(set(IMPORTS_UP_ALLOWED) - up) == [], (
-        "these no longer run up a floor: remove them from IMPORTS_UP_ALLOWED")
+        "these no longer run up a floor: remove them from IMPORTS_UP_ALLOWED"
+    )
 
 
 def test_the_floor_map_sees_an_import_up() -> None:
     """A C-chain or transition module importing a wrapper (inside a function too) is seen,
     and the longest entry of the map decides a module's floor."""
-    modules = {"vmstack.wrappers", "vmstack.wrappers.traced", "vmstack.store",
-               "vmstack.store.history", "vmstack.cchain", "vmstack.cchain.codec"}
+    modules = {
+        "vmstack.wrappers",
+        "vmstack.wrappers.traced",
+        "vmstack.store",
+        "vmstack.store.history",
+        "vmstack.cchain",
+        "vmstack.cchain.codec",
+    }
     sources = {
         "vmstack.cchain.vm": ast.parse("def f():\n    from vmstack.wrappers import traced\n"),
         "vmstack.transition.vm": ast.parse("import vmstack.wrappers\n"),

@@ -113,10 +113,14 @@ def test_the_mempool_protocols_are_declared_only_in_interfaces() -> None:
             methods = {item.name for item in node.body if isinstance(item, ast.FunctionDef)}
             if "Protocol" in bases and methods & _MEMPOOL_METHODS:
                 declaring.append(f"{path.relative_to(package)}:{node.name}")
-    assert declaring == ["interfaces.py:TransactionSink", "interfaces.py:TransactionSource",
-                         "interfaces.py:SubmitsTransactions"]
-    assert {"Mempool", "TransactionSink", "TransactionSource",
-            "SubmitsTransactions"} <= set(interfaces.__all__)
+    assert declaring == [
+        "interfaces.py:TransactionSink",
+        "interfaces.py:TransactionSource",
+        "interfaces.py:SubmitsTransactions",
+    ]
+    assert {"Mempool", "TransactionSink", "TransactionSource", "SubmitsTransactions"} <= set(
+        interfaces.__all__
+    )
 
 
 def test_the_refusal_of_a_stack_without_a_mempool_is_written_once() -> None:
@@ -133,6 +137,9 @@ def test_the_refusal_of_a_stack_without_a_mempool_is_written_once() -> None:
 
     assert generate.find_mempool is find_mempool
     package = Path(vmstack.__file__).parent
-    writing = sorted(str(path.relative_to(package)) for path in package.rglob("*.py")
-                     if "no layer has a mempool" in path.read_text())
+    writing = sorted(
+        str(path.relative_to(package))
+        for path in package.rglob("*.py")
+        if "no layer has a mempool" in path.read_text()
+    )
     assert writing == ["submission.py"]

@@ -91,15 +91,15 @@ def test_small_batches_and_a_closed_pool_stay_serial() -> None:
     _no_children(pids)
 
 
-@pytest.mark.parametrize("bad", [{"workers": 0}, {"workers": True}, {"threshold": -1},
-                                 {"timeout": 0}])
+@pytest.mark.parametrize(
+    "bad", [{"workers": 0}, {"workers": True}, {"threshold": -1}, {"timeout": 0}]
+)
 def test_bad_settings_are_refused(bad: dict[str, object]) -> None:
     with pytest.raises(ValueError):
         ParsePool(**bad)  # type: ignore[arg-type]
 
 
-def test_a_killed_worker_gives_none_and_a_fresh_pool_next(
-        caplog: pytest.LogCaptureFixture) -> None:
+def test_a_killed_worker_gives_none_and_a_fresh_pool_next(caplog: pytest.LogCaptureFixture) -> None:
     """A worker SIGKILLed mid-batch: the batch answers ``None`` (the caller's serial path)
     at once, with one log line; the next batch starts new workers."""
     with ParsePool(2, threshold=0) as pool:
@@ -181,8 +181,13 @@ def test_closing_the_stack_stops_its_workers_and_it_still_parses() -> None:
     """``build_stack(parse_workers=2)`` gives the proposer layer one pool; ``close_stack``
     stops its workers, and the closed stack parses the same blocks serially."""
     clock = SimClock(1_700_000_000.0)
-    vm = build_stack(MemoryStore(), clock=clock, fork_time=0,
-                     staking_key=StakingKey.generate(seed=b"pool stack"), parse_workers=2)
+    vm = build_stack(
+        MemoryStore(),
+        clock=clock,
+        fork_time=0,
+        staking_key=StakingKey.generate(seed=b"pool stack"),
+        parse_workers=2,
+    )
     ids = generate_chain(vm, blocks=9, txs_per_block=2, seed=3, clock=clock)
     blocks = [bytes(vm.get_block(block_id)) for block_id in ids[1:]]
     pool = find_layer(vm, ProposerVM).parse_pool
@@ -220,11 +225,14 @@ def test_a_served_stack_stops_its_workers_with_the_server(tmp_path: Path) -> Non
     chain_id = DEFAULT_CHAIN_ID.to_bytes(32, "big")
     clock = SimClock(1_700_000_000.0)
     source = CChainVM(MemoryStore(), clock=clock)
-    inner = [bytes(source.get_block(block_id))
-             for block_id in generate_chain(source, blocks=6, txs_per_block=1, seed=4,
-                                            clock=clock)]
-    envelopes = [bytes(build_signed(bytes(32), 1_700_000_000 + index, 0, data, key=key,
-                                    chain_id=chain_id)) for index, data in enumerate(inner)]
+    inner = [
+        bytes(source.get_block(block_id))
+        for block_id in generate_chain(source, blocks=6, txs_per_block=1, seed=4, clock=clock)
+    ]
+    envelopes = [
+        bytes(build_signed(bytes(32), 1_700_000_000 + index, 0, data, key=key, chain_id=chain_id))
+        for index, data in enumerate(inner)
+    ]
     with spawn(tmp_path / "chain", fork_time=0, parse_workers=1) as client:
         expected = [PostForkBlock.decode(data).id for data in envelopes]
         server = client.pid
@@ -328,8 +336,13 @@ def test_a_pool_in_a_forked_child_is_closed_there_and_the_parent_keeps_it() -> N
     through a stack give the serial blocks, no pool batch is taken, closing and the exit
     handlers are quiet), and the parent's workers and pool are untouched."""
     clock = SimClock(1_700_000_000.0)
-    vm = build_stack(MemoryStore(), clock=clock, fork_time=0,
-                     staking_key=StakingKey.generate(seed=b"forked pool"), parse_workers=1)
+    vm = build_stack(
+        MemoryStore(),
+        clock=clock,
+        fork_time=0,
+        staking_key=StakingKey.generate(seed=b"forked pool"),
+        parse_workers=1,
+    )
     try:
         ids = generate_chain(vm, blocks=7, txs_per_block=1, seed=6, clock=clock)
         blocks = [bytes(vm.get_block(block_id)) for block_id in ids[1:]]
@@ -341,15 +354,18 @@ def test_a_pool_in_a_forked_child_is_closed_there_and_the_parent_keeps_it() -> N
         if child == 0:  # the child: report by exit status, never return into pytest
             status = 1
             try:
-                same = all([block.id for block in batched_parse_block(vm, blocks)] == expected
-                           for _ in range(60))
+                same = all(
+                    [block.id for block in batched_parse_block(vm, blocks)] == expected
+                    for _ in range(60)
+                )
                 taken = pool.submit(abs, [-1] * 10)
                 pool.close()  # what the pool's finalizer does at the child's exit
                 # multiprocessing's exit handler terminates and joins the children it knows
                 # (not every exit handler runs here: some would stop the parent's services).
                 multiprocessing.util._exit_function()  # type: ignore[attr-defined]
-                status = 0 if (same and taken is None and pool.closed
-                               and pool.worker_pids == ()) else 2
+                status = (
+                    0 if (same and taken is None and pool.closed and pool.worker_pids == ()) else 2
+                )
             except BaseException:
                 status = 3
             finally:

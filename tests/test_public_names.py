@@ -12,8 +12,11 @@ import vmstack
 
 
 def _modules() -> list[str]:
-    return sorted(info.name for info in pkgutil.walk_packages(vmstack.__path__, "vmstack.")
-                  if not info.name.endswith(("_pb2", "__main__")))
+    return sorted(
+        info.name
+        for info in pkgutil.walk_packages(vmstack.__path__, "vmstack.")
+        if not info.name.endswith(("_pb2", "__main__"))
+    )
 
 
 @pytest.mark.parametrize("name", _modules())

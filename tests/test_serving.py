@@ -30,13 +30,15 @@ def test_the_plugin_executable_refuses_arguments(capsys: pytest.CaptureFixture[s
     assert "AVALANCHE_VM_RUNTIME_ENGINE_ADDR" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize(("config", "says"), [
-    (b"[1]", "JSON object"),
-    (b'{"colour": 1}', "unknown option 'colour'"),
-    (b'{"chain_id": true}', "chain_id must be a number"),
-])
-def test_an_initialize_it_cannot_follow_says_why(tmp_path: Path, config: bytes, says: str
-                                                 ) -> None:
+@pytest.mark.parametrize(
+    ("config", "says"),
+    [
+        (b"[1]", "JSON object"),
+        (b'{"colour": 1}', "unknown option 'colour'"),
+        (b'{"chain_id": true}', "chain_id must be a number"),
+    ],
+)
+def test_an_initialize_it_cannot_follow_says_why(tmp_path: Path, config: bytes, says: str) -> None:
     """A config the stack has no option for is ``ValueError`` naming it, before any store
     is opened."""
     closing: list[object] = []

@@ -17,8 +17,9 @@ from vmstack.wrappers import MeteredVM, TracedVM
 def _two_level_stack(batching: bool) -> vmstack.ChainVM:
     """Memory VM, then C layers, then proposervm layers (no proposer in between yet)."""
     spans, registry = SpanRecorder(), CollectorRegistry()
-    lower = wrap_layers(memory_vm(batching=batching), name="C", tracer=spans.tracer,
-                        registry=registry)
+    lower = wrap_layers(
+        memory_vm(batching=batching), name="C", tracer=spans.tracer, registry=registry
+    )
     return wrap_layers(lower, name="proposervm", tracer=spans.tracer, registry=registry)
 
 
@@ -50,7 +51,8 @@ def test_describe_stack_prints_one_aligned_line_per_layer() -> None:
         "MeteredVM(proposervm)  batched\n"
         "TracedVM(C)            batched\n"
         "MeteredVM(C)           batched\n"
-        "BatchedMemoryVM        batched")
+        "BatchedMemoryVM        batched"
+    )
     assert "TracedVM(C)" in str(describe_stack(_two_level_stack(batching=False)))
 
 
@@ -64,8 +66,7 @@ def test_capability_follows_the_bottom_vm() -> None:
 def test_a_bare_vm_is_a_one_layer_stack() -> None:
     """A VM with no layers is described as itself alone."""
     description = describe_stack(memory_vm(batching=True))
-    assert description.as_dicts() == [
-        {"kind": "BatchedMemoryVM", "name": None, "batching": True}]
+    assert description.as_dicts() == [{"kind": "BatchedMemoryVM", "name": None, "batching": True}]
     assert str(description) == "BatchedMemoryVM  batched"
 
 
@@ -123,8 +124,12 @@ def test_wrapped_stack_answers_like_the_bare_vm() -> None:
     assert [call.method for call in inner.calls] == ["get_ancestors"]
     assert sorted(spans.names()) == ["C.get_ancestors", "proposervm.get_ancestors"]
     for namespace in ("C", "proposervm"):
-        assert registry.get_sample_value(
-            f"{namespace}_get_ancestors_duration_seconds_count", {"outcome": "success"}) == 1
+        assert (
+            registry.get_sample_value(
+                f"{namespace}_get_ancestors_duration_seconds_count", {"outcome": "success"}
+            )
+            == 1
+        )
 
 
 def test_iter_layers_walks_top_to_bottom_and_find_layer_reaches_any_depth() -> None:
@@ -133,7 +138,12 @@ def test_iter_layers_walks_top_to_bottom_and_find_layer_reaches_any_depth() -> N
     stack = _two_level_stack(batching=True)
     layers = list(vmstack.iter_layers(stack))
     assert [type(layer).__name__ for layer in layers] == [
-        "TracedVM", "MeteredVM", "TracedVM", "MeteredVM", "BatchedMemoryVM"]
+        "TracedVM",
+        "MeteredVM",
+        "TracedVM",
+        "MeteredVM",
+        "BatchedMemoryVM",
+    ]
     assert layers[0] is stack
     assert vmstack.find_layer(stack, MeteredVM) is layers[1]
     assert vmstack.find_layer(stack, type(layers[-1])) is layers[-1]

@@ -96,10 +96,13 @@ def check_block_id(block_id: object) -> bytes:
     """
     if not isinstance(block_id, bytes | bytearray | memoryview):
         raise ValueError(f"a block ID is {BLOCK_ID_LEN} bytes, got {type(block_id).__name__}")
-    if isinstance(block_id, memoryview) and (block_id.format not in _BYTE_FORMATS
-                                             or block_id.ndim != 1):
-        raise ValueError(f"a block ID is {BLOCK_ID_LEN} bytes, got a memoryview of format "
-                         f"{block_id.format!r} with {block_id.ndim} dimension(s)")
+    if isinstance(block_id, memoryview) and (
+        block_id.format not in _BYTE_FORMATS or block_id.ndim != 1
+    ):
+        raise ValueError(
+            f"a block ID is {BLOCK_ID_LEN} bytes, got a memoryview of format "
+            f"{block_id.format!r} with {block_id.ndim} dimension(s)"
+        )
     block_id = bytes(block_id)
     if len(block_id) != BLOCK_ID_LEN:
         raise ValueError(f"a block ID is {BLOCK_ID_LEN} bytes, got {len(block_id)}")
@@ -115,8 +118,7 @@ def check_parse_batch(blocks: Iterable[bytes]) -> list[bytes]:
     iterable is read at most one element past the maximum, so an oversized (or endless)
     batch costs nothing to refuse.
     """
-    if isinstance(blocks, str | bytes | bytearray | memoryview) or not isinstance(
-            blocks, Iterable):
+    if isinstance(blocks, str | bytes | bytearray | memoryview) or not isinstance(blocks, Iterable):
         raise ValueError(f"a batch is a sequence of block bytes, got {type(blocks).__name__}")
     if isinstance(blocks, Sized) and len(blocks) > MAX_PARSE_BATCH:
         raise _oversized_batch(str(len(blocks)))
@@ -131,7 +133,8 @@ def check_parse_batch(blocks: Iterable[bytes]) -> list[bytes]:
 
 def _oversized_batch(got: str) -> ValueError:
     return ValueError(
-        f"a batch holds at most {MAX_PARSE_BATCH} blocks (one Ancestors message), got {got}")
+        f"a batch holds at most {MAX_PARSE_BATCH} blocks (one Ancestors message), got {got}"
+    )
 
 
 class AncestorBudget:
@@ -145,8 +148,16 @@ class AncestorBudget:
     remaining size cannot hold.
     """
 
-    __slots__ = ("_clock", "_deadline", "blocks", "max_blocks_num", "max_blocks_size",
-                 "max_retrieval_time", "size", "started")
+    __slots__ = (
+        "_clock",
+        "_deadline",
+        "blocks",
+        "max_blocks_num",
+        "max_blocks_size",
+        "max_retrieval_time",
+        "size",
+        "started",
+    )
 
     def __init__(
         self,
@@ -167,8 +178,7 @@ class AncestorBudget:
         if not isinstance(max_retrieval_time, int | float) or math.isnan(max_retrieval_time):
             raise ValueError(f"max_retrieval_time must be a number, got {max_retrieval_time!r}")
         if max_retrieval_time < 0:
-            raise ValueError(
-                f"max_retrieval_time must not be negative, got {max_retrieval_time}")
+            raise ValueError(f"max_retrieval_time must not be negative, got {max_retrieval_time}")
         self.max_blocks_num = max_blocks_num
         self.max_blocks_size = max_blocks_size
         self.max_retrieval_time = float(max_retrieval_time)
@@ -183,8 +193,9 @@ class AncestorBudget:
         # Written out flat: this runs once per block of every answer.
         blocks = self.blocks
         cost = len(block) + CONTAINER_LEN_OVERHEAD
-        if blocks and (len(blocks) >= self.max_blocks_num
-                       or self.size + cost > self.max_blocks_size):
+        if blocks and (
+            len(blocks) >= self.max_blocks_num or self.size + cost > self.max_blocks_size
+        ):
             return False
         blocks.append(block)
         self.size += cost
@@ -262,8 +273,12 @@ def walk_ancestors(fetch: BlockFetch, block_id: bytes, budget: AncestorBudget) -
         except BlockNotFound:
             return AncestorWalk(budget.blocks, next_id, WalkEnd.NOT_SERVED)
         except Exception:
-            logger.warning("ancestors walk stopped at block %s after %d blocks",
-                           next_id.hex(), len(budget.blocks), exc_info=True)
+            logger.warning(
+                "ancestors walk stopped at block %s after %d blocks",
+                next_id.hex(),
+                len(budget.blocks),
+                exc_info=True,
+            )
             return AncestorWalk(budget.blocks, next_id, WalkEnd.FAILED)
         if not budget.admit(data):
             break
@@ -313,13 +328,18 @@ def get_ancestors(
     a :class:`~vmstack.clock.SimClock` both paths are judged on simulated time.
     """
     block_id = check_block_id(block_id)
-    budget = AncestorBudget(max_blocks_num, max_blocks_size, max_retrieval_time,
-                            clock=stack_clock(vm) if clock is None else clock)
+    budget = AncestorBudget(
+        max_blocks_num,
+        max_blocks_size,
+        max_retrieval_time,
+        clock=stack_clock(vm) if clock is None else clock,
+    )
     batched = getattr(vm, "get_ancestors", None)
     if callable(batched):
         try:
-            answer: list[bytes] = batched(block_id, max_blocks_num, max_blocks_size,
-                                          max_retrieval_time)
+            answer: list[bytes] = batched(
+                block_id, max_blocks_num, max_blocks_size, max_retrieval_time
+            )
             return answer
         except BatchingNotImplemented:
             pass
@@ -342,8 +362,12 @@ def serial_get_ancestors(
     is as for :func:`get_ancestors` (the stack's own clock by default).
     """
     block_id = check_block_id(block_id)
-    budget = AncestorBudget(max_blocks_num, max_blocks_size, max_retrieval_time,
-                            clock=stack_clock(vm) if clock is None else clock)
+    budget = AncestorBudget(
+        max_blocks_num,
+        max_blocks_size,
+        max_retrieval_time,
+        clock=stack_clock(vm) if clock is None else clock,
+    )
     return walk_ancestors(fetch_through(vm), block_id, budget).blocks
 
 

@@ -18,7 +18,11 @@ from rich.table import Table
 from vmstack.benchmarks import Comparison
 
 __all__ = [
-    "CASE_MODULES", "print_comparisons", "run_benchmarks", "select_modules", "write_json",
+    "CASE_MODULES",
+    "print_comparisons",
+    "run_benchmarks",
+    "select_modules",
+    "write_json",
 ]
 
 #: The case modules, in the order their rows appear.
@@ -47,13 +51,18 @@ def select_modules(only: str | None) -> tuple[str, ...]:
     wanted = {part.strip() for part in only.split(",") if part.strip()}
     unknown = sorted(wanted - short.keys())
     if unknown or not wanted:
-        raise ValueError(f"unknown case {', '.join(unknown) or '(none given)'}; "
-                         f"known: {', '.join(short)}")
+        raise ValueError(
+            f"unknown case {', '.join(unknown) or '(none given)'}; known: {', '.join(short)}"
+        )
     return tuple(name for name in CASE_MODULES if name.rsplit(".", 1)[1] in wanted)
 
 
-def run_benchmarks(*, quick: bool, modules: Sequence[str] = CASE_MODULES,
-                   on_module: Callable[[str], None] | None = None) -> list[Comparison]:
+def run_benchmarks(
+    *,
+    quick: bool,
+    modules: Sequence[str] = CASE_MODULES,
+    on_module: Callable[[str], None] | None = None,
+) -> list[Comparison]:
     """Run every case module's ``run(quick)`` and return all rows."""
     rows: list[Comparison] = []
     for name in modules:
@@ -80,8 +89,9 @@ def print_comparisons(rows: Sequence[Comparison], console: Console) -> None:
     """One table: ratios first, then the times (µs) they come from, the goal and whether
     this run met it. What each time measures (``fast_label`` and the others) is in the JSON
     output."""
-    table = Table(title="vmstack bench: medians in one run (ratios hold, times drift)",
-                  title_justify="left")
+    table = Table(
+        title="vmstack bench: medians in one run (ratios hold, times drift)", title_justify="left"
+    )
     table.add_column("benchmark")
     table.add_column("speedup", justify="right")
     table.add_column("vs floor", justify="right")
@@ -91,13 +101,21 @@ def print_comparisons(rows: Sequence[Comparison], console: Console) -> None:
     table.add_column("goal")
     table.add_column("met")
     for row in rows:
-        table.add_row(f"{row.group}: {row.case}", _ratio(row.speedup), _ratio(row.over_floor),
-                      _micros(row.fast_seconds), _micros(row.baseline_seconds),
-                      _micros(row.floor_seconds), row.goal, _met(row.goal_met))
+        table.add_row(
+            f"{row.group}: {row.case}",
+            _ratio(row.speedup),
+            _ratio(row.over_floor),
+            _micros(row.fast_seconds),
+            _micros(row.baseline_seconds),
+            _micros(row.floor_seconds),
+            row.goal,
+            _met(row.goal_met),
+        )
     console.print(table)
 
 
 def write_json(rows: Sequence[Comparison], path: Path, *, quick: bool) -> None:
     """All rows as JSON: ``{"quick": ..., "rows": [...]}``."""
-    path.write_text(json.dumps({"quick": quick, "rows": [row.as_dict() for row in rows]},
-                               indent=2) + "\n")
+    path.write_text(
+        json.dumps({"quick": quick, "rows": [row.as_dict() for row in rows]}, indent=2) + "\n"
+    )

@@ -28,8 +28,9 @@ def has_batched_methods(vm: object) -> TypeGuard[BatchedChainVM]:
     The answer ``isinstance(vm, BatchedChainVM)`` gives, instance by instance, without its
     cost: a runtime-checkable protocol check takes tens of microseconds in CPython 3.11.
     """
-    return (callable(getattr(vm, "get_ancestors", None))
-            and callable(getattr(vm, "batched_parse_block", None)))
+    return callable(getattr(vm, "get_ancestors", None)) and callable(
+        getattr(vm, "batched_parse_block", None)
+    )
 
 
 def supports_batching(vm: object) -> bool:

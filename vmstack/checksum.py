@@ -56,8 +56,9 @@ def frame(key: bytes, value: bytes | memoryview) -> bytes:
     return keyed_checksum(key, value).to_bytes(CHECKSUM_LEN, "big") + value
 
 
-def unframe(key: bytes, stored: bytes | memoryview, what: str, *,
-            length: int | None = None) -> memoryview:
+def unframe(
+    key: bytes, stored: bytes | memoryview, what: str, *, length: int | None = None
+) -> memoryview:
     """The value :func:`frame` stored under ``key``, as a view of ``stored`` (no copy).
 
     :class:`~vmstack.errors.StoreCorrupted`, its message starting with ``what``, if
@@ -72,6 +73,7 @@ def unframe(key: bytes, stored: bytes | memoryview, what: str, *,
     view = memoryview(stored)
     value = view[CHECKSUM_LEN:]
     if keyed_checksum(key, value) != int.from_bytes(view[:CHECKSUM_LEN], "big"):
-        raise StoreCorrupted(f"{what} fails its checksum: it is damaged, or it is the "
-                             "value of another key")
+        raise StoreCorrupted(
+            f"{what} fails its checksum: it is damaged, or it is the value of another key"
+        )
     return value

@@ -58,171 +58,325 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="vmstack",
         description="An Avalanche-style chain-VM stack with the batched protocol forwarded "
-                    "through every layer.")
+        "through every layer.",
+    )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     simulate = commands.add_parser(
-        "simulate", help="build a chain, then bootstrap a second node from it",
+        "simulate",
+        help="build a chain, then bootstrap a second node from it",
         description="Build a chain on the full stack over an embedded LMDB store, then "
-                    "bootstrap a second node from it through get_ancestors / "
-                    "batched_parse_block over a simulated network, batched and serial.")
-    simulate.add_argument("--blocks", type=positive_int, default=600, metavar="N",
-                          help="blocks in the chain (default: %(default)s)")
-    simulate.add_argument("--txs-per-block", type=non_negative_int, default=10, metavar="K",
-                          help="signed transactions per block (default: %(default)s)")
-    simulate.add_argument("--peers", type=positive_int, default=3, metavar="P",
-                          help=f"peers serving the chain (default: %(default)s; at most "
-                               f"{MAX_PEERS}, {MAX_PEERS_OUT_OF_PROCESS} with "
-                               "--out-of-process)")
-    simulate.add_argument("--seed", type=int, default=1, metavar="S",
-                          help="seed of the chain and the network (default: %(default)s)")
-    simulate.add_argument("--data-dir", type=Path, metavar="DIR",
-                          help="keep the serving store here and reuse it on the next run")
-    simulate.add_argument("--serial", action="store_true",
-                          help="run only the serial (fallback) bootstrap")
-    simulate.add_argument("--out-of-process", action="store_true",
-                          help="run each node's C-chain VM in a process of its own behind "
-                               "the gRPC boundary (vmstack serve), and report the round "
-                               "trips")
-    simulate.add_argument("--nodes", type=positive_int, default=2, metavar="N",
-                          help="nodes in the network (default: %(default)s, one serving "
-                               "chain and one bootstrapping node); more, or an explicit "
-                               "--engine, runs a network of nodes: builders extend the "
-                               "chain while the others bootstrap from random peers")
-    simulate.add_argument("--engine", choices=("local", "ray"),
-                          help="where the network's nodes live: this process (local), or "
-                               "Ray actors (ray; needs vmstack[ray]) (default: local)")
-    simulate.add_argument("--ray-address", metavar="ADDR",
-                          help="join this Ray cluster (default: start a local Ray)")
-    simulate.add_argument("--workers", type=positive_int, metavar="W",
-                          help="Ray actors to spread the nodes over, in total over the "
-                               "cluster's hosts, which take them in turn (default: one per "
-                               "node)")
-    simulate.add_argument("--node-store", choices=("auto", "lmdb", "memory"),
-                          help="where each network node keeps its chain: its own LMDB "
-                               "environment (a few file descriptors each), memory, or auto: "
-                               "LMDB while the nodes' descriptors fit in ulimit -n, else "
-                               "memory (default: auto)")
-    simulate.add_argument("--builders", type=positive_int, metavar="B",
-                          help="network nodes that start with the chain and serve it "
-                               "(default: an eighth of the nodes, 2 to 4)")
-    simulate.add_argument("--live-blocks", type=non_negative_int, default=20, metavar="L",
-                          help="blocks the network's validators build in their proposer "
-                               "windows and gossip during the run (default: %(default)s)")
-    simulate.add_argument("--stake", choices=("equal", "skewed"),
-                          help="the network's validator weights, drawn from the seed: equal, "
-                               "or skewed (Pareto, shape 1.16) (default: equal)")
+        "bootstrap a second node from it through get_ancestors / "
+        "batched_parse_block over a simulated network, batched and serial.",
+    )
+    simulate.add_argument(
+        "--blocks",
+        type=positive_int,
+        default=600,
+        metavar="N",
+        help="blocks in the chain (default: %(default)s)",
+    )
+    simulate.add_argument(
+        "--txs-per-block",
+        type=non_negative_int,
+        default=10,
+        metavar="K",
+        help="signed transactions per block (default: %(default)s)",
+    )
+    simulate.add_argument(
+        "--peers",
+        type=positive_int,
+        default=3,
+        metavar="P",
+        help=f"peers serving the chain (default: %(default)s; at most "
+        f"{MAX_PEERS}, {MAX_PEERS_OUT_OF_PROCESS} with "
+        "--out-of-process)",
+    )
+    simulate.add_argument(
+        "--seed",
+        type=int,
+        default=1,
+        metavar="S",
+        help="seed of the chain and the network (default: %(default)s)",
+    )
+    simulate.add_argument(
+        "--data-dir",
+        type=Path,
+        metavar="DIR",
+        help="keep the serving store here and reuse it on the next run",
+    )
+    simulate.add_argument(
+        "--serial", action="store_true", help="run only the serial (fallback) bootstrap"
+    )
+    simulate.add_argument(
+        "--out-of-process",
+        action="store_true",
+        help="run each node's C-chain VM in a process of its own behind "
+        "the gRPC boundary (vmstack serve), and report the round "
+        "trips",
+    )
+    simulate.add_argument(
+        "--nodes",
+        type=positive_int,
+        default=2,
+        metavar="N",
+        help="nodes in the network (default: %(default)s, one serving "
+        "chain and one bootstrapping node); more, or an explicit "
+        "--engine, runs a network of nodes: builders extend the "
+        "chain while the others bootstrap from random peers",
+    )
+    simulate.add_argument(
+        "--engine",
+        choices=("local", "ray"),
+        help="where the network's nodes live: this process (local), or "
+        "Ray actors (ray; needs vmstack[ray]) (default: local)",
+    )
+    simulate.add_argument(
+        "--ray-address", metavar="ADDR", help="join this Ray cluster (default: start a local Ray)"
+    )
+    simulate.add_argument(
+        "--workers",
+        type=positive_int,
+        metavar="W",
+        help="Ray actors to spread the nodes over, in total over the "
+        "cluster's hosts, which take them in turn (default: one per "
+        "node)",
+    )
+    simulate.add_argument(
+        "--node-store",
+        choices=("auto", "lmdb", "memory"),
+        help="where each network node keeps its chain: its own LMDB "
+        "environment (a few file descriptors each), memory, or auto: "
+        "LMDB while the nodes' descriptors fit in ulimit -n, else "
+        "memory (default: auto)",
+    )
+    simulate.add_argument(
+        "--builders",
+        type=positive_int,
+        metavar="B",
+        help="network nodes that start with the chain and serve it "
+        "(default: an eighth of the nodes, 2 to 4)",
+    )
+    simulate.add_argument(
+        "--live-blocks",
+        type=non_negative_int,
+        default=20,
+        metavar="L",
+        help="blocks the network's validators build in their proposer "
+        "windows and gossip during the run (default: %(default)s)",
+    )
+    simulate.add_argument(
+        "--stake",
+        choices=("equal", "skewed"),
+        help="the network's validator weights, drawn from the seed: equal, "
+        "or skewed (Pareto, shape 1.16) (default: equal)",
+    )
     simulate.add_argument("--json", type=Path, metavar="FILE", help="write every figure here")
-    simulate.add_argument("--plot", type=Path, metavar="FILE",
-                          help="write a PNG of blocks fetched over time (a network: "
-                               "heights over time and blocks built against stake) here")
-    simulate.add_argument("--history", type=Path, metavar="DIR",
-                          help="bootstrap real history instead of a built chain: peers serve "
-                               "the era1 files in DIR, the node fetches up to --blocks of "
-                               "the archive's last contiguous run of files, from its first "
-                               "block (genesis, or a checkpoint)")
+    simulate.add_argument(
+        "--plot",
+        type=Path,
+        metavar="FILE",
+        help="write a PNG of blocks fetched over time (a network: "
+        "heights over time and blocks built against stake) here",
+    )
+    simulate.add_argument(
+        "--history",
+        type=Path,
+        metavar="DIR",
+        help="bootstrap real history instead of a built chain: peers serve "
+        "the era1 files in DIR, the node fetches up to --blocks of "
+        "the archive's last contiguous run of files, from its first "
+        "block (genesis, or a checkpoint)",
+    )
     costs = simulate.add_mutually_exclusive_group()
-    costs.add_argument("--calibrate", action="store_true",
-                       help="measure this machine's call costs first and use them")
-    costs.add_argument("--costs", type=Path, metavar="FILE",
-                       help="use this cost model: a JSON file, or a report written by --json")
+    costs.add_argument(
+        "--calibrate",
+        action="store_true",
+        help="measure this machine's call costs first and use them",
+    )
+    costs.add_argument(
+        "--costs",
+        type=Path,
+        metavar="FILE",
+        help="use this cost model: a JSON file, or a report written by --json",
+    )
 
     serve = commands.add_parser(
-        "serve", help="serve a stack over gRPC (the plugin side of a process boundary)",
+        "serve",
+        help="serve a stack over gRPC (the plugin side of a process boundary)",
         description="Open the LMDB store in DIR, build the stack the options describe and "
-                    "serve it over gRPC until standard input closes or SIGTERM/SIGINT "
-                    "arrives (then the status is 143/130). The first line of output is "
-                    "the handshake: 'vmstack-serve 45 ADDRESS PID' (45: the RPC chain VM protocol "
-                    "version served).")
-    serve.add_argument("--data-dir", type=Path, required=True, metavar="DIR",
-                       help="the LMDB store to serve (created if absent)")
-    serve.add_argument("--address", metavar="ADDR",
-                       help="where to listen: unix:/path or 127.0.0.1:PORT (default: a Unix "
-                            "socket in a private directory); a port in use is an error")
-    serve.add_argument("--token-file", type=Path, metavar="FILE",
-                       help="the token every call must present (created with mode 0600 if "
-                            "absent); on TCP without it the server creates one in a private "
-                            "directory and prints where")
-    serve.add_argument("--chain-id", type=positive_int, metavar="ID",
-                       help=f"the EVM chain ID (default: {DEFAULT_CHAIN_ID})")
-    serve.add_argument("--fork-time", type=float, metavar="T",
-                       help="unix time of the proposer fork (default: no proposer layer)")
-    serve.add_argument("--transition-time", type=float, metavar="T",
-                       help="unix time of the transition (default: no transition layer)")
-    serve.add_argument("--settle-lag", type=non_negative_int, metavar="N",
-                       help="blocks an accepted block waits before it is settled "
-                            "(default: 0)")
-    serve.add_argument("--cache-size", type=non_negative_int, metavar="N",
-                       help="entries of the canonical hash cache "
-                            f"(default: {DEFAULT_CACHE_SIZE})")
-    serve.add_argument("--flavour", choices=("avalanche", "ethereum"),
-                       help="block format (default: avalanche)")
-    serve.add_argument("--key-prefix", metavar="HEX",
-                       help="hex prefix of every store key (default: none)")
-    serve.add_argument("--sim-clock", type=float, metavar="START",
-                       help="run the stack on a simulated clock starting at START that "
-                            "follows the time callers send")
-    serve.add_argument("--parse-workers", type=non_negative_int, metavar="N",
-                       help="worker processes that check a large batch's envelope "
-                            "signatures, with --fork-time (default: 0, serial)")
-    serve.add_argument("--readonly", action="store_true",
-                       help="open an existing store for reading only (beside its writer)")
-    serve.add_argument("--no-stdin-watch", action="store_true",
-                       help="keep serving when standard input closes")
-    serve.add_argument("--history", type=Path, metavar="DIR",
-                       help="serve settled history from the era1 files in DIR beneath the "
-                            "store")
+        "serve it over gRPC until standard input closes or SIGTERM/SIGINT "
+        "arrives (then the status is 143/130). The first line of output is "
+        "the handshake: 'vmstack-serve 45 ADDRESS PID' (45: the RPC chain VM protocol "
+        "version served).",
+    )
+    serve.add_argument(
+        "--data-dir",
+        type=Path,
+        required=True,
+        metavar="DIR",
+        help="the LMDB store to serve (created if absent)",
+    )
+    serve.add_argument(
+        "--address",
+        metavar="ADDR",
+        help="where to listen: unix:/path or 127.0.0.1:PORT (default: a Unix "
+        "socket in a private directory); a port in use is an error",
+    )
+    serve.add_argument(
+        "--token-file",
+        type=Path,
+        metavar="FILE",
+        help="the token every call must present (created with mode 0600 if "
+        "absent); on TCP without it the server creates one in a private "
+        "directory and prints where",
+    )
+    serve.add_argument(
+        "--chain-id",
+        type=positive_int,
+        metavar="ID",
+        help=f"the EVM chain ID (default: {DEFAULT_CHAIN_ID})",
+    )
+    serve.add_argument(
+        "--fork-time",
+        type=float,
+        metavar="T",
+        help="unix time of the proposer fork (default: no proposer layer)",
+    )
+    serve.add_argument(
+        "--transition-time",
+        type=float,
+        metavar="T",
+        help="unix time of the transition (default: no transition layer)",
+    )
+    serve.add_argument(
+        "--settle-lag",
+        type=non_negative_int,
+        metavar="N",
+        help="blocks an accepted block waits before it is settled (default: 0)",
+    )
+    serve.add_argument(
+        "--cache-size",
+        type=non_negative_int,
+        metavar="N",
+        help=f"entries of the canonical hash cache (default: {DEFAULT_CACHE_SIZE})",
+    )
+    serve.add_argument(
+        "--flavour", choices=("avalanche", "ethereum"), help="block format (default: avalanche)"
+    )
+    serve.add_argument(
+        "--key-prefix", metavar="HEX", help="hex prefix of every store key (default: none)"
+    )
+    serve.add_argument(
+        "--sim-clock",
+        type=float,
+        metavar="START",
+        help="run the stack on a simulated clock starting at START that "
+        "follows the time callers send",
+    )
+    serve.add_argument(
+        "--parse-workers",
+        type=non_negative_int,
+        metavar="N",
+        help="worker processes that check a large batch's envelope "
+        "signatures, with --fork-time (default: 0, serial)",
+    )
+    serve.add_argument(
+        "--readonly",
+        action="store_true",
+        help="open an existing store for reading only (beside its writer)",
+    )
+    serve.add_argument(
+        "--no-stdin-watch", action="store_true", help="keep serving when standard input closes"
+    )
+    serve.add_argument(
+        "--history",
+        type=Path,
+        metavar="DIR",
+        help="serve settled history from the era1 files in DIR beneath the store",
+    )
 
     commands.add_parser(
-        "plugin", help="the VM as an avalanchego plugin (started by a node)",
+        "plugin",
+        help="the VM as an avalanchego plugin (started by a node)",
         description="Serve the C-chain VM as an avalanchego plugin: needs "
-                    "AVALANCHE_VM_RUNTIME_ENGINE_ADDR (the node's runtime service), "
-                    "announces RPC chain VM protocol 45 and its address there, serves "
-                    "vm.VM on 127.0.0.1 and exits after Shutdown.")
+        "AVALANCHE_VM_RUNTIME_ENGINE_ADDR (the node's runtime service), "
+        "announces RPC chain VM protocol 45 and its address there, serves "
+        "vm.VM on 127.0.0.1 and exits after Shutdown.",
+    )
     history = commands.add_parser("history", help="era1 history archives")
     history_commands = history.add_subparsers(dest="history_command", required=True)
     verify = history_commands.add_parser(
-        "verify", help="check every file and record of a directory of era1 files")
+        "verify", help="check every file and record of a directory of era1 files"
+    )
     verify.add_argument("directory", type=Path, metavar="DIR")
-    verify.add_argument("--sparse", action="store_true",
-                        help="accept missing epochs between the files")
+    verify.add_argument(
+        "--sparse", action="store_true", help="accept missing epochs between the files"
+    )
     importing = history_commands.add_parser(
-        "import", help="verify an era1 archive and make a store over it",
+        "import",
+        help="verify an era1 archive and make a store over it",
         description="Verify every block of the era1 files in DIR (roots, parent hashes, "
-                    "transactions root, uncles hash, withdrawals root, receipts root, "
-                    "bloom), then write the last N blocks into the LMDB store in --data-dir; "
-                    "the rest is served from DIR (vmstack serve --history DIR).")
+        "transactions root, uncles hash, withdrawals root, receipts root, "
+        "bloom), then write the last N blocks into the LMDB store in --data-dir; "
+        "the rest is served from DIR (vmstack serve --history DIR).",
+    )
     importing.add_argument("directory", type=Path, metavar="DIR")
-    importing.add_argument("--data-dir", type=Path, required=True, metavar="D",
-                           help="the LMDB store to create (empty or absent)")
-    importing.add_argument("--recent", type=non_negative_int, default=256, metavar="N",
-                           help="blocks kept in the store (default: %(default)s)")
-    importing.add_argument("--chain-id", type=positive_int, metavar="ID",
-                           help="the EVM chain ID (default: the network's, for mainnet, "
-                                "sepolia and holesky)")
-    importing.add_argument("--sparse", action="store_true",
-                           help="accept missing epochs between the files")
+    importing.add_argument(
+        "--data-dir",
+        type=Path,
+        required=True,
+        metavar="D",
+        help="the LMDB store to create (empty or absent)",
+    )
+    importing.add_argument(
+        "--recent",
+        type=non_negative_int,
+        default=256,
+        metavar="N",
+        help="blocks kept in the store (default: %(default)s)",
+    )
+    importing.add_argument(
+        "--chain-id",
+        type=positive_int,
+        metavar="ID",
+        help="the EVM chain ID (default: the network's, for mainnet, sepolia and holesky)",
+    )
+    importing.add_argument(
+        "--sparse", action="store_true", help="accept missing epochs between the files"
+    )
     exporting = history_commands.add_parser(
-        "export", help="write a chain's settled blocks as era1 files",
+        "export",
+        help="write a chain's settled blocks as era1 files",
         description="Write the settled blocks of the Ethereum-flavoured chain in the LMDB "
-                    "store in --data-dir as era1 files in --out (which vmstack history "
-                    "verify accepts).")
+        "store in --data-dir as era1 files in --out (which vmstack history "
+        "verify accepts).",
+    )
     exporting.add_argument("--data-dir", type=Path, required=True, metavar="D")
     exporting.add_argument("--out", type=Path, required=True, metavar="DIR")
-    exporting.add_argument("--network", default="vmstack", metavar="NAME",
-                           help="the network name in the files' names (default: "
-                                "%(default)s)")
-    exporting.add_argument("--history", type=Path, metavar="DIR",
-                           help="the era1 files beneath the store (a store made by "
-                                "vmstack history import)")
+    exporting.add_argument(
+        "--network",
+        default="vmstack",
+        metavar="NAME",
+        help="the network name in the files' names (default: %(default)s)",
+    )
+    exporting.add_argument(
+        "--history",
+        type=Path,
+        metavar="DIR",
+        help="the era1 files beneath the store (a store made by vmstack history import)",
+    )
 
     bench = commands.add_parser("bench", help="the benchmarks side by side, as ratios")
     bench.add_argument("--quick", action="store_true", help="fewer rounds (under 30 s)")
     bench.add_argument("--json", type=Path, metavar="FILE", help="write every row here")
-    bench.add_argument("--only", metavar="CASES",
-                       help="run only these case modules, comma-separated (e.g. "
-                            "boundary,history; default: all of them)")
+    bench.add_argument(
+        "--only",
+        metavar="CASES",
+        help="run only these case modules, comma-separated (e.g. "
+        "boundary,history; default: all of them)",
+    )
     return parser
 
 
@@ -252,8 +406,9 @@ def _check_plot(path: Path | None) -> None:
         return
     _check_output(path, "--plot")
     if path.suffix.lower() not in PLOT_FORMATS:
-        raise ValueError(f"--plot {path}: the format is chosen by the suffix, one of "
-                         f"{', '.join(PLOT_FORMATS)}")
+        raise ValueError(
+            f"--plot {path}: the format is chosen by the suffix, one of {', '.join(PLOT_FORMATS)}"
+        )
     try:
         import matplotlib  # noqa: F401
     except ImportError:
@@ -299,14 +454,22 @@ def _damage_named(data_dir: Path | None) -> Iterator[None]:
     except StoreCorrupted as error:
         if data_dir is None:
             raise
-        raise VMStackError(f"--data-dir {data_dir} holds a damaged store ({error}); remove "
-                           f"{data_dir}, or give another --data-dir, and the next run "
-                           "builds the chain anew") from None
+        raise VMStackError(
+            f"--data-dir {data_dir} holds a damaged store ({error}); remove "
+            f"{data_dir}, or give another --data-dir, and the next run "
+            "builds the chain anew"
+        ) from None
 
 
 def _progress(console: Console) -> Progress:
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), console=console, transient=False)
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    )
 
 
 def _simulate(args: argparse.Namespace, console: Console) -> int:
@@ -322,36 +485,51 @@ def _simulate(args: argparse.Namespace, console: Console) -> int:
         _check_output(args.json, "--json")
         _check_plot(args.plot)
         return simulate_network_from_args(
-            args, console, costs=None if args.costs is None else _read_costs(args.costs))
+            args, console, costs=None if args.costs is None else _read_costs(args.costs)
+        )
     _check_output(args.json, "--json")
     _check_plot(args.plot)
     _check_data_dir(args.data_dir)
     if args.stake is not None:
         raise ValueError("--stake applies to a network (--nodes N other than 2, or --engine)")
-    config = SimulationConfig(blocks=args.blocks, txs_per_block=args.txs_per_block,
-                              peers=args.peers, seed=args.seed,
-                              modes=("serial",) if args.serial else MODES,
-                              out_of_process=args.out_of_process)
+    config = SimulationConfig(
+        blocks=args.blocks,
+        txs_per_block=args.txs_per_block,
+        peers=args.peers,
+        seed=args.seed,
+        modes=("serial",) if args.serial else MODES,
+        out_of_process=args.out_of_process,
+    )
     costs = REFERENCE_COSTS if args.costs is None else _read_costs(args.costs)
     if args.data_dir is not None and stored_chain(config, args.data_dir):
-        console.print(f"reusing the chain of {plural(config.blocks, 'block')} stored in "
-                      f"{args.data_dir} (built by an earlier run with this configuration)",
-                      markup=False)
+        console.print(
+            f"reusing the chain of {plural(config.blocks, 'block')} stored in "
+            f"{args.data_dir} (built by an earlier run with this configuration)",
+            markup=False,
+        )
     with _damage_named(args.data_dir), _progress(console) as progress:
         if args.calibrate:
             with console.status("measuring this machine's call costs"):
                 costs = calibrate(config)
         build = progress.add_task("building chain", total=config.blocks)
         # Setting up many peers takes a while: then it has a bar of its own.
-        peers = (progress.add_task("peers set up", total=config.peers)
-                 if config.peers >= PEERS_PROGRESS_FROM or config.out_of_process else None)
-        fetch = {mode: progress.add_task(f"bootstrap ({mode})", total=config.blocks)
-                 for mode in config.modes}
+        peers = (
+            progress.add_task("peers set up", total=config.peers)
+            if config.peers >= PEERS_PROGRESS_FROM or config.out_of_process
+            else None
+        )
+        fetch = {
+            mode: progress.add_task(f"bootstrap ({mode})", total=config.blocks)
+            for mode in config.modes
+        }
         report = simulate(
-            config, data_dir=args.data_dir, costs=costs,
+            config,
+            data_dir=args.data_dir,
+            costs=costs,
             on_build=lambda n: progress.update(build, completed=n),
             on_fetch=lambda mode, n: progress.update(fetch[mode], completed=n),
-            on_peer=None if peers is None else lambda n: progress.update(peers, completed=n))
+            on_peer=None if peers is None else lambda n: progress.update(peers, completed=n),
+        )
         progress.update(build, completed=config.blocks)
     print_report(report, console)
     if args.json is not None:
@@ -368,13 +546,21 @@ def _simulate_history(args: argparse.Namespace, console: Console) -> int:
     from vmstack.sim.report import print_report, write_json, write_plot
     from vmstack.sim.run import MODES
 
-    refused = [flag for flag, given in (
-        ("--nodes", args.nodes != 2), ("--engine", args.engine is not None),
-        ("--out-of-process", args.out_of_process), ("--data-dir", args.data_dir is not None),
-        ("--calibrate", args.calibrate)) if given]
+    refused = [
+        flag
+        for flag, given in (
+            ("--nodes", args.nodes != 2),
+            ("--engine", args.engine is not None),
+            ("--out-of-process", args.out_of_process),
+            ("--data-dir", args.data_dir is not None),
+            ("--calibrate", args.calibrate),
+        )
+        if given
+    ]
     if refused:
-        raise ValueError(f"--history bootstraps two nodes over the archive: "
-                         f"{', '.join(refused)} do not apply")
+        raise ValueError(
+            f"--history bootstraps two nodes over the archive: {', '.join(refused)} do not apply"
+        )
     from vmstack.sim.history import simulate_history
 
     _check_output(args.json, "--json")
@@ -382,11 +568,18 @@ def _simulate_history(args: argparse.Namespace, console: Console) -> int:
     costs = REFERENCE_COSTS if args.costs is None else _read_costs(args.costs)
     modes = ("serial",) if args.serial else MODES
     with _progress(console) as progress:
-        fetch = {mode: progress.add_task(f"bootstrap ({mode})", total=args.blocks)
-                 for mode in modes}
+        fetch = {
+            mode: progress.add_task(f"bootstrap ({mode})", total=args.blocks) for mode in modes
+        }
         report = simulate_history(
-            args.history, blocks=args.blocks, peers=args.peers, seed=args.seed, modes=modes,
-            costs=costs, on_fetch=lambda mode, n: progress.update(fetch[mode], completed=n))
+            args.history,
+            blocks=args.blocks,
+            peers=args.peers,
+            seed=args.seed,
+            modes=modes,
+            costs=costs,
+            on_fetch=lambda mode, n: progress.update(fetch[mode], completed=n),
+        )
     print_report(report, console)
     if args.json is not None:
         write_json(report, args.json)
@@ -407,8 +600,11 @@ def _bench(args: argparse.Namespace, console: Console) -> int:
         console.print(f"vmstack bench: {error}", markup=False)
         return 2
     with console.status("benchmarking") as status:
-        rows = run_benchmarks(quick=args.quick, modules=modules,
-                              on_module=lambda name: status.update(f"benchmarking {name}"))
+        rows = run_benchmarks(
+            quick=args.quick,
+            modules=modules,
+            on_module=lambda name: status.update(f"benchmarking {name}"),
+        )
     print_comparisons(rows, console)
     if args.json is not None:
         write_json(rows, args.json, quick=args.quick)
@@ -423,14 +619,15 @@ def _history(args: argparse.Namespace, console: Console) -> int:
         return _history_import(args, console)
     if args.history_command == "export":
         return _history_export(args, console)
-    with EraArchive(args.directory, sparse=args.sparse) as archive, \
-            _progress(console) as progress:
-        task = progress.add_task(f"verifying {len(archive.files)} era1 files",
-                                 total=len(archive))
+    with EraArchive(args.directory, sparse=args.sparse) as archive, _progress(console) as progress:
+        task = progress.add_task(f"verifying {len(archive.files)} era1 files", total=len(archive))
         size = archive.verify(on_block=lambda number: progress.advance(task))
-    console.print(f"{args.directory}: {len(archive.files)} era1 files, blocks {archive.first}"
-                  f"-{archive.last} ({len(archive)} blocks, {size / 1e6:.1f} MB) verified",
-                  markup=False, highlight=False)
+    console.print(
+        f"{args.directory}: {len(archive.files)} era1 files, blocks {archive.first}"
+        f"-{archive.last} ({len(archive)} blocks, {size / 1e6:.1f} MB) verified",
+        markup=False,
+        highlight=False,
+    )
     return 0
 
 
@@ -444,24 +641,34 @@ def _history_import(args: argparse.Namespace, console: Console) -> int:
     with EraArchive(args.directory, sparse=args.sparse) as archive:
         chain_id = args.chain_id or NETWORK_CHAIN_IDS.get(archive.network)
         if chain_id is None:
-            raise ValueError(f"the network {archive.network!r} has no known chain ID: give "
-                             "--chain-id")
+            raise ValueError(
+                f"the network {archive.network!r} has no known chain ID: give --chain-id"
+            )
         recent = min(args.recent, len(archive))
         with LMDBStore(args.data_dir) as store, _progress(console) as progress:
-            verifying = progress.add_task(f"verifying {len(archive.files)} era1 files",
-                                          total=len(archive))
+            verifying = progress.add_task(
+                f"verifying {len(archive.files)} era1 files", total=len(archive)
+            )
             writing = progress.add_task(f"writing the last {recent:,} blocks", total=recent)
             result = import_history(
-                archive, store, recent=recent, chain_id=chain_id,
+                archive,
+                store,
+                recent=recent,
+                chain_id=chain_id,
                 on_verified=lambda number: progress.advance(verifying),
-                on_written=lambda number: progress.advance(writing))
-        where = ("none" if result.written is None
-                 else f"blocks {result.written[0]}-{result.written[1]}")
-        console.print(f"{args.data_dir}: {result.verified:,} blocks verified "
-                      f"({result.archive_bytes / 1e6:.1f} MB), {where} in the store, the "
-                      f"rest served from {args.directory} (chain ID {chain_id}; serve with "
-                      f"--flavour ethereum --chain-id {chain_id} --history {args.directory})",
-                      markup=False, highlight=False)
+                on_written=lambda number: progress.advance(writing),
+            )
+        where = (
+            "none" if result.written is None else f"blocks {result.written[0]}-{result.written[1]}"
+        )
+        console.print(
+            f"{args.data_dir}: {result.verified:,} blocks verified "
+            f"({result.archive_bytes / 1e6:.1f} MB), {where} in the store, the "
+            f"rest served from {args.directory} (chain ID {chain_id}; serve with "
+            f"--flavour ethereum --chain-id {chain_id} --history {args.directory})",
+            markup=False,
+            highlight=False,
+        )
     return 0
 
 
@@ -477,11 +684,15 @@ def _history_export(args: argparse.Namespace, console: Console) -> int:
     if not args.data_dir.is_dir():
         raise ValueError(f"--data-dir {args.data_dir} is not a directory")
     args.out.mkdir(parents=True, exist_ok=True)
-    with _damage_named(args.data_dir), LMDBStore(args.data_dir, readonly=True) as store, \
-            contextlib.ExitStack() as closing:
+    with (
+        _damage_named(args.data_dir),
+        LMDBStore(args.data_dir, readonly=True) as store,
+        contextlib.ExitStack() as closing,
+    ):
         config = stored_configuration(store, "chain") or {}
         flavour = {"avalanche": AVALANCHE, "ethereum": ETHEREUM}.get(
-            str(config.get("flavour", "avalanche")))
+            str(config.get("flavour", "avalanche"))
+        )
         if flavour is None:
             raise ValueError(f"--data-dir {args.data_dir} records an unknown flavour")
         key_prefix = bytes.fromhex(str(config.get("key_prefix") or ""))
@@ -497,11 +708,18 @@ def _history_export(args: argparse.Namespace, console: Console) -> int:
         settled = vm.get_block(vm.last_settled()).height
         with _progress(console) as progress:
             task = progress.add_task("exporting", total=settled + 1)
-            paths = export_history(vm, args.out, network=args.network,
-                                   on_block=lambda number: progress.update(
-                                       task, completed=number + 1))
-    console.print(f"{args.out}: {len(paths)} era1 files, blocks up to {settled}: "
-                  + ", ".join(path.name for path in paths), markup=False, highlight=False)
+            paths = export_history(
+                vm,
+                args.out,
+                network=args.network,
+                on_block=lambda number: progress.update(task, completed=number + 1),
+            )
+    console.print(
+        f"{args.out}: {len(paths)} era1 files, blocks up to {settled}: "
+        + ", ".join(path.name for path in paths),
+        markup=False,
+        highlight=False,
+    )
     return 0
 
 
@@ -512,19 +730,25 @@ def _serve(args: argparse.Namespace, console: Console) -> int:
     if args.data_dir.exists() and not args.data_dir.is_dir():
         raise ValueError(f"--data-dir {args.data_dir} is not a directory")
     options: dict[str, object] = {
-        "chain_id": args.chain_id, "fork_time": args.fork_time,
-        "transition_time": args.transition_time, "settle_lag": args.settle_lag,
+        "chain_id": args.chain_id,
+        "fork_time": args.fork_time,
+        "transition_time": args.transition_time,
+        "settle_lag": args.settle_lag,
         "cache_size": args.cache_size,
         "flavour": {"avalanche": AVALANCHE, "ethereum": ETHEREUM}.get(args.flavour or ""),
         "key_prefix": None if args.key_prefix is None else bytes.fromhex(args.key_prefix),
         "parse_workers": args.parse_workers,
         "history": None if args.history is None else _open_history(args.history),
     }
-    return serve(args.data_dir, address=args.address, sim_clock=args.sim_clock,
-                 readonly=args.readonly,
-                 stack_options={name: value for name, value in options.items()
-                                if value is not None},
-                 stop_on_stdin_close=not args.no_stdin_watch, token_file=args.token_file)
+    return serve(
+        args.data_dir,
+        address=args.address,
+        sim_clock=args.sim_clock,
+        readonly=args.readonly,
+        stack_options={name: value for name, value in options.items() if value is not None},
+        stop_on_stdin_close=not args.no_stdin_watch,
+        token_file=args.token_file,
+    )
 
 
 def _open_history(directory: Path) -> object:
@@ -554,8 +778,7 @@ TERMINATED_STATUS = 128 + signal.SIGTERM
 def _say(text: str, *, style: str | None = None) -> None:
     """One line on standard error, printed as it is (no rich markup: an extra such as
     ``'vmstack[plot]'`` stays in)."""
-    Console(stderr=True).print(text, style=style, markup=False, highlight=False,
-                               soft_wrap=True)
+    Console(stderr=True).print(text, style=style, markup=False, highlight=False, soft_wrap=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -43,8 +43,9 @@ class SimClock:
     def advance(self, seconds: float) -> float:
         """Move time forward by ``seconds`` (>= 0) and return the new time."""
         if not (seconds >= 0 and math.isfinite(seconds)):
-            raise ValueError(f"SimClock can only advance by a finite, non-negative amount, "
-                             f"got {seconds!r}")
+            raise ValueError(
+                f"SimClock can only advance by a finite, non-negative amount, got {seconds!r}"
+            )
         self._now += seconds
         return self._now
 

@@ -78,13 +78,14 @@ class StackDescription(Sequence[LayerInfo]):
 
     def as_dicts(self) -> list[dict[str, object]]:
         """The layers as plain dicts (``kind``, ``name``, ``batching``), for JSON output."""
-        return [{"kind": layer.kind, "name": layer.name, "batching": layer.batching}
-                for layer in self.layers]
+        return [
+            {"kind": layer.kind, "name": layer.name, "batching": layer.batching}
+            for layer in self.layers
+        ]
 
     def __str__(self) -> str:
         width = max(len(layer.label) for layer in self.layers)
-        return "\n".join(f"{layer.label:<{width}}  {layer.capability}"
-                         for layer in self.layers)
+        return "\n".join(f"{layer.label:<{width}}  {layer.capability}" for layer in self.layers)
 
 
 def describe_stack(vm: ChainVM) -> StackDescription:
@@ -100,9 +101,13 @@ def describe_stack(vm: ChainVM) -> StackDescription:
     layers: list[LayerInfo] = []
     for layer in iter_layers(vm):
         name = getattr(layer, "name", None)
-        layers.append(LayerInfo(kind=type(layer).__name__,
-                                name=name if isinstance(name, str) else None,
-                                batching=supports_batching(layer)))
+        layers.append(
+            LayerInfo(
+                kind=type(layer).__name__,
+                name=name if isinstance(name, str) else None,
+                batching=supports_batching(layer),
+            )
+        )
     served = getattr(layer, "describe_served", None)
     if callable(served):
         layers.extend(served())

@@ -101,9 +101,11 @@ class ConfigMismatch(VMStackError, ValueError):
         self.field = field
         self.stored = stored
         self.given = given
-        super().__init__(f"the store was written with {field}={stored!r}, opened with "
-                         f"{field}={given!r}; open it with the same configuration or use "
-                         "another store")
+        super().__init__(
+            f"the store was written with {field}={stored!r}, opened with "
+            f"{field}={given!r}; open it with the same configuration or use "
+            "another store"
+        )
 
 
 class VMUnavailable(VMStackError):

@@ -13,8 +13,18 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-__all__ = ["BatchedChainVM", "Block", "ChainVM", "Layer", "Mempool", "SubmitsTransactions",
-           "TransactionSink", "TransactionSource", "find_layer", "iter_layers"]
+__all__ = [
+    "BatchedChainVM",
+    "Block",
+    "ChainVM",
+    "Layer",
+    "Mempool",
+    "SubmitsTransactions",
+    "TransactionSink",
+    "TransactionSource",
+    "find_layer",
+    "iter_layers",
+]
 
 LayerT = TypeVar("LayerT")
 
@@ -122,8 +132,10 @@ def iter_layers(vm: object) -> Iterator[object]:
     current: object | None = vm
     while current is not None:
         if id(current) in seen or len(seen) >= MAX_STACK_DEPTH:
-            raise ValueError(f"the stack of {type(vm).__name__} loops or is deeper than "
-                             f"{MAX_STACK_DEPTH} layers, at {type(current).__name__}")
+            raise ValueError(
+                f"the stack of {type(vm).__name__} loops or is deeper than "
+                f"{MAX_STACK_DEPTH} layers, at {type(current).__name__}"
+            )
         seen.add(id(current))
         yield current
         current = getattr(current, "inner", None)

@@ -25,7 +25,8 @@ __all__ = ["WrappedBlock", "refusal"]
 def refusal(layer: str, inner: ChainVM) -> BatchingNotImplemented:
     """The error a layer raises for a batched call when the VM below cannot batch."""
     return BatchingNotImplemented(
-        f"{layer} cannot batch: the VM below it ({type(inner).__name__}) does not")
+        f"{layer} cannot batch: the VM below it ({type(inner).__name__}) does not"
+    )
 
 
 class WrappedBlock(abc.ABC):

@@ -86,8 +86,15 @@ from typing import Any, Generic, TypeVar
 
 from vmstack.errors import VMStackError
 
-__all__ = ["DEFAULT_TIMEOUT", "MAX_FAILURES", "PARALLEL_THRESHOLD", "ParsePool",
-           "PendingResults", "START_TIMEOUT", "available_cores"]
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "MAX_FAILURES",
+    "PARALLEL_THRESHOLD",
+    "ParsePool",
+    "PendingResults",
+    "START_TIMEOUT",
+    "available_cores",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -147,9 +154,13 @@ def _word(batch: int, index: int) -> int:
     return (batch << _INDEX_BITS) | index
 
 
-def _claim_front(claims: Any, workers_lock: Any, batch: int,
-                 function: Callable[[ItemT], ResultT],
-                 items: Sequence[ItemT]) -> list[tuple[int, ResultT]]:
+def _claim_front(
+    claims: Any,
+    workers_lock: Any,
+    batch: int,
+    function: Callable[[ItemT], ResultT],
+    items: Sequence[ItemT],
+) -> list[tuple[int, ResultT]]:
     """A worker's claims: run ``function`` over the items of ``batch`` it takes from the
     front, one at a time, until the front meets the caller's back or the batch is no longer
     the current one; ``(index, result)`` pairs.
@@ -173,8 +184,9 @@ def _claim_front(claims: Any, workers_lock: Any, batch: int,
         done.append((index, function(items[index])))
 
 
-def _claim_back(claims: Any, batch: int, function: Callable[[ItemT], ResultT],
-                items: Sequence[ItemT]) -> list[tuple[int, ResultT]]:
+def _claim_back(
+    claims: Any, batch: int, function: Callable[[ItemT], ResultT], items: Sequence[ItemT]
+) -> list[tuple[int, ResultT]]:
     """The caller's claims: run ``function`` over the items of ``batch`` from the back, one
     at a time, until it reaches the workers' front; ``(index, result)`` pairs. When it
     returns, every item is taken: by the caller, or by a worker below the front it read (a
@@ -214,7 +226,7 @@ def _write_all(fd: int, data: bytes) -> None:
     """All of ``data`` to the blocking ``fd`` (a worker's end)."""
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
 def _serve(connection: Connection, claims: Any, workers_lock: Any) -> None:
@@ -233,8 +245,10 @@ def _serve(connection: Connection, claims: Any, workers_lock: Any) -> None:
             if message is None:
                 return
             batch, function, items = message
-            answer: tuple[bool, Any] = (True, _claim_front(claims, workers_lock, batch,
-                                                           function, items))
+            answer: tuple[bool, Any] = (
+                True,
+                _claim_front(claims, workers_lock, batch, function, items),
+            )
         except Exception as error:  # reported to the pool, which goes serial
             answer = (False, f"{type(error).__name__}: {error}")
         try:
@@ -250,8 +264,7 @@ class _Worker:
     nothing); ``ready`` once the warm-up was answered; ``inbox`` holds an answer's bytes
     read so far; ``ended`` once its pipe reached its end."""
 
-    __slots__ = ("connection", "ended", "inbox", "owed_batch", "owed_since", "process",
-                 "ready")
+    __slots__ = ("connection", "ended", "inbox", "owed_batch", "owed_since", "process", "ready")
 
     def __init__(self, process: BaseProcess, connection: Connection) -> None:
         self.process = process
@@ -294,8 +307,8 @@ class _Worker:
         (length,) = _FRAME_HEADER.unpack_from(self.inbox)
         if len(self.inbox) < header + length:
             return None
-        payload = bytes(self.inbox[header:header + length])
-        del self.inbox[:header + length]
+        payload = bytes(self.inbox[header : header + length])
+        del self.inbox[: header + length]
         try:
             answer = pickle.loads(payload)
             ok, _ = answer
@@ -312,11 +325,16 @@ class PendingResults(Generic[ResultT]):
     pool failed, in which case the caller does the work serially; :meth:`cancel` gives the
     batch up. Either one ends the batch (the pool then takes the next one)."""
 
-    __slots__ = ("_batch", "_function", "_items", "_pool", "_results", "_settled",
-                 "_workers")
+    __slots__ = ("_batch", "_function", "_items", "_pool", "_results", "_settled", "_workers")
 
-    def __init__(self, pool: ParsePool, workers: list[_Worker], batch: int,
-                 function: Callable[[ItemT], ResultT], items: list[ItemT]) -> None:
+    def __init__(
+        self,
+        pool: ParsePool,
+        workers: list[_Worker],
+        batch: int,
+        function: Callable[[ItemT], ResultT],
+        items: list[ItemT],
+    ) -> None:
         self._pool = pool
         self._workers = workers
         self._batch = batch
@@ -342,8 +360,7 @@ class PendingResults(Generic[ResultT]):
                 self.cancel()
                 return None
             self._settled = True
-            self._results = self._pool._collect(self._workers, self._batch, own,
-                                                 len(self._items))
+            self._results = self._pool._collect(self._workers, self._batch, own, len(self._items))
         return self._results
 
     def cancel(self) -> None:
@@ -371,8 +388,13 @@ class ParsePool:
     or a ``with`` block; one never closed is closed when it is collected or at exit.
     """
 
-    def __init__(self, workers: int | None = None, *, threshold: int = PARALLEL_THRESHOLD,
-                 timeout: float = DEFAULT_TIMEOUT) -> None:
+    def __init__(
+        self,
+        workers: int | None = None,
+        *,
+        threshold: int = PARALLEL_THRESHOLD,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> None:
         workers = max(available_cores() - 1, 1) if workers is None else workers
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
             raise ValueError(f"workers must be an int of at least 1, got {workers!r}")
@@ -427,8 +449,9 @@ class ParsePool:
         if self._foreign():
             return ()
         with self._lock:
-            return tuple(worker.process.pid for worker in self._workers
-                         if worker.process.pid is not None)
+            return tuple(
+                worker.process.pid for worker in self._workers if worker.process.pid is not None
+            )
 
     def accepts(self, count: int) -> bool:
         """Whether a batch of ``count`` items would go to the workers (if ready and not
@@ -470,8 +493,9 @@ class ParsePool:
             time.sleep(min(0.01, remaining))
         return False
 
-    def submit(self, function: Callable[[ItemT], ResultT],
-               items: Sequence[ItemT]) -> PendingResults[ResultT] | None:
+    def submit(
+        self, function: Callable[[ItemT], ResultT], items: Sequence[ItemT]
+    ) -> PendingResults[ResultT] | None:
         """Send ``function`` and ``items`` to the ready workers, which claim the items one
         at a time from a shared counter (as the caller does in
         :meth:`PendingResults.results`, so a worker slowed down by other processes takes
@@ -504,8 +528,7 @@ class ParsePool:
             frame = _frame((batch, function, batch_items))
         except Exception as error:  # an item that cannot be pickled: the serial path
             self._release()
-            logger.warning("parse pool: a batch cannot be sent (%s); parsing it serially",
-                           error)
+            logger.warning("parse pool: a batch cannot be sent (%s); parsing it serially", error)
             return None
         claims[_BACK] = _word(batch, len(batch_items))
         claims[_FRONT] = _word(batch, 0)
@@ -553,12 +576,19 @@ class ParsePool:
     def _start_in_background(self) -> None:
         """Start the workers on a thread of their own (called with the lock held), unless
         they are running or starting."""
-        if self._workers or self._warm_up is None or self.disabled or (
-                self._starter is not None and self._starter.is_alive()):
+        if (
+            self._workers
+            or self._warm_up is None
+            or self.disabled
+            or (self._starter is not None and self._starter.is_alive())
+        ):
             return
         self._starter = threading.Thread(
-            target=_start_workers, args=(self, self._generation, self._warm_up),
-            name="vmstack-parse-pool-start", daemon=True)
+            target=_start_workers,
+            args=(self, self._generation, self._warm_up),
+            name="vmstack-parse-pool-start",
+            daemon=True,
+        )
         self._starter.start()
 
     def _ready_workers(self) -> list[_Worker]:
@@ -591,7 +621,7 @@ class ParsePool:
         while True:
             for fd, view in list(left.items()):
                 try:
-                    left[fd] = view[os.write(fd, view):]
+                    left[fd] = view[os.write(fd, view) :]
                 except BlockingIOError:
                     continue
                 except OSError as error:
@@ -602,15 +632,17 @@ class ParsePool:
                 return
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise _PoolFailure(f"a worker took no batch within {self._timeout:g} s "
-                                   "(stopped or stuck)")
+                raise _PoolFailure(
+                    f"a worker took no batch within {self._timeout:g} s (stopped or stuck)"
+                )
             poller = select.poll()
             for fd in left:
                 poller.register(fd, select.POLLOUT)
             poller.poll(max(remaining * 1000, 1))
 
-    def _collect(self, workers: list[_Worker], batch: int, own: list[tuple[int, ResultT]],
-                 count: int) -> list[ResultT] | None:
+    def _collect(
+        self, workers: list[_Worker], batch: int, own: list[tuple[int, ResultT]], count: int
+    ) -> list[ResultT] | None:
         """The ``count`` results in item order, from the caller's ``own`` pairs and the
         answers of ``workers``, read until they cover the batch (a worker that took nothing
         is not waited for), or ``None`` (and the pool torn down) if a worker died, failed,
@@ -637,8 +669,14 @@ class ParsePool:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise _PoolFailure(f"no answer within {self._timeout:g} s")
-                wait([handle for worker in waiting
-                      for handle in (worker.connection, worker.process.sentinel)], remaining)
+                wait(
+                    [
+                        handle
+                        for worker in waiting
+                        for handle in (worker.connection, worker.process.sentinel)
+                    ],
+                    remaining,
+                )
         except _PoolFailure as failure:
             self._abandon(batch)
             self._fail(str(failure))
@@ -701,9 +739,12 @@ def _start_workers(pool: ParsePool, generation: int, function: Callable[[Any], A
         warm_up = _frame((0, function, []))
         for _ in range(pool._size):
             ours, theirs = context.Pipe()
-            process = context.Process(target=_serve, args=(theirs, claims, workers_lock),
-                                      daemon=True,
-                                      name="vmstack-parse-worker")
+            process = context.Process(
+                target=_serve,
+                args=(theirs, claims, workers_lock),
+                daemon=True,
+                name="vmstack-parse-worker",
+            )
             process.start()
             theirs.close()
             os.set_blocking(ours.fileno(), False)

@@ -37,10 +37,17 @@ CONFIG_OPTIONS: Mapping[str, tuple[type, ...]] = {
 }
 
 
-def serve(data_dir: Path, *, address: str | None = None, sim_clock: float | None = None,
-          readonly: bool = False, stack_options: Mapping[str, Any],
-          out: IO[str] = sys.stdout, stop_on_stdin_close: bool = True,
-          token_file: Path | None = None) -> int:
+def serve(
+    data_dir: Path,
+    *,
+    address: str | None = None,
+    sim_clock: float | None = None,
+    readonly: bool = False,
+    stack_options: Mapping[str, Any],
+    out: IO[str] = sys.stdout,
+    stop_on_stdin_close: bool = True,
+    token_file: Path | None = None,
+) -> int:
     """What ``vmstack serve`` does: build ``build_stack(store, **stack_options)`` over the
     LMDB store in ``data_dir`` (created if need be; with ``readonly``, an existing one for
     reading only), on a :class:`~vmstack.clock.SimClock` starting at ``sim_clock`` when
@@ -60,12 +67,21 @@ def serve(data_dir: Path, *, address: str | None = None, sim_clock: float | None
     clock = None if sim_clock is None else SimClock(sim_clock)
     registry = CollectorRegistry()
     with LMDBStore(data_dir, readonly=readonly) as store, contextlib.ExitStack() as closing:
-        vm = build_stack(store, clock=clock, served_part="fork_time" not in stack_options,
-                         **stack_options)
+        vm = build_stack(
+            store, clock=clock, served_part="fork_time" not in stack_options, **stack_options
+        )
         closing.callback(close_stack, vm)  # a parse pool's workers stop with the server
         vm = wrap_layers(vm, name="served", registry=registry)
-        serve_vm(vm, source=str(data_dir), address=address, clock=clock, registry=registry,
-                 out=out, stop_on_stdin_close=stop_on_stdin_close, token_file=token_file)
+        serve_vm(
+            vm,
+            source=str(data_dir),
+            address=address,
+            clock=clock,
+            registry=registry,
+            out=out,
+            stop_on_stdin_close=stop_on_stdin_close,
+            token_file=token_file,
+        )
     return 0
 
 
@@ -80,15 +96,18 @@ def _config(data: bytes) -> dict[str, Any]:
         raise ValueError("config_bytes is a JSON object of stack options")
     for name, value in config.items():
         if name not in CONFIG_OPTIONS:
-            raise ValueError(f"config_bytes: unknown option {name!r}; the options are "
-                             f"{', '.join(CONFIG_OPTIONS)}")
+            raise ValueError(
+                f"config_bytes: unknown option {name!r}; the options are "
+                f"{', '.join(CONFIG_OPTIONS)}"
+            )
         if isinstance(value, bool) or not isinstance(value, CONFIG_OPTIONS[name]):
             raise ValueError(f"config_bytes: {name} must be a number, got {value!r}")
     return config
 
 
-def build_from_initialize(request: vm_pb2.InitializeRequest, closing: list[Any]
-                          ) -> tuple[ChainVM, CollectorRegistry]:
+def build_from_initialize(
+    request: vm_pb2.InitializeRequest, closing: list[Any]
+) -> tuple[ChainVM, CollectorRegistry]:
     """The stack a node's ``Initialize`` asks for: over the LMDB store in the folder
     ``vmstack`` of ``chain_data_dir`` (created if absent), from the geth-style genesis JSON
     in ``genesis_bytes`` (empty: the default genesis) with the stack options of the JSON
@@ -128,8 +147,11 @@ def plugin_main(argv: Sequence[str] | None = None) -> int:
 
     arguments = sys.argv[1:] if argv is None else list(argv)
     if arguments:
-        print("vmstack plugin takes no arguments; a node starts it with "
-              f"{ENGINE_ADDRESS_VARIABLE} set", file=sys.stderr)
+        print(
+            "vmstack plugin takes no arguments; a node starts it with "
+            f"{ENGINE_ADDRESS_VARIABLE} set",
+            file=sys.stderr,
+        )
         return 2
     return run_plugin()
 

@@ -41,8 +41,13 @@ if TYPE_CHECKING:
 __all__ = ["build_stack", "wrap_layers"]
 
 
-def wrap_layers(inner: ChainVM, *, name: str, tracer: Tracer | None = None,
-                registry: CollectorRegistry | None = None) -> ChainVM:
+def wrap_layers(
+    inner: ChainVM,
+    *,
+    name: str,
+    tracer: Tracer | None = None,
+    registry: CollectorRegistry | None = None,
+) -> ChainVM:
     """Put the pass-through layers named ``name`` over ``inner``: ``MeteredVM`` (namespace
     ``name``) when a ``registry`` is given, then ``TracedVM`` (span prefix ``name``) when a
     ``tracer`` is given. With neither, ``inner`` itself is returned.
@@ -155,8 +160,7 @@ def build_stack(
 
     clock = time.time if clock is None else clock
     flavour = AVALANCHE if flavour is None else flavour
-    if isinstance(parse_workers, bool) or not isinstance(parse_workers, int) or (
-            parse_workers < 0):
+    if isinstance(parse_workers, bool) or not isinstance(parse_workers, int) or (parse_workers < 0):
         raise ValueError(f"parse_workers must be a non-negative int, got {parse_workers!r}")
 
     if fork_time is None and validators is not None:
@@ -164,19 +168,26 @@ def build_stack(
     layers = dict(extra_layers or {})
     unknown = sorted(set(layers) - {"C", "proposervm"})
     if unknown:
-        raise ValueError(f"extra_layers go under \"C\" or \"proposervm\", not {unknown}")
+        raise ValueError(f'extra_layers go under "C" or "proposervm", not {unknown}')
     if layers.get("proposervm") and fork_time is None:
-        raise ValueError("extra_layers[\"proposervm\"] needs a proposer layer (a fork_time)")
+        raise ValueError('extra_layers["proposervm"] needs a proposer layer (a fork_time)')
     if genesis is not None and genesis.chain_id is not None and chain_id != genesis.chain_id:
         if chain_id != DEFAULT_CHAIN_ID:
-            raise ValueError(f"chain_id {chain_id} differs from the genesis's "
-                             f"{genesis.chain_id}")
+            raise ValueError(f"chain_id {chain_id} differs from the genesis's {genesis.chain_id}")
         chain_id = genesis.chain_id
 
     def chain_vm() -> CChainVM:
-        return CChainVM(store, flavour=flavour, key_prefix=key_prefix, clock=clock,
-                        chain_id=chain_id, settle_lag=settle_lag, cache_size=cache_size,
-                        genesis=genesis, history=history)
+        return CChainVM(
+            store,
+            flavour=flavour,
+            key_prefix=key_prefix,
+            clock=clock,
+            chain_id=chain_id,
+            settle_lag=settle_lag,
+            cache_size=cache_size,
+            genesis=genesis,
+            history=history,
+        )
 
     def user_layers(vm: ChainVM, position: str) -> ChainVM:
         for make in layers.get(position, ()):
@@ -184,31 +195,47 @@ def build_stack(
         return vm
 
     if out_of_process is None:
-        check_configuration(store, "chain", {
-            "flavour": flavour.name, "chain_id": chain_id, "transition_time": transition_time,
-            "settle_lag": settle_lag, "key_prefix": key_prefix.hex()})
+        check_configuration(
+            store,
+            "chain",
+            {
+                "flavour": flavour.name,
+                "chain_id": chain_id,
+                "transition_time": transition_time,
+                "settle_lag": settle_lag,
+                "key_prefix": key_prefix.hex(),
+            },
+        )
     if served_part:
         if fork_time is not None or out_of_process is not None:
-            raise ValueError("a served part is the C-chain part alone: no fork_time and no "
-                             "out_of_process")
+            raise ValueError(
+                "a served part is the C-chain part alone: no fork_time and no out_of_process"
+            )
     else:
         check_configuration(store, "proposer", {"fork_time": fork_time, "chain_id": chain_id})
     if out_of_process is not None:
-        served_options = {"flavour": flavour is not AVALANCHE,
-                          "transition_time": transition_time is not None,
-                          "key_prefix": key_prefix != b"", "settle_lag": settle_lag != 0,
-                          "cache_size": cache_size != DEFAULT_CACHE_SIZE,
-                          "genesis": genesis is not None, "history": history is not None}
+        served_options = {
+            "flavour": flavour is not AVALANCHE,
+            "transition_time": transition_time is not None,
+            "key_prefix": key_prefix != b"",
+            "settle_lag": settle_lag != 0,
+            "cache_size": cache_size != DEFAULT_CACHE_SIZE,
+            "genesis": genesis is not None,
+            "history": history is not None,
+        }
         misplaced = sorted(name for name, given in served_options.items() if given)
         if misplaced:
-            raise ValueError(f"{', '.join(misplaced)} shape the served C-chain part: give "
-                             "them to the serving side (spawn), not with out_of_process")
+            raise ValueError(
+                f"{', '.join(misplaced)} shape the served C-chain part: give "
+                "them to the serving side (spawn), not with out_of_process"
+            )
         vm: ChainVM = out_of_process
     else:
         vm = chain_vm()
     if transition_time is not None:
-        vm = TransitionVM(SerialChainVM(chain_vm()), vm, transition_time=transition_time,
-                          clock=clock)
+        vm = TransitionVM(
+            SerialChainVM(chain_vm()), vm, transition_time=transition_time, clock=clock
+        )
     vm = wrap_layers(user_layers(vm, "C"), name="C", tracer=tracer, registry=registry)
     if fork_time is not None:
         parse_pool = None
@@ -216,10 +243,19 @@ def build_stack(
             from vmstack.parsepool import ParsePool
 
             parse_pool = ParsePool(parse_workers)
-        vm = ProposerVM(vm, fork_time=fork_time, chain_id=chain_id, store=store,
-                        staking_key=staking_key, clock=clock, parse_pool=parse_pool,
-                        validators=validators, durango_time=durango_time,
-                        pchain_height=pchain_height)
-        vm = wrap_layers(user_layers(vm, "proposervm"), name="proposervm", tracer=tracer,
-                         registry=registry)
+        vm = ProposerVM(
+            vm,
+            fork_time=fork_time,
+            chain_id=chain_id,
+            store=store,
+            staking_key=staking_key,
+            clock=clock,
+            parse_pool=parse_pool,
+            validators=validators,
+            durango_time=durango_time,
+            pchain_height=pchain_height,
+        )
+        vm = wrap_layers(
+            user_layers(vm, "proposervm"), name="proposervm", tracer=tracer, registry=registry
+        )
     return vm

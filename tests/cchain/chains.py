@@ -67,8 +67,7 @@ def tampered(vm: CChainVM, block: CChainBlock, **changes: Any) -> bytes:
 def fixture_blocks() -> list[bytes]:
     """The 22 real C-chain blocks of the fixture, block 0 first."""
     vectors = load_vectors("cchain_blocks.json")["blocks"]
-    return [bytes.fromhex(v["rlp"][2:]) for v in vectors
-            if v["name"].startswith("cchain-fixture/")]
+    return [bytes.fromhex(v["rlp"][2:]) for v in vectors if v["name"].startswith("cchain-fixture/")]
 
 
 def fixture_receipts() -> dict[bytes, bytes]:
@@ -78,8 +77,7 @@ def fixture_receipts() -> dict[bytes, bytes]:
     for example in layout["examples"]:
         for entry in example.get("entries", ()):
             if entry["what"].startswith("receipts"):
-                found[bytes.fromhex(example["block_hash"][2:])] = bytes.fromhex(
-                    entry["value"][2:])
+                found[bytes.fromhex(example["block_hash"][2:])] = bytes.fromhex(entry["value"][2:])
     return found
 
 
@@ -96,8 +94,9 @@ def write_coreth_store(store: KeyValueStore, blocks: list[bytes]) -> None:
         if receipts is None:
             receipts = encode_receipts(execute_transactions(block.transactions))
         with store.write_batch() as batch:
-            rawdb.write_block(batch, schema, block.number, block.hash, header_rlp, body_rlp,
-                              receipts)
+            rawdb.write_block(
+                batch, schema, block.number, block.hash, header_rlp, body_rlp, receipts
+            )
             rawdb.write_canonical_hash(batch, schema, block.number, block.hash)
             rawdb.write_last_accepted_hash(batch, schema, block.hash)
             rawdb.write_head_header_hash(batch, schema, block.hash)

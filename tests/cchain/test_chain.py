@@ -24,8 +24,9 @@ CHAIN = 8
 
 
 @pytest.fixture(params=STORE_KINDS)
-def damaged(request: pytest.FixtureRequest, tmp_path: Path
-            ) -> Iterator[tuple[KeyValueStore, CChainVM, list[bytes]]]:
+def damaged(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[tuple[KeyValueStore, CChainVM, list[bytes]]]:
     """A store with a chain of CHAIN blocks, to be damaged by the test; VM and IDs."""
     with open_store(request.param, tmp_path) as store:
         vm = new_vm(store)
@@ -46,7 +47,8 @@ def _answers(vm: CChainVM, block_id: bytes) -> tuple[list[bytes], list[bytes]]:
 
 @pytest.mark.parametrize("what", ["header", "body"])
 def test_a_flipped_byte_in_a_header_or_body_is_corruption(
-        damaged: tuple[KeyValueStore, CChainVM, list[bytes]], what: str) -> None:
+    damaged: tuple[KeyValueStore, CChainVM, list[bytes]], what: str
+) -> None:
     """Both paths raise StoreCorrupted for the damaged block; a walk from a descendant stops
     before it, identically on both paths."""
     store, vm, ids = damaged
@@ -65,7 +67,8 @@ def test_a_flipped_byte_in_a_header_or_body_is_corruption(
 
 
 def test_a_header_whose_hash_does_not_match_its_key_is_corruption(
-        damaged: tuple[KeyValueStore, CChainVM, list[bytes]]) -> None:
+    damaged: tuple[KeyValueStore, CChainVM, list[bytes]],
+) -> None:
     """A well-formed header stored under another block's key (checksum updated to match) is
     caught by the header hash check."""
     store, vm, ids = damaged
@@ -73,14 +76,16 @@ def test_a_header_whose_hash_does_not_match_its_key_is_corruption(
     other = vm.get_block(ids[2])
     store.put(schema.header_key(2, ids[1]), other.header_rlp())
     store.put(schema.body_key(2, ids[1]), other.body_rlp())
-    rawdb.write_integrity(store, schema, 2, ids[1],
-                          checksum(schema.integrity_key(2, ids[1]), bytes(other)))
+    rawdb.write_integrity(
+        store, schema, 2, ids[1], checksum(schema.integrity_key(2, ids[1]), bytes(other))
+    )
     with pytest.raises(StoreCorrupted):
         vm.get_block(ids[1])
 
 
 def test_flipped_receipts_are_corruption_on_the_slow_path(
-        damaged: tuple[KeyValueStore, CChainVM, list[bytes]]) -> None:
+    damaged: tuple[KeyValueStore, CChainVM, list[bytes]],
+) -> None:
     """Damaged receipts fail get_block; the fast path, which serves no receipts, is
     unaffected and still serves the right bytes."""
     store, vm, ids = damaged
@@ -93,7 +98,8 @@ def test_flipped_receipts_are_corruption_on_the_slow_path(
 
 @pytest.mark.parametrize("value", [b"flip", b"short", b"long"])
 def test_a_damaged_canonical_entry_is_corruption(
-        damaged: tuple[KeyValueStore, CChainVM, list[bytes]], value: str) -> None:
+    damaged: tuple[KeyValueStore, CChainVM, list[bytes]], value: str
+) -> None:
     """A canonical entry naming a block the store lacks, or of the wrong length, raises
     StoreCorrupted on both paths."""
     store, vm, ids = damaged
@@ -113,7 +119,8 @@ def test_a_damaged_canonical_entry_is_corruption(
 
 @pytest.mark.parametrize("damage", ["delete", "resize", "flip"])
 def test_a_damaged_integrity_entry_is_corruption(
-        damaged: tuple[KeyValueStore, CChainVM, list[bytes]], damage: str) -> None:
+    damaged: tuple[KeyValueStore, CChainVM, list[bytes]], damage: str
+) -> None:
     """A missing, mis-sized or wrong integrity entry fails both paths."""
     store, vm, ids = damaged
     key = vm.schema.integrity_key(2, ids[1])
@@ -131,7 +138,8 @@ def test_a_damaged_integrity_entry_is_corruption(
 
 @pytest.mark.parametrize("what", ["header", "body"])
 def test_a_missing_header_or_body_is_store_corrupted(
-        damaged: tuple[KeyValueStore, CChainVM, list[bytes]], what: str) -> None:
+    damaged: tuple[KeyValueStore, CChainVM, list[bytes]], what: str
+) -> None:
     """A canonical block whose header or body is gone is damage, not a block that is not
     there: StoreCorrupted from get_block and get_ancestors, and a walk from a descendant
     ends above it on both paths alike."""
@@ -147,26 +155,29 @@ def test_a_missing_header_or_body_is_store_corrupted(
     assert len(fast) == CHAIN - 3
 
 
-@pytest.mark.parametrize(("what", "error"), [("receipts", StoreCorrupted),
-                                             ("number", BlockNotFound)])
+@pytest.mark.parametrize(
+    ("what", "error"), [("receipts", StoreCorrupted), ("number", BlockNotFound)]
+)
 def test_keys_only_the_slow_path_reads(
-        damaged: tuple[KeyValueStore, CChainVM, list[bytes]], what: str,
-        error: type[Exception]) -> None:
+    damaged: tuple[KeyValueStore, CChainVM, list[bytes]], what: str, error: type[Exception]
+) -> None:
     """Missing receipts (damage: StoreCorrupted) or number entry (an unknown ID:
     BlockNotFound) fail get_block; the fast path, which reads neither for a parent (its
     number is its child's minus one), still serves the right bytes, never other ones."""
     store, vm, ids = damaged
     schema = vm.schema
     before = vm.get_ancestors(ids[-1], 100, MAX_CONTAINERS_LEN, 60.0)
-    store.delete(schema.receipts_key(3, ids[2]) if what == "receipts"
-                 else schema.header_number_key(ids[2]))
+    store.delete(
+        schema.receipts_key(3, ids[2]) if what == "receipts" else schema.header_number_key(ids[2])
+    )
     with pytest.raises(error):
         vm.get_block(ids[2])
     assert vm.get_ancestors(ids[-1], 100, MAX_CONTAINERS_LEN, 60.0) == before
 
 
 def test_rejected_and_non_canonical_blocks_are_not_served(
-        damaged: tuple[KeyValueStore, CChainVM, list[bytes]]) -> None:
+    damaged: tuple[KeyValueStore, CChainVM, list[bytes]],
+) -> None:
     """Rule 9: a rejected block and a stored but non-canonical one are served by neither
     path."""
     store, vm, ids = damaged
@@ -215,8 +226,9 @@ def test_a_canonical_entry_naming_a_missing_block_is_store_corrupted() -> None:
 
     clock = SimClock(1.7e9)
     store = MemoryStore()
-    generate_chain(CChainVM(store, clock=clock, settle_lag=2), blocks=5, txs_per_block=1,
-                   seed=4, clock=clock)
+    generate_chain(
+        CChainVM(store, clock=clock, settle_lag=2), blocks=5, txs_per_block=1, seed=4, clock=clock
+    )
     rawdb.write_canonical_hash(store, rawdb.Schema(), 4, bytes(32))
     fresh = CChainVM(store, clock=clock, settle_lag=2)
     with pytest.raises(StoreCorrupted, match="canonical entry at height 4"):
@@ -228,8 +240,7 @@ def test_a_canonical_entry_naming_a_missing_block_is_store_corrupted() -> None:
 DAMAGE = ("unknown id", "deleted header", "deleted body", "corrupt checksum")
 
 
-def _damage(store: KeyValueStore, vm: CChainVM, ids: list[bytes], damage: str
-            ) -> tuple[bytes, int]:
+def _damage(store: KeyValueStore, vm: CChainVM, ids: list[bytes], damage: str) -> tuple[bytes, int]:
     """Damage the store as ``damage`` says; the block ID and height that are asked for."""
     schema = vm.schema
     if damage == "unknown id":
@@ -257,7 +268,8 @@ def _judgement(call: Callable[[], object]) -> object:
 
 @pytest.mark.parametrize("damage", DAMAGE)
 def test_missing_and_corrupt_are_judged_alike_on_every_read_path(
-        damaged: tuple[KeyValueStore, CChainVM, list[bytes]], damage: str) -> None:
+    damaged: tuple[KeyValueStore, CChainVM, list[bytes]], damage: str
+) -> None:
     """An unknown ID is BlockNotFound on every path (the walks answer []); a canonical entry
     naming a block whose header or body is gone is StoreCorrupted on every path; a block
     failing its checksum is StoreCorrupted on every path that reads its bytes, while
@@ -269,22 +281,32 @@ def test_missing_and_corrupt_are_judged_alike_on_every_read_path(
         "get_block": _judgement(lambda: fresh.get_block(block_id)),
         "get_block_id_at_height": _judgement(lambda: fresh.get_block_id_at_height(height)),
         "get_ancestors": _judgement(
-            lambda: fresh.get_ancestors(block_id, 10, MAX_CONTAINERS_LEN, 60.0)),
+            lambda: fresh.get_ancestors(block_id, 10, MAX_CONTAINERS_LEN, 60.0)
+        ),
         "serial walk": _judgement(lambda: serial_get_ancestors(fresh, block_id)),
     }
     if damage == "unknown id":
-        assert answers == {"get_block": BlockNotFound, "get_block_id_at_height": BlockNotFound,
-                           "get_ancestors": [], "serial walk": []}
+        assert answers == {
+            "get_block": BlockNotFound,
+            "get_block_id_at_height": BlockNotFound,
+            "get_ancestors": [],
+            "serial walk": [],
+        }
     elif damage == "corrupt checksum":
-        assert answers == {"get_block": StoreCorrupted, "get_block_id_at_height": block_id,
-                           "get_ancestors": StoreCorrupted, "serial walk": StoreCorrupted}
+        assert answers == {
+            "get_block": StoreCorrupted,
+            "get_block_id_at_height": block_id,
+            "get_ancestors": StoreCorrupted,
+            "serial walk": StoreCorrupted,
+        }
     else:
         assert set(answers.values()) == {StoreCorrupted}
 
 
 @pytest.mark.parametrize("damage", DAMAGE[1:])
 def test_a_walk_from_above_stops_before_the_damage_on_both_paths(
-        damaged: tuple[KeyValueStore, CChainVM, list[bytes]], damage: str) -> None:
+    damaged: tuple[KeyValueStore, CChainVM, list[bytes]], damage: str
+) -> None:
     """Mid-walk, the damaged block ends the walk on both paths alike: the blocks above it
     are served, it and its ancestors are not."""
     store, vm, ids = damaged

@@ -98,8 +98,7 @@ def test_fixture_blocks_batched_parse_then_accept() -> None:
     assert vm.get_block_id_at_height(21) == parsed[-1].id
 
 
-def test_new_blocks_on_a_coreth_store_get_integrity_entries(
-        coreth_store: KeyValueStore) -> None:
+def test_new_blocks_on_a_coreth_store_get_integrity_entries(coreth_store: KeyValueStore) -> None:
     """A block accepted on top of the coreth chain is the first with an integrity entry;
     both paths still serve the whole chain."""
     vm = _open(coreth_store)
@@ -114,7 +113,8 @@ def test_new_blocks_on_a_coreth_store_get_integrity_entries(
 
 
 def test_foreign_header_that_does_not_hash_to_its_key_is_corruption(
-        coreth_store: KeyValueStore) -> None:
+    coreth_store: KeyValueStore,
+) -> None:
     """Without integrity entries, the slow path still checks the header hash."""
     vm = _open(coreth_store)
     block_id = vm.get_block_id_at_height(9)
@@ -142,8 +142,7 @@ def test_lmdb_coreth_store_reopens(tmp_path: Path) -> None:
 def test_integrity_entries_round_trip_and_check_their_length() -> None:
     """encode/decode_integrity round-trip; a wrong length is corruption."""
     assert decode_integrity(encode_integrity(7)) == Integrity(7)
-    assert decode_integrity(encode_integrity(2**32 - 1, 5)) == Integrity(
-        2**32 - 1, 5)
+    assert decode_integrity(encode_integrity(2**32 - 1, 5)) == Integrity(2**32 - 1, 5)
     for bad in (b"", b"\x00" * 3, b"\x00" * 5, b"\x00" * 9):
         with pytest.raises(StoreCorrupted):
             decode_integrity(bad)
@@ -159,9 +158,13 @@ def test_integrity_keys_are_built_and_parsed_by_the_schema() -> None:
         key = schema.integrity_key(5, block_hash)
         assert schema.parse_key(key) == rawdb.ParsedKey(rawdb.KeyKind.INTEGRITY, 5, block_hash)
         assert schema.parse_key(schema.integrity_start_key()) == rawdb.ParsedKey(
-            rawdb.KeyKind.INTEGRITY_START)
+            rawdb.KeyKind.INTEGRITY_START
+        )
         assert schema.block_data_keys(5, block_hash) == (
-            schema.header_key(5, block_hash), schema.body_key(5, block_hash), key)
+            schema.header_key(5, block_hash),
+            schema.body_key(5, block_hash),
+            key,
+        )
 
 
 def test_delete_block_removes_the_integrity_entry() -> None:

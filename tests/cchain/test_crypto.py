@@ -37,8 +37,9 @@ def test_keccak256_agrees_with_a_keccak_hash_object(length: int) -> None:
     for bytes, bytearray and memoryview input."""
     data = bytes((7 * i + 3) & 0xFF for i in range(length))
     expected = keccak.new(digest_bits=256, data=data).digest()
-    assert keccak256(data) == keccak256(bytearray(data)) == keccak256(memoryview(data)) == (
-        expected)
+    assert (
+        keccak256(data) == keccak256(bytearray(data)) == keccak256(memoryview(data)) == (expected)
+    )
 
 
 def test_address_of_known_keys() -> None:

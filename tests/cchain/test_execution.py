@@ -11,10 +11,16 @@ KEY = keccak256(b"test sender")
 TO = keccak256(b"test recipient")[12:]
 
 
-def _tx(nonce: int, *, gas: int = 21_000, data: bytes = b"", chain_id: int = 43114
-        ) -> DynamicFeeTx:
-    return DynamicFeeTx(chain_id=chain_id, nonce=nonce, max_priority_fee_per_gas=1,
-                        max_fee_per_gas=50 * 10**9, gas=gas, to=TO, data=data).sign(KEY)
+def _tx(nonce: int, *, gas: int = 21_000, data: bytes = b"", chain_id: int = 43114) -> DynamicFeeTx:
+    return DynamicFeeTx(
+        chain_id=chain_id,
+        nonce=nonce,
+        max_priority_fee_per_gas=1,
+        max_fee_per_gas=50 * 10**9,
+        gas=gas,
+        to=TO,
+        data=data,
+    ).sign(KEY)
 
 
 def test_execution_model_status_gas_and_logs() -> None:
@@ -40,8 +46,12 @@ def test_intrinsic_gas_counts_data_creation_and_access_list() -> None:
     assert intrinsic_gas(_tx(0, data=b"\x00\x01\x00")) == TX_BASE_GAS + 4 + 16 + 4
     creation = DynamicFeeTx(chain_id=43114, gas=100_000, to=None, data=b"\x01")
     assert intrinsic_gas(creation) == TX_BASE_GAS + 32_000 + 16
-    listed = DynamicFeeTx(chain_id=43114, gas=100_000, to=TO, access_list=(
-        AccessTuple(address=TO, storage_keys=(bytes(32), bytes(32))),))
+    listed = DynamicFeeTx(
+        chain_id=43114,
+        gas=100_000,
+        to=TO,
+        access_list=(AccessTuple(address=TO, storage_keys=(bytes(32), bytes(32))),),
+    )
     assert intrinsic_gas(listed) == TX_BASE_GAS + 2_400 + 2 * 1_900
 
 

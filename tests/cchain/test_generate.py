@@ -45,15 +45,15 @@ def test_blocks_are_accepted_in_order_on_the_clock() -> None:
     clock = SimClock(START)
     vm = CChainVM(MemoryStore(), clock=clock)
     seen: list[int] = []
-    ids = generate_chain(vm, blocks=4, txs_per_block=2, seed=1, clock=clock,
-                         block_interval=3.0, progress=seen.append)
+    ids = generate_chain(
+        vm, blocks=4, txs_per_block=2, seed=1, clock=clock, block_interval=3.0, progress=seen.append
+    )
     assert seen == [1, 2, 3, 4]
     assert vm.last_accepted() == ids[-1]
     blocks = [vm.get_block(block_id) for block_id in ids]
     assert [b.height for b in blocks] == [1, 2, 3, 4]
     assert [b.timestamp for b in blocks] == [int(START) + 3 * i for i in range(1, 5)]
-    assert all(child.parent_id == parent.id
-               for parent, child in itertools.pairwise(blocks))
+    assert all(child.parent_id == parent.id for parent, child in itertools.pairwise(blocks))
     assert clock() == START + 12
 
 
@@ -85,7 +85,8 @@ def test_ethereum_blocks_carry_withdrawals_now_and_then() -> None:
     counts = [len(vm.get_block(block_id).body.withdrawals or ()) for block_id in ids]
     assert any(counts) and not all(counts)
     assert vm.get_ancestors(ids[-1], 100, MAX_CONTAINERS_LEN, 60.0) == serial_get_ancestors(
-        vm, ids[-1], max_blocks_num=100, max_retrieval_time=60.0)
+        vm, ids[-1], max_blocks_num=100, max_retrieval_time=60.0
+    )
 
 
 def test_pool_is_signed_once_and_deterministic() -> None:

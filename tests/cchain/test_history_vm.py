@@ -115,8 +115,10 @@ def test_get_ancestors_from_archive_equals_the_fallback_walk(archive: EraArchive
 def test_get_ancestors_across_the_store_archive_boundary(era_dir: Path, tmp_path: Path) -> None:
     """A store holding the last 100 blocks (imported) over the archive: one answer walks from
     LMDB into the archive, and equals the fallback walk byte for byte."""
-    with EraArchive(linked(tmp_path, era_dir, SECOND)) as history, \
-            LMDBStore(tmp_path / "db", sync=False, map_size=1 << 27) as store:
+    with (
+        EraArchive(linked(tmp_path, era_dir, SECOND)) as history,
+        LMDBStore(tmp_path / "db", sync=False, map_size=1 << 27) as store,
+    ):
         result = import_history(history, store, recent=100, chain_id=SEPOLIA_CHAIN_ID)
         assert result.written == (180124, 180223) and result.verified == 8192
         vm = sepolia_vm(store, history)
@@ -138,8 +140,9 @@ def test_get_ancestors_across_archive_files(era_dir: Path, tmp_path: Path) -> No
         parent = first.hash(8191)
     records = []
     for number in range(8192, 8192 + 50):
-        encoded = ETHEREUM.encode_header(attrs.evolve(header, number=number,
-                                                      parent_hash=parent, gas_used=0))
+        encoded = ETHEREUM.encode_header(
+            attrs.evolve(header, number=number, parent_hash=parent, gas_used=0)
+        )
         records.append(EraRecord(encoded, bytes.fromhex("c2c0c0"), b"\xc0", number))
         parent = keccak256(encoded)
     write_era1(folder, "sepolia", 8192, records)
@@ -152,19 +155,21 @@ def test_get_ancestors_across_archive_files(era_dir: Path, tmp_path: Path) -> No
         assert answer == fallback_walk(vm, last, 1000)
 
 
-def test_verifies_and_accepts_a_real_child_but_cannot_build(era_dir: Path,
-                                                           tmp_path: Path) -> None:
+def test_verifies_and_accepts_a_real_child_but_cannot_build(era_dir: Path, tmp_path: Path) -> None:
     """A VM over an archive of blocks 0-99 verifies and accepts real block 100 (as a
     replaying VM verifies), refuses to build without state, and reopens over the archive."""
     with EraArchive(era_dir, sparse=True) as full:
-        records = [EraRecord(full.header_rlp(n), full.body_rlp(n), full.receipts(n), n)
-                   for n in range(100)]
+        records = [
+            EraRecord(full.header_rlp(n), full.body_rlp(n), full.receipts(n), n) for n in range(100)
+        ]
         child = block_bytes(full.header_rlp(100), full.body_rlp(100))
     folder = tmp_path / "short"
     folder.mkdir()
     write_era1(folder, "sepolia", 0, records)
-    with EraArchive(folder) as history, \
-            LMDBStore(tmp_path / "db", sync=False, map_size=1 << 26) as store:
+    with (
+        EraArchive(folder) as history,
+        LMDBStore(tmp_path / "db", sync=False, map_size=1 << 26) as store,
+    ):
         vm = sepolia_vm(store, history)
         with pytest.raises(StoreError, match="cannot build"):
             vm.build_block()
@@ -174,22 +179,27 @@ def test_verifies_and_accepts_a_real_child_but_cannot_build(era_dir: Path,
         assert vm.last_accepted() == block.id
         reopened = sepolia_vm(store, history)
         assert reopened.get_ancestors(block.id, 3, BIG, 60.0) == [
-            child, *fallback_walk(reopened, block.parent_id, 2)]
+            child,
+            *fallback_walk(reopened, block.parent_id, 2),
+        ]
         with pytest.raises(StoreCorrupted, match="no block 0"):
             CChainVM(store, flavour=ETHEREUM, chain_id=SEPOLIA_CHAIN_ID)
 
 
-def test_store_that_does_not_continue_the_archive_is_refused(era_dir: Path,
-                                                              tmp_path: Path) -> None:
+def test_store_that_does_not_continue_the_archive_is_refused(era_dir: Path, tmp_path: Path) -> None:
     """Imported blocks above epoch 21 over an archive of epoch 0 alone: StoreCorrupted."""
-    with EraArchive(linked(tmp_path, era_dir, SECOND)) as history, \
-            LMDBStore(tmp_path / "db", sync=False, map_size=1 << 27) as store:
+    with (
+        EraArchive(linked(tmp_path, era_dir, SECOND)) as history,
+        LMDBStore(tmp_path / "db", sync=False, map_size=1 << 27) as store,
+    ):
         import_history(history, store, recent=10, chain_id=SEPOLIA_CHAIN_ID)
         other = tmp_path / "other"
         other.mkdir()
         (other / FIRST).symlink_to(era_dir / FIRST)
-        with EraArchive(other) as wrong, pytest.raises(StoreCorrupted,
-                                                       match="does not hold height 180213"):
+        with (
+            EraArchive(other) as wrong,
+            pytest.raises(StoreCorrupted, match="does not hold height 180213"),
+        ):
             sepolia_vm(store, wrong)
 
 
@@ -211,8 +221,7 @@ def test_wrong_configurations_are_value_errors(archive: EraArchive, tmp_path: Pa
 
 def test_build_stack_over_an_archive(archive: EraArchive) -> None:
     """build_stack(history=...) serves the archive's chain through every layer."""
-    stack = build_stack(MemoryStore(), flavour=ETHEREUM, chain_id=SEPOLIA_CHAIN_ID,
-                        history=archive)
+    stack = build_stack(MemoryStore(), flavour=ETHEREUM, chain_id=SEPOLIA_CHAIN_ID, history=archive)
     assert stack.last_accepted() == archive.hash(180223)
     assert stack.get_block_id_at_height(1) == archive.hash(1)
 
@@ -230,10 +239,10 @@ def test_export_then_verify_round_trips_a_generated_chain(tmp_path: Path) -> Non
         assert exported.verify() == paths[0].stat().st_size
         assert (exported.first, exported.last) == (0, 40)
         assert exported.hash(40) == vm.last_accepted()
-        served = CChainVM(MemoryStore(), flavour=ETHEREUM, clock=SimClock(START),
-                          history=exported)
-        assert served.get_ancestors(served.last_accepted(), 100, BIG, 60.0) == \
-            vm.get_ancestors(vm.last_accepted(), 100, BIG, 60.0)
+        served = CChainVM(MemoryStore(), flavour=ETHEREUM, clock=SimClock(START), history=exported)
+        assert served.get_ancestors(served.last_accepted(), 100, BIG, 60.0) == vm.get_ancestors(
+            vm.last_accepted(), 100, BIG, 60.0
+        )
     with pytest.raises(ValueError, match="already holds era1 files"):
         export_history(vm, out)
 
@@ -259,15 +268,17 @@ def test_damaged_archived_body_is_refused_on_both_paths(era_dir: Path, tmp_path:
     with EraArchive(folder) as history:
         vm = sepolia_vm(MemoryStore(), history)
         assert vm.get_ancestors(history.hash(5), 10, BIG, 60.0) == fallback_walk(
-            vm, history.hash(5), 5)
+            vm, history.hash(5), 5
+        )
         with pytest.raises(StoreCorrupted, match=FIRST):
             vm.get_ancestors(history.hash(0), 10, BIG, 60.0)
         with pytest.raises(StoreCorrupted, match=FIRST):
             vm.get_block(history.hash(0))
 
 
-def test_an_archive_starting_later_is_served_from_its_first_block(era_dir: Path,
-                                                                  tmp_path: Path) -> None:
+def test_an_archive_starting_later_is_served_from_its_first_block(
+    era_dir: Path, tmp_path: Path
+) -> None:
     """Epoch 21 alone over an empty store: the chain starts at its first block (a
     checkpoint), nothing below it is served, and a genesis cannot be given."""
     with EraArchive(linked(tmp_path, era_dir, SECOND)) as history:
@@ -278,10 +289,13 @@ def test_an_archive_starting_later_is_served_from_its_first_block(era_dir: Path,
             vm.get_block_id_at_height(0)
         assert len(vm.get_ancestors(history.hash(172040), 100, BIG, 60.0)) == 9
         with pytest.raises(ValueError, match="another genesis block"):
-            CChainVM(MemoryStore(), flavour=ETHEREUM, chain_id=SEPOLIA_CHAIN_ID,
-                     genesis=block_bytes(history.header_rlp(172032),
-                                         history.body_rlp(172032)),
-                     history=history)
+            CChainVM(
+                MemoryStore(),
+                flavour=ETHEREUM,
+                chain_id=SEPOLIA_CHAIN_ID,
+                genesis=block_bytes(history.header_rlp(172032), history.body_rlp(172032)),
+                history=history,
+            )
 
 
 def test_blocks_json_vectors_equal_what_the_vm_serves(archive: EraArchive) -> None:

@@ -19,8 +19,9 @@ TO = keccak256(b"mempool recipient")[12:]
 
 
 def _tx(nonce: int, gas: int = 21_000) -> DynamicFeeTx:
-    return DynamicFeeTx(chain_id=43114, nonce=nonce, max_fee_per_gas=50 * 10**9, gas=gas,
-                        to=TO).sign(KEY)
+    return DynamicFeeTx(
+        chain_id=43114, nonce=nonce, max_fee_per_gas=50 * 10**9, gas=gas, to=TO
+    ).sign(KEY)
 
 
 FUNDED = Account(balance=10**24)
@@ -73,15 +74,19 @@ def test_a_rejected_block_gives_back_its_extras_at_the_front() -> None:
     assert pool.take_extras()[0] == b"atomic"
 
 
-@pytest.mark.parametrize(("bad", "reason"), [
-    (attrs.evolve(_tx(0), chain_id=1), "chain"),
-    (_tx(0, gas=30_001), "exceeds"),
-    (_tx(0, gas=20_000), "intrinsic"),
-    (attrs.evolve(_tx(0), r=0), "signature r"),
-    (_tx(1), "duplicate"),
-])
-def test_what_no_block_could_carry_is_refused_with_its_reason(bad: DynamicFeeTx,
-                                                             reason: str) -> None:
+@pytest.mark.parametrize(
+    ("bad", "reason"),
+    [
+        (attrs.evolve(_tx(0), chain_id=1), "chain"),
+        (_tx(0, gas=30_001), "exceeds"),
+        (_tx(0, gas=20_000), "intrinsic"),
+        (attrs.evolve(_tx(0), r=0), "signature r"),
+        (_tx(1), "duplicate"),
+    ],
+)
+def test_what_no_block_could_carry_is_refused_with_its_reason(
+    bad: DynamicFeeTx, reason: str
+) -> None:
     """Another chain, gas above a block's or below intrinsic, a missing or bad signature,
     a duplicate: InvalidTransaction naming it, and nothing of the submission queued."""
     pool = Mempool(chain_id=43114, gas_limit=30_000, avalanche=False)

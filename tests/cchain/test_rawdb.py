@@ -63,7 +63,7 @@ def _rlp_list_payload(data: bytes) -> bytes:
     assert first >= 0xC0
     if first <= 0xF7:
         return data[1:]
-    return data[1 + first - 0xF7:]
+    return data[1 + first - 0xF7 :]
 
 
 def _rlp_list(payload: bytes) -> bytes:
@@ -143,8 +143,9 @@ def test_example_values_decode_to_their_block() -> None:
 def test_head_pointers_name_the_last_block() -> None:
     """The head pointer values of the example database all name the fixture's last block."""
     blocks = load_vectors("cchain_blocks.json")["blocks"]
-    last = max((b for b in blocks if b["name"].startswith("cchain-fixture/")),
-               key=lambda b: b["number"])
+    last = max(
+        (b for b in blocks if b["name"].startswith("cchain-fixture/")), key=lambda b: b["number"]
+    )
     for example in (e for e in _layout()["examples"] if "entries" not in e):
         assert decode_block_hash(_hex(example["value"])) == _hex(last["hash"])
 
@@ -220,8 +221,11 @@ def test_stored_hash_of_wrong_length_is_corruption(length: int) -> None:
 def test_key_builders_reject_bad_hashes() -> None:
     """A hash that is not 32 bytes of bytes is refused by every key builder."""
     builders: list[Callable[[Any], bytes]] = [
-        lambda h: CORETH.header_key(1, h), lambda h: CORETH.body_key(1, h),
-        lambda h: CORETH.receipts_key(1, h), CORETH.header_number_key]
+        lambda h: CORETH.header_key(1, h),
+        lambda h: CORETH.body_key(1, h),
+        lambda h: CORETH.receipts_key(1, h),
+        CORETH.header_number_key,
+    ]
     for build in builders:
         with pytest.raises(ValueError):
             build(b"\x00" * 31)
@@ -252,23 +256,30 @@ def test_parse_key_rejects_foreign_keys() -> None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(prefix=st.binary(max_size=40), number=st.integers(0, 2**64 - 1),
-       block_hash=st.binary(min_size=32, max_size=32))
+@given(
+    prefix=st.binary(max_size=40),
+    number=st.integers(0, 2**64 - 1),
+    block_hash=st.binary(min_size=32, max_size=32),
+)
 def test_parse_key_inverts_every_builder(prefix: bytes, number: int, block_hash: bytes) -> None:
     """parse_key recovers kind, number and hash from every key the schema builds."""
     schema = Schema(prefix)
     assert schema.parse_key(schema.header_key(number, block_hash)) == ParsedKey(
-        KeyKind.HEADER, number, block_hash)
+        KeyKind.HEADER, number, block_hash
+    )
     assert schema.parse_key(schema.body_key(number, block_hash)) == ParsedKey(
-        KeyKind.BODY, number, block_hash)
+        KeyKind.BODY, number, block_hash
+    )
     assert schema.parse_key(schema.receipts_key(number, block_hash)) == ParsedKey(
-        KeyKind.RECEIPTS, number, block_hash)
+        KeyKind.RECEIPTS, number, block_hash
+    )
     assert schema.parse_key(schema.canonical_hash_key(number)) == ParsedKey(
-        KeyKind.CANONICAL_HASH, number)
+        KeyKind.CANONICAL_HASH, number
+    )
     assert schema.parse_key(schema.header_number_key(block_hash)) == ParsedKey(
-        KeyKind.HEADER_NUMBER, block_hash=block_hash)
-    assert schema.parse_key(schema.last_settled_key()) == ParsedKey(
-        KeyKind.HEAD_FINALIZED_BLOCK)
+        KeyKind.HEADER_NUMBER, block_hash=block_hash
+    )
+    assert schema.parse_key(schema.last_settled_key()) == ParsedKey(KeyKind.HEAD_FINALIZED_BLOCK)
 
 
 def test_block_written_in_one_batch_reads_back() -> None:

@@ -323,10 +323,14 @@ def test_a_large_deeply_nested_body_is_refused_before_decoding() -> None:
 
 
 _encodable: st.SearchStrategy[Any] = st.recursive(
-    st.one_of(st.binary(max_size=80), st.binary(max_size=80).map(bytearray),
-              st.integers(0, 255).map(lambda b: bytes((b,)))),
-    lambda children: st.one_of(st.lists(children, max_size=6),
-                               st.lists(children, max_size=6).map(tuple)),
+    st.one_of(
+        st.binary(max_size=80),
+        st.binary(max_size=80).map(bytearray),
+        st.integers(0, 255).map(lambda b: bytes((b,))),
+    ),
+    lambda children: st.one_of(
+        st.lists(children, max_size=6), st.lists(children, max_size=6).map(tuple)
+    ),
     max_leaves=40,
 )
 

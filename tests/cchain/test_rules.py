@@ -38,25 +38,39 @@ CHAIN_ID = 43114
 TO = b"\x33" * 20
 
 
-def _legacy(nonce: int, *, chain_id: int | None = CHAIN_ID, gas: int = 21_000,
-            data: bytes = b"") -> LegacyTx:
+def _legacy(
+    nonce: int, *, chain_id: int | None = CHAIN_ID, gas: int = 21_000, data: bytes = b""
+) -> LegacyTx:
     tx = LegacyTx(nonce=nonce, gas_price=25 * 10**9, gas=gas, to=TO, data=data)
     return tx.sign(KEY, chain_id)
 
 
-def _dynamic(nonce: int, *, chain_id: int = CHAIN_ID, gas: int = 21_000,
-             data: bytes = b"") -> DynamicFeeTx:
-    return DynamicFeeTx(chain_id=chain_id, nonce=nonce, max_priority_fee_per_gas=1,
-                        max_fee_per_gas=50 * 10**9, gas=gas, to=TO, data=data).sign(KEY)
+def _dynamic(
+    nonce: int, *, chain_id: int = CHAIN_ID, gas: int = 21_000, data: bytes = b""
+) -> DynamicFeeTx:
+    return DynamicFeeTx(
+        chain_id=chain_id,
+        nonce=nonce,
+        max_priority_fee_per_gas=1,
+        max_fee_per_gas=50 * 10**9,
+        gas=gas,
+        to=TO,
+        data=data,
+    ).sign(KEY)
 
 
 def _item_encoding(tx: Transaction) -> bytes:
     return tx.encode()
 
 
-def _block_over(vm: CChainVM, txs: Sequence[Transaction], *,
-                withdrawals: Sequence[Withdrawal] | None = None, uncles: int = 0,
-                **changes: Any) -> bytes:
+def _block_over(
+    vm: CChainVM,
+    txs: Sequence[Transaction],
+    *,
+    withdrawals: Sequence[Withdrawal] | None = None,
+    uncles: int = 0,
+    **changes: Any,
+) -> bytes:
     """A block on the last accepted block carrying ``txs`` whose header commits to them
     and to their modelled receipts, then has ``changes`` applied: every rule but the ones
     ``txs`` or ``changes`` break holds."""
@@ -97,8 +111,12 @@ def test_a_consistent_block_of_crafted_transactions_verifies() -> None:
     """The helper's block (legacy EIP-155, unprotected and typed transactions) is valid, so
     each refusal below comes from the rule it breaks."""
     vm = new_vm(MemoryStore())
-    txs: list[Transaction] = [_legacy(0), _legacy(1, chain_id=None), _dynamic(2),
-                              _dynamic(3, gas=100_000, data=b"\xa9\x05\x9c\xbb" + bytes(64))]
+    txs: list[Transaction] = [
+        _legacy(0),
+        _legacy(1, chain_id=None),
+        _dynamic(2),
+        _dynamic(3, gas=100_000, data=b"\xa9\x05\x9c\xbb" + bytes(64)),
+    ]
     block = vm.parse_block(_block_over(vm, txs))
     block.verify()
     block.accept()
@@ -118,8 +136,11 @@ def test_intrinsic_gas_beyond_the_gas_limit_is_invalid() -> None:
 def test_a_gas_limit_below_the_intrinsic_gas_is_invalid() -> None:
     """A transaction that cannot pay its own intrinsic gas makes the block invalid."""
     vm = new_vm(MemoryStore())
-    _refused(vm, _block_over(vm, [_dynamic(0, gas=21_500, data=b"\x01" * 100)]),
-             "below its intrinsic gas")
+    _refused(
+        vm,
+        _block_over(vm, [_dynamic(0, gas=21_500, data=b"\x01" * 100)]),
+        "below its intrinsic gas",
+    )
 
 
 def test_a_transaction_gas_limit_above_the_block_gas_limit_is_invalid() -> None:
@@ -128,44 +149,57 @@ def test_a_transaction_gas_limit_above_the_block_gas_limit_is_invalid() -> None:
     _refused(vm, _block_over(vm, [_dynamic(0, gas=GAS_LIMIT + 1)]), "exceeds the block's")
 
 
-@pytest.mark.parametrize("make", [
-    lambda: _legacy(0, chain_id=1),
-    lambda: _dynamic(0, chain_id=1),
-    lambda: AccessListTx(chain_id=CHAIN_ID + 1, nonce=0, gas_price=1, gas=21_000,
-                         to=TO).sign(KEY),
-], ids=["legacy-eip155", "dynamic-fee", "access-list"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: _legacy(0, chain_id=1),
+        lambda: _dynamic(0, chain_id=1),
+        lambda: AccessListTx(chain_id=CHAIN_ID + 1, nonce=0, gas_price=1, gas=21_000, to=TO).sign(
+            KEY
+        ),
+    ],
+    ids=["legacy-eip155", "dynamic-fee", "access-list"],
+)
 def test_a_transaction_signed_for_another_chain_is_invalid(make: Any) -> None:
     """EIP-155 legacy and typed transactions of another chain are refused."""
     vm = new_vm(MemoryStore())
     _refused(vm, _block_over(vm, [_legacy(0), make()]), "is signed for chain")
 
 
-@pytest.mark.parametrize(("changes", "reason"), [
-    ({"v": 2**200}, "is signed for chain"),
-    ({"v": 30}, "neither 27/28 nor EIP-155"),
-    ({"v": 0}, "neither 27/28 nor EIP-155"),
-    ({"r": 0}, "r is out of range"),
-    ({"r": SECP256K1_N}, "r is out of range"),
-    ({"s": 0}, "s is out of range"),
-    ({"s": SECP256K1_HALF_N + 1}, "s is out of range"),
-    ({"s": SECP256K1_N + 5}, "s is out of range"),
-])
-def test_legacy_signature_values_out_of_range_are_invalid(changes: dict[str, Any],
-                                                          reason: str) -> None:
+@pytest.mark.parametrize(
+    ("changes", "reason"),
+    [
+        ({"v": 2**200}, "is signed for chain"),
+        ({"v": 30}, "neither 27/28 nor EIP-155"),
+        ({"v": 0}, "neither 27/28 nor EIP-155"),
+        ({"r": 0}, "r is out of range"),
+        ({"r": SECP256K1_N}, "r is out of range"),
+        ({"s": 0}, "s is out of range"),
+        ({"s": SECP256K1_HALF_N + 1}, "s is out of range"),
+        ({"s": SECP256K1_N + 5}, "s is out of range"),
+    ],
+)
+def test_legacy_signature_values_out_of_range_are_invalid(
+    changes: dict[str, Any], reason: str
+) -> None:
     """A legacy v far out of range, r or s zero or at least the order, and a high s."""
     vm = new_vm(MemoryStore())
     bad = attrs.evolve(_legacy(1), **changes)
     _refused(vm, _block_over(vm, [_legacy(0), bad]), reason)
 
 
-@pytest.mark.parametrize(("changes", "reason"), [
-    ({"y_parity": 2}, "y parity"),
-    ({"y_parity": 2**255}, "y parity"),
-    ({"r": 0}, "r is out of range"),
-    ({"s": SECP256K1_N - 1}, "s is out of range"),
-])
-def test_typed_signature_values_out_of_range_are_invalid(changes: dict[str, Any],
-                                                         reason: str) -> None:
+@pytest.mark.parametrize(
+    ("changes", "reason"),
+    [
+        ({"y_parity": 2}, "y parity"),
+        ({"y_parity": 2**255}, "y parity"),
+        ({"r": 0}, "r is out of range"),
+        ({"s": SECP256K1_N - 1}, "s is out of range"),
+    ],
+)
+def test_typed_signature_values_out_of_range_are_invalid(
+    changes: dict[str, Any], reason: str
+) -> None:
     """A typed transaction's y parity must be 0 or 1, its r and s in range with a low s."""
     vm = new_vm(MemoryStore())
     bad = attrs.evolve(_dynamic(1), **changes)
@@ -173,7 +207,8 @@ def test_typed_signature_values_out_of_range_are_invalid(changes: dict[str, Any]
 
 
 def test_a_bad_signature_is_found_before_any_sender_is_recovered(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The range checks of every transaction run before the first recovery: a block whose
     last transaction has a zero s costs no recovery at all."""
     import vmstack.cchain.types.transactions as types
@@ -195,13 +230,15 @@ def test_a_bad_signature_is_found_before_any_sender_is_recovered(
     assert calls == 0
 
 
-@pytest.mark.parametrize(("field", "value", "reason"), [
-    ("receipt_root", b"\x11" * 32, "receipts root"),
-    ("gas_used", 21_001, "gas used"),
-    ("bloom", b"\xff" * 256, "logs bloom"),
-])
-def test_receipt_commitments_must_match_the_execution(field: str, value: Any,
-                                                      reason: str) -> None:
+@pytest.mark.parametrize(
+    ("field", "value", "reason"),
+    [
+        ("receipt_root", b"\x11" * 32, "receipts root"),
+        ("gas_used", 21_001, "gas used"),
+        ("bloom", b"\xff" * 256, "logs bloom"),
+    ],
+)
+def test_receipt_commitments_must_match_the_execution(field: str, value: Any, reason: str) -> None:
     """Receipts root, gas used and bloom are those the block's own execution produces."""
     vm = new_vm(MemoryStore())
     txs = [_dynamic(0), _dynamic(1, gas=100_000, data=b"\xa9\x05\x9c\xbb" + bytes(64))]
@@ -215,13 +252,13 @@ def test_a_block_must_carry_the_chains_gas_limit() -> None:
     _refused(vm, _block_over(vm, [_dynamic(0)], gas_limit=GAS_LIMIT * 100), "gas limit")
 
 
-def test_a_replaying_vm_takes_receipt_commitments_as_given_but_keeps_the_other_rules(
-        ) -> None:
+def test_a_replaying_vm_takes_receipt_commitments_as_given_but_keeps_the_other_rules() -> None:
     """replay=True: a receipts root the model cannot reproduce verifies, a transaction of
     another chain still does not."""
     vm = new_vm(MemoryStore(), replay=True)
-    ok = vm.parse_block(_block_over(vm, [_dynamic(0)], receipt_root=b"\x11" * 32,
-                                    gas_limit=8_000_000))
+    ok = vm.parse_block(
+        _block_over(vm, [_dynamic(0)], receipt_root=b"\x11" * 32, gas_limit=8_000_000)
+    )
     ok.verify()
     ok.accept()
     _refused(vm, _block_over(vm, [_dynamic(1, chain_id=1)]), "is signed for chain")
@@ -231,8 +268,10 @@ def test_more_withdrawals_than_allowed_are_invalid() -> None:
     """An Ethereum block carries at most MAX_WITHDRAWALS withdrawals, counted before the
     body is decoded."""
     vm = new_vm(MemoryStore(), flavour=ETHEREUM)
-    many = [Withdrawal(index=i, validator_index=i, address=TO, amount=1)
-            for i in range(MAX_WITHDRAWALS + 1)]
+    many = [
+        Withdrawal(index=i, validator_index=i, address=TO, amount=1)
+        for i in range(MAX_WITHDRAWALS + 1)
+    ]
     _refused(vm, _block_over(vm, [], withdrawals=many), "withdrawals")
     fine = vm.parse_block(_block_over(vm, [], withdrawals=many[:MAX_WITHDRAWALS]))
     fine.verify()
@@ -241,8 +280,11 @@ def test_more_withdrawals_than_allowed_are_invalid() -> None:
 def test_uncles_are_bounded_and_absent_on_avalanche() -> None:
     """An Ethereum block carries at most MAX_UNCLES uncles; a C-chain block none."""
     eth = new_vm(MemoryStore(), flavour=ETHEREUM)
-    _refused(eth, _block_over(eth, [], withdrawals=[], uncles=MAX_UNCLES + 1),
-             f"more than {MAX_UNCLES} uncles")
+    _refused(
+        eth,
+        _block_over(eth, [], withdrawals=[], uncles=MAX_UNCLES + 1),
+        f"more than {MAX_UNCLES} uncles",
+    )
     avalanche = new_vm(MemoryStore())
     _refused(avalanche, _block_over(avalanche, [], uncles=1), "no uncles")
 
@@ -256,8 +298,7 @@ def test_more_transactions_than_the_gas_limit_pays_for_are_refused_unread() -> N
 
 def test_check_transaction_rules_accepts_unprotected_legacy_transactions() -> None:
     """Consensus still accepts a legacy transaction without a chain ID (v = 27/28)."""
-    check_transaction_rules([_legacy(0, chain_id=None)], chain_id=CHAIN_ID,
-                            gas_limit=GAS_LIMIT)
+    check_transaction_rules([_legacy(0, chain_id=None)], chain_id=CHAIN_ID, gas_limit=GAS_LIMIT)
 
 
 @pytest.mark.parametrize("txs", [0, 4, 12])

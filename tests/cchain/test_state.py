@@ -38,10 +38,12 @@ TO = keccak256(b"state recipient")[12:]
 POOR = keccak256(b"state: an unfunded key")
 
 
-def _transfer(nonce: int, *, key: int | bytes = DEV_KEYS[0], value: int = 10**18,
-              to: bytes = TO) -> DynamicFeeTx:
-    return DynamicFeeTx(chain_id=43114, nonce=nonce, max_fee_per_gas=50 * 10**9, gas=21_000,
-                        to=to, value=value).sign(key)
+def _transfer(
+    nonce: int, *, key: int | bytes = DEV_KEYS[0], value: int = 10**18, to: bytes = TO
+) -> DynamicFeeTx:
+    return DynamicFeeTx(
+        chain_id=43114, nonce=nonce, max_fee_per_gas=50 * 10**9, gas=21_000, to=to, value=value
+    ).sign(key)
 
 
 def _crafted(vm: CChainVM, txs: Sequence[Transaction]) -> bytes:
@@ -66,10 +68,15 @@ def _accept_one(vm: CChainVM, txs: Sequence[Transaction]) -> None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.lists(st.tuples(st.integers(0, 40), st.integers(0, 3),
-                                   st.integers(0, 10**20)), max_size=12), max_size=8))
-def test_the_state_root_equals_the_trie_packages(batches: list[list[tuple[int, int, int]]]
-                                                  ) -> None:
+@given(
+    st.lists(
+        st.lists(
+            st.tuples(st.integers(0, 40), st.integers(0, 3), st.integers(0, 10**20)), max_size=12
+        ),
+        max_size=8,
+    )
+)
+def test_the_state_root_equals_the_trie_packages(batches: list[list[tuple[int, int, int]]]) -> None:
     """Random account updates (an empty account removes one), batch by batch: the root of
     the persistent trie equals HexaryTrie's after every batch, and earlier tries keep
     theirs."""
@@ -118,8 +125,11 @@ def test_a_replayed_transaction_is_refused_naming_index_sender_and_nonces() -> N
     _accept_one(vm, [first])
     block = vm.parse_block(_crafted(vm, [first]))
     sender = "0x" + address_of(DEV_KEYS[0]).hex()
-    with pytest.raises(InvalidBlock, match=f"transaction 0 from {sender} has nonce 0, "
-                                           r"expected 1 \(a replay\)"):
+    with pytest.raises(
+        InvalidBlock,
+        match=f"transaction 0 from {sender} has nonce 0, "
+        r"expected 1 \(a replay\)",
+    ):
         block.verify()
     assert vm.processing() == ()
 
@@ -127,8 +137,11 @@ def test_a_replayed_transaction_is_refused_naming_index_sender_and_nonces() -> N
 def test_a_nonce_gap_is_refused() -> None:
     vm = new_vm(MemoryStore())
     block = vm.parse_block(_crafted(vm, [_transfer(0), _transfer(2)]))
-    with pytest.raises(InvalidBlock, match=r"transaction 1 from 0x[0-9a-f]{40} has nonce 2, "
-                                           r"expected 1 \(a nonce gap\)"):
+    with pytest.raises(
+        InvalidBlock,
+        match=r"transaction 1 from 0x[0-9a-f]{40} has nonce 2, "
+        r"expected 1 \(a nonce gap\)",
+    ):
         block.verify()
 
 
@@ -136,8 +149,11 @@ def test_a_double_spend_within_one_block_is_refused() -> None:
     vm = new_vm(MemoryStore())
     tx = _transfer(0)
     block = vm.parse_block(_crafted(vm, [tx, tx]))
-    with pytest.raises(InvalidBlock, match=r"transaction 1 .* nonce 0, expected 1 "
-                                           r"\(a replay\)"):
+    with pytest.raises(
+        InvalidBlock,
+        match=r"transaction 1 .* nonce 0, expected 1 "
+        r"\(a replay\)",
+    ):
         block.verify()
 
 
@@ -145,8 +161,11 @@ def test_an_unaffordable_transfer_is_refused() -> None:
     vm = new_vm(MemoryStore())
     block = vm.parse_block(_crafted(vm, [_transfer(0), _transfer(0, key=POOR)]))
     poor = "0x" + address_of(POOR).hex()
-    with pytest.raises(InvalidBlock, match=f"transaction 1 from {poor} \\(nonce 0, expected "
-                                           r"0\) costs up to .* \(unaffordable\)"):
+    with pytest.raises(
+        InvalidBlock,
+        match=f"transaction 1 from {poor} \\(nonce 0, expected "
+        r"0\) costs up to .* \(unaffordable\)",
+    ):
         block.verify()
 
 
@@ -239,14 +258,18 @@ def test_a_duplicate_submission_is_refused_as_a_duplicate() -> None:
 
 def test_a_geth_style_genesis_file_allocates_balances_code_and_nonces() -> None:
     funded, contract = address_of(DEV_KEYS[5]), keccak256(b"contract")[12:]
-    text = json.dumps({
-        "config": {"chainId": 1337},
-        "gasLimit": "0x1c9c380",
-        "timestamp": "0x10",
-        "extraData": "0x01",
-        "alloc": {funded.hex(): {"balance": "1000000000000000000000"},
-                  "0x" + contract.hex(): {"balance": "0x0", "code": "0x6000", "nonce": "1"}},
-    })
+    text = json.dumps(
+        {
+            "config": {"chainId": 1337},
+            "gasLimit": "0x1c9c380",
+            "timestamp": "0x10",
+            "extraData": "0x01",
+            "alloc": {
+                funded.hex(): {"balance": "1000000000000000000000"},
+                "0x" + contract.hex(): {"balance": "0x0", "code": "0x6000", "nonce": "1"},
+            },
+        }
+    )
     genesis = Genesis.from_json(text)
     vm = CChainVM(MemoryStore(), genesis=genesis)
     assert vm.chain_id == 1337 and vm.gas_limit == 30_000_000
@@ -263,5 +286,4 @@ def test_a_geth_style_genesis_file_allocates_balances_code_and_nonces() -> None:
 def test_an_unfunded_sender_is_refused_at_submission() -> None:
     vm = new_vm(MemoryStore())
     with pytest.raises(InvalidTransaction, match="balance"):
-        vm.add_transactions([LegacyTx(nonce=0, gas_price=25 * 10**9, gas=21_000,
-                                      to=TO).sign(POOR)])
+        vm.add_transactions([LegacyTx(nonce=0, gas_price=25 * 10**9, gas=21_000, to=TO).sign(POOR)])

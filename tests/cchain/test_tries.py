@@ -45,8 +45,9 @@ def _built(flavour: Flavour) -> tuple[CChainVM, CChainBlock]:
     """A VM of ``flavour`` and a block it built with a transaction and extData (Avalanche)
     or withdrawals (Ethereum), not verified."""
     vm = new_vm(MemoryStore(), flavour=flavour)
-    vm.add_transactions([DynamicFeeTx(chain_id=43114, max_fee_per_gas=50 * 10**9, gas=21_000,
-                                      to=TO).sign(KEY)])
+    vm.add_transactions(
+        [DynamicFeeTx(chain_id=43114, max_fee_per_gas=50 * 10**9, gas=21_000, to=TO).sign(KEY)]
+    )
     if flavour is AVALANCHE:
         vm.add_ext_data(b"atomic")
     else:
@@ -80,16 +81,21 @@ def test_seal_build_and_check_body_agree_with_body_commitments(flavour: Flavour)
 WRONG = b"\x01" * 32
 
 
-@pytest.mark.parametrize(("flavour", "field", "named"), [
-    (ETHEREUM, "tx_root", "transactions root"),
-    (ETHEREUM, "uncle_hash", "uncle hash"),
-    (ETHEREUM, "withdrawals_hash", "withdrawals root"),
-    (AVALANCHE, "tx_root", "transactions root"),
-    (AVALANCHE, "uncle_hash", "uncle hash"),
-    (AVALANCHE, "ext_data_hash", "ExtDataHash"),
-], ids=lambda value: value if isinstance(value, str) else getattr(value, "name", None))
+@pytest.mark.parametrize(
+    ("flavour", "field", "named"),
+    [
+        (ETHEREUM, "tx_root", "transactions root"),
+        (ETHEREUM, "uncle_hash", "uncle hash"),
+        (ETHEREUM, "withdrawals_hash", "withdrawals root"),
+        (AVALANCHE, "tx_root", "transactions root"),
+        (AVALANCHE, "uncle_hash", "uncle hash"),
+        (AVALANCHE, "ext_data_hash", "ExtDataHash"),
+    ],
+    ids=lambda value: value if isinstance(value, str) else getattr(value, "name", None),
+)
 def test_a_wrong_commitment_fails_every_path_naming_the_same_field(
-        flavour: Flavour, field: str, named: str) -> None:
+    flavour: Flavour, field: str, named: str
+) -> None:
     """One wrong commitment in a header: check_body_commitments, check_body and verify all
     raise InvalidBlock naming that field."""
     vm, block = _built(flavour)
@@ -109,8 +115,10 @@ def test_the_zero_ext_data_hash_of_empty_ext_data_holds_before_apricot_phase_1()
     empty = AVALANCHE.body()
     check_body_commitments(AvalancheHeader(ext_data_hash=ZERO_HASH), body_commitments(empty))
     with pytest.raises(InvalidBlock, match="ExtDataHash"):
-        check_body_commitments(AvalancheHeader(ext_data_hash=ZERO_HASH),
-                               body_commitments(AVALANCHE.body(ext_data=b"atomic")))
+        check_body_commitments(
+            AvalancheHeader(ext_data_hash=ZERO_HASH),
+            body_commitments(AVALANCHE.body(ext_data=b"atomic")),
+        )
 
 
 def test_a_header_and_body_disagreeing_on_withdrawals_is_named() -> None:
@@ -126,9 +134,10 @@ def _receipts_with_logs() -> list[Receipt]:
     """Three receipts as execution makes them (each bloom its logs' bloom), one without
     logs."""
     logs = [Log(address=TO, topics=(keccak256(b"topic %d" % i),), data=b"d") for i in range(2)]
-    return [Receipt(cumulative_gas_used=21_000 * (i + 1), logs=tuple(found),
-                    bloom=logs_bloom(found))
-            for i, found in enumerate(([logs[0]], [], [logs[1]]))]
+    return [
+        Receipt(cumulative_gas_used=21_000 * (i + 1), logs=tuple(found), bloom=logs_bloom(found))
+        for i, found in enumerate(([logs[0]], [], [logs[1]]))
+    ]
 
 
 @pytest.mark.parametrize("flavour", [ETHEREUM, AVALANCHE], ids=["ethereum", "avalanche"])
@@ -137,14 +146,18 @@ def test_seal_build_and_verify_agree_on_the_receipts_commitments(flavour: Flavou
     (with its gas used) passes the rule, and a built block commits to its own receipts."""
     receipts = _receipts_with_logs()
     expected = receipt_commitments(receipts)
-    header = flavour.seal(flavour.header_type(gas_used=expected.gas_used), flavour.body([]),
-                          receipts).header
+    header = flavour.seal(
+        flavour.header_type(gas_used=expected.gas_used), flavour.body([]), receipts
+    ).header
     assert (header.receipt_root, header.bloom) == (expected.receipt_root, expected.bloom)
     check_receipts_commitments(header, receipts)
     _, block = _built(flavour)
     built = receipt_commitments(block.receipts)
     assert (block.header.gas_used, block.header.receipt_root, block.header.bloom) == (
-        built.gas_used, built.receipt_root, built.bloom)
+        built.gas_used,
+        built.receipt_root,
+        built.bloom,
+    )
 
 
 def test_the_bloom_of_consistent_receipts_is_the_bloom_of_all_their_logs() -> None:

@@ -40,10 +40,16 @@ KEY = DEV_KEYS[0]
 TO = keccak256(b"test recipient")[12:]
 
 
-def _tx(nonce: int, *, gas: int = 21_000, data: bytes = b"", chain_id: int = 43114
-        ) -> DynamicFeeTx:
-    return DynamicFeeTx(chain_id=chain_id, nonce=nonce, max_priority_fee_per_gas=1,
-                        max_fee_per_gas=50 * 10**9, gas=gas, to=TO, data=data).sign(KEY)
+def _tx(nonce: int, *, gas: int = 21_000, data: bytes = b"", chain_id: int = 43114) -> DynamicFeeTx:
+    return DynamicFeeTx(
+        chain_id=chain_id,
+        nonce=nonce,
+        max_priority_fee_per_gas=1,
+        max_fee_per_gas=50 * 10**9,
+        gas=gas,
+        to=TO,
+        data=data,
+    ).sign(KEY)
 
 
 class CountingStore:
@@ -123,16 +129,22 @@ def test_a_store_with_a_chain_keeps_it() -> None:
     ids = _accept_chain(vm, 3)
     again = new_vm(store, genesis_timestamp=99)
     assert again.last_accepted() == ids[-1]
-    other = AVALANCHE.encode_block(genesis_block(AVALANCHE, chain_id=43114,
-                                                 genesis=default_genesis(timestamp=1)))
+    other = AVALANCHE.encode_block(
+        genesis_block(AVALANCHE, chain_id=43114, genesis=default_genesis(timestamp=1))
+    )
     with pytest.raises(ValueError):
         CChainVM(store, genesis=other)
 
 
 def test_constructor_rejects_bad_arguments() -> None:
     """Bad chain id, settle lag, cache size or flavour are ValueErrors."""
-    for options in ({"chain_id": 0}, {"settle_lag": -1}, {"cache_size": 0},
-                    {"flavour": "avalanche"}, {"genesis_timestamp": -1}):
+    for options in (
+        {"chain_id": 0},
+        {"settle_lag": -1},
+        {"cache_size": 0},
+        {"flavour": "avalanche"},
+        {"genesis_timestamp": -1},
+    ):
         with pytest.raises(ValueError):
             CChainVM(MemoryStore(), **options)
 
@@ -254,17 +266,20 @@ def _candidate(vm: CChainVM) -> CChainBlock:
     return vm.build_block()
 
 
-@pytest.mark.parametrize("changes", [
-    {"number": 5},
-    {"number": 1},
-    {"time": int(START) - 1},
-    {"time": int(START) + MAX_FUTURE_SECONDS + 1},
-    {"gas_used": GAS_LIMIT + 1},
-    {"tx_root": bytes(32)},
-    {"uncle_hash": bytes(32)},
-    {"ext_data_hash": keccak256(b"other")},
-    {"parent_hash": keccak256(b"unknown parent")},
-])
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"number": 5},
+        {"number": 1},
+        {"time": int(START) - 1},
+        {"time": int(START) + MAX_FUTURE_SECONDS + 1},
+        {"gas_used": GAS_LIMIT + 1},
+        {"tx_root": bytes(32)},
+        {"uncle_hash": bytes(32)},
+        {"ext_data_hash": keccak256(b"other")},
+        {"parent_hash": keccak256(b"unknown parent")},
+    ],
+)
 def test_verify_refuses_a_block_that_breaks_a_rule(changes: dict[str, Any]) -> None:
     """Height, timestamps, gas, commitments and a known parent are each checked."""
     vm = new_vm(MemoryStore())
@@ -410,7 +425,8 @@ def test_two_vms_over_one_store_see_each_others_blocks() -> None:
     more = build_chain(second, 2)
     assert first.last_accepted() == more[-1]
     assert first.get_ancestors(more[-1], 100, 10**7, 1.0) == second.get_ancestors(
-        more[-1], 100, 10**7, 1.0)
+        more[-1], 100, 10**7, 1.0
+    )
     assert first.get_block_id_at_height(5) == more[-1]
 
 
@@ -464,11 +480,14 @@ def test_the_cache_is_never_filled_for_an_unsettled_height() -> None:
     sibling = vm.parse_block(tampered(vm, vm.get_block(ids[6]), extra=b"reorg"))
     schema = vm.schema
     with store.write_batch() as batch:
-        rawdb.write_block(batch, schema, 7, sibling.id, sibling.header_rlp(),
-                          sibling.body_rlp())
-        rawdb.write_integrity(batch, schema, 7, sibling.id,
-                              checksum(schema.integrity_key(7, sibling.id),
-                                             bytes(sibling)))
+        rawdb.write_block(batch, schema, 7, sibling.id, sibling.header_rlp(), sibling.body_rlp())
+        rawdb.write_integrity(
+            batch,
+            schema,
+            7,
+            sibling.id,
+            checksum(schema.integrity_key(7, sibling.id), bytes(sibling)),
+        )
         rawdb.write_canonical_hash(batch, schema, 7, sibling.id)
     assert vm.get_block_id_at_height(7) == sibling.id
     assert 7 not in vm.cache

@@ -46,15 +46,20 @@ def test_truncated_blocks_are_invalid(sample: tuple[CChainVM, list[bytes]]) -> N
             vm.parse_block(data[:length])
 
 
-@pytest.mark.parametrize("mutate", [
-    lambda data: data + b"\x00",
-    lambda data: b"\xf9\xff\xff" + data[3:],
-    lambda data: data[:3] + b"\xf8" + data[4:],
-    lambda data: list_prefix(len(data) + 10) + data,
-    lambda data: b"\xbf" + b"\xff" * 8 + data,
-], ids=["trailing byte", "long outer length", "header prefix", "wrapped", "2**64 length"])
-def test_broken_framing_is_invalid(sample: tuple[CChainVM, list[bytes]],
-                                   mutate: Callable[[bytes], bytes]) -> None:
+@pytest.mark.parametrize(
+    "mutate",
+    [
+        lambda data: data + b"\x00",
+        lambda data: b"\xf9\xff\xff" + data[3:],
+        lambda data: data[:3] + b"\xf8" + data[4:],
+        lambda data: list_prefix(len(data) + 10) + data,
+        lambda data: b"\xbf" + b"\xff" * 8 + data,
+    ],
+    ids=["trailing byte", "long outer length", "header prefix", "wrapped", "2**64 length"],
+)
+def test_broken_framing_is_invalid(
+    sample: tuple[CChainVM, list[bytes]], mutate: Callable[[bytes], bytes]
+) -> None:
     """Trailing bytes, wrong or huge declared lengths: InvalidBlock, nothing allocated."""
     vm, blocks = sample
     with pytest.raises(InvalidBlock):
@@ -71,10 +76,10 @@ def test_wrong_body_shapes_are_invalid(sample: tuple[CChainVM, list[bytes]]) -> 
     fields = body[payload_start:]
     version_at = fields.rindex(b"\xc0\x80")  # empty uncles, then version 0
     variants = [
-        fields + b"\x80",                                   # a fifth field
-        fields[:version_at + 1],                            # version and extData missing
-        b"\x80" + fields[fields.index(b"\xc0", 1):],        # a string for the transactions
-        fields[:version_at + 1] + b"\x00" + fields[version_at + 2:],  # non-canonical version
+        fields + b"\x80",  # a fifth field
+        fields[: version_at + 1],  # version and extData missing
+        b"\x80" + fields[fields.index(b"\xc0", 1) :],  # a string for the transactions
+        fields[: version_at + 1] + b"\x00" + fields[version_at + 2 :],  # non-canonical version
     ]
     for payload in variants:
         data = list_prefix(len(header) + len(payload)) + header + payload
@@ -91,7 +96,8 @@ def test_non_bytes_input_is_an_invalid_block() -> None:
 
 
 def test_a_bad_element_fails_the_whole_batch_naming_its_index(
-        sample: tuple[CChainVM, list[bytes]]) -> None:
+    sample: tuple[CChainVM, list[bytes]],
+) -> None:
     """batched_parse_block raises InvalidBlock with the index; nothing becomes processing."""
     vm, blocks = sample
     fresh = CChainVM(vm.store)
@@ -103,8 +109,9 @@ def test_a_bad_element_fails_the_whole_batch_naming_its_index(
     assert fresh.batched_parse_block([]) == []
 
 
-def test_a_repeated_block_is_parsed_once(sample: tuple[CChainVM, list[bytes]],
-                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_repeated_block_is_parsed_once(
+    sample: tuple[CChainVM, list[bytes]], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A batch repeating one block's bytes (as bytes and as views) answers one block per
     element, in order, and parses each distinct block once; a bad repeated element still
     fails the batch at its first index."""
@@ -137,8 +144,13 @@ def test_tampered_bodies_fail_verify_and_never_replace_a_known_block() -> None:
     from vmstack.cchain import DEV_KEYS, DynamicFeeTx, address_of
 
     nonce = vm.account(address_of(DEV_KEYS[3])).nonce
-    vm.add_transactions([DynamicFeeTx(chain_id=43114, nonce=nonce, max_fee_per_gas=10**11,
-                                      gas=21_000, to=b"\x11" * 20).sign(DEV_KEYS[3])])
+    vm.add_transactions(
+        [
+            DynamicFeeTx(
+                chain_id=43114, nonce=nonce, max_fee_per_gas=10**11, gas=21_000, to=b"\x11" * 20
+            ).sign(DEV_KEYS[3])
+        ]
+    )
     block = vm.build_block()
     data = bytearray(bytes(block))
     data[-60] ^= 0x04
@@ -155,11 +167,13 @@ def test_tampered_bodies_fail_verify_and_never_replace_a_known_block() -> None:
         CChainVM(vm.store).parse_block(bytes(data)).verify()
 
 
-@settings(max_examples=50, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(st.data())
-def test_mutated_blocks_raise_only_invalid_block(sample: tuple[CChainVM, list[bytes]],
-                                                 data: st.DataObject) -> None:
+def test_mutated_blocks_raise_only_invalid_block(
+    sample: tuple[CChainVM, list[bytes]], data: st.DataObject
+) -> None:
     """Bit flips, cuts and insertions in a valid block: parse and verify either succeed or
     raise InvalidBlock, and a failed verify leaves nothing processing."""
     vm, blocks = sample
@@ -203,10 +217,16 @@ def test_a_transaction_whose_sender_cannot_be_recovered_fails_verify(damage: str
     from vmstack.errors import InvalidTransaction
     from vmstack.store import MemoryStore
 
-    good = sign_transaction(DynamicFeeTx(chain_id=43114, max_fee_per_gas=10**10, gas=21000,
-                                         to=b"\x11" * 20), DEV_KEYS[0], 43114)
-    bad = {"r=0": attrs.evolve(good, r=0), "y_parity=2": attrs.evolve(good, y_parity=2),
-           "high s": attrs.evolve(good, s=SECP256K1_N - good.s, y_parity=1 - good.y_parity)}
+    good = sign_transaction(
+        DynamicFeeTx(chain_id=43114, max_fee_per_gas=10**10, gas=21000, to=b"\x11" * 20),
+        DEV_KEYS[0],
+        43114,
+    )
+    bad = {
+        "r=0": attrs.evolve(good, r=0),
+        "y_parity=2": attrs.evolve(good, y_parity=2),
+        "high s": attrs.evolve(good, s=SECP256K1_N - good.s, y_parity=1 - good.y_parity),
+    }
     clock = SimClock(1.7e9)
     vm = CChainVM(MemoryStore(), clock=clock)
     with pytest.raises(InvalidTransaction):

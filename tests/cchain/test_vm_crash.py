@@ -63,13 +63,17 @@ def _complete(vm: CChainVM, store: LMDBStore) -> int:
 
 
 @pytest.mark.parametrize(("seed", "settle_lag"), [(1, 0), (2, 3)])
-def test_a_killed_writer_never_leaves_a_half_written_block(tmp_path: Path, seed: int,
-                                                           settle_lag: int) -> None:
+def test_a_killed_writer_never_leaves_a_half_written_block(
+    tmp_path: Path, seed: int, settle_lag: int
+) -> None:
     """Kill the writer at a random moment; the reopened store's chain is whole and both
     paths serve the same answer from its head."""
     path = tmp_path / "db"
-    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(path), str(settle_lag),
-                               str(seed)], stdout=subprocess.PIPE, text=True)
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(path), str(settle_lag), str(seed)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert writer.stdout is not None
         assert writer.stdout.readline().strip() == "ready"
@@ -84,8 +88,9 @@ def test_a_killed_writer_never_leaves_a_half_written_block(tmp_path: Path, seed:
         tip = vm.last_accepted()
         answer = vm.get_ancestors(tip, 10_000, MAX_CONTAINERS_LEN * 64, 60.0)
         assert len(answer) == height + 1
-        assert answer[:20] == serial_get_ancestors(vm, tip, max_blocks_num=20,
-                                                   max_retrieval_time=60.0)
+        assert answer[:20] == serial_get_ancestors(
+            vm, tip, max_blocks_num=20, max_retrieval_time=60.0
+        )
         _state_is_the_tip_s(store, vm)
 
 
@@ -104,6 +109,6 @@ def _state_is_the_tip_s(store: LMDBStore, vm: CChainVM) -> None:
     with store.snapshot() as snap:
         for key, value in snap.iterate(prefix):
             account = read_account_record(key, value)
-            reference[keccak256(bytes(key[len(prefix):]))] = account.encode()
+            reference[keccak256(bytes(key[len(prefix) :]))] = account.encode()
     assert head_block == tip
     assert head_root == reference.root_hash == vm.get_block(tip).header.state_root

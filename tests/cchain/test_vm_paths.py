@@ -79,12 +79,17 @@ def test_fast_path_equals_the_fallback_walk(chain: tuple[CChainVM, list[bytes]])
         assert vm.get_ancestors(start, 10_000, MAX_CONTAINERS_LEN, 60.0) == full
         for count, size in _budgets([len(data) for data in full]):
             fast = vm.get_ancestors(start, count, size, 60.0)
-            slow = serial_get_ancestors(vm, start, max_blocks_num=count, max_blocks_size=size,
-                                        max_retrieval_time=60.0)
+            slow = serial_get_ancestors(
+                vm, start, max_blocks_num=count, max_blocks_size=size, max_retrieval_time=60.0
+            )
             assert fast == slow, (count, size)
-            assert fast == full[:len(fast)]
-            assert get_ancestors(vm, start, max_blocks_num=count, max_blocks_size=size,
-                                 max_retrieval_time=60.0) == fast
+            assert fast == full[: len(fast)]
+            assert (
+                get_ancestors(
+                    vm, start, max_blocks_num=count, max_blocks_size=size, max_retrieval_time=60.0
+                )
+                == fast
+            )
 
 
 def test_time_budget_is_the_same_on_both_paths(chain: tuple[CChainVM, list[bytes]]) -> None:
@@ -92,14 +97,16 @@ def test_time_budget_is_the_same_on_both_paths(chain: tuple[CChainVM, list[bytes
     vm, ids = chain
     fast_vm = CChainVM(vm.store, clock=TickingClock())
     fast = fast_vm.get_ancestors(ids[-1], 100, MAX_CONTAINERS_LEN, 4.5)
-    slow = serial_get_ancestors(vm, ids[-1], max_blocks_num=100, max_retrieval_time=4.5,
-                                clock=TickingClock())
+    slow = serial_get_ancestors(
+        vm, ids[-1], max_blocks_num=100, max_retrieval_time=4.5, clock=TickingClock()
+    )
     assert fast == slow
     assert 1 < len(fast) < len(ids)
 
 
 def test_processing_blocks_are_served_from_memory_on_both_paths(
-        chain: tuple[CChainVM, list[bytes]]) -> None:
+    chain: tuple[CChainVM, list[bytes]],
+) -> None:
     """Verified, undecided blocks on top of the chain are served first, then the store."""
     vm, ids = chain
     first = vm.build_block()
@@ -109,8 +116,7 @@ def test_processing_blocks_are_served_from_memory_on_both_paths(
     second.verify()
     answer = vm.get_ancestors(second.id, 5, MAX_CONTAINERS_LEN, 60.0)
     assert answer[:2] == [bytes(second), bytes(first)]
-    assert answer == serial_get_ancestors(vm, second.id, max_blocks_num=5,
-                                          max_retrieval_time=60.0)
+    assert answer == serial_get_ancestors(vm, second.id, max_blocks_num=5, max_retrieval_time=60.0)
     assert vm.get_block(first.id) is first
     assert answer[2] == bytes(vm.get_block(ids[-1]))
 
@@ -123,7 +129,8 @@ def test_batched_parse_equals_serial_parse(chain: tuple[CChainVM, list[bytes]]) 
     batch = batched_parse_block(fresh, answer)
     serial = [fresh.parse_block(data) for data in answer]
     assert [(b.id, b.parent_id, b.height, b.timestamp, bytes(b)) for b in batch] == [
-        (b.id, b.parent_id, b.height, b.timestamp, bytes(b)) for b in serial]
+        (b.id, b.parent_id, b.height, b.timestamp, bytes(b)) for b in serial
+    ]
     assert [b.id for b in batch] == list(reversed(ids))[:10]
 
 

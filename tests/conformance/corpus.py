@@ -123,11 +123,17 @@ class ProxyVM:
     def get_block_id_at_height(self, height: int) -> bytes:
         return self._inner.get_block_id_at_height(height)
 
-    def get_ancestors(self, block_id: bytes, max_blocks_num: int, max_blocks_size: int,
-                      max_retrieval_time: float) -> list[bytes]:
-        return get_ancestors(self._inner, block_id, max_blocks_num=max_blocks_num,
-                             max_blocks_size=max_blocks_size,
-                             max_retrieval_time=max_retrieval_time, clock=self._clock)
+    def get_ancestors(
+        self, block_id: bytes, max_blocks_num: int, max_blocks_size: int, max_retrieval_time: float
+    ) -> list[bytes]:
+        return get_ancestors(
+            self._inner,
+            block_id,
+            max_blocks_num=max_blocks_num,
+            max_blocks_size=max_blocks_size,
+            max_retrieval_time=max_retrieval_time,
+            clock=self._clock,
+        )
 
     def batched_parse_block(self, blocks: Sequence[bytes]) -> list[ProxyBlock]:
         return [self.proxy(block) for block in batched_parse_block(self._inner, blocks)]
@@ -178,15 +184,16 @@ class BoundaryVM:
         answer: bytes = self._call("get_block_id_at_height", height)
         return answer
 
-    def get_ancestors(self, block_id: bytes, max_blocks_num: int, max_blocks_size: int,
-                      max_retrieval_time: float) -> list[bytes]:
-        answer: list[bytes] = self._call("get_ancestors", block_id, max_blocks_num,
-                                         max_blocks_size, max_retrieval_time)
+    def get_ancestors(
+        self, block_id: bytes, max_blocks_num: int, max_blocks_size: int, max_retrieval_time: float
+    ) -> list[bytes]:
+        answer: list[bytes] = self._call(
+            "get_ancestors", block_id, max_blocks_num, max_blocks_size, max_retrieval_time
+        )
         return answer
 
     def batched_parse_block(self, blocks: Sequence[bytes]) -> list[Block]:
-        return [BoundaryBlock(self, block)
-                for block in self._call("batched_parse_block", blocks)]
+        return [BoundaryBlock(self, block) for block in self._call("batched_parse_block", blocks)]
 
 
 class BoundaryBlock:
@@ -450,28 +457,34 @@ class ParsesIntoNonBlocks(PassVM):
 class RescalesTime(PassVM):
     """Forwards the time budget in milliseconds."""
 
-    def get_ancestors(self, block_id: bytes, max_blocks_num: int, max_blocks_size: int,
-                      max_retrieval_time: float) -> list[bytes]:
-        return PassVM.get_ancestors(self, block_id, max_blocks_num, max_blocks_size,
-                                    max_retrieval_time * 1000)
+    def get_ancestors(
+        self, block_id: bytes, max_blocks_num: int, max_blocks_size: int, max_retrieval_time: float
+    ) -> list[bytes]:
+        return PassVM.get_ancestors(
+            self, block_id, max_blocks_num, max_blocks_size, max_retrieval_time * 1000
+        )
 
 
 class HalvesTime(PassVM):
     """Keeps half the time budget for itself and never uses it."""
 
-    def get_ancestors(self, block_id: bytes, max_blocks_num: int, max_blocks_size: int,
-                      max_retrieval_time: float) -> list[bytes]:
-        return PassVM.get_ancestors(self, block_id, max_blocks_num, max_blocks_size,
-                                    max_retrieval_time / 2)
+    def get_ancestors(
+        self, block_id: bytes, max_blocks_num: int, max_blocks_size: int, max_retrieval_time: float
+    ) -> list[bytes]:
+        return PassVM.get_ancestors(
+            self, block_id, max_blocks_num, max_blocks_size, max_retrieval_time / 2
+        )
 
 
 class IgnoresTime(PassVM):
     """Forwards the engine's default time budget whatever it was given."""
 
-    def get_ancestors(self, block_id: bytes, max_blocks_num: int, max_blocks_size: int,
-                      max_retrieval_time: float) -> list[bytes]:
-        return PassVM.get_ancestors(self, block_id, max_blocks_num, max_blocks_size,
-                                    DEFAULT_MAX_RETRIEVAL_TIME)
+    def get_ancestors(
+        self, block_id: bytes, max_blocks_num: int, max_blocks_size: int, max_retrieval_time: float
+    ) -> list[bytes]:
+        return PassVM.get_ancestors(
+            self, block_id, max_blocks_num, max_blocks_size, DEFAULT_MAX_RETRIEVAL_TIME
+        )
 
 
 class _SelfWalkingVM(PassVM):
@@ -483,10 +496,12 @@ class _SelfWalkingVM(PassVM):
         super().__init__(inner)
         self.clock: Clock = inner.clock  # type: ignore[attr-defined]
 
-    def get_ancestors(self, block_id: bytes, max_blocks_num: int, max_blocks_size: int,
-                      max_retrieval_time: float) -> list[bytes]:
-        budget = AncestorBudget(max_blocks_num, max_blocks_size, max_retrieval_time,
-                                clock=self.clock)
+    def get_ancestors(
+        self, block_id: bytes, max_blocks_num: int, max_blocks_size: int, max_retrieval_time: float
+    ) -> list[bytes]:
+        budget = AncestorBudget(
+            max_blocks_num, max_blocks_size, max_retrieval_time, clock=self.clock
+        )
         walk = walk_ancestors(fetch_through(self._inner), check_block_id(block_id), budget)
         return walk.blocks
 
@@ -497,15 +512,17 @@ class _SelfWalkingVM(PassVM):
 class RestartsTime(_SelfWalkingVM):
     """Walks itself, starting the time budget after reading the first block."""
 
-    def get_ancestors(self, block_id: bytes, max_blocks_num: int, max_blocks_size: int,
-                      max_retrieval_time: float) -> list[bytes]:
+    def get_ancestors(
+        self, block_id: bytes, max_blocks_num: int, max_blocks_size: int, max_retrieval_time: float
+    ) -> list[bytes]:
         fetch = fetch_through(self._inner)
         try:
             first, parent = fetch(check_block_id(block_id))
         except BlockNotFound:
             return []
-        budget = AncestorBudget(max_blocks_num, max_blocks_size, max_retrieval_time,
-                                clock=self.clock)
+        budget = AncestorBudget(
+            max_blocks_num, max_blocks_size, max_retrieval_time, clock=self.clock
+        )
         budget.admit(first)
         return walk_ancestors(fetch, parent, budget).blocks
 
@@ -524,10 +541,12 @@ class WallClockWalk(_SelfWalkingVM):
 class CapsAt2000(PassVM):
     """Never asks for more than 2,000 blocks."""
 
-    def get_ancestors(self, block_id: bytes, max_blocks_num: int, max_blocks_size: int,
-                      max_retrieval_time: float) -> list[bytes]:
-        return PassVM.get_ancestors(self, block_id, min(max_blocks_num, 2000),
-                                    max_blocks_size, max_retrieval_time)
+    def get_ancestors(
+        self, block_id: bytes, max_blocks_num: int, max_blocks_size: int, max_retrieval_time: float
+    ) -> list[bytes]:
+        return PassVM.get_ancestors(
+            self, block_id, min(max_blocks_num, 2000), max_blocks_size, max_retrieval_time
+        )
 
 
 class DropsLastOfLongAnswers(PassVM):
@@ -549,19 +568,23 @@ class SkipsPastLength(PassVM):
 class SizeOffByOne(PassVM):
     """Asks for one byte less than it was given."""
 
-    def get_ancestors(self, block_id: bytes, max_blocks_num: int, max_blocks_size: int,
-                      max_retrieval_time: float) -> list[bytes]:
-        return PassVM.get_ancestors(self, block_id, max_blocks_num,
-                                    max(max_blocks_size - 1, 0), max_retrieval_time)
+    def get_ancestors(
+        self, block_id: bytes, max_blocks_num: int, max_blocks_size: int, max_retrieval_time: float
+    ) -> list[bytes]:
+        return PassVM.get_ancestors(
+            self, block_id, max_blocks_num, max(max_blocks_size - 1, 0), max_retrieval_time
+        )
 
 
 class CountOffByOne(PassVM):
     """Asks for one block more than it was given."""
 
-    def get_ancestors(self, block_id: bytes, max_blocks_num: int, max_blocks_size: int,
-                      max_retrieval_time: float) -> list[bytes]:
-        return PassVM.get_ancestors(self, block_id, max_blocks_num + 1, max_blocks_size,
-                                    max_retrieval_time)
+    def get_ancestors(
+        self, block_id: bytes, max_blocks_num: int, max_blocks_size: int, max_retrieval_time: float
+    ) -> list[bytes]:
+        return PassVM.get_ancestors(
+            self, block_id, max_blocks_num + 1, max_blocks_size, max_retrieval_time
+        )
 
 
 # --- broken layers: sentinels, parse, order, staleness ------------------------------------
@@ -738,11 +761,13 @@ class MeasuresArgumentsFirst(PassVM):
 class PerBlockWalk(PassVM):
     """Answers get_ancestors by walking get_block below, one call per block."""
 
-    def get_ancestors(self, block_id: bytes, max_blocks_num: int, max_blocks_size: int,
-                      max_retrieval_time: float) -> list[bytes]:
+    def get_ancestors(
+        self, block_id: bytes, max_blocks_num: int, max_blocks_size: int, max_retrieval_time: float
+    ) -> list[bytes]:
         self.below()
-        budget = AncestorBudget(max_blocks_num, max_blocks_size, max_retrieval_time,
-                                clock=self._inner.clock)  # type: ignore[attr-defined]
+        budget = AncestorBudget(
+            max_blocks_num, max_blocks_size, max_retrieval_time, clock=self._inner.clock
+        )  # type: ignore[attr-defined]
         walk = walk_ancestors(fetch_through(self._inner), check_block_id(block_id), budget)
         return walk.blocks
 
@@ -812,13 +837,15 @@ class HeightIndexOffByOne(PassVM):
 #: Correct layers: name -> (factory over the inner VM, declarations).
 CORRECT: dict[str, tuple[Callable[[Any], ChainVM], frozenset[Declaration]]] = {
     "PassVM": (PassVM, frozenset()),
-    "ProxyVM": (lambda inner: ProxyVM(inner, clock=inner.clock),
-                frozenset({Declaration.ANSWERS_BATCHED_CALLS_ITSELF})),
-    "BoundaryVM": (lambda inner: BoundaryVM(inner, clock=inner.clock),
-                   frozenset({Declaration.ANSWERS_BATCHED_CALLS_ITSELF,
-                              Declaration.PROCESS_BOUNDARY})),
-    "ReadThroughCacheVM": (ReadThroughCacheVM,
-                           frozenset({Declaration.SERVES_BLOCKS_FROM_MEMORY})),
+    "ProxyVM": (
+        lambda inner: ProxyVM(inner, clock=inner.clock),
+        frozenset({Declaration.ANSWERS_BATCHED_CALLS_ITSELF}),
+    ),
+    "BoundaryVM": (
+        lambda inner: BoundaryVM(inner, clock=inner.clock),
+        frozenset({Declaration.ANSWERS_BATCHED_CALLS_ITSELF, Declaration.PROCESS_BOUNDARY}),
+    ),
+    "ReadThroughCacheVM": (ReadThroughCacheVM, frozenset({Declaration.SERVES_BLOCKS_FROM_MEMORY})),
 }
 
 _ITSELF = frozenset({Declaration.ANSWERS_BATCHED_CALLS_ITSELF})
@@ -826,21 +853,27 @@ _MEMORY = frozenset({Declaration.SERVES_BLOCKS_FROM_MEMORY})
 
 #: Broken layers: name -> (factory, declarations, the rule the mistake breaks).
 BROKEN: dict[str, tuple[Callable[[Any], ChainVM], frozenset[Declaration], str]] = {
-    "DropsAcceptOfFetchedBlocks": (DropsAcceptOfFetchedBlocks, frozenset(),
-                                   "decisions.reach-below"),
-    "DropsVerifyOfParsedBlocks": (DropsVerifyOfParsedBlocks, frozenset(),
-                                  "decisions.reach-below"),
-    "DropsRejectOfBuiltBlocks": (DropsRejectOfBuiltBlocks, frozenset(),
-                                 "decisions.rejected-not-served"),
-    "DropsAcceptOfBatchedBlocks": (DropsAcceptOfBatchedBlocks, frozenset(),
-                                   "decisions.reach-below"),
+    "DropsAcceptOfFetchedBlocks": (
+        DropsAcceptOfFetchedBlocks,
+        frozenset(),
+        "decisions.reach-below",
+    ),
+    "DropsVerifyOfParsedBlocks": (DropsVerifyOfParsedBlocks, frozenset(), "decisions.reach-below"),
+    "DropsRejectOfBuiltBlocks": (
+        DropsRejectOfBuiltBlocks,
+        frozenset(),
+        "decisions.rejected-not-served",
+    ),
+    "DropsAcceptOfBatchedBlocks": (
+        DropsAcceptOfBatchedBlocks,
+        frozenset(),
+        "decisions.reach-below",
+    ),
     "SwallowsVerifyErrors": (SwallowsVerifyErrors, frozenset(), "errors.unchanged"),
     "VerifiesTwice": (VerifiesTwice, frozenset(), "decisions.reach-below"),
     "CacheOfRecords": (CacheOfRecords, _MEMORY, "decisions.reach-below"),
-    "CacheOfProcessingBlocks": (CacheOfProcessingBlocks, _MEMORY,
-                                "decisions.rejected-not-served"),
-    "CacheEvictingOnItsOwnRejects": (CacheEvictingOnItsOwnRejects, _MEMORY,
-                                     "decisions.reorg"),
+    "CacheOfProcessingBlocks": (CacheOfProcessingBlocks, _MEMORY, "decisions.rejected-not-served"),
+    "CacheEvictingOnItsOwnRejects": (CacheEvictingOnItsOwnRejects, _MEMORY, "decisions.reorg"),
     "BytearrayAncestors": (BytearrayAncestors, frozenset(), "wrapping.types"),
     "MemoryviewAncestors": (MemoryviewAncestors, frozenset(), "wrapping.types"),
     "ParsesIntoNonBlocks": (ParsesIntoNonBlocks, frozenset(), "wrapping.types"),
@@ -862,32 +895,43 @@ BROKEN: dict[str, tuple[Callable[[Any], ChainVM], frozenset[Declaration], str]] 
     "ParseSortsByHeight": (ParseSortsByHeight, frozenset(), "parse.order"),
     "OldestFirst": (OldestFirst, frozenset(), "budgets.order"),
     "StaleLastAccepted": (StaleLastAccepted, frozenset(), "forwarding.last-accepted"),
-    "StaleParentOfBuiltBlocks": (StaleParentOfBuiltBlocks, frozenset(),
-                                 "wrapping.parent-ids"),
+    "StaleParentOfBuiltBlocks": (StaleParentOfBuiltBlocks, frozenset(), "wrapping.parent-ids"),
     "WrapsErrors": (WrapsErrors, frozenset(), "errors.unchanged"),
     "ReplacesErrors": (ReplacesErrors, frozenset(), "errors.unchanged"),
-    "SwallowsBatchingNotImplemented": (SwallowsBatchingNotImplemented, frozenset(),
-                                       "forwarding.refusal"),
-    "RewrapsBatchingNotImplemented": (RewrapsBatchingNotImplemented, frozenset(),
-                                      "errors.batching-not-implemented"),
+    "SwallowsBatchingNotImplemented": (
+        SwallowsBatchingNotImplemented,
+        frozenset(),
+        "forwarding.refusal",
+    ),
+    "RewrapsBatchingNotImplemented": (
+        RewrapsBatchingNotImplemented,
+        frozenset(),
+        "errors.batching-not-implemented",
+    ),
     "MeasuresArgumentsFirst": (MeasuresArgumentsFirst, frozenset(), "errors.bad-arguments"),
     "PerBlockWalk": (PerBlockWalk, frozenset(), "forwarding.one-call"),
     "RetriesGetAncestors": (RetriesGetAncestors, frozenset(), "forwarding.one-call"),
     "UnwrappedBlocks": (UnwrappedBlocks, frozenset(), "wrapping.blocks"),
     "HidesInner": (HidesInner, frozenset(), "forwarding.capability-visible"),
     "AlwaysSaysItBatches": (AlwaysSaysItBatches, frozenset(), "forwarding.refusal"),
-    "CapabilityFixedAtConstruction": (CapabilityFixedAtConstruction, frozenset(),
-                                      "forwarding.capability-live"),
+    "CapabilityFixedAtConstruction": (
+        CapabilityFixedAtConstruction,
+        frozenset(),
+        "forwarding.capability-live",
+    ),
     "DropsSetPreference": (DropsSetPreference, frozenset(), "forwarding.set-preference"),
     "HeightIndexOffByOne": (HeightIndexOffByOne, frozenset(), "forwarding.height-index"),
     "StaleMemoryDeclaration": (PassVM, _MEMORY, "kit.declarations-hold"),
-    "StaleBoundaryDeclaration": (lambda inner: PassVM(inner),
-                                 frozenset({Declaration.PROCESS_BOUNDARY}),
-                                 "kit.declarations-hold"),
-    "BoundaryDropsTheIndex": (lambda inner: BoundaryDropsTheIndex(inner, clock=inner.clock),
-                              frozenset({Declaration.ANSWERS_BATCHED_CALLS_ITSELF,
-                                         Declaration.PROCESS_BOUNDARY}),
-                              "parse.all-or-nothing"),
+    "StaleBoundaryDeclaration": (
+        lambda inner: PassVM(inner),
+        frozenset({Declaration.PROCESS_BOUNDARY}),
+        "kit.declarations-hold",
+    ),
+    "BoundaryDropsTheIndex": (
+        lambda inner: BoundaryDropsTheIndex(inner, clock=inner.clock),
+        frozenset({Declaration.ANSWERS_BATCHED_CALLS_ITSELF, Declaration.PROCESS_BOUNDARY}),
+        "parse.all-or-nothing",
+    ),
 }
 
 
@@ -901,9 +945,16 @@ def kit_class(name: str) -> type[LayerConformance]:
     def wrap(self: LayerConformance, inner: ChainVM) -> ChainVM:
         return factory(inner)
 
-    return type(f"Test{name}", (LayerConformance,), {
-        "wrap": wrap, "declarations": declared, "__module__": __name__,
-        "__doc__": f"The corpus layer {name} through the kit."})
+    return type(
+        f"Test{name}",
+        (LayerConformance,),
+        {
+            "wrap": wrap,
+            "declarations": declared,
+            "__module__": __name__,
+            "__doc__": f"The corpus layer {name} through the kit.",
+        },
+    )
 
 
 #: A pass-through layer that declares a rule not applicable though it meets it.
@@ -911,7 +962,8 @@ class StaleNotApplicable(LayerConformance):
     """Declares errors.mid-walk not applicable; the layer meets it."""
 
     not_applicable: ClassVar[dict[str, str]] = {
-        "errors.mid-walk": "declared once, and never removed"}
+        "errors.mid-walk": "declared once, and never removed"
+    }
 
     def wrap(self, inner: ChainVM) -> ChainVM:
         return PassVM(inner)
@@ -935,5 +987,11 @@ class OldKitAttributes(LayerConformance):
         return PassVM(inner)
 
 
-__all__ = ["BROKEN", "CORRECT", "MisspeltDeclaration", "OldKitAttributes",
-           "StaleNotApplicable", "kit_class"]
+__all__ = [
+    "BROKEN",
+    "CORRECT",
+    "MisspeltDeclaration",
+    "OldKitAttributes",
+    "StaleNotApplicable",
+    "kit_class",
+]

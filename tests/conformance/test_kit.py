@@ -21,8 +21,9 @@ from vmstack.wrappers import MeteredVM, TracedVM
 Kind = Literal["traced", "metered"]
 
 
-def _stack(inner: ChainVM, kinds: list[Kind], spans: SpanRecorder,
-           registry: CollectorRegistry) -> ChainVM:
+def _stack(
+    inner: ChainVM, kinds: list[Kind], spans: SpanRecorder, registry: CollectorRegistry
+) -> ChainVM:
     """Put the layers ``kinds`` (bottom first) over ``inner``, each with its own name."""
     vm = inner
     for depth, kind in enumerate(kinds):
@@ -104,11 +105,16 @@ class TestWrapLayersTwice(LayerConformance):
 
 
 @settings(max_examples=25, deadline=None)
-@given(kinds=st.lists(st.sampled_from(["traced", "metered"]), min_size=1, max_size=4),
-       batching=st.booleans(), length=st.integers(1, 30), num=st.integers(1, 40),
-       size=st.integers(0, 4000))
-def test_any_layer_order_answers_like_the_bare_vm(kinds: list[Kind], batching: bool,
-                                                  length: int, num: int, size: int) -> None:
+@given(
+    kinds=st.lists(st.sampled_from(["traced", "metered"]), min_size=1, max_size=4),
+    batching=st.booleans(),
+    length=st.integers(1, 30),
+    num=st.integers(1, 40),
+    size=st.integers(0, 4000),
+)
+def test_any_layer_order_answers_like_the_bare_vm(
+    kinds: list[Kind], batching: bool, length: int, num: int, size: int
+) -> None:
     """Any pile of traced and metered layers answers like the VM below, with one call per
     layer, one span per traced layer and one observation per metered layer."""
     spans, registry = SpanRecorder(), CollectorRegistry()
@@ -122,12 +128,16 @@ def test_any_layer_order_answers_like_the_bare_vm(kinds: list[Kind], batching: b
     if batching:
         assert [call.method for call in inner.calls] == ["get_ancestors"]
         assert sorted(spans.names()) == sorted(
-            f"t{depth}.get_ancestors" for depth, kind in enumerate(kinds) if kind == "traced")
+            f"t{depth}.get_ancestors" for depth, kind in enumerate(kinds) if kind == "traced"
+        )
         for depth, kind in enumerate(kinds):
             if kind == "metered":
-                assert registry.get_sample_value(
-                    f"m{depth}_get_ancestors_duration_seconds_count",
-                    {"outcome": "success"}) == 1
+                assert (
+                    registry.get_sample_value(
+                        f"m{depth}_get_ancestors_duration_seconds_count", {"outcome": "success"}
+                    )
+                    == 1
+                )
     else:
         assert {call.method for call in inner.calls} == {"get_block"}
         assert not any(name.endswith(".get_ancestors") for name in spans.names())

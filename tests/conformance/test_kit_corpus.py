@@ -25,27 +25,38 @@ pytestmark = pytest.mark.slow
 
 pytest_plugins = ["pytester"]
 
-CONFTEST = textwrap.dedent('''
+CONFTEST = textwrap.dedent("""
     from hypothesis import Phase, settings
 
     settings.register_profile("kit-corpus", phases=[Phase.explicit, Phase.generate],
                               database=None)
     settings.load_profile("kit-corpus")
-''')
+""")
 
 _RULE = re.compile(r"\[kit rule ([\w.-]+)\]")
 
 #: Broken layers that run the whole kit: one of each family of mistakes. A declaration's
 #: truth is checked across the kit, so the stale declarations run it whole too.
-FULL_RUNS = frozenset({"PerBlockWalk", "SwallowsVerifyErrors", "IgnoresTime",
-                       "ParseDropsBadElements", "StaleMemoryDeclaration",
-                       "StaleBoundaryDeclaration"})
+FULL_RUNS = frozenset(
+    {
+        "PerBlockWalk",
+        "SwallowsVerifyErrors",
+        "IgnoresTime",
+        "ParseDropsBadElements",
+        "StaleMemoryDeclaration",
+        "StaleBoundaryDeclaration",
+    }
+)
 
 
 def rule_tests(rule: str) -> list[str]:
     """The names of the kit's tests that check ``rule``."""
-    return sorted(name for name in dir(LayerConformance) if name.startswith("test_")
-                  and getattr(getattr(LayerConformance, name), "kit_rule", None) == rule)
+    return sorted(
+        name
+        for name in dir(LayerConformance)
+        if name.startswith("test_")
+        and getattr(getattr(LayerConformance, name), "kit_rule", None) == rule
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -56,24 +67,37 @@ def _keep_hypothesis_profile() -> Iterator[None]:
     settings.load_profile(profile)
 
 
-def _run_kit(pytester: pytest.Pytester, test_module: str,
-             tests: list[str] | None = None) -> pytest.HookRecorder:
+def _run_kit(
+    pytester: pytest.Pytester, test_module: str, tests: list[str] | None = None
+) -> pytest.HookRecorder:
     """Run ``test_module`` (source) in a fresh pytester session, only ``tests`` (test
     names) when given, and return its records."""
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_layer=textwrap.dedent(test_module))
     selection = ["-k", " or ".join(tests)] if tests else []
-    return pytester.inline_run("-p", "no:cacheprovider", "-p", "no:randomly",
-                               "--vmstack-max-examples=4", *selection, "test_layer.py")
+    return pytester.inline_run(
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:randomly",
+        "--vmstack-max-examples=4",
+        *selection,
+        "test_layer.py",
+    )
 
 
-def _run_layer(pytester: pytest.Pytester, name: str,
-               tests: list[str] | None = None) -> pytest.HookRecorder:
-    return _run_kit(pytester, f'''
+def _run_layer(
+    pytester: pytest.Pytester, name: str, tests: list[str] | None = None
+) -> pytest.HookRecorder:
+    return _run_kit(
+        pytester,
+        f"""
         from tests.conformance.corpus import kit_class
 
         TestLayer = kit_class({name!r})
-    ''', tests)
+    """,
+        tests,
+    )
 
 
 def _broken_rules(records: pytest.HookRecorder) -> dict[str, list[str]]:
@@ -115,38 +139,55 @@ def test_a_broken_layer_fails_the_kit(pytester: pytest.Pytester, name: str) -> N
     """A layer with one mistake fails the tests of the rule it breaks (the whole kit, for
     a few), and a failure names that rule."""
     expected = BROKEN[name][2]
-    records = _run_layer(pytester, name,
-                         None if name in FULL_RUNS else rule_tests(expected))
+    records = _run_layer(pytester, name, None if name in FULL_RUNS else rule_tests(expected))
     broken = _broken_rules(records)
     assert expected in broken, (
-        f"{name} must fail rule {expected}; the failures named {sorted(broken)}")
+        f"{name} must fail rule {expected}; the failures named {sorted(broken)}"
+    )
     assert "(no rule named)" not in broken, broken["(no rule named)"]
 
 
 def test_a_stale_not_applicable_entry_fails(pytester: pytest.Pytester) -> None:
     """A rule declared not applicable that the layer meets fails as a stale declaration."""
-    records = _run_kit(pytester, '''
+    records = _run_kit(
+        pytester,
+        """
         from tests.conformance.corpus import StaleNotApplicable as TestLayer
-    ''')
+    """,
+    )
     broken = _broken_rules(records)
     assert list(broken) == ["kit.declarations-hold"]
-    assert all("errors.mid-walk" in nodeid or "mid_walk" in nodeid
-               for nodeid in broken["kit.declarations-hold"])
+    assert all(
+        "errors.mid-walk" in nodeid or "mid_walk" in nodeid
+        for nodeid in broken["kit.declarations-hold"]
+    )
 
 
-@pytest.mark.parametrize(("layer", "message"), [
-    ("MisspeltDeclaration", "unknown declaration 'answers-batched-itself' (did you mean "
-                            "answers-batched-calls-itself?)"),
-    ("OldKitAttributes", "pass_through is no longer read"),
-])
-def test_an_unknown_declaration_is_an_error(pytester: pytest.Pytester, layer: str,
-                                            message: str) -> None:
+@pytest.mark.parametrize(
+    ("layer", "message"),
+    [
+        (
+            "MisspeltDeclaration",
+            "unknown declaration 'answers-batched-itself' (did you mean "
+            "answers-batched-calls-itself?)",
+        ),
+        ("OldKitAttributes", "pass_through is no longer read"),
+    ],
+)
+def test_an_unknown_declaration_is_an_error(
+    pytester: pytest.Pytester, layer: str, message: str
+) -> None:
     """A misspelt declaration, or one of an older kit, is an error of every test."""
-    records = _run_kit(pytester, f'''
+    records = _run_kit(
+        pytester,
+        f"""
         from tests.conformance.corpus import {layer} as TestLayer
-    ''')
+    """,
+    )
     reports = records.getreports("pytest_runtest_logreport")
     errors = [report for report in reports if report.when == "setup" and report.failed]
     assert errors and len(errors) == len([r for r in reports if r.when == "setup"])
-    assert all("KitDeclarationError" in report.longreprtext and message in report.longreprtext
-               for report in errors)
+    assert all(
+        "KitDeclarationError" in report.longreprtext and message in report.longreprtext
+        for report in errors
+    )

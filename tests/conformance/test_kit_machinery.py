@@ -35,8 +35,11 @@ from vmstack.interfaces import ChainVM
 
 
 def _kit_tests() -> dict[str, object]:
-    return {name: getattr(LayerConformance, name) for name in dir(LayerConformance)
-            if name.startswith("test_")}
+    return {
+        name: getattr(LayerConformance, name)
+        for name in dir(LayerConformance)
+        if name.startswith("test_")
+    }
 
 
 def test_every_kit_test_checks_a_registered_rule() -> None:
@@ -67,8 +70,10 @@ def test_every_module_with_kit_asserts_is_rewritten() -> None:
         tree = ast.parse(inspect.getsource(module))
         if any(isinstance(node, ast.Assert) for node in ast.walk(tree)):
             holding_asserts.append(module.__name__)
-            assert any(module.__name__ == name or module.__name__.startswith(f"{name}.")
-                       for name in KIT_MODULES), f"{module.__name__} is not in KIT_MODULES"
+            assert any(
+                module.__name__ == name or module.__name__.startswith(f"{name}.")
+                for name in KIT_MODULES
+            ), f"{module.__name__} is not in KIT_MODULES"
             assert isinstance(module.__loader__, AssertionRewritingHook), module.__name__
     assert "vmstack.conformance.contracts.budgets" in holding_asserts
     assert "vmstack.conformance.checks" in holding_asserts
@@ -94,18 +99,25 @@ class _Layer(LayerConformance):
         return inner
 
 
-@pytest.mark.parametrize(("attributes", "message"), [
-    ({"declarations": frozenset({"serves-blocks-from-memroy"})},
-     "unknown declaration 'serves-blocks-from-memroy' (did you mean "
-     "serves-blocks-from-memory?)"),
-    ({"declarations": "process-boundary"}, "a collection of names"),
-    ({"not_applicable": {"errors.midwalk": "reason"}},
-     "unknown rule 'errors.midwalk' (did you mean errors.mid-walk?)"),
-    ({"not_applicable": {"errors.mid-walk": " "}}, "needs a reason"),
-    ({"not_applicable": {"kit.declarations-hold": "never"}}, "cannot be declared"),
-    ({"refuses_without_batching": False}, "refuses_without_batching is no longer read"),
-    ({"long_chain_length": 300}, "long_chain_length must exceed 2000"),
-])
+@pytest.mark.parametrize(
+    ("attributes", "message"),
+    [
+        (
+            {"declarations": frozenset({"serves-blocks-from-memroy"})},
+            "unknown declaration 'serves-blocks-from-memroy' (did you mean "
+            "serves-blocks-from-memory?)",
+        ),
+        ({"declarations": "process-boundary"}, "a collection of names"),
+        (
+            {"not_applicable": {"errors.midwalk": "reason"}},
+            "unknown rule 'errors.midwalk' (did you mean errors.mid-walk?)",
+        ),
+        ({"not_applicable": {"errors.mid-walk": " "}}, "needs a reason"),
+        ({"not_applicable": {"kit.declarations-hold": "never"}}, "cannot be declared"),
+        ({"refuses_without_batching": False}, "refuses_without_batching is no longer read"),
+        ({"long_chain_length": 300}, "long_chain_length must exceed 2000"),
+    ],
+)
 def test_a_bad_declaration_is_an_error(attributes: dict[str, object], message: str) -> None:
     """Misspelt, malformed or outdated declarations raise KitDeclarationError naming them."""
     declared = type("TestDeclared", (_Layer,), attributes)
@@ -146,8 +158,9 @@ def test_a_time_budget_limits_the_reads() -> None:
     for batching in (True, False):
         clock = SimClock(0.0)
         vm = memory_vm(batching=batching, blocks=30, clock=clock, fetch_cost=KIT_FETCH_COST)
-        answer = get_ancestors(vm, vm.last_accepted(), max_retrieval_time=7.5 * KIT_FETCH_COST,
-                               clock=clock)
+        answer = get_ancestors(
+            vm, vm.last_accepted(), max_retrieval_time=7.5 * KIT_FETCH_COST, clock=clock
+        )
         assert len(answer) == 8
         chain = [bytes(vm.get_block(vm.get_block_id_at_height(h))) for h in range(31)]
         assert timed_expected(chain, 30, 100, 10**6, 7.5 * KIT_FETCH_COST) == answer

@@ -151,7 +151,7 @@ class BitFlip(Mutation):
         if not data:
             return data
         i = self.position % len(data)
-        return data[:i] + bytes((data[i] ^ (1 << (self.bit % 8)),)) + data[i + 1:]
+        return data[:i] + bytes((data[i] ^ (1 << (self.bit % 8)),)) + data[i + 1 :]
 
 
 @attrs.frozen
@@ -186,7 +186,7 @@ class Overwrite(Mutation):
         if len(data) < self.width:
             return data
         i = self.position % (len(data) - self.width + 1)
-        return data[:i] + self.value.to_bytes(self.width, "big") + data[i + self.width:]
+        return data[:i] + self.value.to_bytes(self.width, "big") + data[i + self.width :]
 
 
 @attrs.frozen
@@ -206,7 +206,7 @@ class SetLength(Mutation):
         if target.payload == target.offset:
             return data
         prefix = _prefix(target.is_list, self.length, long_form=self.long_form)
-        return data[: target.offset] + prefix + data[target.payload:]
+        return data[: target.offset] + prefix + data[target.payload :]
 
 
 @attrs.frozen
@@ -220,12 +220,17 @@ class SwapItems(Mutation):
         if not items:
             return data
         first = items[self.item % len(items)]
-        second = next((it for it in items if it.offset == first.end and
-                       it.parent == first.parent), None)
+        second = next(
+            (it for it in items if it.offset == first.end and it.parent == first.parent), None
+        )
         if second is None:
             return data
-        return (data[: first.offset] + data[second.offset:second.end] +
-                data[first.offset:first.end] + data[second.end:])
+        return (
+            data[: first.offset]
+            + data[second.offset : second.end]
+            + data[first.offset : first.end]
+            + data[second.end :]
+        )
 
 
 _lengths = st.one_of(
@@ -248,14 +253,18 @@ rlp_mutations = st.one_of(
 #: Mutations of u32 length fields (proposer envelopes), plus the byte-level ones.
 u32_mutations = st.one_of(
     byte_mutations,
-    st.builds(Overwrite, st.integers(0, 2**16),
-              st.sampled_from((0, 1, 31, 32, 0x7FFFFFFF, 0xFFFFFFFF)) | st.integers(0, 2**32 - 1)),
+    st.builds(
+        Overwrite,
+        st.integers(0, 2**16),
+        st.sampled_from((0, 1, 31, 32, 0x7FFFFFFF, 0xFFFFFFFF)) | st.integers(0, 2**32 - 1),
+    ),
 )
 
 
 @st.composite
-def mutate(draw: st.DrawFn, seeds: Sequence[bytes],
-           mutations: st.SearchStrategy[Mutation]) -> bytes:
+def mutate(
+    draw: st.DrawFn, seeds: Sequence[bytes], mutations: st.SearchStrategy[Mutation]
+) -> bytes:
     """One of ``seeds`` with one to three of ``mutations`` applied in turn."""
     data = draw(st.sampled_from(seeds))
     for mutation in draw(st.lists(mutations, min_size=1, max_size=3)):
@@ -272,7 +281,7 @@ def huge_length_inputs(seed: bytes) -> list[bytes]:
     for length in (2**60, 2**64 - 1):
         for target in (items[0], items[1], inner_string):
             prefix = _prefix(target.is_list, length)
-            inputs.append(seed[: target.offset] + prefix + seed[target.payload:])
+            inputs.append(seed[: target.offset] + prefix + seed[target.payload :])
         inputs.append(_prefix(True, length) + b"\xc0" * 8)
         inputs.append(_prefix(False, length) + b"\x00" * 8)
     return inputs
@@ -296,26 +305,55 @@ def _transactions(nonce: int, *, big: bool = False) -> list[Transaction]:
     common = {"chain_id": CHAIN_ID, "gas": 21_000, "value": 10**18}
     fees = {"max_priority_fee_per_gas": 2 * 10**9, "max_fee_per_gas": 50 * 10**9}
     unsigned: list[Transaction] = [
-        LegacyTx(nonce=nonce, gas_price=25 * 10**9, gas=21_000, to=_ADDRESS, value=1,
-                 data=b"\x01" * (70_000 if big else 3)),
-        AccessListTx(nonce=nonce + 1, gas_price=25 * 10**9, to=None, data=b"\x60\x00",
-                     access_list=access, **common),
+        LegacyTx(
+            nonce=nonce,
+            gas_price=25 * 10**9,
+            gas=21_000,
+            to=_ADDRESS,
+            value=1,
+            data=b"\x01" * (70_000 if big else 3),
+        ),
+        AccessListTx(
+            nonce=nonce + 1,
+            gas_price=25 * 10**9,
+            to=None,
+            data=b"\x60\x00",
+            access_list=access,
+            **common,
+        ),
         DynamicFeeTx(nonce=nonce + 2, to=_ADDRESS, access_list=access, **fees, **common),
-        BlobTx(nonce=nonce + 3, to=_ADDRESS, max_fee_per_blob_gas=1,
-               blob_versioned_hashes=(b"\x01" + b"\x44" * 31,), **fees, **common),
-        SetCodeTx(nonce=nonce + 4, to=_ADDRESS, authorization_list=(
-            Authorization(chain_id=CHAIN_ID, address=_ADDRESS, nonce=7, y_parity=1, r=5, s=6),
-        ), **fees, **common),
+        BlobTx(
+            nonce=nonce + 3,
+            to=_ADDRESS,
+            max_fee_per_blob_gas=1,
+            blob_versioned_hashes=(b"\x01" + b"\x44" * 31,),
+            **fees,
+            **common,
+        ),
+        SetCodeTx(
+            nonce=nonce + 4,
+            to=_ADDRESS,
+            authorization_list=(
+                Authorization(chain_id=CHAIN_ID, address=_ADDRESS, nonce=7, y_parity=1, r=5, s=6),
+            ),
+            **fees,
+            **common,
+        ),
     ]
     signed = [sign_transaction(tx, _KEY, CHAIN_ID) for tx in unsigned]
-    signed.append(sign_transaction(LegacyTx(nonce=nonce + 5, gas_price=1, gas=21_000,
-                                            to=_ADDRESS), _KEY, None))
+    signed.append(
+        sign_transaction(
+            LegacyTx(nonce=nonce + 5, gas_price=1, gas=21_000, to=_ADDRESS), _KEY, None
+        )
+    )
     return signed
 
 
 def _receipts(txs: Sequence[Transaction]) -> list[Receipt]:
-    return [Receipt(status=1, cumulative_gas_used=21_000 * (i + 1), tx_type=tx.TYPE)
-            for i, tx in enumerate(txs)]
+    return [
+        Receipt(status=1, cumulative_gas_used=21_000 * (i + 1), tx_type=tx.TYPE)
+        for i, tx in enumerate(txs)
+    ]
 
 
 def cchain_seeds() -> list[tuple[Flavour, bytes]]:
@@ -325,38 +363,81 @@ def cchain_seeds() -> list[tuple[Flavour, bytes]]:
     eth_headers = [
         Header(parent_hash=parent, number=1, time=1_000, gas_limit=8_000_000),
         Header(parent_hash=parent, number=2, time=1_002, gas_limit=8_000_000, base_fee=7),
-        Header(parent_hash=parent, number=3, time=1_004, gas_limit=30_000_000, base_fee=7,
-               withdrawals_hash=bytes(32)),
-        Header(parent_hash=parent, number=4, time=1_006, gas_limit=30_000_000, base_fee=7,
-               withdrawals_hash=bytes(32), blob_gas_used=131_072, excess_blob_gas=0,
-               parent_beacon_root=b"\x66" * 32, requests_hash=b"\x77" * 32),
+        Header(
+            parent_hash=parent,
+            number=3,
+            time=1_004,
+            gas_limit=30_000_000,
+            base_fee=7,
+            withdrawals_hash=bytes(32),
+        ),
+        Header(
+            parent_hash=parent,
+            number=4,
+            time=1_006,
+            gas_limit=30_000_000,
+            base_fee=7,
+            withdrawals_hash=bytes(32),
+            blob_gas_used=131_072,
+            excess_blob_gas=0,
+            parent_beacon_root=b"\x66" * 32,
+            requests_hash=b"\x77" * 32,
+        ),
     ]
     uncle = Header(parent_hash=b"\x88" * 32, number=1, time=999, extra=b"uncle")
     for i, header in enumerate(eth_headers):
         txs = _transactions(10 * i) if i else []
-        withdrawals = None if header.withdrawals_hash is None else [
-            Withdrawal(index=i, validator_index=9, address=_ADDRESS, amount=32)]
+        withdrawals = (
+            None
+            if header.withdrawals_hash is None
+            else [Withdrawal(index=i, validator_index=9, address=_ADDRESS, amount=32)]
+        )
         body = ETHEREUM.body(txs, [uncle] if i == 1 else [], withdrawals=withdrawals)
         out.append((ETHEREUM, ETHEREUM.encode_block(ETHEREUM.seal(header, body, _receipts(txs)))))
     big = _transactions(100, big=True)[:1]
-    out.append((ETHEREUM, ETHEREUM.encode_block(
-        ETHEREUM.seal(eth_headers[1], ETHEREUM.body(big), _receipts(big)))))
+    out.append(
+        (
+            ETHEREUM,
+            ETHEREUM.encode_block(
+                ETHEREUM.seal(eth_headers[1], ETHEREUM.body(big), _receipts(big))
+            ),
+        )
+    )
     ava_headers = [
         AvalancheHeader(parent_hash=parent, number=1, time=1_000, gas_limit=8_000_000),
-        AvalancheHeader(parent_hash=parent, number=2, time=1_002, gas_limit=8_000_000,
-                        base_fee=25 * 10**9),
-        AvalancheHeader(parent_hash=parent, number=3, time=1_004, gas_limit=15_000_000,
-                        base_fee=25 * 10**9, ext_data_gas_used=0, block_gas_cost=100),
-        AvalancheHeader(parent_hash=parent, number=4, time=1_006, gas_limit=15_000_000,
-                        base_fee=25 * 10**9, ext_data_gas_used=0, block_gas_cost=0,
-                        blob_gas_used=0, excess_blob_gas=0, parent_beacon_root=bytes(32),
-                        time_milliseconds=1_006_500, min_delay_excess=3),
+        AvalancheHeader(
+            parent_hash=parent, number=2, time=1_002, gas_limit=8_000_000, base_fee=25 * 10**9
+        ),
+        AvalancheHeader(
+            parent_hash=parent,
+            number=3,
+            time=1_004,
+            gas_limit=15_000_000,
+            base_fee=25 * 10**9,
+            ext_data_gas_used=0,
+            block_gas_cost=100,
+        ),
+        AvalancheHeader(
+            parent_hash=parent,
+            number=4,
+            time=1_006,
+            gas_limit=15_000_000,
+            base_fee=25 * 10**9,
+            ext_data_gas_used=0,
+            block_gas_cost=0,
+            blob_gas_used=0,
+            excess_blob_gas=0,
+            parent_beacon_root=bytes(32),
+            time_milliseconds=1_006_500,
+            min_delay_excess=3,
+        ),
     ]
     for i, header in enumerate(ava_headers):
         txs = _transactions(10 * i) if i else []
         body = AVALANCHE.body(txs, version=0, ext_data=b"\x00\x01atomic" * i)
-        out.append((AVALANCHE,
-                    AVALANCHE.encode_block(AVALANCHE.seal(header, body, _receipts(txs)))))
+        out.append(
+            (AVALANCHE, AVALANCHE.encode_block(AVALANCHE.seal(header, body, _receipts(txs))))
+        )
     return out
 
 
@@ -392,7 +473,8 @@ def proposer_seeds(inner: bytes = b"\x03" * 40) -> list[bytes]:
         bytes(build_unsigned(parent, 123, 2, inner)),
         bytes(build_unsigned(parent, 123, 2, inner, Epoch(2, 1, 123))),
         bytes(build_signed(parent, 125, 3, inner, key=key, chain_id=chain_id)),
-        bytes(build_signed(parent, 125, 3, inner, key=key, chain_id=chain_id,
-                           epoch=Epoch(3, 1, 124))),
+        bytes(
+            build_signed(parent, 125, 3, inner, key=key, chain_id=chain_id, epoch=Epoch(3, 1, 124))
+        ),
         bytes(build_option(parent, inner)),
     ]

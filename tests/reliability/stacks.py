@@ -56,22 +56,26 @@ def staking_key() -> StakingKey:
     return StakingKey.generate(seed=b"reliability")
 
 
-def full_stack(store: KeyValueStore, clock: SimClock, *, flavour: Flavour = AVALANCHE
-               ) -> ChainVM:
+def full_stack(store: KeyValueStore, clock: SimClock, *, flavour: Flavour = AVALANCHE) -> ChainVM:
     """Every layer ``build_stack`` knows: transition, tracing, metering and the proposer."""
-    return build_stack(store, flavour=flavour, clock=clock, fork_time=FORK_TIME,
-                       transition_time=TRANSITION_TIME, tracer=NoOpTracer(),
-                       registry=CollectorRegistry(), staking_key=staking_key())
+    return build_stack(
+        store,
+        flavour=flavour,
+        clock=clock,
+        fork_time=FORK_TIME,
+        transition_time=TRANSITION_TIME,
+        tracer=NoOpTracer(),
+        registry=CollectorRegistry(),
+        staking_key=staking_key(),
+    )
 
 
-def bare_vm(store: KeyValueStore, clock: SimClock, *, flavour: Flavour = AVALANCHE
-            ) -> ChainVM:
+def bare_vm(store: KeyValueStore, clock: SimClock, *, flavour: Flavour = AVALANCHE) -> ChainVM:
     """The C-chain VM alone."""
     return CChainVM(store, flavour=flavour, clock=clock)
 
 
-def grow(vm: ChainVM, clock: SimClock, blocks: int, *, seed: int = 7, txs: int = 3
-         ) -> list[bytes]:
+def grow(vm: ChainVM, clock: SimClock, blocks: int, *, seed: int = 7, txs: int = 3) -> list[bytes]:
     """Accept ``blocks`` generated blocks on ``vm``; their IDs, oldest first."""
     return generate_chain(vm, blocks=blocks, txs_per_block=txs, seed=seed, clock=clock)
 
@@ -111,8 +115,9 @@ def check_store(store: KeyValueStore, *, flavour: Flavour = AVALANCHE) -> int:
         height = rawdb.read_header_number(snap, schema, head)
         assert height is not None, "the head has no number entry"
         settled_hash = rawdb.read_last_settled_hash(snap, schema)
-        settled = height if settled_hash is None else rawdb.read_header_number(
-            snap, schema, settled_hash)
+        settled = (
+            height if settled_hash is None else rawdb.read_header_number(snap, schema, settled_hash)
+        )
         assert settled is not None and settled <= height
         parent: bytes | None = None
         for number in range(height + 1):
@@ -141,7 +146,6 @@ def check_ancestors_agree(vm: ChainVM, head: bytes) -> list[bytes]:
     """``get_ancestors`` from ``head`` equals the serial walk and the chain by ``get_block``;
     returns the answer."""
     batched = get_ancestors(vm, head, max_blocks_num=10_000, max_retrieval_time=60.0)
-    assert batched == serial_get_ancestors(vm, head, max_blocks_num=10_000,
-                                           max_retrieval_time=60.0)
+    assert batched == serial_get_ancestors(vm, head, max_blocks_num=10_000, max_retrieval_time=60.0)
     assert batched == chain_of(vm, head)
     return batched

@@ -25,8 +25,9 @@ class PausingStore(MemoryStore):
     just before the commit, or (``after=True``) right after it. A window into the middle
     of an accept; ``pause`` is ``None`` (no pause) until a test sets it."""
 
-    def __init__(self, matches: Callable[[Sequence[WriteOp]], bool], *,
-                 after: bool = False) -> None:
+    def __init__(
+        self, matches: Callable[[Sequence[WriteOp]], bool], *, after: bool = False
+    ) -> None:
         super().__init__()
         self.matches = matches
         self.after = after

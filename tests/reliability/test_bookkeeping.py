@@ -67,13 +67,17 @@ def damaged_values(value: bytes) -> Iterator[tuple[str, bytes | None]]:
     """One-bit flips of ``value`` (the lowest, a middle and the highest bit of every byte
     of a value up to 12 bytes, else of a spread of positions), a value one byte short, one
     byte long, and the key missing (``None``)."""
-    positions = range(len(value)) if len(value) <= 12 else sorted(
-        {0, 1, 5, len(value) // 2, len(value) - 5, len(value) - 1})
+    positions = (
+        range(len(value))
+        if len(value) <= 12
+        else sorted({0, 1, 5, len(value) // 2, len(value) - 5, len(value) - 1})
+    )
     for position in positions:
         for bit in (0, 3, 7):
-            yield (f"bit {bit} of byte {position}",
-                   value[:position] + bytes((value[position] ^ (1 << bit),))
-                   + value[position + 1:])
+            yield (
+                f"bit {bit} of byte {position}",
+                value[:position] + bytes((value[position] ^ (1 << bit),)) + value[position + 1 :],
+            )
     yield "one byte short", value[:-1]
     yield "one byte long", value + b"\0"
     yield "missing", None
@@ -87,8 +91,9 @@ def answer(call: Callable[[], object]) -> object:
         return type(error)
 
 
-def check_never_wrong(factory: StackFactory, chain: Chain, items: dict[bytes, bytes],
-                      what: str) -> str:
+def check_never_wrong(
+    factory: StackFactory, chain: Chain, items: dict[bytes, bytes], what: str
+) -> str:
     """Open ``factory`` over ``items`` and ask it everything: each answer is the truth or a
     refusal; a walk is a prefix of the truth. Returns ``"refused to open"`` or
     ``"opened"``."""
@@ -106,17 +111,20 @@ def check_never_wrong(factory: StackFactory, chain: Chain, items: dict[bytes, by
         got = answer(lambda block_id=block_id: bytes(vm.get_block(block_id)))  # type: ignore[misc]
         assert got in (truth[top - height], *REFUSED), f"{what}: block at {height} wrong"
     for start in (ids[-1], ids[TARGET]):
-        below = truth[top - ids.index(start):]
+        below = truth[top - ids.index(start) :]
         for walk in (get_ancestors, serial_get_ancestors):
-            got = answer(lambda start=start, walk=walk: walk(  # type: ignore[misc]
-                vm, start, max_blocks_num=10_000, max_retrieval_time=60.0))
-            assert got in REFUSED or got == below[:len(got)], (  # type: ignore[arg-type]
-                f"{what}: a walk served wrong bytes")
+            got = answer(
+                lambda start=start, walk=walk: walk(  # type: ignore[misc]
+                    vm, start, max_blocks_num=10_000, max_retrieval_time=60.0
+                )
+            )
+            assert got in REFUSED or got == below[: len(got)], (  # type: ignore[arg-type]
+                f"{what}: a walk served wrong bytes"
+            )
     return "opened"
 
 
-def with_value(items: dict[bytes, bytes], key: bytes, value: bytes | None
-               ) -> dict[bytes, bytes]:
+def with_value(items: dict[bytes, bytes], key: bytes, value: bytes | None) -> dict[bytes, bytes]:
     changed = dict(items)
     if value is None:
         del changed[key]
@@ -131,19 +139,21 @@ def with_value(items: dict[bytes, bytes], key: bytes, value: bytes | None
 @pytest.mark.parametrize("kind", list(HEAD_KEYS))
 @pytest.mark.parametrize("stack", ["bare", "settling late", "full stack"])
 def test_damaged_head_pointer_or_marker_is_never_trusted(
-        bare_chain: Chain, lagging_chain: Chain, stack_chain: Chain, kind: str,
-        stack: str) -> None:
-    factory, chain = {"bare": (bare_vm, bare_chain),
-                      "settling late": (lagging_vm, lagging_chain),
-                      "full stack": (full_stack, stack_chain)}[stack]
+    bare_chain: Chain, lagging_chain: Chain, stack_chain: Chain, kind: str, stack: str
+) -> None:
+    factory, chain = {
+        "bare": (bare_vm, bare_chain),
+        "settling late": (lagging_vm, lagging_chain),
+        "full stack": (full_stack, stack_chain),
+    }[stack]
     key = HEAD_KEYS[kind]
     for what, value in damaged_values(chain.items[key]):
-        check_never_wrong(factory, chain, with_value(chain.items, key, value),
-                          f"{kind}, {what}")
+        check_never_wrong(factory, chain, with_value(chain.items, key, value), f"{kind}, {what}")
 
 
 def test_a_chain_without_its_last_accepted_pointer_is_refused_not_reinitialised(
-        bare_chain: Chain) -> None:
+    bare_chain: Chain,
+) -> None:
     """One missing key does not turn a populated store into an empty one: opening it is
     StoreCorrupted and writes nothing (no genesis over the chain, no head rewritten)."""
     items = with_value(bare_chain.items, SCHEMA.last_accepted_key(), None)
@@ -156,20 +166,25 @@ def test_a_chain_without_its_last_accepted_pointer_is_refused_not_reinitialised(
     after = {key: bytes(value) for key, value in store.iterate(b"")}
     assert {key: after.get(key) for key in items} == items
     added = after.keys() - items.keys()
-    assert not [key for key in added
-                if SCHEMA.parse_key(key) is not None or key.startswith(STORE_PREFIX)]
+    assert not [
+        key for key in added if SCHEMA.parse_key(key) is not None or key.startswith(STORE_PREFIX)
+    ]
 
 
-@pytest.mark.parametrize("kept", ["number entry", "canonical entry at 0", "integrity entry",
-                                  "last settled", "head header"])
+@pytest.mark.parametrize(
+    "kept",
+    ["number entry", "canonical entry at 0", "integrity entry", "last settled", "head header"],
+)
 def test_any_trace_of_a_chain_counts_as_populated(bare_chain: Chain, kept: str) -> None:
     """A store that lost its head pointer but kept any one kind of bookkeeping is refused."""
     genesis = block_hash_at(bare_chain, 0)
-    keep = {"number entry": SCHEMA.header_number_key(genesis),
-            "canonical entry at 0": SCHEMA.canonical_hash_key(0),
-            "integrity entry": SCHEMA.integrity_key(0, genesis),
-            "last settled": SCHEMA.last_settled_key(),
-            "head header": SCHEMA.head_header_key()}[kept]
+    keep = {
+        "number entry": SCHEMA.header_number_key(genesis),
+        "canonical entry at 0": SCHEMA.canonical_hash_key(0),
+        "integrity entry": SCHEMA.integrity_key(0, genesis),
+        "last settled": SCHEMA.last_settled_key(),
+        "head header": SCHEMA.head_header_key(),
+    }[kept]
     store = reopen({keep: bare_chain.items[keep]})
     with pytest.raises(StoreCorrupted):
         CChainVM(store, clock=SimClock(START + 100))
@@ -216,15 +231,17 @@ def test_the_head_blocks_number_entry_damaged(bare_chain: Chain) -> None:
 
 
 @pytest.mark.parametrize("height", [0, TARGET, 8])
-def test_number_and_canonical_entries_at_every_kind_of_height(bare_chain: Chain,
-                                                              height: int) -> None:
+def test_number_and_canonical_entries_at_every_kind_of_height(
+    bare_chain: Chain, height: int
+) -> None:
     """Number and canonical entries of the genesis, a middle and the head block, every way
     damaged: never a wrong answer."""
     block_hash = block_hash_at(bare_chain, height)
     for key in (SCHEMA.header_number_key(block_hash), SCHEMA.canonical_hash_key(height)):
         for what, value in damaged_values(bare_chain.items[key]):
-            check_never_wrong(bare_vm, bare_chain, with_value(bare_chain.items, key, value),
-                              f"{key!r} {what}")
+            check_never_wrong(
+                bare_vm, bare_chain, with_value(bare_chain.items, key, value), f"{key!r} {what}"
+            )
 
 
 # --- the proposer layer's bookkeeping -------------------------------------------------------
@@ -233,8 +250,10 @@ def test_number_and_canonical_entries_at_every_kind_of_height(bare_chain: Chain,
 def proposer_keys(chain: Chain) -> dict[str, bytes]:
     """One key of each kind the proposer layer keeps, for the chain's newest and a middle
     post-fork block."""
-    keys = {"newest pointer": STORE_PREFIX + b"last",
-            "first post-fork height": STORE_PREFIX + b"first"}
+    keys = {
+        "newest pointer": STORE_PREFIX + b"last",
+        "first post-fork height": STORE_PREFIX + b"first",
+    }
     for label, height in (("head", len(chain.ids) - 1), ("middle", len(chain.ids) - 2)):
         inner = block_hash_at(chain, height)
         keys[f"index entry of the {label}"] = STORE_PREFIX + b"i" + inner
@@ -249,15 +268,23 @@ def test_proposer_keys_are_present(stack_chain: Chain) -> None:
         assert key in stack_chain.items
 
 
-@pytest.mark.parametrize("kind", ["newest pointer", "first post-fork height",
-                                  "index entry of the head", "index entry of the middle",
-                                  "record of the head", "record of the middle"])
-def test_damaged_proposer_bookkeeping_is_never_trusted(stack_chain: Chain,
-                                                       kind: str) -> None:
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "newest pointer",
+        "first post-fork height",
+        "index entry of the head",
+        "index entry of the middle",
+        "record of the head",
+        "record of the middle",
+    ],
+)
+def test_damaged_proposer_bookkeeping_is_never_trusted(stack_chain: Chain, kind: str) -> None:
     key = proposer_keys(stack_chain)[kind]
     for what, value in damaged_values(stack_chain.items[key]):
-        check_never_wrong(full_stack, stack_chain, with_value(stack_chain.items, key, value),
-                          f"{kind}, {what}")
+        check_never_wrong(
+            full_stack, stack_chain, with_value(stack_chain.items, key, value), f"{kind}, {what}"
+        )
 
 
 def test_a_lost_index_entry_never_serves_the_bare_inner_block(stack_chain: Chain) -> None:

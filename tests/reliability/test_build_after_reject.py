@@ -21,14 +21,19 @@ from vmstack.wrappers.proposer.vm import ProposerVM
 
 def transition_stack(store: KeyValueStore, clock: SimClock) -> ChainVM:
     """The transition layer alone over two C-chain VMs sharing ``store``."""
-    return TransitionVM(CChainVM(store, clock=clock), CChainVM(store, clock=clock),
-                        transition_time=TRANSITION_TIME, clock=clock)
+    return TransitionVM(
+        CChainVM(store, clock=clock),
+        CChainVM(store, clock=clock),
+        transition_time=TRANSITION_TIME,
+        clock=clock,
+    )
 
 
 def proposer_stack(store: KeyValueStore, clock: SimClock) -> ChainVM:
     """The proposer layer alone over a C-chain VM, forked after block 3."""
-    return ProposerVM(CChainVM(store, clock=clock), fork_time=START + 6, chain_id=5,
-                      store=store, clock=clock)
+    return ProposerVM(
+        CChainVM(store, clock=clock), fork_time=START + 6, chain_id=5, store=store, clock=clock
+    )
 
 
 #: (stack, accepted blocks before the scenario): before and after each layer's switch.
@@ -58,8 +63,7 @@ class Node:
     def build(self, *, step: float = 2.0) -> Block:
         """A new verified block on the preferred one (not preferred yet)."""
         self.clock.advance(step)
-        find_mempool(self.vm).add_transactions(dev_transactions(self.vm, 2,
-                                                                seed=9 + self.taken))
+        find_mempool(self.vm).add_transactions(dev_transactions(self.vm, 2, seed=9 + self.taken))
         self.taken += 2
         block = self.vm.build_block()
         block.verify()

@@ -86,28 +86,33 @@ class Readers:
 def batched_request(vm: ChainVM, heads: list[bytes]) -> Callable[[random.Random], int]:
     def request(rng: random.Random) -> int:
         head = rng.choice(heads[-3:])
-        answer = get_ancestors(vm, head, max_blocks_num=rng.randint(1, 64),
-                               max_retrieval_time=3600.0)
+        answer = get_ancestors(
+            vm, head, max_blocks_num=rng.randint(1, 64), max_retrieval_time=3600.0
+        )
         check_linked(answer, head)
         return len(answer)
+
     return request
 
 
 def serial_request(vm: ChainVM, heads: list[bytes]) -> Callable[[random.Random], int]:
     def request(rng: random.Random) -> int:
         head = rng.choice(heads[-3:])
-        answer = serial_get_ancestors(vm, head, max_blocks_num=rng.randint(1, 24),
-                                      max_retrieval_time=3600.0)
+        answer = serial_get_ancestors(
+            vm, head, max_blocks_num=rng.randint(1, 24), max_retrieval_time=3600.0
+        )
         check_linked(answer, head)
         return len(answer)
+
     return request
 
 
 def parse_request(vm: ChainVM, heads: list[bytes]) -> Callable[[random.Random], int]:
     def request(rng: random.Random) -> int:
         head = rng.choice(heads[-3:])
-        answer = get_ancestors(vm, head, max_blocks_num=rng.randint(1, 32),
-                               max_retrieval_time=3600.0)
+        answer = get_ancestors(
+            vm, head, max_blocks_num=rng.randint(1, 32), max_retrieval_time=3600.0
+        )
         blocks = answer[::-1]
         try:
             parsed = batched_parse_block(vm, blocks)
@@ -116,6 +121,7 @@ def parse_request(vm: ChainVM, heads: list[bytes]) -> Callable[[random.Random], 
         assert [bytes(block) for block in parsed] == blocks
         assert [block.id for block in parsed] == [id_and_parent(b)[0] for b in blocks]
         return len(parsed)
+
     return request
 
 
@@ -131,6 +137,7 @@ def height_request(vm: ChainVM, heads: list[bytes]) -> Callable[[random.Random],
             return 1
         assert above.parent_id == block_id
         return 2
+
     return request
 
 
@@ -139,37 +146,54 @@ def last_accepted_request(vm: ChainVM, heads: list[bytes]) -> Callable[[random.R
         head = vm.last_accepted()
         block = vm.get_block(head)
         assert block.id == head
-        answer = get_ancestors(vm, head, max_blocks_num=rng.randint(1, 16),
-                               max_retrieval_time=3600.0)
+        answer = get_ancestors(
+            vm, head, max_blocks_num=rng.randint(1, 16), max_retrieval_time=3600.0
+        )
         check_linked(answer, head)
         return len(answer)
+
     return request
 
 
 def stack_without_proposer(store: KeyValueStore, clock: SimClock) -> ChainVM:
     """Every layer but the proposer: transition, tracing and metering over the C-chain VM."""
-    return build_stack(store, clock=clock, transition_time=TRANSITION_TIME,
-                       tracer=NoOpTracer(), registry=CollectorRegistry())
+    return build_stack(
+        store,
+        clock=clock,
+        transition_time=TRANSITION_TIME,
+        tracer=NoOpTracer(),
+        registry=CollectorRegistry(),
+    )
 
 
-REQUESTS = {"batched": batched_request, "serial": serial_request, "parse": parse_request,
-            "heights": height_request}
+REQUESTS = {
+    "batched": batched_request,
+    "serial": serial_request,
+    "parse": parse_request,
+    "heights": height_request,
+}
 
 
-@pytest.mark.parametrize(("backend", "name"), [
-    ("lmdb", "full stack"), ("memory", "full stack"), ("lmdb", "stack without proposer"),
-])
+@pytest.mark.parametrize(
+    ("backend", "name"),
+    [
+        ("lmdb", "full stack"),
+        ("memory", "full stack"),
+        ("lmdb", "stack without proposer"),
+    ],
+)
 @pytest.mark.slow
-def test_readers_see_consistent_prefixes_while_a_writer_accepts(tmp_path: Path, backend: str,
-                                                                name: str) -> None:
+def test_readers_see_consistent_prefixes_while_a_writer_accepts(
+    tmp_path: Path, backend: str, name: str
+) -> None:
     """Readers of every kind (and, without the proposer, of last_accepted) run alongside a
     writer accepting blocks across the transition and the fork, and every answer is a linked
     chain prefix, every batch parses back to the same blocks and no reader sees an error."""
-    store: KeyValueStore = (LMDBStore(tmp_path / "db", map_size=256 * 1024)
-                            if backend == "lmdb" else MemoryStore())
+    store: KeyValueStore = (
+        LMDBStore(tmp_path / "db", map_size=256 * 1024) if backend == "lmdb" else MemoryStore()
+    )
     clock = SimClock(START)
-    vm = full_stack(store, clock) if name == "full stack" else stack_without_proposer(
-        store, clock)
+    vm = full_stack(store, clock) if name == "full stack" else stack_without_proposer(store, clock)
     heads = [vm.last_accepted()]
     readers = Readers(vm, heads)
     kinds = dict(REQUESTS)
@@ -198,8 +222,11 @@ def test_readers_see_consistent_prefixes_while_a_writer_accepts(tmp_path: Path, 
     head = vm.last_accepted()
     assert head == heads[-1] and vm.get_block(head).height == BLOCKS
     final = get_ancestors(vm, head, max_blocks_num=10_000, max_retrieval_time=3600.0)
-    assert final == serial_get_ancestors(vm, head, max_blocks_num=10_000,
-                                         max_retrieval_time=3600.0) == chain_of(vm, head)
+    assert (
+        final
+        == serial_get_ancestors(vm, head, max_blocks_num=10_000, max_retrieval_time=3600.0)
+        == chain_of(vm, head)
+    )
     check_linked(final, head)
     store.close()
 

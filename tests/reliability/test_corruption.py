@@ -91,11 +91,11 @@ def damage_positions(value: bytes) -> list[int]:
 
 
 def flipped(value: bytes, position: int) -> bytes:
-    return value[:position] + bytes((value[position] ^ 0x5A,)) + value[position + 1:]
+    return value[:position] + bytes((value[position] ^ 0x5A,)) + value[position + 1 :]
 
 
 def is_prefix(answer: list[bytes], truth: list[bytes]) -> bool:
-    return answer == truth[:len(answer)]
+    return answer == truth[: len(answer)]
 
 
 def ancestors(vm: ChainVM, head: bytes) -> list[bytes] | type[StoreCorrupted]:
@@ -173,10 +173,12 @@ def test_a_truncated_value_is_store_corrupted(bare_chain: Chain, kind: str) -> N
         check_damaged(vm, bare_chain, kind, block_hash, TARGET)
 
 
-@pytest.mark.parametrize(("kind", "error"), [("receipts", StoreCorrupted),
-                                             ("number", BlockNotFound)])
-def test_a_missing_key_the_fast_path_does_not_read(bare_chain: Chain, kind: str,
-                                                   error: type[Exception]) -> None:
+@pytest.mark.parametrize(
+    ("kind", "error"), [("receipts", StoreCorrupted), ("number", BlockNotFound)]
+)
+def test_a_missing_key_the_fast_path_does_not_read(
+    bare_chain: Chain, kind: str, error: type[Exception]
+) -> None:
     """A settled block's missing receipts are damage (StoreCorrupted) and a missing number
     entry makes the block unknown (BlockNotFound) on the slow path; the fast path, which
     reads neither for a parent, still serves the truth."""
@@ -197,8 +199,9 @@ def test_a_missing_key_the_fast_path_does_not_read(bare_chain: Chain, kind: str,
 
 
 @pytest.mark.parametrize("kind", ["header", "body", "canonical"])
-def test_a_missing_part_of_an_accepted_block_is_store_corrupted(bare_chain: Chain,
-                                                                kind: str) -> None:
+def test_a_missing_part_of_an_accepted_block_is_store_corrupted(
+    bare_chain: Chain, kind: str
+) -> None:
     """An accepted height whose canonical entry, header or body is gone is damage, judged
     alike on every path: StoreCorrupted when asked for the block, and walks from above stop
     before it, as a prefix of the truth."""
@@ -240,8 +243,9 @@ def stack_chain() -> Chain:
 
 
 @pytest.mark.parametrize("kind", ["header", "body", "canonical"])
-def test_damage_below_the_fork_through_the_full_stack(stack_chain: Chain, tmp_path: Path,
-                                                      kind: str) -> None:
+def test_damage_below_the_fork_through_the_full_stack(
+    stack_chain: Chain, tmp_path: Path, kind: str
+) -> None:
     """On LMDB through every layer, a damaged pre-fork block is StoreCorrupted from
     get_block; the batched and serial answers from the head stop before it and agree."""
     block_id = stack_chain.ids[TARGET]
@@ -344,8 +348,7 @@ def moved(chain: Chain, kinds: tuple[str, ...], target: int) -> dict[bytes, byte
 FAST_READS: dict[str, str] = {"receipts": "never", "number": "first"}
 
 
-def check_misplaced(vm: ChainVM, chain: Chain, target: int, *, fast_reads: str = "always"
-                    ) -> None:
+def check_misplaced(vm: ChainVM, chain: Chain, target: int, *, fast_reads: str = "always") -> None:
     """What a VM over a store with a value misplaced at height ``target`` does: get_block
     of that block is StoreCorrupted, and so is get_ancestors from it unless the fast path
     never reads the value (it then serves the truth); walks from above stop before it (the
@@ -375,8 +378,7 @@ def check_misplaced(vm: ChainVM, chain: Chain, target: int, *, fast_reads: str =
 
 
 @pytest.mark.parametrize("move", list(MOVES))
-def test_a_value_under_another_blocks_key_is_store_corrupted(bare_chain: Chain,
-                                                             move: str) -> None:
+def test_a_value_under_another_blocks_key_is_store_corrupted(bare_chain: Chain, move: str) -> None:
     """A sound value of the block below copied under a block's keys (each kind alone,
     or the whole block with its integrity entry) is StoreCorrupted, never served as that
     block: the integrity entry's checksums cover its key, the number and hash of the block.
@@ -388,7 +390,8 @@ def test_a_value_under_another_blocks_key_is_store_corrupted(bare_chain: Chain,
 
 
 def test_a_whole_block_under_another_blocks_keys_through_the_full_stack(
-        stack_chain: Chain, tmp_path: Path) -> None:
+    stack_chain: Chain, tmp_path: Path
+) -> None:
     """On LMDB through every layer, a pre-fork block's header, body and integrity entry
     copied under the next block's keys is StoreCorrupted on every path."""
     items = moved(stack_chain, MOVES["block"], TARGET)
@@ -404,12 +407,13 @@ def proposer_index_key(chain: Chain, height: int) -> bytes:
     from vmstack.wrappers.proposer.state import STORE_PREFIX
 
     record = chain.items[proposer_record_key(chain, height)]
-    return STORE_PREFIX + b"i" + record[CHECKSUM_LEN:CHECKSUM_LEN + 32]
+    return STORE_PREFIX + b"i" + record[CHECKSUM_LEN : CHECKSUM_LEN + 32]
 
 
 @pytest.mark.parametrize("kind", ["record", "index"])
 def test_a_proposer_value_under_another_blocks_key_is_store_corrupted(
-        stack_chain: Chain, tmp_path: Path, kind: str) -> None:
+    stack_chain: Chain, tmp_path: Path, kind: str
+) -> None:
     """The proposer's record of an accepted post-fork block, or its index entry, copied
     under the key of the next block's is StoreCorrupted wherever it is read: get_block,
     get_ancestors from that block, the height's ID and parsing its bytes, and walks from
@@ -431,14 +435,17 @@ def test_a_proposer_value_under_another_blocks_key_is_store_corrupted(
         head, below = stack_chain.ids[-1], len(stack_chain.ids) - 1 - height
         for answer in (ancestors(vm, head), serial(vm, head)):
             assert answer is StoreCorrupted or is_prefix(answer, stack_chain.truth)
-        for read in (lambda: bytes(vm.get_block(stack_chain.ids[height])),
-                     lambda: bytes(vm.parse_block(stack_chain.truth[below]))):
+        for read in (
+            lambda: bytes(vm.get_block(stack_chain.ids[height])),
+            lambda: bytes(vm.parse_block(stack_chain.truth[below])),
+        ):
             with contextlib.suppress(StoreCorrupted):
                 assert read() == stack_chain.truth[below]
 
 
 def test_one_configuration_record_under_the_others_key_is_store_corrupted(
-        stack_chain: Chain) -> None:
+    stack_chain: Chain,
+) -> None:
     """The C-chain part's configuration record copied under the proposer layer's key is
     StoreCorrupted when the stack is built, not another part's settings."""
     from vmstack.store.keyspaces import CONFIG_CHAIN, CONFIG_PROPOSER
@@ -479,7 +486,8 @@ def stack_store(stack_chain: Chain, tmp_path_factory: pytest.TempPathFactory) ->
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["writer", "readonly"])
 def test_a_truncated_store_is_store_corrupted_through_the_full_stack(
-        stack_store: Path, tmp_path: Path, mode: str) -> None:
+    stack_store: Path, tmp_path: Path, mode: str
+) -> None:
     """A data file cut to a quarter, half or all but a page of its size is StoreCorrupted
     naming the file when the stack opens it, never a SIGBUS: the opener runs in a child
     process, which must live and say so within its deadline."""
@@ -490,11 +498,14 @@ def test_a_truncated_store_is_store_corrupted_through_the_full_stack(
         os.truncate(path / "data.mdb", size)
         child = subprocess.run(
             [sys.executable, "-c", _OPEN_STACK_IN_CHILD, str(path), mode],
-            capture_output=True, text=True, timeout=CHILD_DEADLINE, check=False,
-            env={**os.environ, "PYTHONPATH": os.getcwd()})
+            capture_output=True,
+            text=True,
+            timeout=CHILD_DEADLINE,
+            check=False,
+            env={**os.environ, "PYTHONPATH": os.getcwd()},
+        )
         assert child.returncode == 0, f"the opener died (rc {child.returncode})"
-        assert child.stdout.startswith(f"StoreCorrupted: the LMDB data file {path}"), (
-            child.stdout)
+        assert child.stdout.startswith(f"StoreCorrupted: the LMDB data file {path}"), child.stdout
         assert f"is {size} bytes" in child.stdout
 
 

@@ -87,7 +87,8 @@ CONFIGS: dict[str, Callable[[KeyValueStore, SimClock], ChainVM]] = {
     "cchain": lambda store, clock: CChainVM(store, clock=clock),
     "cchain settle_lag=3": lambda store, clock: CChainVM(store, clock=clock, settle_lag=3),
     "stack without proposer": lambda store, clock: build_stack(
-        store, clock=clock, transition_time=START + 10),
+        store, clock=clock, transition_time=START + 10
+    ),
 }
 
 
@@ -99,9 +100,12 @@ def open_stack(config: str, store: KeyValueStore, clock: SimClock) -> ChainVM:
 
 def run_and_kill(path: Path, config: str, seed: int, rng: random.Random) -> None:
     """Start a writer on ``path``, let it accept blocks for a random while, SIGKILL it."""
-    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(path), config, str(seed),
-                               str(START)],
-                              cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(path), config, str(seed), str(START)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         assert writer.stdout is not None
         line = writer.stdout.readline()
@@ -125,11 +129,15 @@ def check_reopened(path: Path, config: str) -> int:
         return height
 
 
-@pytest.mark.parametrize(("config", "seed"), [
-    ("cchain", 1), ("cchain settle_lag=3", 2), ("stack without proposer", 3),
-])
-def test_sigkilled_writer_leaves_complete_blocks(tmp_path: Path, config: str,
-                                                 seed: int) -> None:
+@pytest.mark.parametrize(
+    ("config", "seed"),
+    [
+        ("cchain", 1),
+        ("cchain settle_lag=3", 2),
+        ("stack without proposer", 3),
+    ],
+)
+def test_sigkilled_writer_leaves_complete_blocks(tmp_path: Path, config: str, seed: int) -> None:
     """A writer SIGKILLed twice at random moments leaves a store whose every visible block
     is complete and whose ancestors answers equal the serial walk; the chain only grows."""
     rng = random.Random(seed)
@@ -179,8 +187,9 @@ class CrashingStore:
     def write_batch(self) -> WriteBatch:
         return BufferedWriteBatch(self._commit)
 
-    def iterate(self, prefix: bytes = b"", *, start: bytes | None = None
-                ) -> Iterator[tuple[bytes, bytes]]:
+    def iterate(
+        self, prefix: bytes = b"", *, start: bytes | None = None
+    ) -> Iterator[tuple[bytes, bytes]]:
         return self.inner.iterate(prefix, start=start)
 
     def snapshot(self) -> AbstractContextManager[ReadSnapshot]:
@@ -190,8 +199,9 @@ class CrashingStore:
         self.inner.close()
 
 
-def accept_blocks(vm: ChainVM, clock: SimClock, count: int, accepted: list[bytes],
-                  in_flight: list[bytes]) -> None:
+def accept_blocks(
+    vm: ChainVM, clock: SimClock, count: int, accepted: list[bytes], in_flight: list[bytes]
+) -> None:
     """Build, verify, prefer and accept ``count`` blocks on ``vm`` as an engine does,
     recording each block's ID in ``in_flight`` before its accept and in ``accepted`` after."""
     for _ in range(count):
@@ -223,8 +233,10 @@ def ids_of(vm: ChainVM, head: bytes) -> list[bytes]:
 STACKS: dict[str, tuple[Callable[[KeyValueStore, SimClock], ChainVM], int]] = {
     "cchain": (bare_vm, 5),
     "cchain settle_lag=2": (lambda store, clock: CChainVM(store, clock=clock, settle_lag=2), 6),
-    "stack without proposer": (lambda store, clock: build_stack(
-        store, clock=clock, transition_time=START + 10), 7),
+    "stack without proposer": (
+        lambda store, clock: build_stack(store, clock=clock, transition_time=START + 10),
+        7,
+    ),
     "full stack": (full_stack, 12),
 }
 
@@ -237,10 +249,15 @@ def crash_points(factory: Callable[[KeyValueStore, SimClock], ChainVM], blocks: 
     return store.writes
 
 
-@pytest.mark.parametrize("name", [
-    "cchain", "cchain settle_lag=2", "stack without proposer",
-    "full stack",
-])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "cchain",
+        "cchain settle_lag=2",
+        "stack without proposer",
+        "full stack",
+    ],
+)
 def test_a_crash_before_any_write_reopens_consistently(name: str) -> None:
     """For every write the node makes, a crash just before it leaves a store that reopens
     with complete blocks, a head that is the last accepted block or the one being accepted,
@@ -260,9 +277,14 @@ def test_a_crash_before_any_write_reopens_consistently(name: str) -> None:
         check_reopened_after_crash(factory, memory, clock, accepted, in_flight, crash_at)
 
 
-def check_reopened_after_crash(factory: Callable[[KeyValueStore, SimClock], ChainVM],
-                               memory: MemoryStore, clock: SimClock, accepted: list[bytes],
-                               in_flight: list[bytes], crash_at: int) -> None:
+def check_reopened_after_crash(
+    factory: Callable[[KeyValueStore, SimClock], ChainVM],
+    memory: MemoryStore,
+    clock: SimClock,
+    accepted: list[bytes],
+    in_flight: list[bytes],
+    crash_at: int,
+) -> None:
     """The checks of a node restarted on ``memory`` after a crash before write ``crash_at``."""
     where = f"crash before write {crash_at}"
     if not memory.has(rawdb.Schema(b"").last_accepted_key()):

@@ -69,25 +69,43 @@ BLOCK_SEEDS = [data for _, data in SEEDS]
 PARTS = [split_block(data) for data in BLOCK_SEEDS]
 HEADER_SEEDS = [header for header, _ in PARTS]
 BODY_SEEDS = [body for _, body in PARTS]
-TX_SEEDS = [tx.encode() for flavour, data in SEEDS[:10]
-            for tx in flavour.decode_block(data).transactions]
+TX_SEEDS = [
+    tx.encode() for flavour, data in SEEDS[:10] for tx in flavour.decode_block(data).transactions
+]
 RECEIPT_SEEDS = [
-    encode_receipts([
-        Receipt(status=1, cumulative_gas_used=21_000),
-        Receipt(status=0, cumulative_gas_used=90_000, logs=(
-            Log(address=b"\x11" * 20, topics=(b"\x22" * 32, b"\x33" * 32), data=b"\x01\x02"),)),
-        Receipt(status=None, post_state=b"\x44" * 32, cumulative_gas_used=95_000),
-    ]),
+    encode_receipts(
+        [
+            Receipt(status=1, cumulative_gas_used=21_000),
+            Receipt(
+                status=0,
+                cumulative_gas_used=90_000,
+                logs=(
+                    Log(
+                        address=b"\x11" * 20, topics=(b"\x22" * 32, b"\x33" * 32), data=b"\x01\x02"
+                    ),
+                ),
+            ),
+            Receipt(status=None, post_state=b"\x44" * 32, cumulative_gas_used=95_000),
+        ]
+    ),
     encode_receipts([]),
 ]
 PROPOSER_CHAIN = bytes(32)
 PROPOSER_SEEDS = proposer_seeds() + [
-    entry["data"] for entry in vector_proposer_blocks()
-    if entry.get("kind") != "header" and entry["expect"].get(  # type: ignore[attr-defined]
-        "parse_without_verification") == "ok"]
+    entry["data"]
+    for entry in vector_proposer_blocks()
+    if entry.get("kind") != "header"
+    and entry["expect"].get(  # type: ignore[attr-defined]
+        "parse_without_verification"
+    )
+    == "ok"
+]
 
-CODEC = settings(max_examples=200, deadline=None,
-                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+CODEC = settings(
+    max_examples=200,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 
 def attempt(call: Callable[..., Any], *args: Any) -> Any:
@@ -169,7 +187,7 @@ def test_block_bytes_of_mutated_parts(data: st.DataObject) -> None:
     stitched = attempt(block_bytes, header, body)
     if stitched is None:
         return
-    payload = body[read_prefix(body, 0)[1]:]
+    payload = body[read_prefix(body, 0)[1] :]
     assert stitched == list_prefix(len(header) + len(payload)) + header + payload
     assert attempt(split_block, stitched) in (None, (header, body))
 
@@ -186,7 +204,7 @@ def test_mutated_headers(data: bytes) -> None:
             assert parent == header.parent_hash
     if parent is not None:
         start = read_prefix(data, 0)[1]
-        assert parent == data[start + 1:start + 33] and data[start] == 0xA0
+        assert parent == data[start + 1 : start + 33] and data[start] == 0xA0
 
 
 @CODEC
@@ -238,9 +256,18 @@ def test_huge_declared_lengths_allocate_nothing(seed: int) -> None:
 
     def run_all() -> None:
         for bad in inputs:
-            for call in (ETHEREUM.decode_block, AVALANCHE.decode_block, split_block,
-                         header_slice, header_parent_hash, check_rlp, list_items,
-                         ETHEREUM.decode_body, AVALANCHE.decode_header, decode_receipts):
+            for call in (
+                ETHEREUM.decode_block,
+                AVALANCHE.decode_block,
+                split_block,
+                header_slice,
+                header_parent_hash,
+                check_rlp,
+                list_items,
+                ETHEREUM.decode_body,
+                AVALANCHE.decode_header,
+                decode_receipts,
+            ):
                 with pytest.raises(InvalidBlock):
                     call(bad)
             with pytest.raises(InvalidBlock):
@@ -282,9 +309,15 @@ def test_deeply_nested_lists_are_invalid_blocks(depth: int) -> None:
     """Lists nested thousands deep (valid RLP, never a block) fail with InvalidBlock, not a
     RecursionError, in every decoder."""
     data = deeply_nested(depth)
-    for call in (ETHEREUM.decode_block, AVALANCHE.decode_block, ETHEREUM.decode_body,
-                 AVALANCHE.decode_body, ETHEREUM.decode_header, decode_receipts,
-                 decode_transaction):
+    for call in (
+        ETHEREUM.decode_block,
+        AVALANCHE.decode_block,
+        ETHEREUM.decode_body,
+        AVALANCHE.decode_body,
+        ETHEREUM.decode_header,
+        decode_receipts,
+        decode_transaction,
+    ):
         with pytest.raises(InvalidBlock):
             call(data)
     wrapped = SetLength(0, len(data)).apply(b"\xc0")  # a list whose payload is cut off

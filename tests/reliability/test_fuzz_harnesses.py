@@ -45,15 +45,18 @@ def test_mutated_seeds_replay_cleanly(harness: ModuleType) -> None:
     """Truncated, bit-flipped and length-corrupted seeds go through the harness's checks
     with nothing but InvalidBlock handled inside it."""
     for seed in list(harness.seeds())[:8]:
-        for mutation in (Truncate(len(seed) // 2), BitFlip(len(seed) // 3, 5),
-                         SetLength(1, 2**60), Truncate(3)):
+        for mutation in (
+            Truncate(len(seed) // 2),
+            BitFlip(len(seed) // 3, 5),
+            SetLength(1, 2**60),
+            Truncate(3),
+        ):
             harness.one_input(mutation.apply(seed))
 
 
-def test_write_seeds_and_replay_from_the_command_line(harness: ModuleType,
-                                                      tmp_path: Path,
-                                                      capsys: pytest.CaptureFixture[str]
-                                                      ) -> None:
+def test_write_seeds_and_replay_from_the_command_line(
+    harness: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """--write-seeds writes the corpus and --replay runs saved inputs, without atheris."""
     harness.main(harness.one_input, harness.seeds, ["--write-seeds", str(tmp_path)])
     files = sorted(tmp_path.iterdir())

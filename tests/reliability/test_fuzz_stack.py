@@ -29,8 +29,11 @@ from vmstack.store import MemoryStore
 #: Fuzzing: the full suite runs it.
 pytestmark = pytest.mark.slow
 
-STACK = settings(max_examples=50, deadline=None,
-                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+STACK = settings(
+    max_examples=50,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 
 @attrs.define
@@ -44,8 +47,9 @@ class Node:
     clock: SimClock
 
 
-def make_node(factory: Callable[..., ChainVM], blocks: int, picks: tuple[int, ...],
-              **options: Any) -> Node:
+def make_node(
+    factory: Callable[..., ChainVM], blocks: int, picks: tuple[int, ...], **options: Any
+) -> Node:
     """A node with ``blocks`` accepted blocks; its seeds are the accepted blocks at indexes
     ``picks`` and the block that comes next."""
     ahead_clock = SimClock(START)
@@ -164,7 +168,7 @@ def test_deeply_nested_header_and_body_through_the_stack(node: Node) -> None:
         node.vm.parse_block(deep_header)
     _, payload_start, _ = read_prefix(body, 0)
     _, first_start, first_len = read_prefix(body, payload_start)
-    rest = body[first_start + first_len:]
+    rest = body[first_start + first_len :]
     block = header + nested + rest
     parsed = attempt(node.vm.parse_block, list_prefix(len(block)) + block)
     if parsed is not None:

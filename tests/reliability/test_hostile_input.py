@@ -79,12 +79,20 @@ def _inner_bytes(vm: ChainVM) -> bytes:
 
 def _with_signature(envelope: PostForkBlock, signature: bytes) -> bytes:
     raw = bytes(envelope)
-    return raw[:envelope.unsigned_len] + len(signature).to_bytes(4, "big") + signature
+    return raw[: envelope.unsigned_len] + len(signature).to_bytes(4, "big") + signature
 
 
 def _signed(vm: ChainVM, index: int, inner: bytes) -> bytes:
-    return bytes(build_signed(index.to_bytes(32, "big"), int(START), 0, inner,
-                              key=staking_key(), chain_id=_chain_id(vm)))
+    return bytes(
+        build_signed(
+            index.to_bytes(32, "big"),
+            int(START),
+            0,
+            inner,
+            key=staking_key(),
+            chain_id=_chain_id(vm),
+        )
+    )
 
 
 def _bad_signature(data: bytes) -> bytes:
@@ -97,29 +105,36 @@ def _bad_signature(data: bytes) -> bytes:
 
 @pytest.mark.parametrize("size", [1_000, 128_000, 2_000_000])
 def test_an_oversized_der_signature_is_refused_without_verification(
-        stack: tuple[ChainVM, SimClock], monkeypatch: pytest.MonkeyPatch, size: int) -> None:
+    stack: tuple[ChainVM, SimClock], monkeypatch: pytest.MonkeyPatch, size: int
+) -> None:
     """A signature longer than any P-256 DER signature never reaches the curve arithmetic
     (nor a general DER parser); the envelope is InvalidBlock."""
     vm, _ = stack
     checks = Counter(monkeypatch, certificate_module, "_check_ecdsa")
     unsigned = PostForkBlock(b"\1" * 32, int(START), 0, staking_key().certificate.raw, b"\xc0")
-    signature = der_element(0x30, der_element(0x02, b"\x01" + bytes(size))
-                            + der_element(0x02, b"\x01"))
+    signature = der_element(
+        0x30, der_element(0x02, b"\x01" + bytes(size)) + der_element(0x02, b"\x01")
+    )
     assert len(signature) > MAX_ECDSA_SIGNATURE_LEN
     with pytest.raises(InvalidBlock, match="signature verification failed"):
         vm.parse_block(_with_signature(unsigned, signature))
     assert checks.calls == 0
 
 
-@pytest.mark.parametrize("signature", [
-    b"\x30\x06\x02\x01\x01\x02\x01\x01\x00",  # trailing byte
-    b"\x30\x07\x02\x01\x01\x02\x02\x00\x01",  # non-minimal integer
-    b"\x30\x06\x02\x01\x00\x02\x01\x01",  # r = 0
-    b"\x30\x06\x02\x01\xff\x02\x01\x01",  # r negative
-    b"\x30\x03\x02\x01\x01",  # one integer
-], ids=["trailing", "non-minimal", "zero-r", "negative-r", "one-integer"])
+@pytest.mark.parametrize(
+    "signature",
+    [
+        b"\x30\x06\x02\x01\x01\x02\x01\x01\x00",  # trailing byte
+        b"\x30\x07\x02\x01\x01\x02\x02\x00\x01",  # non-minimal integer
+        b"\x30\x06\x02\x01\x00\x02\x01\x01",  # r = 0
+        b"\x30\x06\x02\x01\xff\x02\x01\x01",  # r negative
+        b"\x30\x03\x02\x01\x01",  # one integer
+    ],
+    ids=["trailing", "non-minimal", "zero-r", "negative-r", "one-integer"],
+)
 def test_malformed_der_signatures_are_refused_before_the_curve(
-        monkeypatch: pytest.MonkeyPatch, signature: bytes) -> None:
+    monkeypatch: pytest.MonkeyPatch, signature: bytes
+) -> None:
     """The DER reader is strict: any shape but SEQUENCE { INTEGER r, INTEGER s } with r, s
     in [1, n - 1] is refused before any point is multiplied."""
     checks = Counter(monkeypatch, certificate_module, "_check_ecdsa")
@@ -138,15 +153,25 @@ def test_a_valid_signature_still_verifies() -> None:
 
 
 def test_an_oversized_certificate_is_refused_before_it_is_parsed(
-        stack: tuple[ChainVM, SimClock], monkeypatch: pytest.MonkeyPatch) -> None:
+    stack: tuple[ChainVM, SimClock], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A certificate field of 1 MB is refused on its length: the certificate parser (and
     its cache, which would hash it) never sees it."""
     vm, _ = stack
     parses = Counter(monkeypatch, certificate_module, "_parse_certificate")
     certificate = der_element(0x30, bytes(1_000_000))
-    fields = (b"\0\0" + bytes(4) + b"\1" * 32 + int(START).to_bytes(8, "big") + bytes(8))
-    data = b"".join((fields, len(certificate).to_bytes(4, "big"), certificate,
-                     (1).to_bytes(4, "big"), b"\xc0", (72).to_bytes(4, "big"), bytes(72)))
+    fields = b"\0\0" + bytes(4) + b"\1" * 32 + int(START).to_bytes(8, "big") + bytes(8)
+    data = b"".join(
+        (
+            fields,
+            len(certificate).to_bytes(4, "big"),
+            certificate,
+            (1).to_bytes(4, "big"),
+            b"\xc0",
+            (72).to_bytes(4, "big"),
+            bytes(72),
+        )
+    )
     with pytest.raises(InvalidBlock, match="invalid certificate"):
         vm.parse_block(data)
     assert parses.calls == 0
@@ -156,7 +181,8 @@ def test_an_oversized_certificate_is_refused_before_it_is_parsed(
 
 
 def test_a_batch_of_bogus_envelopes_stops_at_the_first(
-        stack: tuple[ChainVM, SimClock], monkeypatch: pytest.MonkeyPatch) -> None:
+    stack: tuple[ChainVM, SimClock], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """279,620 two-byte elements (one Ancestors message): one envelope decoded, the
     failure named at index 0."""
     vm, _ = stack
@@ -169,7 +195,8 @@ def test_a_batch_of_bogus_envelopes_stops_at_the_first(
 
 
 def test_a_batch_of_bogus_envelopes_holds_no_failure_per_element(
-        stack: tuple[ChainVM, SimClock]) -> None:
+    stack: tuple[ChainVM, SimClock],
+) -> None:
     """A quarter of that message peaks far below the 100 MB goal (about 100 MB when every
     element's failure was kept): bounded by the batch's own lists of references."""
     vm, _ = stack
@@ -185,7 +212,8 @@ def test_a_batch_of_bogus_envelopes_holds_no_failure_per_element(
 
 
 def test_signatures_are_checked_only_up_to_the_first_bad_element(
-        stack: tuple[ChainVM, SimClock], monkeypatch: pytest.MonkeyPatch) -> None:
+    stack: tuple[ChainVM, SimClock], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Signed envelopes whose third inner block is bad: the inner batch fails at index 2
     and only the signatures of elements 0..2 are checked."""
     vm, _ = stack
@@ -200,7 +228,8 @@ def test_signatures_are_checked_only_up_to_the_first_bad_element(
 
 
 def test_unsigned_envelopes_over_a_bad_inner_block_cost_one_inner_batch(
-        stack: tuple[ChainVM, SimClock], monkeypatch: pytest.MonkeyPatch) -> None:
+    stack: tuple[ChainVM, SimClock], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Minimal well-framed envelopes over empty inner blocks: one batched parse below,
     refused at index 0."""
     vm, _ = stack
@@ -212,12 +241,23 @@ def test_unsigned_envelopes_over_a_bad_inner_block_cost_one_inner_batch(
     assert below.calls == 1
 
 
-@pytest.mark.parametrize(("bad_signature", "bad_inner", "bad_frame"), [
-    (3, 5, None), (5, 3, None), (4, None, 2), (None, 6, 1), (1, None, 7), (None, None, 0),
-])
+@pytest.mark.parametrize(
+    ("bad_signature", "bad_inner", "bad_frame"),
+    [
+        (3, 5, None),
+        (5, 3, None),
+        (4, None, 2),
+        (None, 6, 1),
+        (1, None, 7),
+        (None, None, 0),
+    ],
+)
 def test_a_batch_names_the_first_bad_element_as_the_fallback_does(
-        stack: tuple[ChainVM, SimClock], bad_signature: int | None, bad_inner: int | None,
-        bad_frame: int | None) -> None:
+    stack: tuple[ChainVM, SimClock],
+    bad_signature: int | None,
+    bad_inner: int | None,
+    bad_frame: int | None,
+) -> None:
     """Whatever mix of bad signatures, bad inner blocks and bad framing, the batched path
     fails at the same index, with the same reason, as one parse_block per element."""
     vm, _ = stack
@@ -251,16 +291,25 @@ def _element_pool() -> tuple[ChainVM, dict[str, list[bytes]]]:
         "good": good,
         "bad signature": [_bad_signature(_signed(vm, 10 + n, inner)) for n in range(4)],
         "bad inner": [_signed(vm, 20 + n, b"\xc1\x80") for n in range(4)],
-        "bad framing": [data[:-1 - n] for n, data in enumerate(good)],
+        "bad framing": [data[: -1 - n] for n, data in enumerate(good)],
         "not an envelope": [bytes([0xF8 - n]) + b"\x01" for n in range(4)],
     }
     return vm, pool
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["good", "bad signature", "bad inner",
-                                           "bad framing", "not an envelope"]),
-                          st.integers(0, 3)), min_size=1, max_size=10))
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(
+                ["good", "bad signature", "bad inner", "bad framing", "not an envelope"]
+            ),
+            st.integers(0, 3),
+        ),
+        min_size=1,
+        max_size=10,
+    )
+)
 def test_any_mix_fails_where_the_fallback_fails(choices: list[tuple[str, int]]) -> None:
     """For any arrangement of good and bad elements, the batched path answers as one
     parse_block per element: the same blocks, or the same index and reason."""
@@ -277,7 +326,8 @@ def test_any_mix_fails_where_the_fallback_fails(choices: list[tuple[str, int]]) 
 
 
 def test_pre_fork_bytes_that_look_like_an_envelope_still_parse(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """An inner VM whose own blocks begin with two zero bytes (an envelope's codec
     version): each fails as an envelope, ends a run, and parses below as a pre-fork block,
     as one parse_block per element has it; the batch goes on past it."""
@@ -310,7 +360,8 @@ def _verifier() -> CChainVM:
 
 
 def test_a_block_with_more_transactions_than_its_gas_pays_for_is_refused_unread(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """A 1 MB block of 14,000 transfers (its transactions root consistent) is refused by
     counting: no transaction is decoded and no sender recovered."""
     import vmstack.cchain.types.transactions as types
@@ -331,7 +382,8 @@ def test_a_block_with_more_transactions_than_its_gas_pays_for_is_refused_unread(
 
 
 def test_verify_recovers_at_most_the_senders_the_gas_limit_allows(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The most senders one valid block makes a node recover is gas_limit // 21000."""
     import vmstack.cchain.types.transactions as types
 

@@ -128,20 +128,24 @@ def test_huge_limits_give_the_whole_chain(stack: ChainVM, inner: MemoryVM) -> No
     chain once, ending at genesis, batched and serial alike."""
     chain = chain_bytes(inner)
     tip = inner.last_accepted()
-    limits = {"max_blocks_num": 2**62, "max_blocks_size": 2**62,
-              "max_retrieval_time": math.inf}
+    limits = {"max_blocks_num": 2**62, "max_blocks_size": 2**62, "max_retrieval_time": math.inf}
     assert get_ancestors(stack, tip, **limits) == chain
     assert serial_get_ancestors(stack, tip, **limits) == chain
     assert len(chain) == CHAIN + 1
 
 
-@pytest.mark.parametrize("limits", [
-    {"max_blocks_num": 1},
-    {"max_blocks_size": 0},
-    {"max_retrieval_time": 0.0},
-], ids=["one block", "zero bytes", "zero seconds"])
-def test_smallest_budgets_give_exactly_the_first_block(stack: ChainVM, inner: MemoryVM,
-                                                       limits: dict[str, Any]) -> None:
+@pytest.mark.parametrize(
+    "limits",
+    [
+        {"max_blocks_num": 1},
+        {"max_blocks_size": 0},
+        {"max_retrieval_time": 0.0},
+    ],
+    ids=["one block", "zero bytes", "zero seconds"],
+)
+def test_smallest_budgets_give_exactly_the_first_block(
+    stack: ChainVM, inner: MemoryVM, limits: dict[str, Any]
+) -> None:
     """A budget of one block, zero bytes or zero seconds still answers the requested block
     (the first block is always included), and nothing more."""
     tip = inner.last_accepted()
@@ -150,21 +154,31 @@ def test_smallest_budgets_give_exactly_the_first_block(stack: ChainVM, inner: Me
 
 
 @settings(max_examples=60, deadline=None)
-@given(num=st.integers(1, 40), size=st.integers(0, 3_000), name=st.sampled_from(list(STACKS)),
-       batching=st.booleans(), start=st.integers(0, CHAIN))
-def test_answers_never_exceed_the_budget(num: int, size: int, name: str, batching: bool,
-                                         start: int) -> None:
+@given(
+    num=st.integers(1, 40),
+    size=st.integers(0, 3_000),
+    name=st.sampled_from(list(STACKS)),
+    batching=st.booleans(),
+    start=st.integers(0, CHAIN),
+)
+def test_answers_never_exceed_the_budget(
+    num: int, size: int, name: str, batching: bool, start: int
+) -> None:
     """For any count and size, batched and serial answers equal the plain rule-4 prefix of
     the chain: never more blocks, never more bytes than allowed beyond the first block."""
     vm = memory_vm(batching=batching, blocks=CHAIN)
     top = STACKS[name](vm)
-    chain = chain_bytes(vm)[CHAIN - start:]
+    chain = chain_bytes(vm)[CHAIN - start :]
     block_id = hashlib.sha256(chain[0]).digest()
     expected = oracle(chain, num, size)
-    for answer in (get_ancestors(top, block_id, max_blocks_num=num, max_blocks_size=size,
-                                 max_retrieval_time=math.inf),
-                   serial_get_ancestors(top, block_id, max_blocks_num=num,
-                                        max_blocks_size=size, max_retrieval_time=math.inf)):
+    for answer in (
+        get_ancestors(
+            top, block_id, max_blocks_num=num, max_blocks_size=size, max_retrieval_time=math.inf
+        ),
+        serial_get_ancestors(
+            top, block_id, max_blocks_num=num, max_blocks_size=size, max_retrieval_time=math.inf
+        ),
+    ):
         assert answer == expected
         assert 1 <= len(answer) <= num
         assert len(answer) == 1 or sum(len(b) + CONTAINER_LEN_OVERHEAD for b in answer) <= size
@@ -173,13 +187,24 @@ def test_answers_never_exceed_the_budget(num: int, size: int, name: str, batchin
 # --- block IDs ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("block_id", [
-    b"", b"\x01" * 31, b"\x01" * 33, b"\x01" * 4096, "a" * 32, 7, None, [1] * 32,
-    bytearray(31),
-], ids=["empty", "31 bytes", "33 bytes", "4 KiB", "str", "int", "None", "list",
-        "short bytearray"])
-def test_malformed_block_ids_are_value_errors(stack: ChainVM, inner: MemoryVM,
-                                              block_id: Any) -> None:
+@pytest.mark.parametrize(
+    "block_id",
+    [
+        b"",
+        b"\x01" * 31,
+        b"\x01" * 33,
+        b"\x01" * 4096,
+        "a" * 32,
+        7,
+        None,
+        [1] * 32,
+        bytearray(31),
+    ],
+    ids=["empty", "31 bytes", "33 bytes", "4 KiB", "str", "int", "None", "list", "short bytearray"],
+)
+def test_malformed_block_ids_are_value_errors(
+    stack: ChainVM, inner: MemoryVM, block_id: Any
+) -> None:
     """An ID that is not 32 bytes is ValueError from both engine helpers, before any call."""
     inner.calls.clear()
     with pytest.raises(ValueError):
@@ -197,8 +222,9 @@ def test_unknown_block_ids_give_empty_answers(stack: ChainVM) -> None:
 
 
 @pytest.mark.parametrize("kind", [bytearray, memoryview])
-def test_buffer_block_ids_are_taken_as_bytes(stack: ChainVM, inner: MemoryVM,
-                                             kind: Callable[[bytes], Any]) -> None:
+def test_buffer_block_ids_are_taken_as_bytes(
+    stack: ChainVM, inner: MemoryVM, kind: Callable[[bytes], Any]
+) -> None:
     """A 32-byte bytearray or memoryview ID gets the same answer as the bytes ID."""
     tip = inner.last_accepted()
     assert get_ancestors(stack, kind(tip)) == get_ancestors(stack, tip)
@@ -241,8 +267,10 @@ class RingVM:
 
     def __init__(self, length: int = 5, block_len: int = 100) -> None:
         ids = [hashlib.sha256(b"ring %d" % i).digest() for i in range(length)]
-        self.blocks = {ids[i]: RingBlock(ids[i], ids[(i + 1) % length], length - i,
-                                         bytes([i]) * block_len) for i in range(length)}
+        self.blocks = {
+            ids[i]: RingBlock(ids[i], ids[(i + 1) % length], length - i, bytes([i]) * block_len)
+            for i in range(length)
+        }
         self.fetches = 0
         self.first = ids[0]
 
@@ -274,8 +302,9 @@ class BatchedRingVM(RingVM):
 
     batching = True
 
-    def get_ancestors(self, block_id: bytes, max_blocks_num: int, max_blocks_size: int,
-                      max_retrieval_time: float) -> list[bytes]:
+    def get_ancestors(
+        self, block_id: bytes, max_blocks_num: int, max_blocks_size: int, max_retrieval_time: float
+    ) -> list[bytes]:
         budget = AncestorBudget(max_blocks_num, max_blocks_size, max_retrieval_time)
 
         def fetch(wanted: bytes) -> tuple[bytes, bytes]:
@@ -294,8 +323,9 @@ def test_a_cyclic_chain_ends_at_the_block_count(ring_type: type[RingVM], name: s
     """Round a cyclic chain with no size or time limit, the walk stops at max_blocks_num."""
     ring = ring_type()
     top = STACKS[name](ring)
-    answer = get_ancestors(top, ring.first, max_blocks_num=57, max_blocks_size=2**62,
-                           max_retrieval_time=math.inf)
+    answer = get_ancestors(
+        top, ring.first, max_blocks_num=57, max_blocks_size=2**62, max_retrieval_time=math.inf
+    )
     assert len(answer) == 57
     assert answer[:5] == answer[5:10]
     assert ring.fetches <= 58
@@ -322,8 +352,14 @@ def test_a_cyclic_chain_ends_at_the_time_budget() -> None:
         return original(block_id)
 
     ring.get_block = slow_get_block  # type: ignore[method-assign]
-    answer = get_ancestors(ring, ring.first, max_blocks_num=2**62, max_blocks_size=2**62,
-                           max_retrieval_time=0.05, clock=clock)
+    answer = get_ancestors(
+        ring,
+        ring.first,
+        max_blocks_num=2**62,
+        max_blocks_size=2**62,
+        max_retrieval_time=0.05,
+        clock=clock,
+    )
     assert 45 <= len(answer) <= 51
 
 
@@ -354,8 +390,9 @@ class HugeSequence(Sequence[bytes]):
             yield b""
 
 
-def test_a_batch_over_the_maximum_is_refused_before_any_call(stack: ChainVM,
-                                                             inner: MemoryVM) -> None:
+def test_a_batch_over_the_maximum_is_refused_before_any_call(
+    stack: ChainVM, inner: MemoryVM
+) -> None:
     """MAX_PARSE_BATCH + 1 elements is ValueError naming the maximum; no VM is called."""
     inner.calls.clear()
     with pytest.raises(ValueError, match=str(MAX_PARSE_BATCH)):
@@ -374,8 +411,9 @@ def test_a_batch_at_the_maximum_is_parsed(name: str) -> None:
 
 
 @pytest.mark.parametrize("length", [MAX_PARSE_BATCH + 1, 10**7, 2**62])
-def test_a_huge_lazy_batch_is_refused_without_reading_it(stack: ChainVM, inner: MemoryVM,
-                                                         length: int) -> None:
+def test_a_huge_lazy_batch_is_refused_without_reading_it(
+    stack: ChainVM, inner: MemoryVM, length: int
+) -> None:
     """A lazy sequence claiming more than MAX_PARSE_BATCH elements (up to 2**62) is refused
     from its length alone: no element is read and no VM is called."""
     batch = HugeSequence(length)
@@ -393,7 +431,8 @@ def test_proposer_refuses_an_oversized_batch_itself() -> None:
     vm.calls.clear()
     with pytest.raises(ValueError, match=str(MAX_PARSE_BATCH)):
         never_forking(vm).batched_parse_block(  # type: ignore[attr-defined]
-            [b""] * (MAX_PARSE_BATCH + 1))
+            [b""] * (MAX_PARSE_BATCH + 1)
+        )
     assert vm.calls == []
 
 
@@ -433,12 +472,20 @@ def real_stack() -> tuple[ChainVM, list[bytes]]:
     return vm, chain_of(vm, ids[-1])
 
 
-@pytest.mark.parametrize("limits", [
-    {"max_blocks_num": 0}, {"max_blocks_num": -5}, {"max_blocks_size": -1},
-    {"max_retrieval_time": math.nan}, {"max_retrieval_time": -1.0},
-], ids=["zero count", "negative count", "negative size", "NaN time", "negative time"])
-def test_bad_limits_through_the_full_stack(real_stack: tuple[ChainVM, list[bytes]],
-                                           limits: dict[str, Any]) -> None:
+@pytest.mark.parametrize(
+    "limits",
+    [
+        {"max_blocks_num": 0},
+        {"max_blocks_num": -5},
+        {"max_blocks_size": -1},
+        {"max_retrieval_time": math.nan},
+        {"max_retrieval_time": -1.0},
+    ],
+    ids=["zero count", "negative count", "negative size", "NaN time", "negative time"],
+)
+def test_bad_limits_through_the_full_stack(
+    real_stack: tuple[ChainVM, list[bytes]], limits: dict[str, Any]
+) -> None:
     """Bad limits are ValueError from the engine helpers and from the top layer itself."""
     vm, _ = real_stack
     head = vm.last_accepted()
@@ -452,10 +499,14 @@ def test_bad_limits_through_the_full_stack(real_stack: tuple[ChainVM, list[bytes
         vm.get_ancestors(head, **arguments)  # type: ignore[attr-defined]
 
 
-@pytest.mark.parametrize("block_id", [b"\x01" * 31, b"\x01" * 33, "a" * 32, None, 12],
-                         ids=["31 bytes", "33 bytes", "str", "None", "int"])
-def test_malformed_ids_through_the_full_stack(real_stack: tuple[ChainVM, list[bytes]],
-                                              block_id: Any) -> None:
+@pytest.mark.parametrize(
+    "block_id",
+    [b"\x01" * 31, b"\x01" * 33, "a" * 32, None, 12],
+    ids=["31 bytes", "33 bytes", "str", "None", "int"],
+)
+def test_malformed_ids_through_the_full_stack(
+    real_stack: tuple[ChainVM, list[bytes]], block_id: Any
+) -> None:
     """Malformed IDs are ValueError from the helpers, the top layer's get_ancestors and the
     bottom VM's get_block, never an error from inside a layer."""
     vm, _ = real_stack
@@ -469,7 +520,8 @@ def test_malformed_ids_through_the_full_stack(real_stack: tuple[ChainVM, list[by
 
 
 def test_huge_and_tiny_limits_through_the_full_stack(
-        real_stack: tuple[ChainVM, list[bytes]]) -> None:
+    real_stack: tuple[ChainVM, list[bytes]],
+) -> None:
     """Huge limits give the whole chain once; one block, zero bytes or zero seconds give the
     head alone; unknown IDs give []; batched and serial agree throughout."""
     vm, chain = real_stack
@@ -477,8 +529,9 @@ def test_huge_and_tiny_limits_through_the_full_stack(
     huge = {"max_blocks_num": 2**62, "max_blocks_size": 2**62, "max_retrieval_time": math.inf}
     assert get_ancestors(vm, head, **huge) == serial_get_ancestors(vm, head, **huge) == chain
     for tiny in ({"max_blocks_num": 1}, {"max_blocks_size": 0}, {"max_retrieval_time": 0.0}):
-        assert get_ancestors(vm, head, **tiny) == serial_get_ancestors(vm, head, **tiny) \
-            == chain[:1]
+        assert (
+            get_ancestors(vm, head, **tiny) == serial_get_ancestors(vm, head, **tiny) == chain[:1]
+        )
     for size in (len(chain[0]) + 4, len(chain[0]) + len(chain[1]) + 8):
         expected = oracle(chain, 10**6, size)
         assert get_ancestors(vm, head, max_blocks_size=size) == expected

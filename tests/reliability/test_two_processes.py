@@ -79,8 +79,12 @@ def live_writer(tmp_path: Path) -> Iterator[Path]:
     """A writer process accepting blocks through the full stack into an LMDB store, past
     the fork; yields the store's path and SIGKILLs the writer afterwards."""
     path = tmp_path / "db"
-    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(path)], cwd=REPO,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(path)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         assert writer.stdout is not None
         line = writer.stdout.readline()
@@ -88,8 +92,10 @@ def live_writer(tmp_path: Path) -> Iterator[Path]:
         yield path
         if writer.poll() is not None:
             assert writer.stderr is not None
-            raise AssertionError("the writer died on its own: "
-                                 + writer.stderr.read().decode(errors="replace")[-2000:])
+            raise AssertionError(
+                "the writer died on its own: "
+                + writer.stderr.read().decode(errors="replace")[-2000:]
+            )
     finally:
         writer.send_signal(signal.SIGKILL)
         writer.wait()
@@ -109,8 +115,9 @@ def check_read_only_open(path: Path) -> int:
         if block.height > LAST_PRE_FORK:
             assert bytes(block)[:2] == b"\0\0", "the last accepted block lost its envelope"
         batched = get_ancestors(vm, head, max_blocks_num=WALK, max_retrieval_time=60.0)
-        assert batched == serial_get_ancestors(vm, head, max_blocks_num=WALK,
-                                               max_retrieval_time=60.0)
+        assert batched == serial_get_ancestors(
+            vm, head, max_blocks_num=WALK, max_retrieval_time=60.0
+        )
         assert len(batched) == min(WALK, block.height + 1)
         check_linked(batched, head)
         return block.height
@@ -124,8 +131,7 @@ def test_read_only_openers_never_fail_nor_disturb_a_live_writer(live_writer: Pat
     assert seen == sorted(seen) and seen[-1] > seen[0] > LAST_PRE_FORK
 
 
-def test_a_reader_asking_for_the_head_again_and_again_is_never_refused(
-        live_writer: Path) -> None:
+def test_a_reader_asking_for_the_head_again_and_again_is_never_refused(live_writer: Path) -> None:
     """last_accepted and the height index, asked in a loop while the writer accepts, always
     answer a served block: each check of the head runs within one snapshot, so a block
     accepted between two reads is not taken for damage."""
@@ -150,8 +156,12 @@ def test_a_second_writer_is_refused_while_the_first_lives(live_writer: Path) -> 
 def test_the_writer_lock_is_released_when_the_writer_dies(tmp_path: Path) -> None:
     """After the writer is SIGKILLed the next writer opens, recovers and checks out."""
     path = tmp_path / "db"
-    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(path)], cwd=REPO,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(path)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         assert writer.stdout is not None
         assert writer.stdout.readline() == b"ready\n"
@@ -199,8 +209,7 @@ class ReaderView(CrashingStore):
 def _writes_a_record(ops: Sequence[WriteOp]) -> bool:
     """Whether a batch puts a proposer block record: paused right after its commit, the
     proposer's write-ahead record is in the store and its inner block not yet accepted."""
-    return any(key.startswith(STORE_PREFIX + b"b") and value is not None
-               for key, value in ops)
+    return any(key.startswith(STORE_PREFIX + b"b") and value is not None for key, value in ops)
 
 
 def test_an_opener_that_is_not_the_writer_leaves_the_in_flight_record() -> None:

@@ -14,8 +14,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["first_line", "live_processes_naming", "signal_and_wait", "start_command",
-           "wait_for"]
+__all__ = ["first_line", "live_processes_naming", "signal_and_wait", "start_command", "wait_for"]
 
 
 def _default_sigint() -> None:
@@ -26,11 +25,15 @@ def start_command(*args: str, temporary: Path) -> subprocess.Popen[str]:
     """``python -m vmstack ARGS`` with SIGINT at its default and ``TMPDIR`` at
     ``temporary`` (created)."""
     temporary.mkdir(parents=True, exist_ok=True)
-    return subprocess.Popen([sys.executable, "-m", "vmstack", *args],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "TMPDIR": str(temporary)},
-                            preexec_fn=_default_sigint)
+    return subprocess.Popen(
+        [sys.executable, "-m", "vmstack", *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "TMPDIR": str(temporary)},
+        preexec_fn=_default_sigint,
+    )
 
 
 def _finish(process: subprocess.Popen[str], seconds: float) -> subprocess.CompletedProcess[str]:
@@ -39,13 +42,15 @@ def _finish(process: subprocess.Popen[str], seconds: float) -> subprocess.Comple
     except subprocess.TimeoutExpired:
         process.kill()
         stdout, stderr = process.communicate(timeout=30)
-        raise AssertionError(f"{process.args} did not end within {seconds:g} s: "
-                             f"{stderr[-2000:]}") from None
+        raise AssertionError(
+            f"{process.args} did not end within {seconds:g} s: {stderr[-2000:]}"
+        ) from None
     return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
 
 
-def wait_for(process: subprocess.Popen[str], condition: Callable[[], bool],
-             what: str, seconds: float = 120.0) -> None:
+def wait_for(
+    process: subprocess.Popen[str], condition: Callable[[], bool], what: str, seconds: float = 120.0
+) -> None:
     """Wait until ``condition()`` holds; the child is killed, and the test fails naming
     ``what``, if it does not within ``seconds`` or the child ends first."""
     deadline = time.monotonic() + seconds
@@ -56,8 +61,9 @@ def wait_for(process: subprocess.Popen[str], condition: Callable[[], bool],
                 process.kill()
             result = _finish(process, 30)
             why = "the command ended first" if ended else f"not within {seconds:g} s"
-            raise AssertionError(f"{what}: {why} (status {result.returncode}): "
-                                 f"{result.stderr[-2000:]}")
+            raise AssertionError(
+                f"{what}: {why} (status {result.returncode}): {result.stderr[-2000:]}"
+            )
         time.sleep(0.05)
 
 
@@ -71,19 +77,20 @@ def first_line(process: subprocess.Popen[str], seconds: float = 120.0) -> str:
         selector.register(process.stdout, selectors.EVENT_READ)
         while not line.endswith(b"\n"):
             left = deadline - time.monotonic()
-            chunk = (os.read(process.stdout.fileno(), 1)
-                     if left > 0 and selector.select(left) else b"")
+            chunk = (
+                os.read(process.stdout.fileno(), 1) if left > 0 and selector.select(left) else b""
+            )
             if not chunk:
                 process.kill()
                 result = _finish(process, 30)
-                raise AssertionError(f"no first line within {seconds:g} s: "
-                                     f"{result.stderr[-2000:]}")
+                raise AssertionError(f"no first line within {seconds:g} s: {result.stderr[-2000:]}")
             line += chunk
     return line.decode()
 
 
-def signal_and_wait(process: subprocess.Popen[str], signum: int,
-                    seconds: float = 120.0) -> subprocess.CompletedProcess[str]:
+def signal_and_wait(
+    process: subprocess.Popen[str], signum: int, seconds: float = 120.0
+) -> subprocess.CompletedProcess[str]:
     """Send ``signum`` and wait at most ``seconds`` for the child to end (killed if not)."""
     process.send_signal(signum)
     return _finish(process, seconds)

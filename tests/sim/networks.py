@@ -10,13 +10,21 @@ __all__ = ["SMALL", "simulated"]
 
 # Four nodes (two builders, one late joiner), short answers so a bootstrap takes several
 # requests, and drops often enough that some requests time out and are retried.
-SMALL = NetworkSimulationConfig(nodes=4, blocks=30, txs_per_block=1, live_blocks=6,
-                                late_fraction=0.5, max_blocks_num=8, seed=3,
-                                network=NetworkConfig(drop_probability=0.05))
+SMALL = NetworkSimulationConfig(
+    nodes=4,
+    blocks=30,
+    txs_per_block=1,
+    live_blocks=6,
+    late_fraction=0.5,
+    max_blocks_num=8,
+    seed=3,
+    network=NetworkConfig(drop_probability=0.05),
+)
 
 
-def simulated(engine: Any, config: NetworkSimulationConfig = SMALL,
-              **options: Any) -> dict[str, Any]:
+def simulated(
+    engine: Any, config: NetworkSimulationConfig = SMALL, **options: Any
+) -> dict[str, Any]:
     """The simulated figures of ``config`` (default :data:`SMALL`) run on ``engine``."""
     report = simulate_network(config, engine, **options)
     figures: dict[str, Any] = report.as_dict()["simulated"]  # type: ignore[assignment]

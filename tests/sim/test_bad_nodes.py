@@ -27,10 +27,12 @@ def run_with(engine: Any, fault: Any) -> NetworkReport:
     injected: list[int] = []
     stake = None
     if fault is damage_bodies:
-        drawn = StakeSchedule.draw(nodes=SMALL.nodes, kind=SMALL.stake, seed=SMALL.seed,
-                                   durango_time=SMALL.start_time)
-        stake = drawn.with_weights([0 if node == HOSTILE else weight
-                                    for node, weight in enumerate(drawn.weights)])
+        drawn = StakeSchedule.draw(
+            nodes=SMALL.nodes, kind=SMALL.stake, seed=SMALL.seed, durango_time=SMALL.start_time
+        )
+        stake = drawn.with_weights(
+            [0 if node == HOSTILE else weight for node, weight in enumerate(drawn.weights)]
+        )
 
     def inject_once(run: NetworkRun) -> None:
         if not injected:
@@ -101,8 +103,9 @@ def test_a_node_whose_own_call_fails_is_reported_crashed_and_the_run_goes_on() -
     report = run_with(LocalEngine(), failing_build)
     crashed = report.nodes[HOSTILE]
     assert crashed.crashed
-    assert crashed.crash_reason == ("its build failed: StoreCorrupted: the block record at "
-                                    "the head is damaged")
+    assert crashed.crash_reason == (
+        "its build failed: StoreCorrupted: the block record at the head is damaged"
+    )
     assert report.totals["crashed"] == 1
     assert report.totals["blocks_built"] == SMALL.live_blocks
     assert report.totals["nodes_at_tip"] == SMALL.nodes - 1

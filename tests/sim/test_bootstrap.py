@@ -16,15 +16,27 @@ from vmstack.sim.links import Network, NetworkConfig
 MODES = pytest.mark.parametrize("batched", [True, False], ids=["batched", "serial"])
 
 
-def bootstrap(batched: bool, *, blocks: int = 120, seed: int = 7, peers: int = 3,
-              drop_probability: float = 0.05, max_blocks_num: int = 50) -> BootstrapResult:
+def bootstrap(
+    batched: bool,
+    *,
+    blocks: int = 120,
+    seed: int = 7,
+    peers: int = 3,
+    drop_probability: float = 0.05,
+    max_blocks_num: int = 50,
+) -> BootstrapResult:
     serving = memory_vm(batching=True, blocks=blocks)
     node = memory_vm(batching=True)
-    network = Network(NetworkConfig(drop_probability=drop_probability),
-                      random.Random(seed), peers)
-    return Bootstrapper(node=node, peers=[serving] * peers, network=network,
-                        costs=REFERENCE_COSTS, clock=SimClock(1000.0), batched=batched,
-                        max_blocks_num=max_blocks_num).run(serving.last_accepted())
+    network = Network(NetworkConfig(drop_probability=drop_probability), random.Random(seed), peers)
+    return Bootstrapper(
+        node=node,
+        peers=[serving] * peers,
+        network=network,
+        costs=REFERENCE_COSTS,
+        clock=SimClock(1000.0),
+        batched=batched,
+        max_blocks_num=max_blocks_num,
+    ).run(serving.last_accepted())
 
 
 @MODES
@@ -33,9 +45,15 @@ def test_bootstrap_fetches_and_accepts_the_whole_chain(batched: bool) -> None:
     serving = memory_vm(batching=True, blocks=90)
     node = memory_vm(batching=True)
     network = Network(NetworkConfig(), random.Random(1), 2)
-    result = Bootstrapper(node=node, peers=[serving, serving], network=network,
-                          costs=REFERENCE_COSTS, clock=SimClock(), batched=batched,
-                          max_blocks_num=40).run(serving.last_accepted())
+    result = Bootstrapper(
+        node=node,
+        peers=[serving, serving],
+        network=network,
+        costs=REFERENCE_COSTS,
+        clock=SimClock(),
+        batched=batched,
+        max_blocks_num=40,
+    ).run(serving.last_accepted())
     assert node.last_accepted() == serving.last_accepted()
     assert result.blocks == 90
     assert result.timeline[0] == (0.0, 0)
@@ -85,9 +103,14 @@ def test_event_loop_refuses_the_past() -> None:
         EventLoop(SimClock()).schedule(-1.0, lambda: None)
 
 
-@pytest.mark.parametrize("config", [
-    {"latency": 0.01, "latency_spread": 0.02}, {"bandwidth": 0.0}, {"drop_probability": 1.0},
-])
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"latency": 0.01, "latency_spread": 0.02},
+        {"bandwidth": 0.0},
+        {"drop_probability": 1.0},
+    ],
+)
 def test_network_config_refuses_nonsense(config: dict[str, float]) -> None:
     """A network that cannot work is refused when it is configured."""
     with pytest.raises(ValueError):
@@ -104,14 +127,21 @@ def test_the_time_budget_binds_both_paths_alike(batched: bool) -> None:
     from vmstack.sim.costs import OperationCost
 
     per_block = OperationCost(per_block=1 / 64)
-    costs = attrs.evolve(REFERENCE_COSTS, serve_batched=per_block,
-                         serve_serial=OperationCost(base=1 / 64))
+    costs = attrs.evolve(
+        REFERENCE_COSTS, serve_batched=per_block, serve_serial=OperationCost(base=1 / 64)
+    )
     serving = memory_vm(batching=True, blocks=40)
     node = memory_vm(batching=True)
     network = Network(NetworkConfig(drop_probability=0.0), random.Random(1), 1)
-    result = Bootstrapper(node=node, peers=[serving], network=network, costs=costs,
-                          clock=SimClock(), batched=batched, max_retrieval_time=1 / 16
-                          ).run(serving.last_accepted())
+    result = Bootstrapper(
+        node=node,
+        peers=[serving],
+        network=network,
+        costs=costs,
+        clock=SimClock(),
+        batched=batched,
+        max_retrieval_time=1 / 16,
+    ).run(serving.last_accepted())
     assert node.last_accepted() == serving.last_accepted()
     assert result.requests == 10  # 40 blocks, four an answer
 

@@ -33,11 +33,13 @@ def _after_serving(stderr: str) -> list[str]:
 
 
 def test_sigterm_stops_serve_with_143_one_line_and_its_socket_folder_removed(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     temporary = tmp_path / "tmp"
     store = tmp_path / "store"
-    process = start_command("serve", "--data-dir", str(store), "--no-stdin-watch",
-                            temporary=temporary)
+    process = start_command(
+        "serve", "--data-dir", str(store), "--no-stdin-watch", temporary=temporary
+    )
     handshake = first_line(process).split()
     assert handshake[0] == "vmstack-serve" and int(handshake[3]) == process.pid
     assert any(temporary.glob("vmstack-vm-*"))  # the socket's private folder
@@ -53,8 +55,13 @@ def test_sigterm_stops_serve_with_143_one_line_and_its_socket_folder_removed(
 
 
 def test_ctrl_c_stops_serve_with_130(tmp_path: Path) -> None:
-    process = start_command("serve", "--data-dir", str(tmp_path / "store"),
-                            "--no-stdin-watch", temporary=tmp_path / "tmp")
+    process = start_command(
+        "serve",
+        "--data-dir",
+        str(tmp_path / "store"),
+        "--no-stdin-watch",
+        temporary=tmp_path / "tmp",
+    )
     first_line(process)
     interrupted = signal_and_wait(process, signal.SIGINT)
     assert interrupted.returncode == 130, interrupted.stderr
@@ -77,9 +84,25 @@ def test_a_damaged_data_dir_is_one_line_naming_it_and_how_to_rebuild(tmp_path: P
     simulate(config, data_dir=tmp_path)
     _damage_the_tip_header(tmp_path, config.blocks)
     result = subprocess.run(
-        [sys.executable, "-m", "vmstack", "simulate", "--blocks", "30", "--txs-per-block",
-         "1", "--peers", "1", "--data-dir", str(tmp_path)],
-        capture_output=True, text=True, timeout=300, check=False)
+        [
+            sys.executable,
+            "-m",
+            "vmstack",
+            "simulate",
+            "--blocks",
+            "30",
+            "--txs-per-block",
+            "1",
+            "--peers",
+            "1",
+            "--data-dir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr
     (line,) = result.stderr.strip().splitlines()
@@ -89,7 +112,8 @@ def test_a_damaged_data_dir_is_one_line_naming_it_and_how_to_rebuild(tmp_path: P
 
 
 def test_a_count_that_is_not_a_number_names_its_type_readably(
-        capsys: pytest.CaptureFixture[str]) -> None:
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     with pytest.raises(SystemExit) as stopped:
         main(["simulate", "--blocks", "many"])
     assert stopped.value.code == 2
@@ -101,13 +125,19 @@ def test_a_count_that_is_not_a_number_names_its_type_readably(
     assert "argument --live-blocks: must be at least 0, got -1" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize(("options", "message"), [
-    (["--peers", str(MAX_PEERS + 1)], f"peers must be at most {MAX_PEERS}, got"),
-    (["--peers", str(MAX_PEERS_OUT_OF_PROCESS + 1), "--out-of-process"],
-     f"peers must be at most {MAX_PEERS_OUT_OF_PROCESS} out of process"),
-])
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--peers", str(MAX_PEERS + 1)], f"peers must be at most {MAX_PEERS}, got"),
+        (
+            ["--peers", str(MAX_PEERS_OUT_OF_PROCESS + 1), "--out-of-process"],
+            f"peers must be at most {MAX_PEERS_OUT_OF_PROCESS} out of process",
+        ),
+    ],
+)
 def test_peers_beyond_the_documented_bound_are_refused_before_any_work(
-        options: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    options: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["simulate", "--blocks", "4", *options]) == 2
     out = capsys.readouterr()
     assert message in out.err
@@ -115,20 +145,42 @@ def test_peers_beyond_the_documented_bound_are_refused_before_any_work(
 
 
 def test_many_peers_show_their_set_up_progress(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["simulate", "--blocks", "3", "--txs-per-block", "0", "--serial",
-                 "--peers", str(PEERS_PROGRESS_FROM)]) == 0
-    bar = re.compile(rf"^peers set up +\S+ +{PEERS_PROGRESS_FROM}/{PEERS_PROGRESS_FROM} ",
-                     re.MULTILINE)
+    assert (
+        main(
+            [
+                "simulate",
+                "--blocks",
+                "3",
+                "--txs-per-block",
+                "0",
+                "--serial",
+                "--peers",
+                str(PEERS_PROGRESS_FROM),
+            ]
+        )
+        == 0
+    )
+    bar = re.compile(
+        rf"^peers set up +\S+ +{PEERS_PROGRESS_FROM}/{PEERS_PROGRESS_FROM} ", re.MULTILINE
+    )
     assert bar.search(capsys.readouterr().out)
 
 
-@pytest.mark.parametrize(("module", "options", "hint"), [
-    ("matplotlib", ["--plot", "figure.png"], "pip install 'vmstack[plot]'"),
-    ("ray", ["--engine", "ray"], "pip install 'vmstack[ray]'"),
-])
+@pytest.mark.parametrize(
+    ("module", "options", "hint"),
+    [
+        ("matplotlib", ["--plot", "figure.png"], "pip install 'vmstack[plot]'"),
+        ("ray", ["--engine", "ray"], "pip install 'vmstack[ray]'"),
+    ],
+)
 def test_install_hints_keep_their_extras(
-        module: str, options: list[str], hint: str, tmp_path: Path,
-        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    module: str,
+    options: list[str],
+    hint: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     monkeypatch.setitem(sys.modules, module, None)  # importing it fails
     monkeypatch.chdir(tmp_path)
     assert main(["simulate", "--blocks", "4", *options]) == 2
@@ -136,19 +188,23 @@ def test_install_hints_keep_their_extras(
 
 
 def test_the_headline_gives_the_transactions_built_not_those_asked_for(
-        capsys: pytest.CaptureFixture[str]) -> None:
-    exact = simulate(SimulationConfig(blocks=4, txs_per_block=3, peers=1,
-                                      modes=("serial",)))
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    exact = simulate(SimulationConfig(blocks=4, txs_per_block=3, peers=1, modes=("serial",)))
     assert exact.transactions == 12
     asked = 100_000
-    assert main(["simulate", "--blocks", "4", "--txs-per-block", str(asked), "--serial",
-                 "--peers", "1"]) == 0
-    headline = next(line for line in capsys.readouterr().out.splitlines()
-                    if line.startswith("chain: "))
+    assert (
+        main(
+            ["simulate", "--blocks", "4", "--txs-per-block", str(asked), "--serial", "--peers", "1"]
+        )
+        == 0
+    )
+    headline = next(
+        line for line in capsys.readouterr().out.splitlines() if line.startswith("chain: ")
+    )
     assert f"{asked:,} txs" not in headline.split("(")[0]
     assert f"({asked:,} asked for" in headline
-    report = simulate(SimulationConfig(blocks=4, txs_per_block=asked, peers=1,
-                                       modes=("serial",)))
+    report = simulate(SimulationConfig(blocks=4, txs_per_block=asked, peers=1, modes=("serial",)))
     assert report.transactions is not None and 0 < report.transactions < 4 * asked
     per_block = f"{report.transactions / 4:,.0f} txs on average"
     assert headline.startswith(f"chain: 4 blocks x {per_block}")
@@ -170,11 +226,15 @@ def _comparable(lines: list[str]) -> list[str]:
 
 
 def test_the_readmes_network_excerpt_is_what_its_command_prints(
-        capsys: pytest.CaptureFixture[str]) -> None:
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     """The excerpt's command, run on the local engine (the same simulated figures as on
     Ray), prints the excerpt's lines but for the measured ones."""
-    match = re.search(r"A real excerpt \(`(vmstack simulate --nodes [^`]+)`.*?\n```\n(.*?)\n```",
-                      README.read_text(), re.DOTALL)
+    match = re.search(
+        r"A real excerpt \(`(vmstack simulate --nodes [^`]+)`.*?\n```\n(.*?)\n```",
+        README.read_text(),
+        re.DOTALL,
+    )
     assert match is not None, "the README has no network excerpt"
     command, excerpt = shlex.split(match.group(1)), match.group(2).splitlines()
     options = command[2:]
@@ -186,10 +246,26 @@ def test_the_readmes_network_excerpt_is_what_its_command_prints(
 
 
 def test_the_network_headline_gives_the_transactions_built(
-        capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["simulate", "--nodes", "3", "--blocks", "3", "--txs-per-block", "100000",
-                 "--live-blocks", "0"]) == 0
-    headline = next(line for line in capsys.readouterr().out.splitlines()
-                    if line.startswith("network: "))
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert (
+        main(
+            [
+                "simulate",
+                "--nodes",
+                "3",
+                "--blocks",
+                "3",
+                "--txs-per-block",
+                "100000",
+                "--live-blocks",
+                "0",
+            ]
+        )
+        == 0
+    )
+    headline = next(
+        line for line in capsys.readouterr().out.splitlines() if line.startswith("network: ")
+    )
     assert "chain 3 blocks x " in headline and "(100,000 asked for" in headline
     assert "x 100,000 txs" not in headline

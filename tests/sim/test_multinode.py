@@ -28,7 +28,8 @@ def local_figures() -> dict[str, Any]:
 
 
 def test_local_network_bootstraps_every_node_and_follows_the_builders(
-        local_figures: dict[str, Any]) -> None:
+    local_figures: dict[str, Any],
+) -> None:
     totals, nodes = local_figures["totals"], local_figures["nodes"]
     assert totals["blocks_built"] == SMALL.live_blocks
     assert totals["tip_height"] == SMALL.blocks + SMALL.live_blocks
@@ -56,13 +57,15 @@ def test_the_run_is_a_function_of_its_seed(local_figures: dict[str, Any]) -> Non
 
 
 def test_batched_calls_give_the_figures_of_one_event_at_a_time(
-        local_figures: dict[str, Any]) -> None:
+    local_figures: dict[str, Any],
+) -> None:
     one_by_one = simulated(LocalEngine(), batch=False)
     assert one_by_one["nodes"] == local_figures["nodes"]
     batched, serial = local_figures["totals"], one_by_one["totals"]
     assert serial["batches"] == serial["events"] > batched["batches"]
-    assert {k: v for k, v in serial.items() if k not in ("batches", "widest_batch")} == \
-        {k: v for k, v in batched.items() if k not in ("batches", "widest_batch")}
+    assert {k: v for k, v in serial.items() if k not in ("batches", "widest_batch")} == {
+        k: v for k, v in batched.items() if k not in ("batches", "widest_batch")
+    }
 
 
 def test_a_crashed_local_node_is_reported_and_the_run_goes_on() -> None:
@@ -86,8 +89,7 @@ def test_the_slots_of_a_crashed_proposer_go_to_the_next_slots_proposers() -> Non
         if run.built >= 1:
             run.engine.crash(0)
 
-    report = simulate_network(SMALL, LocalEngine(),
-                              observe=crash_builder_0_after_the_first_block)
+    report = simulate_network(SMALL, LocalEngine(), observe=crash_builder_0_after_the_first_block)
     assert report.nodes[0].crashed and not report.nodes[1].crashed
     assert report.totals["blocks_built"] == SMALL.live_blocks
     down = [missed for missed in report.slots.missed if missed.reason == "down"]
@@ -106,17 +108,32 @@ def test_a_network_needs_two_nodes_and_a_builder_short_of_all() -> None:
 
 
 def test_a_run_that_does_not_settle_in_its_event_budget_fails_clearly() -> None:
-    config = NetworkSimulationConfig(nodes=3, blocks=6, txs_per_block=0, live_blocks=2,
-                                     max_events=10)
+    config = NetworkSimulationConfig(
+        nodes=3, blocks=6, txs_per_block=0, live_blocks=2, max_events=10
+    )
     with pytest.raises(VMStackError, match="did not settle within 10 events"):
         simulate_network(config, LocalEngine())
 
 
-def test_cli_runs_a_network_and_names_the_engine(tmp_path: Path,
-                                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_runs_a_network_and_names_the_engine(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "network.json"
-    status = main(["simulate", "--nodes", "3", "--blocks", "12", "--txs-per-block", "1",
-                   "--live-blocks", "2", "--json", str(out)])
+    status = main(
+        [
+            "simulate",
+            "--nodes",
+            "3",
+            "--blocks",
+            "12",
+            "--txs-per-block",
+            "1",
+            "--live-blocks",
+            "2",
+            "--json",
+            str(out),
+        ]
+    )
     assert status == 0
     report = json.loads(out.read_text())
     assert report["engine"]["name"] == "local"
@@ -125,13 +142,16 @@ def test_cli_runs_a_network_and_names_the_engine(tmp_path: Path,
     assert "network totals" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize(("options", "message"), [
-    (["--nodes", "4", "--serial"], "--serial applies to the two-node run"),
-    (["--engine", "local", "--workers", "2"], "need --engine ray"),
-    (["--nodes", "4", "--builders", "4"], "builders must be between"),
-])
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--nodes", "4", "--serial"], "--serial applies to the two-node run"),
+        (["--engine", "local", "--workers", "2"], "need --engine ray"),
+        (["--nodes", "4", "--builders", "4"], "builders must be between"),
+    ],
+)
 def test_cli_refuses_options_a_network_does_not_take(
-        options: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    options: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["simulate", "--blocks", "4", *options]) == 2
     assert message in capsys.readouterr().err
-

@@ -34,8 +34,12 @@ class RecordingEngine:
 
     def run(self, calls: Sequence[Call], *, timeout: float | None = None) -> list[Any]:
         self.batches.append(list(calls))
-        return [NodeCrashed(call.node, "stopped") if call.node in self.crashed
-                else (call.node, call.args) for call in calls]
+        return [
+            NodeCrashed(call.node, "stopped")
+            if call.node in self.crashed
+            else (call.node, call.args)
+            for call in calls
+        ]
 
     def crash(self, node: int) -> None:
         self.crashed.add(node)
@@ -82,14 +86,17 @@ def test_calls_on_different_nodes_within_the_lookahead_go_to_the_engine_together
         return lambda answer: answers.__setitem__(node, answer)
 
     for node in range(3):
-        loop.schedule(node * loop.lookahead / 4, node, keep(node),
-                      call=partial(_tip_call, node, f"n{node}"))
+        loop.schedule(
+            node * loop.lookahead / 4, node, keep(node), call=partial(_tip_call, node, f"n{node}")
+        )
     # Two calls on one node are never in one batch.
     loop.schedule(loop.lookahead / 2, 0, lambda _: None, call=lambda: _tip_call(0, "again"))
     loop.run()
     assert answers == {node: (node, (f"n{node}",)) for node in range(3)}
-    assert [[call.args for call in batch] for batch in engine.batches] == \
-        [[("n0",), ("n1",), ("n2",)], [("again",)]]
+    assert [[call.args for call in batch] for batch in engine.batches] == [
+        [("n0",), ("n1",), ("n2",)],
+        [("again",)],
+    ]
     assert (loop.batches, loop.calls, loop.widest_batch) == (2, 4, 3)
 
 
@@ -127,8 +134,9 @@ def test_an_event_scheduled_meanwhile_for_an_earlier_time_runs_first() -> None:
 def test_a_crashed_node_loses_its_events_but_the_networks_own_still_run() -> None:
     loop = _loop(RecordingEngine(crashed=[2]))
     ran: list[tuple[str, Any]] = []
-    loop.schedule(1.0, 2, lambda answer: ran.append(("call", answer)),
-                  call=lambda: _tip_call(2, "x"))
+    loop.schedule(
+        1.0, 2, lambda answer: ran.append(("call", answer)), call=lambda: _tip_call(2, "x")
+    )
     loop.schedule(2.0, 2, lambda answer: ran.append(("dropped", answer)))
     loop.schedule(3.0, 2, lambda answer: ran.append(("always", answer)), always=True)
     loop.run()

@@ -33,8 +33,9 @@ ALPHA = 0.01
 def binomial_p_value(successes: int, trials: int, probability: float) -> float:
     """The exact two-sided binomial test's p-value: the probability, under
     Binomial(``trials``, ``probability``), of an outcome no likelier than ``successes``."""
+
     def pmf(k: int) -> float:
-        return math.comb(trials, k) * probability ** k * (1 - probability) ** (trials - k)
+        return math.comb(trials, k) * probability**k * (1 - probability) ** (trials - k)
 
     observed = pmf(successes)
     return min(1.0, sum(p for p in map(pmf, range(trials + 1)) if p <= observed * (1 + 1e-7)))
@@ -45,8 +46,11 @@ def nodes_off_their_share(built: list[int], shares: list[float]) -> list[int]:
     by the number of nodes (Bonferroni): under the hypothesis, the chance that any node
     is listed is at most ``ALPHA``."""
     total = sum(built)
-    return [node for node, (count, share) in enumerate(zip(built, shares, strict=True))
-            if binomial_p_value(count, total, share) < ALPHA / len(built)]
+    return [
+        node
+        for node, (count, share) in enumerate(zip(built, shares, strict=True))
+        if binomial_p_value(count, total, share) < ALPHA / len(built)
+    ]
 
 
 def test_weights_are_drawn_from_the_seed_between_the_stake_bounds() -> None:
@@ -68,10 +72,13 @@ def test_weights_are_drawn_from_the_seed_between_the_stake_bounds() -> None:
 def test_the_stake_schedule_names_node_0_alone_before_the_run_and_everyone_after() -> None:
     stake = StakeSchedule.draw(nodes=3, kind="skewed", seed=5, durango_time=0.0)
     assert stake.validators(0) == {stake.node_ids[0]: stake.weights[0]}
-    assert stake.validators(LIVE_PCHAIN_HEIGHT) == dict(zip(stake.node_ids, stake.weights,
-                                                            strict=True))
+    assert stake.validators(LIVE_PCHAIN_HEIGHT) == dict(
+        zip(stake.node_ids, stake.weights, strict=True)
+    )
     assert stake.with_weights([1, 0, 2]).validators(LIVE_PCHAIN_HEIGHT) == {
-        stake.node_ids[0]: 1, stake.node_ids[2]: 2}
+        stake.node_ids[0]: 1,
+        stake.node_ids[2]: 2,
+    }
     assert stake.windower(1) is stake.windower(1)
     with pytest.raises(ValueError, match="node 0's is at least 1"):
         stake.with_weights([0, 1, 1])
@@ -84,8 +91,7 @@ def test_a_drawn_schedule_travels_as_its_recipe_and_others_whole() -> None:
     data = pickle.dumps(drawn)
     assert len(data) < 200  # not 40 NodeIDs
     again = pickle.loads(data)
-    assert (again.node_ids, again.weights, again.key) == (drawn.node_ids, drawn.weights,
-                                                          drawn.key)
+    assert (again.node_ids, again.weights, again.key) == (drawn.node_ids, drawn.weights, drawn.key)
     assert pickle.loads(data) is again  # drawn once per process
     reweighted = drawn.with_weights(range(1, 41))
     whole = pickle.loads(pickle.dumps(reweighted))
@@ -94,21 +100,29 @@ def test_a_drawn_schedule_travels_as_its_recipe_and_others_whole() -> None:
 
 @pytest.mark.slow
 def test_a_node_builds_only_in_its_slot_and_the_others_refuse_a_block_out_of_turn(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     """Nodes built as a network run builds them: the slot's expected proposer builds, a
     node out of turn is refused with the time of its slot, and its block (built by a
     stack without windows) fails verify at a windowed node."""
     config = NetworkSimulationConfig(nodes=4, blocks=6, txs_per_block=0)
-    stake = StakeSchedule.draw(nodes=4, kind="equal", seed=config.seed,
-                               durango_time=config.start_time)
+    stake = StakeSchedule.draw(
+        nodes=4, kind="equal", seed=config.seed, durango_time=config.start_time
+    )
 
     def node(index: int, *, windowed: bool = True) -> NodeServer:
-        return NodeServer(NodeSpec(index=index, chain_id=config.chain_id,
-                                   start_time=config.start_time, fork_time=config.fork_time,
-                                   transition_time=config.transition_time,
-                                   staking_seed=node_staking_seed(config.seed, index),
-                                   stake=stake if windowed else None),
-                          tmp_path / f"{index}-{windowed}")
+        return NodeServer(
+            NodeSpec(
+                index=index,
+                chain_id=config.chain_id,
+                start_time=config.start_time,
+                fork_time=config.fork_time,
+                transition_time=config.transition_time,
+                staking_seed=node_staking_seed(config.seed, index),
+                stake=stake if windowed else None,
+            ),
+            tmp_path / f"{index}-{windowed}",
+        )
 
     nodes = [node(index) for index in range(4)]
     try:
@@ -119,8 +133,11 @@ def test_a_node_builds_only_in_its_slot_and_the_others_refuse_a_block_out_of_tur
             assert other.import_blocks(chain) == tip
         at = tip.timestamp + config.block_interval
         slot = time_to_slot(tip.timestamp, at)
-        expected = stake.node_of(stake.windower(config.chain_id).expected_proposer(
-            tip.height + 1, tip.pchain_height, slot))
+        expected = stake.node_of(
+            stake.windower(config.chain_id).expected_proposer(
+                tip.height + 1, tip.pchain_height, slot
+            )
+        )
         waiting = next(index for index in range(4) if index != expected)
         with pytest.raises(ProposerWindowNotStarted, match="not this node's turn") as refused:
             nodes[waiting].build(at, config.seed, 0, 0)
@@ -152,8 +169,15 @@ def test_32_nodes_with_skewed_stake_build_blocks_in_proportion_to_their_stake() 
     ALPHA = 1% (under the hypothesis, the run fails with probability at most 1%; the seed
     is fixed, so the outcome is too). The same counts reject equal shares: the test can
     tell stake apart."""
-    config = NetworkSimulationConfig(nodes=32, blocks=6, txs_per_block=0, live_blocks=96,
-                                     late_fraction=0.0, stake="skewed", seed=11)
+    config = NetworkSimulationConfig(
+        nodes=32,
+        blocks=6,
+        txs_per_block=0,
+        live_blocks=96,
+        late_fraction=0.0,
+        stake="skewed",
+        seed=11,
+    )
     report = simulate_network(config, LocalEngine())
     totals = report.totals
     assert totals["blocks_built"] == config.live_blocks
@@ -170,14 +194,22 @@ def test_32_nodes_with_skewed_stake_build_blocks_in_proportion_to_their_stake() 
     slots = report.slots
     assert sum(slots.built_in_slot.values()) == config.live_blocks
     assert slots.built_in_slot[0] > config.live_blocks // 2
-    assert len(slots.missed) == totals["missed_slots"] == sum(
-        node["slots_missed"] for node in nodes)
+    assert (
+        len(slots.missed) == totals["missed_slots"] == sum(node["slots_missed"] for node in nodes)
+    )
 
 
 @pytest.mark.slow
 def test_killing_the_top_stake_node_mid_run_misses_its_slots_and_the_chain_goes_on() -> None:
-    config = NetworkSimulationConfig(nodes=8, blocks=6, txs_per_block=0, live_blocks=24,
-                                     late_fraction=0.0, stake="skewed", seed=4)
+    config = NetworkSimulationConfig(
+        nodes=8,
+        blocks=6,
+        txs_per_block=0,
+        live_blocks=24,
+        late_fraction=0.0,
+        stake="skewed",
+        seed=4,
+    )
     weights = draw_weights(config.stake, config.nodes, config.seed)
     top = weights.index(max(weights))
     killed_at: list[float] = []
@@ -208,10 +240,29 @@ def test_killing_the_top_stake_node_mid_run_misses_its_slots_and_the_chain_goes_
 
 
 def test_the_cli_takes_the_stake_and_prints_the_proposers(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "network.json"
-    assert main(["simulate", "--nodes", "3", "--blocks", "6", "--txs-per-block", "0",
-                 "--live-blocks", "3", "--stake", "skewed", "--json", str(out)]) == 0
+    assert (
+        main(
+            [
+                "simulate",
+                "--nodes",
+                "3",
+                "--blocks",
+                "6",
+                "--txs-per-block",
+                "0",
+                "--live-blocks",
+                "3",
+                "--stake",
+                "skewed",
+                "--json",
+                str(out),
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert "stake skewed" in printed and "proposers (simulated" in printed
     assert "slot delays (simulated)" in printed and "missed slots:" in printed

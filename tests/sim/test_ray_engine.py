@@ -28,8 +28,9 @@ from vmstack.sim.network.report import placement_summary, print_network_report
 
 
 def _hosts(*rooms: int | None) -> list[RayHost]:
-    return [RayHost(f"node{index}", f"10.0.0.{index + 1}", room)
-            for index, room in enumerate(rooms)]
+    return [
+        RayHost(f"node{index}", f"10.0.0.{index + 1}", room) for index, room in enumerate(rooms)
+    ]
 
 
 def test_actors_go_to_the_hosts_in_turn_and_skip_a_full_one() -> None:
@@ -46,15 +47,26 @@ def test_actors_go_to_the_hosts_in_turn_and_skip_a_full_one() -> None:
 
 
 def test_the_placement_line_names_every_host_with_its_actors_and_nodes() -> None:
-    engine = {"name": "ray", "workers": 3, "workers_asked": 4,
-              "hosts": [{"node_id": "a" * 56, "address": "10.0.0.1", "actors": [0, 2]},
-                        {"node_id": "b" * 56, "address": "10.0.0.2", "actors": [1]}],
-              "actors": [{"actor": 0, "nodes": [0, 3]}, {"actor": 1, "nodes": [1]},
-                         {"actor": 2, "nodes": [2]}]}
+    engine = {
+        "name": "ray",
+        "workers": 3,
+        "workers_asked": 4,
+        "hosts": [
+            {"node_id": "a" * 56, "address": "10.0.0.1", "actors": [0, 2]},
+            {"node_id": "b" * 56, "address": "10.0.0.2", "actors": [1]},
+        ],
+        "actors": [
+            {"actor": 0, "nodes": [0, 3]},
+            {"actor": 1, "nodes": [1]},
+            {"actor": 2, "nodes": [2]},
+        ],
+    }
     assert placement_summary(engine) == (
         "placement: 3 actors on 2 hosts (asked for 4; the cluster held 3): "
-        "10.0.0.1 (aaaaaaaa) 2 actors, 3 nodes; 10.0.0.2 (bbbbbbbb) 1 actors, 1 nodes")
+        "10.0.0.1 (aaaaaaaa) 2 actors, 3 nodes; 10.0.0.2 (bbbbbbbb) 1 actors, 1 nodes"
+    )
     assert placement_summary({"name": "local"}) is None
+
 
 #: These tests start Ray.
 pytestmark = pytest.mark.slow
@@ -83,8 +95,10 @@ def test_a_listener_that_is_not_ray_is_one_line_within_the_join_bound() -> None:
             simulate_network(SMALL, engine)
         waited = time.monotonic() - started
     message = str(refused.value)
-    assert message == (f"no Ray cluster answers at {address} within 2 s: something listens "
-                       "there, but not Ray's control service")
+    assert message == (
+        f"no Ray cluster answers at {address} within 2 s: something listens "
+        "there, but not Ray's control service"
+    )
     # The bound holds: Ray's own join would retry for 20 s and more.
     assert waited < 15
 
@@ -115,12 +129,13 @@ def test_ray_engine_gives_the_local_figures_with_skewed_stake(ray_session: Any) 
     on_ray = simulate_network(config, RayEngine(workers=2))
     assert sum(node.blocks_built for node in on_ray.nodes) == config.live_blocks
     assert len({node.weight for node in on_ray.nodes}) > 1
-    assert on_ray.as_dict()["simulated"] == \
-        simulate_network(config, LocalEngine()).as_dict()["simulated"]
+    assert (
+        on_ray.as_dict()["simulated"]
+        == simulate_network(config, LocalEngine()).as_dict()["simulated"]
+    )
 
 
-def test_the_report_says_which_host_each_actor_ran_on_and_what_it_held(
-        ray_session: Any) -> None:
+def test_the_report_says_which_host_each_actor_ran_on_and_what_it_held(ray_session: Any) -> None:
     report = simulate_network(SMALL, RayEngine(workers=3))
     engine = report.engine
     node_id = ray_session.get_runtime_context().get_node_id()
@@ -136,12 +151,13 @@ def test_the_report_says_which_host_each_actor_ran_on_and_what_it_held(
     assert host["actors"] == 3 and host["bytes"] == sum(entry["bytes"] for entry in by_actor)
     console = Console(record=True, width=200)
     print_network_report(report, console)
-    assert f"placement: 3 actors on 1 host: {host['address']} ({node_id[:8]}) 3 actors, " \
+    assert (
+        f"placement: 3 actors on 1 host: {host['address']} ({node_id[:8]}) 3 actors, "
         "4 nodes" in console.export_text()
+    )
 
 
-def test_actors_that_ask_for_cpus_go_to_as_many_as_the_cluster_holds(
-        ray_session: Any) -> None:
+def test_actors_that_ask_for_cpus_go_to_as_many_as_the_cluster_holds(ray_session: Any) -> None:
     # The local Ray has two CPUs: two actors of one CPU each, and the four nodes on them.
     engine = RayEngine(workers=4, actor_cpus=1.0)
     ray_figures = simulated(engine)
@@ -189,16 +205,36 @@ def test_a_killed_actor_is_reported_as_crashed_and_the_run_goes_on(ray_session: 
 
 
 def test_scaling_example_compares_local_and_ray_on_a_running_cluster(
-        ray_session: Any, tmp_path: Path) -> None:
+    ray_session: Any, tmp_path: Path
+) -> None:
     """examples/ray_scaling.py joins the cluster it is given and finds the same simulated
     figures on every engine."""
     script = Path(__file__).resolve().parents[2] / "examples" / "ray_scaling.py"
     out = tmp_path / "scaling.json"
     result = subprocess.run(
-        [sys.executable, str(script), "--nodes", "3", "--workers", "2", "--blocks", "6",
-         "--txs-per-block", "1", "--live-blocks", "1", "--json", str(out),
-         "--ray-address", ray_session.get_runtime_context().gcs_address],
-        capture_output=True, text=True, timeout=300, check=False)
+        [
+            sys.executable,
+            str(script),
+            "--nodes",
+            "3",
+            "--workers",
+            "2",
+            "--blocks",
+            "6",
+            "--txs-per-block",
+            "1",
+            "--live-blocks",
+            "1",
+            "--json",
+            str(out),
+            "--ray-address",
+            ray_session.get_runtime_context().gcs_address,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "same simulated figures on every run: yes" in result.stdout
     rows = json.loads(out.read_text())["rows"]
@@ -206,10 +242,12 @@ def test_scaling_example_compares_local_and_ray_on_a_running_cluster(
     assert rows[0]["calls"] == rows[1]["calls"] > 0
 
 
-@pytest.mark.parametrize("fault", [answer_other_bodies, damage_bodies],
-                         ids=["other bodies", "damaged store"])
+@pytest.mark.parametrize(
+    "fault", [answer_other_bodies, damage_bodies], ids=["other bodies", "damaged store"]
+)
 def test_a_bad_node_on_ray_is_dropped_and_counted_as_on_the_local_engine(
-        ray_session: Any, fault: Any) -> None:
+    ray_session: Any, fault: Any
+) -> None:
     # Two actors: the bad node shares its actor with an honest one, which goes on serving.
     report = run_with(RayEngine(workers=2, call_timeout=60.0), fault)
     assert_survived(report)
@@ -222,7 +260,8 @@ def test_a_node_whose_own_call_fails_on_ray_is_crashed_not_the_run(ray_session: 
     engine = RayEngine(workers=2, call_timeout=60.0)
     report = run_with(engine, failing_build)
     assert report.nodes[HOSTILE].crash_reason == (
-        "its build failed: StoreCorrupted: the block record at the head is damaged")
+        "its build failed: StoreCorrupted: the block record at the head is damaged"
+    )
     assert report.totals["crashed"] == 1
     # Node 3 shares the failed node's actor and is not taken down with it.
     assert not report.nodes[3].crashed
@@ -231,30 +270,50 @@ def test_a_node_whose_own_call_fails_on_ray_is_crashed_not_the_run(ray_session: 
 
 @pytest.mark.slow
 def test_a_cluster_that_needs_a_token_refuses_a_driver_without_it_in_one_line(
-        ray_session: Any) -> None:
+    ray_session: Any,
+) -> None:
     if os.environ.get("RAY_AUTH_MODE") != "token":
         pytest.skip("the local Ray runs without token authentication")
     address = ray_session.get_runtime_context().gcs_address
     environment = {**os.environ, "RAY_AUTH_MODE": "disabled"}
     environment.pop("RAY_AUTH_TOKEN", None)
     result = subprocess.run(
-        [sys.executable, "-m", "vmstack", "simulate", "--nodes", "3", "--blocks", "4",
-         "--engine", "ray", "--ray-address", address],
-        capture_output=True, text=True, timeout=60, check=False, env=environment)
+        [
+            sys.executable,
+            "-m",
+            "vmstack",
+            "simulate",
+            "--nodes",
+            "3",
+            "--blocks",
+            "4",
+            "--engine",
+            "ray",
+            "--ray-address",
+            address,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=environment,
+    )
     assert result.returncode == 2
     last = result.stderr.strip().splitlines()[-1]
-    assert last.startswith(f"vmstack simulate: the Ray cluster at {address} refused this "
-                           "driver: it needs Ray's authentication token"), result.stderr
+    assert last.startswith(
+        f"vmstack simulate: the Ray cluster at {address} refused this "
+        "driver: it needs Ray's authentication token"
+    ), result.stderr
     assert "InvalidAuthToken" in last
 
 
 def test_a_cluster_of_another_ray_version_is_refused_in_one_line(
-        ray_session: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    ray_session: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     address = ray_session.get_runtime_context().gcs_address
     monkeypatch.setattr(ray_session, "__version__", "0.0.1")
     with pytest.raises(VMStackError) as refused:
         _probe_cluster(ray_session, address, timeout=30.0)
-    assert str(refused.value).startswith(
-        f"the Ray cluster at {address} runs Ray 2.")
+    assert str(refused.value).startswith(f"the Ray cluster at {address} runs Ray 2.")
     assert "this driver Ray 0.0.1 on Python" in str(refused.value)
     assert "\n" not in str(refused.value)

@@ -24,8 +24,13 @@ SMALL = SimulationConfig(blocks=45, txs_per_block=2, peers=2, seed=11)
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "vmstack.cli", *args], capture_output=True,
-                          text=True, timeout=600, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "vmstack.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
 
 
 def test_simulate_cli_end_to_end(tmp_path: Path) -> None:
@@ -65,23 +70,32 @@ def test_data_dir_keeps_the_chain_for_the_next_run(tmp_path: Path) -> None:
     assert not first.chain_reused and second.chain_reused
     assert first.as_dict()["simulated"] == second.as_dict()["simulated"]
     with pytest.raises(ValueError, match="different chain"):
-        simulate(SimulationConfig(blocks=46, txs_per_block=2, peers=2, seed=11),
-                 data_dir=tmp_path)
+        simulate(SimulationConfig(blocks=46, txs_per_block=2, peers=2, seed=11), data_dir=tmp_path)
 
 
 def test_serial_flag_runs_the_serial_bootstrap_alone(tmp_path: Path) -> None:
     """`--serial` runs only the fallback bootstrap; a bad cost file is a clear error."""
     out = tmp_path / "sim.json"
-    result = run_cli("simulate", "--blocks", "20", "--txs-per-block", "1", "--serial",
-                     "--json", str(out))
+    result = run_cli(
+        "simulate", "--blocks", "20", "--txs-per-block", "1", "--serial", "--json", str(out)
+    )
     assert result.returncode == 0, result.stderr
     assert list(json.loads(out.read_text())["simulated"]) == ["serial"]
     again = tmp_path / "again.json"
-    replay = run_cli("simulate", "--blocks", "20", "--txs-per-block", "1", "--serial",
-                     "--costs", str(out), "--json", str(again))
+    replay = run_cli(
+        "simulate",
+        "--blocks",
+        "20",
+        "--txs-per-block",
+        "1",
+        "--serial",
+        "--costs",
+        str(out),
+        "--json",
+        str(again),
+    )
     assert replay.returncode == 0, replay.stderr
-    assert (json.loads(again.read_text())["simulated"]
-            == json.loads(out.read_text())["simulated"])
+    assert json.loads(again.read_text())["simulated"] == json.loads(out.read_text())["simulated"]
     costs = tmp_path / "costs.json"
     costs.write_text('{"serve_batched": {}}')
     bad = run_cli("simulate", "--blocks", "5", "--costs", str(costs))
@@ -93,8 +107,7 @@ def test_serial_flag_runs_the_serial_bootstrap_alone(tmp_path: Path) -> None:
 
 def test_cost_model_round_trips_through_json() -> None:
     """A cost model written as JSON reads back equal."""
-    assert CostModel.from_dict(json.loads(json.dumps(REFERENCE_COSTS.as_dict()))) \
-        == REFERENCE_COSTS
+    assert CostModel.from_dict(json.loads(json.dumps(REFERENCE_COSTS.as_dict()))) == REFERENCE_COSTS
 
 
 def test_bench_quick_writes_every_row(tmp_path: Path) -> None:
@@ -104,8 +117,13 @@ def test_bench_quick_writes_every_row(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr + result.stdout
     rows = json.loads(out.read_text())["rows"]
     groups = {row["group"] for row in rows}
-    assert {"block bytes", "GetAncestors", "BatchedParseBlock", "GetAncestors over gRPC",
-            "BatchedParseBlock over gRPC"} <= groups
+    assert {
+        "block bytes",
+        "GetAncestors",
+        "BatchedParseBlock",
+        "GetAncestors over gRPC",
+        "BatchedParseBlock over gRPC",
+    } <= groups
     for row in rows:
         assert row["fast_seconds"] > 0 and row["baseline_seconds"] > 0
         assert row["speedup"] == pytest.approx(row["baseline_seconds"] / row["fast_seconds"])
@@ -133,8 +151,7 @@ def test_out_of_process_gives_the_same_simulated_figures(tmp_path: Path) -> None
     assert out["simulated"] == in_process["simulated"]
     assert in_process["round_trips"] == {}
     batched, serial = out["round_trips"]["batched"], out["round_trips"]["serial"]
-    assert batched["serving"]["GetAncestors"]["calls"] == out["simulated"]["batched"][
-        "requests"]
+    assert batched["serving"]["GetAncestors"]["calls"] == out["simulated"]["batched"]["requests"]
     assert "GetBlock" not in batched["serving"]
     assert serial["serving"]["GetBlock"]["calls"] >= SMALL.blocks
     assert batched["node"]["BatchedParseBlock"]["calls"] >= 1
@@ -157,9 +174,11 @@ def test_a_serving_peer_whose_process_dies_is_dropped_out_of_process() -> None:
 
     def kill_a_serving_peer(mode: str, fetched: int) -> None:
         if mode == "batched" and fetched == SMALL.blocks and not killed:
-            serving = [pid for pid in descendants(os.getpid())
-                       if b"--readonly" in Path(f"/proc/{pid}/cmdline").read_bytes()
-                       .split(b"\0")]
+            serving = [
+                pid
+                for pid in descendants(os.getpid())
+                if b"--readonly" in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            ]
             assert len(serving) == SMALL.peers
             os.kill(serving[0], signal.SIGKILL)
             assert wait_ended(serving[0])
@@ -172,8 +191,7 @@ def test_a_serving_peer_whose_process_dies_is_dropped_out_of_process() -> None:
     assert len(serial.peers_dropped) == 1
     assert "timeout" in {reason for _, reason in serial.retries_at}
     assert report.results["batched"].peers_dropped == ()
-    assert report.as_dict()["simulated"]["serial"]["peers_dropped"] == list(
-        serial.peers_dropped)
+    assert report.as_dict()["simulated"]["serial"]["peers_dropped"] == list(serial.peers_dropped)
 
 
 def test_calibrating_out_of_process_learns_the_round_trips() -> None:
@@ -186,8 +204,16 @@ def test_calibrating_out_of_process_learns_the_round_trips() -> None:
 
 def _start_and_interrupt(data_dir: Path, signum: int) -> subprocess.CompletedProcess[str]:
     """Start a long `vmstack simulate --data-dir` and send ``signum`` once it is building."""
-    process = start_command("simulate", "--blocks", "3000", "--txs-per-block", "2",
-                            "--data-dir", str(data_dir), temporary=data_dir / "tmp")
+    process = start_command(
+        "simulate",
+        "--blocks",
+        "3000",
+        "--txs-per-block",
+        "2",
+        "--data-dir",
+        str(data_dir),
+        temporary=data_dir / "tmp",
+    )
     wait_for(process, (data_dir / "serving" / "data.mdb").exists, "the build started")
     time.sleep(1.0)
     return signal_and_wait(process, signum)
@@ -200,8 +226,17 @@ def test_ctrl_c_exits_130_with_one_line_and_the_next_run_rebuilds(tmp_path: Path
     assert interrupted.returncode == 130, interrupted.stderr
     assert interrupted.stderr.strip() == "vmstack simulate: interrupted"
     assert "Traceback" not in interrupted.stdout + interrupted.stderr
-    result = run_cli("simulate", "--blocks", "30", "--txs-per-block", "1", "--peers", "1",
-                     "--data-dir", str(tmp_path))
+    result = run_cli(
+        "simulate",
+        "--blocks",
+        "30",
+        "--txs-per-block",
+        "1",
+        "--peers",
+        "1",
+        "--data-dir",
+        str(tmp_path),
+    )
     assert result.returncode == 0, result.stderr + result.stdout
     assert "reusing" not in result.stdout
 
@@ -218,15 +253,16 @@ def test_ctrl_c_reaches_the_command_when_the_suite_ignores_sigint(tmp_path: Path
     assert interrupted.stderr.strip() == "vmstack simulate: interrupted"
 
 
-def test_sigterm_exits_143_with_one_line_and_removes_the_temporary_store(
-        tmp_path: Path) -> None:
+def test_sigterm_exits_143_with_one_line_and_removes_the_temporary_store(tmp_path: Path) -> None:
     """SIGTERM mid-build, as Ctrl-C: status 143, one line, and the temporary store (in
     the folder the command's TMPDIR names) is removed."""
     temporary = tmp_path / "tmp"
-    process = start_command("simulate", "--blocks", "3000", "--txs-per-block", "2",
-                            temporary=temporary)
-    wait_for(process, lambda: any(temporary.glob("vmstack-sim-*/serving/data.mdb")),
-             "the build started")
+    process = start_command(
+        "simulate", "--blocks", "3000", "--txs-per-block", "2", temporary=temporary
+    )
+    wait_for(
+        process, lambda: any(temporary.glob("vmstack-sim-*/serving/data.mdb")), "the build started"
+    )
     time.sleep(1.0)
     terminated = signal_and_wait(process, signal.SIGTERM)
     assert terminated.returncode == 143, terminated.stderr
@@ -238,10 +274,18 @@ def test_sigterm_out_of_process_stops_every_served_child(tmp_path: Path) -> None
     """SIGTERM while the served processes of an out-of-process run start: status 143,
     one line, no served process left, the temporary stores removed."""
     temporary = tmp_path / "tmp"
-    process = start_command("simulate", "--blocks", "300", "--txs-per-block", "1",
-                            "--out-of-process", temporary=temporary)
-    wait_for(process, lambda: bool(live_processes_naming(str(temporary))),
-             "a served process started")
+    process = start_command(
+        "simulate",
+        "--blocks",
+        "300",
+        "--txs-per-block",
+        "1",
+        "--out-of-process",
+        temporary=temporary,
+    )
+    wait_for(
+        process, lambda: bool(live_processes_naming(str(temporary))), "a served process started"
+    )
     terminated = signal_and_wait(process, signal.SIGTERM)
     assert terminated.returncode == 143, terminated.stderr
     assert terminated.stderr.strip() == "vmstack simulate: terminated"
@@ -255,36 +299,59 @@ def test_sigkill_mid_build_leaves_a_directory_the_next_run_uses(tmp_path: Path) 
     killed = _start_and_interrupt(tmp_path, signal.SIGKILL)
     assert killed.returncode == -signal.SIGKILL
     for reused in (False, True):
-        result = run_cli("simulate", "--blocks", "30", "--txs-per-block", "1", "--peers",
-                         "1", "--data-dir", str(tmp_path), "--json", str(tmp_path / "r.json"))
+        result = run_cli(
+            "simulate",
+            "--blocks",
+            "30",
+            "--txs-per-block",
+            "1",
+            "--peers",
+            "1",
+            "--data-dir",
+            str(tmp_path),
+            "--json",
+            str(tmp_path / "r.json"),
+        )
         assert result.returncode == 0, result.stderr + result.stdout
         assert ("reusing the chain of 30 blocks" in result.stdout) is reused
         assert json.loads((tmp_path / "r.json").read_text())["chain"]["reused"] is reused
 
 
-@pytest.mark.parametrize(("arguments", "message"), [
-    (["--plot", "out.gif"], "--plot out.gif: the format is chosen by the suffix"),
-    (["--json", "missing/out.json"], "folder missing does not exist"),
-    (["--costs", "absent.json"], "--costs absent.json: No such file"),
-])
-def test_bad_outputs_and_inputs_fail_before_any_work(tmp_path: Path, arguments: list[str],
-                                                     message: str) -> None:
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--plot", "out.gif"], "--plot out.gif: the format is chosen by the suffix"),
+        (["--json", "missing/out.json"], "folder missing does not exist"),
+        (["--costs", "absent.json"], "--costs absent.json: No such file"),
+    ],
+)
+def test_bad_outputs_and_inputs_fail_before_any_work(
+    tmp_path: Path, arguments: list[str], message: str
+) -> None:
     """Outputs and the cost file are checked first: status 2, one message on stderr,
     nothing on stdout (no progress bar before the error)."""
-    result = subprocess.run([sys.executable, "-m", "vmstack", "simulate", *arguments],
-                            cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                            check=False)
+    result = subprocess.run(
+        [sys.executable, "-m", "vmstack", "simulate", *arguments],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert result.returncode == 2
     assert message in result.stderr
     assert result.stdout == ""
 
 
-@pytest.mark.parametrize(("change", "field"), [
-    ({"execute": {"base": -1.0}}, "'execute'"),
-    ({"parse_serial": {"per_block": float("nan")}}, "'parse_serial'"),
-    ({"serve_serial": {"per_byte": "fast"}}, "'serve_serial'"),
-    ({"serve_batched": {"per_blocks": 1e-5}}, "unknown costs"),
-])
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"execute": {"base": -1.0}}, "'execute'"),
+        ({"parse_serial": {"per_block": float("nan")}}, "'parse_serial'"),
+        ({"serve_serial": {"per_byte": "fast"}}, "'serve_serial'"),
+        ({"serve_batched": {"per_blocks": 1e-5}}, "unknown costs"),
+    ],
+)
 def test_cost_files_name_the_bad_field(change: dict[str, object], field: str) -> None:
     """A cost model with a negative, NaN, non-numeric or unknown cost is refused, naming
     the field."""
@@ -303,6 +370,5 @@ def test_version_and_integer_counts(tmp_path: Path) -> None:
     version = run_cli("--version")
     assert version.returncode == 0 and version.stdout.startswith("vmstack ")
     report = simulate(attrs.evolve(SMALL, modes=("serial",))).as_dict()
-    calls = [entry["calls"] for figures in report["layers"].values()
-             for entry in figures.values()]
+    calls = [entry["calls"] for figures in report["layers"].values() for entry in figures.values()]
     assert calls and all(type(count) is int for count in calls)

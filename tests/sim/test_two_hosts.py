@@ -21,9 +21,27 @@ def test_a_network_on_two_hosts_spreads_its_actors_and_gives_the_local_figures()
     if sys.platform != "linux" or os.geteuid() != 0 or shutil.which("ip") is None:
         pytest.skip("two test hosts need Linux network namespaces: root and the ip command")
     result = subprocess.run(
-        [sys.executable, str(SCRIPT), "--nodes", "4", "--workers", "2", "--blocks", "12",
-         "--txs-per-block", "1", "--live-blocks", "2", "--subnet", "10.231.48"],
-        capture_output=True, text=True, timeout=1200, check=False)
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--nodes",
+            "4",
+            "--workers",
+            "2",
+            "--blocks",
+            "12",
+            "--txs-per-block",
+            "1",
+            "--live-blocks",
+            "2",
+            "--subnet",
+            "10.231.48",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        check=False,
+    )
     if result.returncode == 77:
         pytest.skip(result.stdout.strip())
     assert result.returncode == 0, result.stdout + result.stderr
@@ -33,6 +51,7 @@ def test_a_network_on_two_hosts_spreads_its_actors_and_gives_the_local_figures()
     assert "both hosts held actors: yes" in lines
     assert "a driver without the token refused in one line: yes" in lines
     assert "test hosts removed" in lines
-    namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True,
-                                timeout=30, check=True).stdout
+    namespaces = subprocess.run(
+        ["ip", "netns", "list"], capture_output=True, text=True, timeout=30, check=True
+    ).stdout
     assert "vmstack-a-" not in namespaces and "vmstack-b-" not in namespaces

@@ -35,8 +35,11 @@ def test_a_new_store_gets_the_format_record() -> None:
 
 def test_records_without_a_format_record_are_format_one() -> None:
     """A part's records and no format record: written before format records, refused."""
-    with pytest.raises(StoreCorrupted, match=rf"format version 1, .* format version "
-                                             rf"{FORMAT_VERSION} only"):
+    with pytest.raises(
+        StoreCorrupted,
+        match=rf"format version 1, .* format version "
+        rf"{FORMAT_VERSION} only",
+    ):
         check_format(MemoryStore(), holds_records=True)
 
 
@@ -44,13 +47,17 @@ def test_records_without_a_format_record_are_format_one() -> None:
 def test_another_version_is_refused_naming_both(version: int) -> None:
     store = MemoryStore()
     store.put(FORMAT_KEY, record(version))
-    with pytest.raises(StoreCorrupted, match=rf"format version {version}, .* format version "
-                                             rf"{FORMAT_VERSION} only"):
+    with pytest.raises(
+        StoreCorrupted,
+        match=rf"format version {version}, .* format version "
+        rf"{FORMAT_VERSION} only",
+    ):
         check_format(store, holds_records=True)
 
 
-@pytest.mark.parametrize("damaged", [record(FORMAT_VERSION)[:-1], b"",
-                                     b"\0" + record(FORMAT_VERSION)[1:]])
+@pytest.mark.parametrize(
+    "damaged", [record(FORMAT_VERSION)[:-1], b"", b"\0" + record(FORMAT_VERSION)[1:]]
+)
 def test_a_damaged_format_record_is_store_corrupted(damaged: bytes) -> None:
     store = MemoryStore()
     store.put(FORMAT_KEY, damaged)
@@ -75,14 +82,16 @@ def _chain_vm(store: KeyValueStore, clock: SimClock) -> ChainVM:
 
 
 def _proposer(store: KeyValueStore, clock: SimClock) -> ChainVM:
-    return ProposerVM(CChainVM(MemoryStore(), clock=clock), fork_time=START, chain_id=1,
-                      store=store, clock=clock)
+    return ProposerVM(
+        CChainVM(MemoryStore(), clock=clock), fork_time=START, chain_id=1, store=store, clock=clock
+    )
 
 
 @pytest.mark.parametrize("opener", [_stack, _chain_vm, _proposer])
 @pytest.mark.parametrize("found", ["older", "none"])
 def test_every_part_refuses_a_store_of_another_format(
-        opener: Callable[[KeyValueStore, SimClock], ChainVM], found: str) -> None:
+    opener: Callable[[KeyValueStore, SimClock], ChainVM], found: str
+) -> None:
     """The stack, the C-chain VM and the proposer layer each refuse a store holding their
     records in format 1 (an older format record, or none at all)."""
     store, clock = MemoryStore(), SimClock(START)

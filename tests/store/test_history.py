@@ -65,8 +65,9 @@ def test_blocks_json_vectors_equal_what_the_archive_serves(archive: EraArchive) 
     assert vectors
     for vector in vectors:
         number = int(vector["number"])
-        assert block_bytes(archive.header_rlp(number), archive.body_rlp(number)) == \
-            bytes.fromhex(vector["rlp"][2:])
+        assert block_bytes(archive.header_rlp(number), archive.body_rlp(number)) == bytes.fromhex(
+            vector["rlp"][2:]
+        )
         assert archive.hash(number) == bytes.fromhex(vector["hash"][2:])
 
 
@@ -114,11 +115,11 @@ def test_flipped_byte_refused_naming_the_file(era_dir: Path, tmp_path: Path, whe
     record = 8  # block 0's header record
     offsets = {"header": record + 8 + 20, "crc": record + 8 + 14}
     data = path.read_bytes()
-    header_len = int.from_bytes(data[record + 2:record + 6], "little")
+    header_len = int.from_bytes(data[record + 2 : record + 6], "little")
     body = record + 8 + header_len
-    body_len = int.from_bytes(data[body + 2:body + 6], "little")
+    body_len = int.from_bytes(data[body + 2 : body + 6], "little")
     receipts = body + 8 + body_len
-    receipts_len = int.from_bytes(data[receipts + 2:receipts + 6], "little")
+    receipts_len = int.from_bytes(data[receipts + 2 : receipts + 6], "little")
     offsets["td"] = receipts + 8 + receipts_len + 8
     offsets["body"] = body + 8 + 16
     _flip(path, offsets[where])
@@ -170,7 +171,8 @@ def test_written_archive_round_trips(tmp_path: Path) -> None:
     assert (archive.first, archive.last) == (0, 8201)
     assert archive.header_rlp(8200) == last[8].header_rlp
     assert archive.roots()[path] == accumulator_root(
-        [keccak256(r.header_rlp) for r in last], [r.total_difficulty for r in last])
+        [keccak256(r.header_rlp) for r in last], [r.total_difficulty for r in last]
+    )
 
 
 def test_two_files_for_one_epoch_refused(tmp_path: Path) -> None:
@@ -232,16 +234,24 @@ def _rewrite(era_dir: Path, tmp_path: Path, number: int, **change: bytes) -> Pat
     while position < 8192:
         lengths = []
         for _ in range(4):
-            lengths.append(int.from_bytes(original[offset + 2:offset + 6], "little"))
+            lengths.append(int.from_bytes(original[offset + 2 : offset + 6], "little"))
             offset += 8 + lengths[-1]
-        td = int.from_bytes(original[offset - 32:offset], "little")
-        with_td.append(EraRecord(records[position].header_rlp, records[position].body_rlp,
-                                 records[position].receipts_rlp, td))
+        td = int.from_bytes(original[offset - 32 : offset], "little")
+        with_td.append(
+            EraRecord(
+                records[position].header_rlp,
+                records[position].body_rlp,
+                records[position].receipts_rlp,
+                td,
+            )
+        )
         position += 1
-    with_td[number] = EraRecord(with_td[number].header_rlp,
-                                change.get("body", with_td[number].body_rlp),
-                                change.get("receipts", with_td[number].receipts_rlp),
-                                with_td[number].total_difficulty)
+    with_td[number] = EraRecord(
+        with_td[number].header_rlp,
+        change.get("body", with_td[number].body_rlp),
+        change.get("receipts", with_td[number].receipts_rlp),
+        with_td[number].total_difficulty,
+    )
     path = write_era1(target, "sepolia", 0, with_td)
     assert path.name == FIRST
     return target
@@ -254,10 +264,13 @@ def test_verify_accepts_the_shared_files(archive: EraArchive) -> None:
     assert len(seen) == len(archive) == 16384
 
 
-@pytest.mark.parametrize(("field", "message"), [
-    ("body", "uncle hash does not match"), ("receipts", "receipts root does not match")])
+@pytest.mark.parametrize(
+    ("field", "message"),
+    [("body", "uncle hash does not match"), ("receipts", "receipts root does not match")],
+)
 def test_verify_refuses_a_body_or_receipts_the_header_does_not_commit_to(
-        era_dir: Path, tmp_path: Path, field: str, message: str) -> None:
+    era_dir: Path, tmp_path: Path, field: str, message: str
+) -> None:
     """A well-framed body or receipts list of another block is refused by verify only."""
     replacement = {"body": encode_item([[], [[b"\x01"]]]), "receipts": encode_item([b"\x01"])}
     directory = _rewrite(era_dir, tmp_path, 7, **{field: replacement[field]})
@@ -268,8 +281,9 @@ def test_verify_refuses_a_body_or_receipts_the_header_does_not_commit_to(
 
 
 @pytest.mark.slow
-def test_cli_history_verify(era_dir: Path, tmp_path: Path,
-                            capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_history_verify(
+    era_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """verify prints one line and exits 0 on good files, 2 with one line on a bad archive."""
     from vmstack.cli import main
 
@@ -312,8 +326,7 @@ def test_reads_are_thread_safe_with_one_open_file(era_dir: Path) -> None:
 
 
 @pytest.mark.slow
-def test_bench_rows_over_the_shared_files(era_dir: Path,
-                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bench_rows_over_the_shared_files(era_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The bench case gives its three rows over the shared files: verify against sha256,
     get_ancestors over the archive against the slow path, the cursor walk against gets."""
     from vmstack.benchmarks import history

@@ -30,15 +30,16 @@ def _epoch21(era_dir: Path, tmp_path: Path) -> Path:
 
 
 @pytest.mark.slow
-def test_import_verifies_then_keeps_the_recent_blocks(era_dir: Path, tmp_path: Path,
-                                                       capsys: pytest.CaptureFixture[str]
-                                                       ) -> None:
+def test_import_verifies_then_keeps_the_recent_blocks(
+    era_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The store holds the last 50 blocks, the archive serves the rest; a second import
     into the same store is refused with one line."""
     folder = _epoch21(era_dir, tmp_path)
     data_dir = tmp_path / "db"
-    assert main(["history", "import", str(folder), "--data-dir", str(data_dir),
-                 "--recent", "50"]) == 0
+    assert (
+        main(["history", "import", str(folder), "--data-dir", str(data_dir), "--recent", "50"]) == 0
+    )
     out = capsys.readouterr().out
     assert "8,192 blocks verified" in out and "blocks 180174-180223 in the store" in out
     with EraArchive(folder) as archive, LMDBStore(data_dir) as store:
@@ -49,8 +50,7 @@ def test_import_verifies_then_keeps_the_recent_blocks(era_dir: Path, tmp_path: P
     assert "already holds a chain" in capsys.readouterr().err
 
 
-def test_export_then_verify_round_trips(tmp_path: Path,
-                                        capsys: pytest.CaptureFixture[str]) -> None:
+def test_export_then_verify_round_trips(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A generated Ethereum chain in an LMDB data dir exports as era1 that verify accepts."""
     clock = SimClock(1_700_000_000.0)
     with LMDBStore(tmp_path / "db", sync=False) as store:
@@ -58,8 +58,7 @@ def test_export_then_verify_round_trips(tmp_path: Path,
         generate_chain(vm, blocks=30, txs_per_block=3, seed=5, clock=clock)
         tip = vm.last_accepted()
     out = tmp_path / "out"
-    assert main(["history", "export", "--data-dir", str(tmp_path / "db"), "--out",
-                 str(out)]) == 0
+    assert main(["history", "export", "--data-dir", str(tmp_path / "db"), "--out", str(out)]) == 0
     assert "1 era1 files, blocks up to 30" in capsys.readouterr().out
     assert main(["history", "verify", str(out)]) == 0
     assert "(31 blocks" in capsys.readouterr().out
@@ -68,22 +67,46 @@ def test_export_then_verify_round_trips(tmp_path: Path,
 
 
 def test_export_refuses_an_avalanche_chain_and_an_empty_dir(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """One line each: era1 holds Ethereum blocks; a data dir must hold a chain."""
     with LMDBStore(tmp_path / "db", sync=False) as store:
         build_stack(store)
-    assert main(["history", "export", "--data-dir", str(tmp_path / "db"), "--out",
-                 str(tmp_path / "out")]) == 2
+    assert (
+        main(
+            [
+                "history",
+                "export",
+                "--data-dir",
+                str(tmp_path / "db"),
+                "--out",
+                str(tmp_path / "out"),
+            ]
+        )
+        == 2
+    )
     assert "Ethereum blocks" in capsys.readouterr().err
     with LMDBStore(tmp_path / "empty", sync=False):
         pass
-    assert main(["history", "export", "--data-dir", str(tmp_path / "empty"), "--out",
-                 str(tmp_path / "out")]) == 2
+    assert (
+        main(
+            [
+                "history",
+                "export",
+                "--data-dir",
+                str(tmp_path / "empty"),
+                "--out",
+                str(tmp_path / "out"),
+            ]
+        )
+        == 2
+    )
     assert "holds no chain" in capsys.readouterr().err
 
 
-def test_simulate_history_bootstraps_real_blocks(era_dir: Path, tmp_path: Path,
-                                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_simulate_history_bootstraps_real_blocks(
+    era_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Two nodes over the shared files: the node fetches 300 real blocks above a checkpoint
     (the last run, epoch 21) and, over epoch 0 alone, from genesis; batched and serially."""
     assert main(["simulate", "--history", str(era_dir), "--blocks", "300"]) == 0
@@ -99,21 +122,31 @@ def test_simulate_history_bootstraps_real_blocks(era_dir: Path, tmp_path: Path,
 
 
 def test_simulate_history_refuses_options_that_do_not_apply(
-        era_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    era_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["simulate", "--history", str(era_dir), "--out-of-process"]) == 2
     assert "--out-of-process do not apply" in capsys.readouterr().err
 
 
 @pytest.mark.slow
-def test_serve_history_serves_the_archive_beneath_the_store(era_dir: Path,
-                                                            tmp_path: Path) -> None:
+def test_serve_history_serves_the_archive_beneath_the_store(era_dir: Path, tmp_path: Path) -> None:
     """`vmstack serve --history DIR` over an empty store serves the archive's chain."""
     folder = tmp_path / "era"
     folder.mkdir()
     (folder / FIRST).symlink_to(era_dir / FIRST)
-    process = start_command("serve", "--data-dir", str(tmp_path / "db"), "--flavour",
-                            "ethereum", "--chain-id", str(SEPOLIA_CHAIN_ID), "--history",
-                            str(folder), "--no-stdin-watch", temporary=tmp_path / "tmp")
+    process = start_command(
+        "serve",
+        "--data-dir",
+        str(tmp_path / "db"),
+        "--flavour",
+        "ethereum",
+        "--chain-id",
+        str(SEPOLIA_CHAIN_ID),
+        "--history",
+        str(folder),
+        "--no-stdin-watch",
+        temporary=tmp_path / "tmp",
+    )
     try:
         address = first_line(process).split()[2]
         client = VMClient(address, timeout=30.0)
@@ -127,17 +160,35 @@ def test_serve_history_serves_the_archive_beneath_the_store(era_dir: Path,
 
 
 @pytest.mark.slow
-def test_import_then_export_gives_back_the_file(era_dir: Path, tmp_path: Path,
-                                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_import_then_export_gives_back_the_file(
+    era_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Epoch 21 imported (100 blocks in LMDB) then exported with its archive beneath: the
     file written has the original's accumulator root, so its name, and verifies."""
     folder = _epoch21(era_dir, tmp_path)
     data_dir = tmp_path / "db"
-    assert main(["history", "import", str(folder), "--data-dir", str(data_dir),
-                 "--recent", "100"]) == 0
+    assert (
+        main(["history", "import", str(folder), "--data-dir", str(data_dir), "--recent", "100"])
+        == 0
+    )
     out = tmp_path / "out"
-    assert main(["history", "export", "--data-dir", str(data_dir), "--out", str(out),
-                 "--history", str(folder), "--network", "sepolia"]) == 0
+    assert (
+        main(
+            [
+                "history",
+                "export",
+                "--data-dir",
+                str(data_dir),
+                "--out",
+                str(out),
+                "--history",
+                str(folder),
+                "--network",
+                "sepolia",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     assert [path.name for path in out.iterdir()] == [SECOND]
     assert main(["history", "verify", str(out)]) == 0

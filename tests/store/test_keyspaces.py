@@ -26,8 +26,9 @@ from vmstack.store.keyspaces import (
 from vmstack.wrappers.proposer.block import build_unsigned
 from vmstack.wrappers.proposer.state import STORE_PREFIX, ProposerState
 
-PREFIXES = pytest.mark.parametrize("chain_prefix", keyspaces.CHAIN_PREFIXES,
-                                   ids=["no prefix", "coreth prefix"])
+PREFIXES = pytest.mark.parametrize(
+    "chain_prefix", keyspaces.CHAIN_PREFIXES, ids=["no prefix", "coreth prefix"]
+)
 HASH_TRIE_NODE = next(space for space in FOREIGN_KEYSPACES if space.prefix == b"")
 
 
@@ -39,12 +40,17 @@ def test_no_key_of_vmstack_fits_two_keyspaces(chain_prefix: bytes) -> None:
 
 @PREFIXES
 def test_vmstack_meets_a_coreth_database_only_where_a_hash_would_have_to(
-        chain_prefix: bytes) -> None:
+    chain_prefix: bytes,
+) -> None:
     """Beside coreth's own keyspaces, the one overlap is an account key against a
     hash-scheme trie node (a key that is keccak256 of its value: fitting it needs a hash
     that starts with ``vmstack-acct``)."""
-    meeting = [(ours, theirs) for ours in KEYSPACES for theirs in FOREIGN_KEYSPACES
-               if overlaps(ours, theirs, chain_prefix)]
+    meeting = [
+        (ours, theirs)
+        for ours in KEYSPACES
+        for theirs in FOREIGN_KEYSPACES
+        if overlaps(ours, theirs, chain_prefix)
+    ]
     assert meeting == [(CHAIN_ACCOUNT, HASH_TRIE_NODE)]
 
 
@@ -52,13 +58,21 @@ def test_keyspaces_under_another_ones_prefix_are_told_apart_by_length() -> None:
     """The only keyspaces whose prefix starts another's are go-ethereum's header and
     canonical-hash keys and vmstack's integrity entries and their start marker; a scan under
     the shorter prefix sees the other's keys, whose lengths differ."""
-    nested = {(a.holds, b.holds) for a in KEYSPACES for b in KEYSPACES
-              if a is not b and b.prefix.startswith(a.prefix)}
-    assert nested == {(CHAIN_HEADER.holds, CHAIN_CANONICAL_HASH.holds),
-                      (CHAIN_CANONICAL_HASH.holds, CHAIN_HEADER.holds),
-                      (CHAIN_INTEGRITY.holds, CHAIN_INTEGRITY_START.holds)}
-    for first, second in ((CHAIN_HEADER, CHAIN_CANONICAL_HASH),
-                          (CHAIN_INTEGRITY, CHAIN_INTEGRITY_START)):
+    nested = {
+        (a.holds, b.holds)
+        for a in KEYSPACES
+        for b in KEYSPACES
+        if a is not b and b.prefix.startswith(a.prefix)
+    }
+    assert nested == {
+        (CHAIN_HEADER.holds, CHAIN_CANONICAL_HASH.holds),
+        (CHAIN_CANONICAL_HASH.holds, CHAIN_HEADER.holds),
+        (CHAIN_INTEGRITY.holds, CHAIN_INTEGRITY_START.holds),
+    }
+    for first, second in (
+        (CHAIN_HEADER, CHAIN_CANONICAL_HASH),
+        (CHAIN_INTEGRITY, CHAIN_INTEGRITY_START),
+    ):
         assert set(first.key_lengths()).isdisjoint(second.key_lengths())
 
 
@@ -68,12 +82,16 @@ def test_overlap_is_decided_by_every_fixed_byte_and_every_length() -> None:
     assert overlaps(hashed, Keyspace("b", "y", b"h", (Field("n", 40),)))
     assert not overlaps(hashed, Keyspace("b", "y", b"h", (Field("n", 39),)))
     assert overlaps(hashed, Keyspace("b", "y", b"h", (Field("n", 39),), suffix=b"n"))
-    assert not overlaps(Keyspace("a", "x", b"h", (Field("n", 8),), suffix=b"n"),
-                        Keyspace("b", "y", b"h", (Field("n", 8),), suffix=b"m"))
-    assert overlaps(Keyspace("a", "x", b"ab", (Field("n", 1),)),
-                    Keyspace("b", "y", b"a", (Field("p", 0, 5),)))
-    assert not overlaps(Keyspace("a", "x", b"ab", (Field("n", 1),)),
-                        Keyspace("b", "y", b"ac", (Field("p", 0, 5),)))
+    assert not overlaps(
+        Keyspace("a", "x", b"h", (Field("n", 8),), suffix=b"n"),
+        Keyspace("b", "y", b"h", (Field("n", 8),), suffix=b"m"),
+    )
+    assert overlaps(
+        Keyspace("a", "x", b"ab", (Field("n", 1),)), Keyspace("b", "y", b"a", (Field("p", 0, 5),))
+    )
+    assert not overlaps(
+        Keyspace("a", "x", b"ab", (Field("n", 1),)), Keyspace("b", "y", b"ac", (Field("p", 0, 5),))
+    )
     user_prefix = b"proposervm/"
     chain = Keyspace("c", "z", b"last", chain_prefixed=True)
     assert overlaps(chain, Keyspace("p", "w", b"proposervm/last"), user_prefix)
@@ -112,12 +130,21 @@ def test_the_chain_keys_are_the_bytes_stores_hold(prefix: bytes) -> None:
     assert schema.integrity_start_key() == prefix + b"vmstack-sum-from"
     assert schema.account_key(_HASH[:20]) == prefix + b"vmstack-acct" + _HASH[:20]
     assert schema.state_head_key() == prefix + b"vmstack-state"
-    for key in (schema.header_key(_NUMBER, _HASH), schema.canonical_hash_key(_NUMBER),
-                schema.account_key(_HASH[:20]), schema.integrity_start_key()):
-        fitting = [space for space in KEYSPACES
-                   if len(key) in space.key_lengths(prefix)
-                   and all(want is None or want == byte for want, byte in
-                           zip(space.pattern(len(key), prefix), key, strict=True))]
+    for key in (
+        schema.header_key(_NUMBER, _HASH),
+        schema.canonical_hash_key(_NUMBER),
+        schema.account_key(_HASH[:20]),
+        schema.integrity_start_key(),
+    ):
+        fitting = [
+            space
+            for space in KEYSPACES
+            if len(key) in space.key_lengths(prefix)
+            and all(
+                want is None or want == byte
+                for want, byte in zip(space.pattern(len(key), prefix), key, strict=True)
+            )
+        ]
         assert len(fitting) == 1, key
 
 
@@ -136,17 +163,25 @@ def test_the_proposer_configuration_and_format_keys_are_the_bytes_stores_hold() 
     check_configuration(store, "chain", {"flavour": "avalanche"})
     check_configuration(store, "proposer", {"fork_time": 0})
     assert {bytes(key) for key, _ in store.iterate(b"")} == {
-        b"vmstack/format", b"vmstack/config/chain", b"vmstack/config/proposer",
-        b"proposervm/b" + envelope.id, b"proposervm/i" + inner_id, b"proposervm/last",
-        b"proposervm/first"}
+        b"vmstack/format",
+        b"vmstack/config/chain",
+        b"vmstack/config/proposer",
+        b"proposervm/b" + envelope.id,
+        b"proposervm/i" + inner_id,
+        b"proposervm/last",
+        b"proposervm/first",
+    }
 
 
 def test_a_chosen_chain_prefix_is_held_to_the_map() -> None:
     """A key prefix under which a C-chain key could be another part's key is refused, by
     the map and by the schema that would use it; an ordinary one is not."""
     clashing = b"proposervm/i" + b"x" * 23  # + b"LastBlock": an index key's 44 bytes
-    with pytest.raises(ValueError, match="last accepted block hash keys could be the "
-                                         "proposer's envelope of an inner block keys"):
+    with pytest.raises(
+        ValueError,
+        match="last accepted block hash keys could be the "
+        "proposer's envelope of an inner block keys",
+    ):
         keyspaces.check_chain_prefix(clashing)
     with pytest.raises(ValueError, match="could be the proposer's"):
         rawdb.Schema(clashing)

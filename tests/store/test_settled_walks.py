@@ -28,11 +28,11 @@ def test_iterate_back_goes_down_from_start_within_the_prefix(tmp_path: Path) -> 
         with store.snapshot() as snap:
             assert isinstance(snap, LMDBSnapshot)
             assert [(k, bytes(v)) for k, v in snap.iterate_back(b"b", start=b"b4")] == [
-                (b"b3", b"B3"), (b"b1", b"B1")]
-            assert [k for k, _ in snap.iterate_back(b"b", start=b"b5")] == [b"b5", b"b3",
-                                                                            b"b1"]
-            assert [k for k, _ in snap.iterate_back(b"b", start=b"zz")] == [b"b5", b"b3",
-                                                                            b"b1"]
+                (b"b3", b"B3"),
+                (b"b1", b"B1"),
+            ]
+            assert [k for k, _ in snap.iterate_back(b"b", start=b"b5")] == [b"b5", b"b3", b"b1"]
+            assert [k for k, _ in snap.iterate_back(b"b", start=b"zz")] == [b"b5", b"b3", b"b1"]
             assert list(snap.iterate_back(b"b", start=b"b0")) == []
             assert next(k for k, _ in snap.iterate_back(b"", start=b"\xff")) == b"c0"
 
@@ -43,15 +43,21 @@ def imported(era_dir: Path, tmp_path: Path) -> Iterator[tuple[CChainVM, LMDBStor
     folder = tmp_path / "era"
     folder.mkdir()
     (folder / SECOND).symlink_to(era_dir / SECOND)
-    with EraArchive(folder) as archive, \
-            LMDBStore(tmp_path / "db", sync=False, map_size=1 << 27) as store:
+    with (
+        EraArchive(folder) as archive,
+        LMDBStore(tmp_path / "db", sync=False, map_size=1 << 27) as store,
+    ):
         import_history(archive, store, recent=COUNT, chain_id=11155111)
-        yield (CChainVM(store, flavour=ETHEREUM, chain_id=11155111, history=archive), store,
-               archive.last)
+        yield (
+            CChainVM(store, flavour=ETHEREUM, chain_id=11155111, history=archive),
+            store,
+            archive.last,
+        )
 
 
 def test_cursor_and_gets_walks_equal_get_ancestors(
-        imported: tuple[CChainVM, LMDBStore, int]) -> None:
+    imported: tuple[CChainVM, LMDBStore, int],
+) -> None:
     vm, store, top = imported
     tip = vm.last_accepted()
     expected = vm.get_ancestors(tip, COUNT, 2**40, 60.0)

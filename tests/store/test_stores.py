@@ -29,8 +29,7 @@ class TestPrefixedLMDBStore(StoreConformance):
     """A PrefixedStore view over an LMDBStore meets the store contract."""
 
     def make_store(self) -> KeyValueStore:
-        return PrefixedStore(LMDBStore(self.new_directory() / "db", map_size=1 << 20),
-                             b"\x00ns/")
+        return PrefixedStore(LMDBStore(self.new_directory() / "db", map_size=1 << 20), b"\x00ns/")
 
 
 class TestPrefixedMemoryStore(StoreConformance):
@@ -66,8 +65,9 @@ class NonAtomicStore(MemoryStore):
         return _WritesAtOnce(self)
 
 
-@pytest.mark.parametrize("test", ["test_batch_commits_at_exit",
-                                  "test_batch_that_raises_writes_nothing"])
+@pytest.mark.parametrize(
+    "test", ["test_batch_commits_at_exit", "test_batch_that_raises_writes_nothing"]
+)
 def test_a_store_with_non_atomic_batches_fails_the_kit(test: str) -> None:
     """The kit's batch tests fail a store whose batches are not all or nothing."""
     kit = StoreConformance()

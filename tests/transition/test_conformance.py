@@ -32,8 +32,9 @@ class _TransitionKit(LayerConformance):
 
     def wrap(self, inner: ChainVM) -> ChainVM:
         assert isinstance(inner, MemoryVM)
-        return TransitionVM(SerialChainVM(inner), inner, transition_time=self.transition_time,
-                            clock=inner.clock)
+        return TransitionVM(
+            SerialChainVM(inner), inner, transition_time=self.transition_time, clock=inner.clock
+        )
 
     def extend_chain(self, layer: ChainVM, inner: MemoryVM, count: int) -> list[bytes]:
         ids = []

@@ -37,8 +37,7 @@ def test_thousands_queued_before_the_transition_are_all_included_in_order() -> N
     transactions = transaction_pool(seed=5, chain_id=43114, size=QUEUED).transactions
     assert submit_transactions(vm, transactions) == QUEUED
     transition = find_layer(vm, TransitionVM)
-    pre_pool, post_pool = (find_layer(side, CChainVM)
-                           for side in (transition.pre, transition.post))
+    pre_pool, post_pool = (find_layer(side, CChainVM) for side in (transition.pre, transition.post))
     included: list[bytes] = []
     while not transition.transitioned:
         included += _build_one(vm, clock)

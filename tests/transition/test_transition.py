@@ -69,8 +69,7 @@ def test_after_the_transition_post_serves_every_block_both_paths_agree(height: i
     assert transition.transitioned and transition.inner is vm
     block_id = vm.get_block_id_at_height(height)
     batched = get_ancestors(transition, block_id, max_blocks_num=8, clock=SimClock())
-    assert batched == serial_get_ancestors(transition, block_id, max_blocks_num=8,
-                                           clock=SimClock())
+    assert batched == serial_get_ancestors(transition, block_id, max_blocks_num=8, clock=SimClock())
     assert len(batched) == min(8, height + 1)
     assert len(vm.calls_to("get_ancestors")) == 1
 
@@ -110,8 +109,7 @@ def test_a_batch_spanning_the_transition_is_parsed_by_the_fallback_then_executed
     assert len(vm.calls_to("batched_parse_block")) == 1
 
 
-@pytest.mark.parametrize("accepted_transition", [False, True],
-                         ids=["just before", "just after"])
+@pytest.mark.parametrize("accepted_transition", [False, True], ids=["just before", "just after"])
 def test_restart_around_the_transition_block(accepted_transition: bool) -> None:
     """A node restarted just before or after accepting the transition block agrees with itself."""
     vm, transition = node(10, clock=SimClock(22.0))
@@ -123,8 +121,9 @@ def test_restart_around_the_transition_block(accepted_transition: bool) -> None:
     assert restarted.transitioned is accepted_transition
     assert restarted.last_accepted() == transition.last_accepted()
     tip = restarted.last_accepted()
-    assert (get_ancestors(restarted, tip, clock=SimClock())
-            == get_ancestors(transition, tip, clock=SimClock()))
+    assert get_ancestors(restarted, tip, clock=SimClock()) == get_ancestors(
+        transition, tip, clock=SimClock()
+    )
 
 
 def test_every_returned_block_is_wrapped_and_reaches_the_inner_block() -> None:
@@ -163,8 +162,10 @@ def test_layers_over_the_transition_follow_its_capability_as_it_changes() -> Non
     assert supports_batching(layer) and supports_batching(metered)
     assert len(layer.get_ancestors(block.id, 5, 10_000, 1.0)) == 5
     assert len(vm.calls_to("get_ancestors")) == 1
-    assert registry.get_sample_value("C_get_ancestors_duration_seconds_count",
-                                     {"outcome": "success"}) == 1
+    assert (
+        registry.get_sample_value("C_get_ancestors_duration_seconds_count", {"outcome": "success"})
+        == 1
+    )
 
 
 def test_parsing_does_not_depend_on_order_or_history() -> None:
@@ -181,8 +182,7 @@ def test_the_layer_takes_a_clock_but_blocks_decide_the_switch() -> None:
     """The clock tells how long until the transition time; only acceptance switches VMs."""
     vm, _ = node(5)
     clock = SimClock(15.0)
-    transition = TransitionVM(SerialChainVM(vm), vm, transition_time=TRANSITION_TIME,
-                              clock=clock)
+    transition = TransitionVM(SerialChainVM(vm), vm, transition_time=TRANSITION_TIME, clock=clock)
     assert transition.seconds_to_transition == 6.0
     clock.advance(10.0)
     assert transition.seconds_to_transition == 0.0 and not transition.transitioned

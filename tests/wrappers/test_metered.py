@@ -9,8 +9,17 @@ from vmstack import BatchingNotImplemented, InvalidBlock, batched_parse_block, g
 from vmstack.conformance import memory_vm
 from vmstack.wrappers import MeteredBlock, MeteredVM
 
-ONE_BLOCK = ["get_block", "parse_block", "build_block", "set_preference", "last_accepted",
-             "get_block_id_at_height", "block_verify", "block_accept", "block_reject"]
+ONE_BLOCK = [
+    "get_block",
+    "parse_block",
+    "build_block",
+    "set_preference",
+    "last_accepted",
+    "get_block_id_at_height",
+    "block_verify",
+    "block_accept",
+    "block_reject",
+]
 BATCHED = ["get_ancestors", "batched_parse_block"]
 
 
@@ -24,7 +33,8 @@ def _families(registry: CollectorRegistry) -> set[str]:
 
 @pytest.mark.parametrize("batching", [True, False], ids=["inner-batches", "inner-does-not-batch"])
 def test_batched_metrics_exist_only_with_the_capability(
-        batching: bool, vmstack_registry: CollectorRegistry) -> None:
+    batching: bool, vmstack_registry: CollectorRegistry
+) -> None:
     """The batched histograms are registered exactly when the VM below batches."""
     inner = memory_vm(batching=batching)
     metered = MeteredVM(inner, registry=vmstack_registry, namespace="C")
@@ -32,8 +42,7 @@ def test_batched_metrics_exist_only_with_the_capability(
     assert _families(vmstack_registry) == {f"C_{name}_duration_seconds" for name in expected}
     assert metered.batching is batching
     assert metered.inner is inner
-    assert (metered.name, metered.namespace, metered.registry) == (
-        "C", "C", vmstack_registry)
+    assert (metered.name, metered.namespace, metered.registry) == ("C", "C", vmstack_registry)
 
 
 def test_batched_get_ancestors_is_one_observation(vmstack_registry: CollectorRegistry) -> None:
@@ -43,8 +52,9 @@ def test_batched_get_ancestors_is_one_observation(vmstack_registry: CollectorReg
     for expected in (1, 2, 3):
         assert len(get_ancestors(metered, inner.last_accepted(), max_blocks_num=50)) == 50
         assert _count(vmstack_registry, "get_ancestors") == expected
-    total = vmstack_registry.get_sample_value("C_get_ancestors_duration_seconds_sum",
-                                              {"outcome": "success"})
+    total = vmstack_registry.get_sample_value(
+        "C_get_ancestors_duration_seconds_sum", {"outcome": "success"}
+    )
     assert total is not None and total > 0
     assert _count(vmstack_registry, "get_block") == 0
 
@@ -98,7 +108,8 @@ def test_error_is_observed_and_reraised_unchanged(vmstack_registry: CollectorReg
 
 
 def test_batching_not_implemented_from_below_has_its_outcome(
-        vmstack_registry: CollectorRegistry) -> None:
+    vmstack_registry: CollectorRegistry,
+) -> None:
     """BatchingNotImplemented from below is observed as ``not_implemented`` and passes up as
     the same object."""
     inner = memory_vm(batching=True, blocks=3)
@@ -130,9 +141,17 @@ def test_every_method_is_one_observation(vmstack_registry: CollectorRegistry) ->
     rejected.verify()
     rejected.reject()
     counts = {name: _count(vmstack_registry, name) for name in ONE_BLOCK}
-    assert counts == {"get_block": 1, "parse_block": 1, "build_block": 2, "set_preference": 1,
-                      "last_accepted": 1, "get_block_id_at_height": 1, "block_verify": 2,
-                      "block_accept": 1, "block_reject": 1}
+    assert counts == {
+        "get_block": 1,
+        "parse_block": 1,
+        "build_block": 2,
+        "set_preference": 1,
+        "last_accepted": 1,
+        "get_block_id_at_height": 1,
+        "block_verify": 2,
+        "block_accept": 1,
+        "block_reject": 1,
+    }
     assert inner.last_accepted() == accepted.id
 
 
@@ -150,8 +169,7 @@ def test_block_decision_error_is_observed(vmstack_registry: CollectorRegistry) -
     assert block.inner is inner.parse_block(bytes(block))
 
 
-def test_one_metered_layer_per_namespace_and_registry(
-        vmstack_registry: CollectorRegistry) -> None:
+def test_one_metered_layer_per_namespace_and_registry(vmstack_registry: CollectorRegistry) -> None:
     """A second layer with the same namespace in one registry is a ValueError that leaves
     nothing half-registered; another registry or namespace is fine."""
     first = MeteredVM(memory_vm(batching=False), registry=vmstack_registry, namespace="C")
@@ -165,12 +183,12 @@ def test_one_metered_layer_per_namespace_and_registry(
 
 
 @pytest.mark.parametrize("namespace", ["", "1C", "C-chain", "proposer vm", None])
-def test_namespace_must_be_a_metric_name(namespace: object,
-                                         vmstack_registry: CollectorRegistry) -> None:
+def test_namespace_must_be_a_metric_name(
+    namespace: object, vmstack_registry: CollectorRegistry
+) -> None:
     """A namespace that cannot prefix a Prometheus metric name is a ValueError."""
     with pytest.raises(ValueError, match="namespace"):
-        MeteredVM(memory_vm(), registry=vmstack_registry,
-                  namespace=namespace)  # type: ignore[arg-type]
+        MeteredVM(memory_vm(), registry=vmstack_registry, namespace=namespace)  # type: ignore[arg-type]
 
 
 def test_registry_is_required_and_global_one_untouched() -> None:
@@ -180,8 +198,12 @@ def test_registry_is_required_and_global_one_untouched() -> None:
     inner = memory_vm(batching=True, blocks=3)
     metered = MeteredVM(inner, registry=CollectorRegistry(), namespace="vmstack_global_probe")
     get_ancestors(metered, inner.last_accepted())
-    assert REGISTRY.get_sample_value("vmstack_global_probe_get_ancestors_duration_seconds_count",
-                                     {"outcome": "success"}) is None
+    assert (
+        REGISTRY.get_sample_value(
+            "vmstack_global_probe_get_ancestors_duration_seconds_count", {"outcome": "success"}
+        )
+        is None
+    )
 
 
 def test_no_batched_metrics_over_a_layer_that_cannot_batch() -> None:
@@ -193,12 +215,16 @@ def test_no_batched_metrics_over_a_layer_that_cannot_batch() -> None:
     from vmstack.wrappers import MeteredVM, TracedVM
 
     registry = CollectorRegistry()
-    MeteredVM(TracedVM(memory_vm(batching=False, blocks=3), tracer=NoOpTracer(), name="t"),
-              registry=registry, namespace="x")
+    MeteredVM(
+        TracedVM(memory_vm(batching=False, blocks=3), tracer=NoOpTracer(), name="t"),
+        registry=registry,
+        namespace="x",
+    )
     names = {family.name for family in registry.collect()}
     assert "x_get_block_duration_seconds" in names
-    assert not {"x_get_ancestors_duration_seconds",
-                "x_batched_parse_block_duration_seconds"} & names
+    assert (
+        not {"x_get_ancestors_duration_seconds", "x_batched_parse_block_duration_seconds"} & names
+    )
 
 
 def test_only_exceptions_are_observed(vmstack_registry: CollectorRegistry) -> None:

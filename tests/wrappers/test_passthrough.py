@@ -80,15 +80,26 @@ def test_every_call_goes_through_the_hook_once() -> None:
     built.accept()
     layer.build_block().reject()
     assert [method for method, _ in layer.seen] == [
-        "get_block", "parse_block", "build_block", "set_preference", "last_accepted",
-        "get_block_id_at_height", "get_ancestors", "batched_parse_block", "block.verify",
-        "block.accept", "build_block", "block.reject"]
+        "get_block",
+        "parse_block",
+        "build_block",
+        "set_preference",
+        "last_accepted",
+        "get_block_id_at_height",
+        "get_ancestors",
+        "batched_parse_block",
+        "block.verify",
+        "block.accept",
+        "build_block",
+        "block.reject",
+    ]
     assert set(METHODS) == {method for method, _ in layer.seen}
     assert layer.seen[0] == ("get_block", (tip,))
     assert layer.seen[6] == ("get_ancestors", (tip, 3, 10_000, 1.0))
     assert layer.seen[8][1] == (built.inner,)
-    assert all(isinstance(b, PassThroughBlock) and b.inner.id == b.id
-               for b in (block, built, parsed))
+    assert all(
+        isinstance(b, PassThroughBlock) and b.inner.id == b.id for b in (block, built, parsed)
+    )
     assert inner.calls_to("block.accept") and inner.last_accepted() == built.id
 
 

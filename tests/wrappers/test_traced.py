@@ -12,8 +12,9 @@ from vmstack.conformance import MemoryBlock, memory_vm
 from vmstack.conformance.plugin import SpanRecorder
 from vmstack.wrappers import TracedBlock, TracedVM
 
-CAPABILITIES = pytest.mark.parametrize("batching", [True, False],
-                                       ids=["inner-batches", "inner-does-not-batch"])
+CAPABILITIES = pytest.mark.parametrize(
+    "batching", [True, False], ids=["inner-batches", "inner-does-not-batch"]
+)
 
 
 @CAPABILITIES
@@ -27,20 +28,24 @@ def test_layer_reports_inner_and_capability(batching: bool, vmstack_spans: SpanR
     assert traced.tracer is vmstack_spans.tracer
 
 
-def test_batched_get_ancestors_is_one_span_with_its_attributes(
-        vmstack_spans: SpanRecorder) -> None:
+def test_batched_get_ancestors_is_one_span_with_its_attributes(vmstack_spans: SpanRecorder) -> None:
     """A batched get_ancestors of 20 blocks is one span carrying the request and the count."""
     inner = memory_vm(batching=True, blocks=50)
     traced = TracedVM(inner, tracer=vmstack_spans.tracer, name="C")
     tip = inner.last_accepted()
-    answer = get_ancestors(traced, tip, max_blocks_num=20, max_blocks_size=100_000,
-                           max_retrieval_time=0.5)
+    answer = get_ancestors(
+        traced, tip, max_blocks_num=20, max_blocks_size=100_000, max_retrieval_time=0.5
+    )
     assert len(answer) == 20
     (span,) = vmstack_spans.spans()
     assert span.name == "C.get_ancestors"
     assert dict(span.attributes or {}) == {
-        "block_id": tip.hex(), "max_blocks_num": 20, "max_blocks_size": 100_000,
-        "max_retrieval_time": 0.5, "num_blocks": 20}
+        "block_id": tip.hex(),
+        "max_blocks_num": 20,
+        "max_blocks_size": 100_000,
+        "max_retrieval_time": 0.5,
+        "num_blocks": 20,
+    }
     assert span.status.status_code is StatusCode.UNSET
 
 
@@ -57,8 +62,7 @@ def test_batched_parse_block_is_one_span(vmstack_spans: SpanRecorder) -> None:
     assert (span.attributes or {})["num_blocks"] == 30
 
 
-def test_fallback_is_one_span_per_block_and_no_batched_span(
-        vmstack_spans: SpanRecorder) -> None:
+def test_fallback_is_one_span_per_block_and_no_batched_span(vmstack_spans: SpanRecorder) -> None:
     """Over a VM that cannot batch, the refusal makes no span and each fetched block one."""
     inner = memory_vm(batching=False, blocks=12)
     traced = TracedVM(inner, tracer=vmstack_spans.tracer, name="C")
@@ -81,8 +85,9 @@ def test_refusal_makes_no_span_and_calls_nothing(vmstack_spans: SpanRecorder) ->
     assert inner.calls == []
 
 
-def _one_block_calls(traced: TracedVM, tip: bytes, tip_bytes: bytes
-                     ) -> dict[str, Callable[[], object]]:
+def _one_block_calls(
+    traced: TracedVM, tip: bytes, tip_bytes: bytes
+) -> dict[str, Callable[[], object]]:
     return {
         "get_block": lambda: traced.get_block(tip),
         "parse_block": lambda: traced.parse_block(tip_bytes),
@@ -93,16 +98,20 @@ def _one_block_calls(traced: TracedVM, tip: bytes, tip_bytes: bytes
     }
 
 
-@pytest.mark.parametrize(("method", "attributes"), [
-    ("get_block", {"block_id", "height"}),
-    ("parse_block", {"num_bytes", "block_id", "height"}),
-    ("build_block", {"block_id", "height"}),
-    ("set_preference", {"block_id"}),
-    ("last_accepted", {"block_id"}),
-    ("get_block_id_at_height", {"height", "block_id"}),
-])
-def test_each_method_is_one_span(method: str, attributes: set[str],
-                                 vmstack_spans: SpanRecorder) -> None:
+@pytest.mark.parametrize(
+    ("method", "attributes"),
+    [
+        ("get_block", {"block_id", "height"}),
+        ("parse_block", {"num_bytes", "block_id", "height"}),
+        ("build_block", {"block_id", "height"}),
+        ("set_preference", {"block_id"}),
+        ("last_accepted", {"block_id"}),
+        ("get_block_id_at_height", {"height", "block_id"}),
+    ],
+)
+def test_each_method_is_one_span(
+    method: str, attributes: set[str], vmstack_spans: SpanRecorder
+) -> None:
     """Every one-block method makes one span named after it, with its cheap attributes."""
     inner = memory_vm(batching=True, blocks=4)
     tip = inner.last_accepted()
@@ -127,13 +136,23 @@ def test_block_decisions_are_traced(vmstack_spans: SpanRecorder) -> None:
     rejected.verify()
     rejected.reject()
     names = vmstack_spans.names()
-    assert names == ["C.build_block", "C.block.verify", "C.block.accept", "C.build_block",
-                     "C.block.verify", "C.block.reject"]
+    assert names == [
+        "C.build_block",
+        "C.block.verify",
+        "C.block.accept",
+        "C.build_block",
+        "C.block.verify",
+        "C.block.reject",
+    ]
     for span in vmstack_spans.named("C.block.accept"):
         assert dict(span.attributes or {}) == {"block_id": accepted.id.hex(), "height": 3}
     assert inner.last_accepted() == accepted.id
     assert [call.method for call in inner.calls if call.method.startswith("block.")] == [
-        "block.verify", "block.accept", "block.verify", "block.reject"]
+        "block.verify",
+        "block.accept",
+        "block.verify",
+        "block.reject",
+    ]
 
 
 def test_traced_block_forwards_its_fields(vmstack_spans: SpanRecorder) -> None:
@@ -145,7 +164,12 @@ def test_traced_block_forwards_its_fields(vmstack_spans: SpanRecorder) -> None:
     assert isinstance(block.inner, MemoryBlock)
     assert block.inner is below
     assert (block.id, block.parent_id, block.height, block.timestamp, bytes(block)) == (
-        below.id, below.parent_id, below.height, below.timestamp, bytes(below))
+        below.id,
+        below.parent_id,
+        below.height,
+        below.timestamp,
+        bytes(below),
+    )
     assert "TracedBlock(MemoryBlock(height=3" in repr(block)
 
 
@@ -181,8 +205,7 @@ def test_batched_error_is_one_span_and_reraised_unchanged(vmstack_spans: SpanRec
     assert "num_blocks" not in (span.attributes or {})
 
 
-def test_batching_not_implemented_from_below_is_not_an_error(
-        vmstack_spans: SpanRecorder) -> None:
+def test_batching_not_implemented_from_below_is_not_an_error(vmstack_spans: SpanRecorder) -> None:
     """BatchingNotImplemented from below is recorded as an event, not an ERROR, and passes
     up as the same object."""
     inner = memory_vm(batching=True, blocks=3)
@@ -217,7 +240,8 @@ def test_noop_tracer_changes_no_answer() -> None:
     traced = TracedVM(inner, tracer=NoOpTracer(), name="C")
     tip = inner.last_accepted()
     assert get_ancestors(traced, tip, max_blocks_num=7) == get_ancestors(
-        inner, tip, max_blocks_num=7)
+        inner, tip, max_blocks_num=7
+    )
 
 
 @pytest.mark.parametrize("name", ["", None, 3])

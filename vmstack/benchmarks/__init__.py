@@ -31,8 +31,7 @@ def median_seconds(operation: Callable[[], object], *, repeat: int = 7, number: 
     return statistics.median(rounds)
 
 
-def calls_filling(operation: Callable[[], object], budget: float, *,
-                  most: int = 1000) -> int:
+def calls_filling(operation: Callable[[], object], budget: float, *, most: int = 1000) -> int:
     """How many calls of ``operation`` fill about ``budget`` seconds: one call timed, then
     between 1 and ``most``. Short operations are timed in rounds of that many calls, so a
     round is long against the clock's resolution."""
@@ -75,8 +74,13 @@ class Comparison:
             return None
         return self.fast_seconds / self.floor_seconds
 
-    def judged(self, *, min_speedup: float | None = None,
-               max_over_floor: float | None = None, also: bool = True) -> Comparison:
+    def judged(
+        self,
+        *,
+        min_speedup: float | None = None,
+        max_over_floor: float | None = None,
+        also: bool = True,
+    ) -> Comparison:
         """This row with ``goal_met``: the speedup at least ``min_speedup``, the fast path
         at most ``max_over_floor`` times the floor, and ``also`` (any other condition of
         the goal), each where given."""

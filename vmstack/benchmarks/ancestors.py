@@ -75,8 +75,9 @@ def _bottom(vm: object) -> CChainVM | None:
         return None
 
 
-def _floor_env(path: Path, vm: CChainVM, tip: bytes, count: int
-               ) -> tuple[lmdb.Environment, list[tuple[bytes, bytes]]]:
+def _floor_env(
+    path: Path, vm: CChainVM, tip: bytes, count: int
+) -> tuple[lmdb.Environment, list[tuple[bytes, bytes]]]:
     """A separate LMDB environment holding the chain's header and body values under their
     rawdb keys, and the keys of the ``count`` blocks from ``tip`` down, newest first."""
     schema = vm.schema
@@ -86,8 +87,10 @@ def _floor_env(path: Path, vm: CChainVM, tip: bytes, count: int
         number = rawdb.read_header_number(snap, schema, tip)
         block_hash = tip
         while number is not None and number >= 0 and len(keys) < count:
-            header_key, body_key = (schema.header_key(number, block_hash),
-                                    schema.body_key(number, block_hash))
+            header_key, body_key = (
+                schema.header_key(number, block_hash),
+                schema.body_key(number, block_hash),
+            )
             header = snap.get(header_key)
             txn.put(header_key, bytes(header))
             txn.put(body_key, bytes(snap.get(body_key)))
@@ -99,6 +102,7 @@ def _floor_env(path: Path, vm: CChainVM, tip: bytes, count: int
 
 def _raw_floor(env: lmdb.Environment, keys: list[tuple[bytes, bytes]]) -> Callable[[], object]:
     """The floor: every block's two gets and join, kept in the answer list."""
+
     def operation() -> list[bytes]:
         answer: list[bytes] = []
         keep = answer.append
@@ -108,13 +112,14 @@ def _raw_floor(env: lmdb.Environment, keys: list[tuple[bytes, bytes]]) -> Callab
             for header_key, body_key in keys:
                 keep(join((get(header_key, b""), get(body_key, b""))))
         return answer
+
     return operation
 
 
-def _dropping_floor(env: lmdb.Environment, keys: list[tuple[bytes, bytes]]
-                    ) -> Callable[[], object]:
+def _dropping_floor(env: lmdb.Environment, keys: list[tuple[bytes, bytes]]) -> Callable[[], object]:
     """The floor's loop with each block dropped as soon as it is joined (a note only: no
     answer can be produced that way)."""
+
     def operation() -> int:
         total = 0
         with env.begin(buffers=True) as txn:
@@ -123,11 +128,13 @@ def _dropping_floor(env: lmdb.Environment, keys: list[tuple[bytes, bytes]]
             for header_key, body_key in keys:
                 total += len(join((get(header_key, b""), get(body_key, b""))))
         return total
+
     return operation
 
 
-def _paired(first: Callable[[], object], second: Callable[[], object], rounds: int
-            ) -> tuple[float, float]:
+def _paired(
+    first: Callable[[], object], second: Callable[[], object], rounds: int
+) -> tuple[float, float]:
     """Median seconds of one call of ``first`` and of ``second``, timed back to back in
     alternating order each round, so that drift in the machine's speed hits both alike."""
     first()
@@ -164,25 +171,36 @@ def run(quick: bool, *, make_vm: VMFactory = bare_vm) -> list[Comparison]:
             clock = SimClock(_START)
             vm = make_vm(store, clock)
             built = time.perf_counter()
-            ids = generate_chain(vm, blocks=blocks, txs_per_block=TXS_PER_BLOCK, seed=1,
-                                 clock=clock)
+            ids = generate_chain(
+                vm, blocks=blocks, txs_per_block=TXS_PER_BLOCK, seed=1, clock=clock
+            )
             build_seconds = time.perf_counter() - built
             tip = ids[-1]
 
             def fast() -> list[bytes]:
-                return get_ancestors(vm, tip, max_blocks_num=blocks, max_blocks_size=_NO_LIMIT,
-                                     max_retrieval_time=_TIME_BUDGET)
+                return get_ancestors(
+                    vm,
+                    tip,
+                    max_blocks_num=blocks,
+                    max_blocks_size=_NO_LIMIT,
+                    max_retrieval_time=_TIME_BUDGET,
+                )
 
             def serial() -> list[bytes]:
-                return serial_get_ancestors(vm, tip, max_blocks_num=serial_blocks,
-                                            max_blocks_size=_NO_LIMIT,
-                                            max_retrieval_time=_TIME_BUDGET)
+                return serial_get_ancestors(
+                    vm,
+                    tip,
+                    max_blocks_num=serial_blocks,
+                    max_blocks_size=_NO_LIMIT,
+                    max_retrieval_time=_TIME_BUDGET,
+                )
 
             answer = fast()
             if len(answer) != blocks or serial() != answer[:serial_blocks]:
                 raise ValueError("the fast path and the serial walk answer differently")
             serial_seconds = median_seconds(serial, repeat=3 if quick else 5) * (
-                blocks / serial_blocks)
+                blocks / serial_blocks
+            )
             notes: dict[str, float | int | str] = {
                 "blocks": blocks,
                 "txs_per_block": TXS_PER_BLOCK,
@@ -195,36 +213,39 @@ def run(quick: bool, *, make_vm: VMFactory = bare_vm) -> list[Comparison]:
             if bottom is None:
                 fast_seconds = median_seconds(fast, repeat=repeat)
             else:
-                env, keys = _floor_env(folder / "floor", bottom, bottom.last_accepted(),
-                                       blocks)
+                env, keys = _floor_env(folder / "floor", bottom, bottom.last_accepted(), blocks)
                 try:
-                    fast_seconds, floor_seconds = _paired(fast, _raw_floor(env, keys),
-                                                          rounds=2 * repeat + 1)
+                    fast_seconds, floor_seconds = _paired(
+                        fast, _raw_floor(env, keys), rounds=2 * repeat + 1
+                    )
                     floor_seconds *= blocks / len(keys)
                     dropping = median_seconds(_dropping_floor(env, keys), repeat=repeat)
                     notes["floor_dropping_us_per_block"] = round(dropping / len(keys) * 1e6, 3)
                     notes["fast_over_dropping_floor"] = round(
-                        fast_seconds / (dropping * blocks / len(keys)), 2)
+                        fast_seconds / (dropping * blocks / len(keys)), 2
+                    )
                 finally:
                     env.close()
-                notes.update(_integrity_and_cache_notes(bottom, fast, fast_seconds, blocks,
-                                                        repeat))
-    return [Comparison(
-        group=GROUP,
-        case=f"{blocks} blocks x {TXS_PER_BLOCK} txs, LMDB",
-        fast_seconds=fast_seconds,
-        baseline_seconds=serial_seconds,
-        floor_seconds=floor_seconds,
-        fast_label="batched get_ancestors",
-        baseline_label="serial get_block walk",
-        floor_label="2 lmdb gets + join",
-        goal=GOAL,
-        notes=notes,
-    ).judged(min_speedup=50.0, max_over_floor=3.0)]
+                notes.update(_integrity_and_cache_notes(bottom, fast, fast_seconds, blocks, repeat))
+    return [
+        Comparison(
+            group=GROUP,
+            case=f"{blocks} blocks x {TXS_PER_BLOCK} txs, LMDB",
+            fast_seconds=fast_seconds,
+            baseline_seconds=serial_seconds,
+            floor_seconds=floor_seconds,
+            fast_label="batched get_ancestors",
+            baseline_label="serial get_block walk",
+            floor_label="2 lmdb gets + join",
+            goal=GOAL,
+            notes=notes,
+        ).judged(min_speedup=50.0, max_over_floor=3.0)
+    ]
 
 
-def _integrity_and_cache_notes(vm: CChainVM, fast: Callable[[], object], fast_seconds: float,
-                               blocks: int, repeat: int) -> dict[str, float | int | str]:
+def _integrity_and_cache_notes(
+    vm: CChainVM, fast: Callable[[], object], fast_seconds: float, blocks: int, repeat: int
+) -> dict[str, float | int | str]:
     """The fast path's cost per block with and without integrity checks, and with a cold
     canonical hash cache."""
     store, key = vm.store, vm.schema.integrity_start_key()

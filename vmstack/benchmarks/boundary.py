@@ -67,42 +67,76 @@ def run(quick: bool) -> list[Comparison]:
         data_dir = Path(directory) / "chain"
         clock = SimClock(_START)
         with LMDBStore(data_dir, sync=False) as store:
-            ids = generate_chain(CChainVM(store, clock=clock), blocks=blocks,
-                                 txs_per_block=TXS_PER_BLOCK, seed=3, clock=clock)
+            ids = generate_chain(
+                CChainVM(store, clock=clock),
+                blocks=blocks,
+                txs_per_block=TXS_PER_BLOCK,
+                seed=3,
+                clock=clock,
+            )
         tip = ids[-1]
-        with LMDBStore(data_dir, readonly=True) as store, \
-                spawn(data_dir, readonly=True, timeout=120.0) as client:
+        with (
+            LMDBStore(data_dir, readonly=True) as store,
+            spawn(data_dir, readonly=True, timeout=120.0) as client,
+        ):
             local = CChainVM(store, clock=clock)
 
             def ancestors_over(vm: object, count: int) -> list[bytes]:
-                return get_ancestors(vm, tip, max_blocks_num=count,  # type: ignore[arg-type]
-                                     max_blocks_size=_NO_LIMIT, max_retrieval_time=_TIME_BUDGET)
+                return get_ancestors(
+                    vm,  # type: ignore[arg-type]
+                    tip,
+                    max_blocks_num=count,
+                    max_blocks_size=_NO_LIMIT,
+                    max_retrieval_time=_TIME_BUDGET,
+                )
 
             answer = ancestors_over(client, blocks)
-            walked = serial_get_ancestors(client, tip, max_blocks_num=serial_blocks,
-                                          max_blocks_size=_NO_LIMIT,
-                                          max_retrieval_time=_TIME_BUDGET)
+            walked = serial_get_ancestors(
+                client,
+                tip,
+                max_blocks_num=serial_blocks,
+                max_blocks_size=_NO_LIMIT,
+                max_retrieval_time=_TIME_BUDGET,
+            )
             if answer != ancestors_over(local, blocks) or walked != answer[:serial_blocks]:
                 raise ValueError("the answers across the boundary differ from in process")
             fast = median_seconds(lambda: ancestors_over(client, blocks), repeat=repeat)
-            serial = median_seconds(lambda: serial_get_ancestors(
-                client, tip, max_blocks_num=serial_blocks, max_blocks_size=_NO_LIMIT,
-                max_retrieval_time=_TIME_BUDGET), repeat=3) * blocks / serial_blocks
+            serial = (
+                median_seconds(
+                    lambda: serial_get_ancestors(
+                        client,
+                        tip,
+                        max_blocks_num=serial_blocks,
+                        max_blocks_size=_NO_LIMIT,
+                        max_retrieval_time=_TIME_BUDGET,
+                    ),
+                    repeat=3,
+                )
+                * blocks
+                / serial_blocks
+            )
             floor = median_seconds(lambda: ancestors_over(local, blocks), repeat=repeat)
             client.last_accepted()
             round_trip = median_seconds(client.last_accepted, repeat=repeat, number=20)
-            rows = [Comparison(
-                group="GetAncestors over gRPC",
-                case=f"{blocks} blocks x {TXS_PER_BLOCK} txs, served process",
-                fast_seconds=fast, baseline_seconds=serial, floor_seconds=floor,
-                fast_label="get_ancestors: one round trip",
-                baseline_label="get_block round trip per block (scaled)",
-                floor_label="get_ancestors in process, no boundary",
-                goal=ANCESTORS_GOAL,
-                notes={"blocks": blocks, "answer_bytes": sum(map(len, answer)),
-                       "serial_walk_timed_on_blocks": serial_blocks,
-                       "round_trip_us": round(round_trip * 1e6, 1)},
-            ).judged(min_speedup=100.0)]
+            rows = [
+                Comparison(
+                    group="GetAncestors over gRPC",
+                    case=f"{blocks} blocks x {TXS_PER_BLOCK} txs, served process",
+                    fast_seconds=fast,
+                    baseline_seconds=serial,
+                    floor_seconds=floor,
+                    fast_label="get_ancestors: one round trip",
+                    baseline_label="get_block round trip per block (scaled)",
+                    floor_label="get_ancestors in process, no boundary",
+                    goal=ANCESTORS_GOAL,
+                    notes={
+                        "blocks": blocks,
+                        "answer_bytes": sum(map(len, answer)),
+                        "serial_walk_timed_on_blocks": serial_blocks,
+                        "round_trip_us": round(round_trip * 1e6, 1),
+                    },
+                ).judged(min_speedup=100.0)
+            ]
             for size in BATCH_SIZES:
                 batch = answer[:size]
 
@@ -116,18 +150,27 @@ def run(quick: bool) -> list[Comparison]:
                     return batched_parse_block(local, data)
 
                 fast, serial, floor = (
-                    median_seconds(operation, repeat=repeat,
-                                   number=calls_filling(operation, budget))
-                    for operation in (batched, one_by_one, in_process))
-                rows.append(Comparison(
-                    group="BatchedParseBlock over gRPC",
-                    case=f"{size} blocks x {TXS_PER_BLOCK} txs, served process",
-                    fast_seconds=fast, baseline_seconds=serial, floor_seconds=floor,
-                    fast_label="batched_parse_block: one round trip",
-                    baseline_label="parse_block round trip per block",
-                    floor_label="batched_parse_block in process, no boundary",
-                    goal=PARSE_GOAL,
-                    notes={"blocks": size, "batch_bytes": sum(map(len, batch)),
-                           "round_trip_us": round(round_trip * 1e6, 1)},
-                ).judged(min_speedup=5.0 if size >= 100 else 1.0))
+                    median_seconds(
+                        operation, repeat=repeat, number=calls_filling(operation, budget)
+                    )
+                    for operation in (batched, one_by_one, in_process)
+                )
+                rows.append(
+                    Comparison(
+                        group="BatchedParseBlock over gRPC",
+                        case=f"{size} blocks x {TXS_PER_BLOCK} txs, served process",
+                        fast_seconds=fast,
+                        baseline_seconds=serial,
+                        floor_seconds=floor,
+                        fast_label="batched_parse_block: one round trip",
+                        baseline_label="parse_block round trip per block",
+                        floor_label="batched_parse_block in process, no boundary",
+                        goal=PARSE_GOAL,
+                        notes={
+                            "blocks": size,
+                            "batch_bytes": sum(map(len, batch)),
+                            "round_trip_us": round(round_trip * 1e6, 1),
+                        },
+                    ).judged(min_speedup=5.0 if size >= 100 else 1.0)
+                )
     return rows

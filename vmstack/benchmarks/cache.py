@@ -43,8 +43,10 @@ def run(quick: bool) -> list[Comparison]:
     schema = rawdb.Schema()
     hashes = [keccak256(height.to_bytes(8, "big")) for height in range(ENTRIES)]
     heights = [(height * 7919) % ENTRIES for height in range(_LOOKUPS)]
-    with tempfile.TemporaryDirectory(prefix="vmstack-bench-") as directory, \
-            LMDBStore(Path(directory) / "db", sync=False) as store:
+    with (
+        tempfile.TemporaryDirectory(prefix="vmstack-bench-") as directory,
+        LMDBStore(Path(directory) / "db", sync=False) as store,
+    ):
         with store.write_batch() as batch:
             for height, block_hash in enumerate(hashes):
                 rawdb.write_canonical_hash(batch, schema, height, block_hash)
@@ -75,21 +77,24 @@ def run(quick: bool) -> list[Comparison]:
             raise ValueError("the cache and the store disagree")
         fast, baseline, cheapest, in_snapshot = (
             median_seconds(operation, repeat=repeat, number=number) / _LOOKUPS
-            for operation in (hits, reads, floor, snapshot_gets))
+            for operation in (hits, reads, floor, snapshot_gets)
+        )
         per_entry = cache.bytes_per_entry()
-    return [Comparison(
-        group=GROUP,
-        case=f"settled height, {ENTRIES} entries, LMDB",
-        fast_seconds=fast,
-        baseline_seconds=baseline,
-        floor_seconds=cheapest,
-        fast_label="cache hit",
-        baseline_label="read_canonical_hash",
-        floor_label="dict get",
-        goal=GOAL,
-        notes={
-            "bytes_per_entry": round(per_entry, 1),
-            "entries": len(cache),
-            "snapshot_get_us": round(in_snapshot * 1e6, 3),
-        },
-    ).judged(min_speedup=5.0, also=per_entry < 200)]
+    return [
+        Comparison(
+            group=GROUP,
+            case=f"settled height, {ENTRIES} entries, LMDB",
+            fast_seconds=fast,
+            baseline_seconds=baseline,
+            floor_seconds=cheapest,
+            fast_label="cache hit",
+            baseline_label="read_canonical_hash",
+            floor_label="dict get",
+            goal=GOAL,
+            notes={
+                "bytes_per_entry": round(per_entry, 1),
+                "entries": len(cache),
+                "snapshot_get_us": round(in_snapshot * 1e6, 3),
+            },
+        ).judged(min_speedup=5.0, also=per_entry < 200)
+    ]

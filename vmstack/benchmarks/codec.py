@@ -182,7 +182,8 @@ def run(quick: bool) -> list[Comparison]:
                     "uncles": len(block.uncles),
                     "withdrawals": len(block.withdrawals or ()),
                 },
-            ).judged(min_speedup=100.0 if len(block.transactions) == 10 else None,
-                     max_over_floor=4.0)
+            ).judged(
+                min_speedup=100.0 if len(block.transactions) == 10 else None, max_over_floor=4.0
+            )
         )
     return rows

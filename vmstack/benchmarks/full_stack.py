@@ -29,9 +29,14 @@ _START = 1_700_000_000.0
 
 def full_stack(store: KeyValueStore, clock: Clock) -> ChainVM:
     """The full stack over ``store``: transition at block 10, proposer fork at block 20."""
-    return build_stack(store, clock=clock, transition_time=_START + 20.0,
-                       fork_time=_START + 40.0, tracer=trace.get_tracer("vmstack.bench"),
-                       registry=CollectorRegistry())
+    return build_stack(
+        store,
+        clock=clock,
+        transition_time=_START + 20.0,
+        fork_time=_START + 40.0,
+        tracer=trace.get_tracer("vmstack.bench"),
+        registry=CollectorRegistry(),
+    )
 
 
 def run(quick: bool) -> list[Comparison]:

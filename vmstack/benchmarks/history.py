@@ -80,8 +80,11 @@ def run(quick: bool) -> list[Comparison]:
     directory = vectors_era1()
     if not directory.is_dir() or not any(directory.glob("*.era1")):
         return []
-    return [_verify_row(directory, quick), _archived_ancestors_row(directory, quick),
-            _settled_walk_row(directory, quick)]
+    return [
+        _verify_row(directory, quick),
+        _archived_ancestors_row(directory, quick),
+        _settled_walk_row(directory, quick),
+    ]
 
 
 def _verify_row(directory: Path, quick: bool) -> Comparison:
@@ -97,15 +100,18 @@ def _verify_row(directory: Path, quick: bool) -> Comparison:
 
     def decode() -> object:
         for number in numbers:
-            check_body(ETHEREUM.block_from_parts(archive.header_rlp(number),
-                                                 archive.body_rlp(number)))
+            check_body(
+                ETHEREUM.block_from_parts(archive.header_rlp(number), archive.body_rlp(number))
+            )
         return None
 
     def floor() -> object:
         return [hashlib.sha256(data).digest() for data in contents]
 
-    fast, baseline, cheapest = (median_seconds(operation, repeat=repeat) / (size / 1e6)
-                                for operation in (verify, decode, floor))
+    fast, baseline, cheapest = (
+        median_seconds(operation, repeat=repeat) / (size / 1e6)
+        for operation in (verify, decode, floor)
+    )
     return Comparison(
         group=GROUP,
         case=f"{len(archive.files)} Sepolia era1 files, {size / 1e6:.1f} MB, per MB",
@@ -116,22 +122,21 @@ def _verify_row(directory: Path, quick: bool) -> Comparison:
         baseline_label="decode + check_body",
         floor_label="sha256 of the file",
         goal=GOAL,
-        notes={"verify_mb_per_s": round(1 / fast, 2),
-               "sha256_mb_per_s": round(1 / cheapest, 1)},
+        notes={"verify_mb_per_s": round(1 / fast, 2), "sha256_mb_per_s": round(1 / cheapest, 1)},
     ).judged(max_over_floor=300.0)
-
 
 
 def _archived_ancestors_row(directory: Path, quick: bool) -> Comparison:
     count = QUICK_BLOCKS if quick else BLOCKS
     repeat = 1 if quick else 3
     with EraArchive(directory, sparse=True) as archive:
-        vm = CChainVM(MemoryStore(), flavour=ETHEREUM, chain_id=SEPOLIA_CHAIN_ID,
-                      history=archive)
+        vm = CChainVM(MemoryStore(), flavour=ETHEREUM, chain_id=SEPOLIA_CHAIN_ID, history=archive)
         tip = archive.hash(archive.last)
         heights = range(archive.last, archive.last - count, -1)
-        framed = [(snappy_frame(archive.header_rlp(n)), snappy_frame(archive.body_rlp(n)))
-                  for n in heights]
+        framed = [
+            (snappy_frame(archive.header_rlp(n)), snappy_frame(archive.body_rlp(n)))
+            for n in heights
+        ]
         answer = vm.get_ancestors(tip, count, 2**40, 600.0)
         if len(answer) != count:
             raise RuntimeError(f"the archive served {len(answer)} of {count} blocks")
@@ -149,23 +154,30 @@ def _archived_ancestors_row(directory: Path, quick: bool) -> Comparison:
             return out
 
         def floor() -> object:
-            return [block_bytes(snappy_unframe(header), snappy_unframe(body))
-                    for header, body in framed]
+            return [
+                block_bytes(snappy_unframe(header), snappy_unframe(body)) for header, body in framed
+            ]
 
-        fast_s, serial_s, floor_s = (median_seconds(operation, repeat=repeat) / count
-                                     for operation in (fast, serial, floor))
+        fast_s, serial_s, floor_s = (
+            median_seconds(operation, repeat=repeat) / count for operation in (fast, serial, floor)
+        )
     return Comparison(
         group="history get_ancestors",
         case=f"{count:,} archived Sepolia blocks, per block",
-        fast_seconds=fast_s, baseline_seconds=serial_s, floor_seconds=floor_s,
-        fast_label="get_ancestors over the archive", baseline_label="get_block walk",
-        floor_label="unframe (CRC) + join", goal=">= 3x serial walk, <= 3x floor",
+        fast_seconds=fast_s,
+        baseline_seconds=serial_s,
+        floor_seconds=floor_s,
+        fast_label="get_ancestors over the archive",
+        baseline_label="get_block walk",
+        floor_label="unframe (CRC) + join",
+        goal=">= 3x serial walk, <= 3x floor",
         notes={"blocks": count, "mb": round(sum(map(len, answer)) / 1e6, 2)},
     ).judged(min_speedup=3.0, max_over_floor=3.0)
 
 
-def cursor_walk(snap: LMDBSnapshot, schema: rawdb.Schema, top: int, tip: bytes,
-                count: int) -> list[bytes]:
+def cursor_walk(
+    snap: LMDBSnapshot, schema: rawdb.Schema, top: int, tip: bytes, count: int
+) -> list[bytes]:
     """The bytes of block ``tip`` (accepted, at height ``top``, in the store with integrity
     entries) and its ``count - 1`` ancestors, read with three cursors stepping back through
     the header, body and integrity key ranges in key order instead of separate gets. The
@@ -183,8 +195,10 @@ def cursor_walk(snap: LMDBSnapshot, schema: rawdb.Schema, top: int, tip: bytes,
     bodies_at = schema.body_key(0, bytes(32))[:-40]
     integrity_at = schema.integrity_key(0, bytes(32))[:-40]
     above = (top + 1).to_bytes(8, "big")
-    cursors = [snap.iterate_back(prefix, start=prefix + above)
-               for prefix in (headers_at, bodies_at, integrity_at)]
+    cursors = [
+        snap.iterate_back(prefix, start=prefix + above)
+        for prefix in (headers_at, bodies_at, integrity_at)
+    ]
     pending: list[tuple[bytes, memoryview] | None] = [next(c, None) for c in cursors]
     out: list[bytes] = []
     block_id = tip
@@ -205,22 +219,30 @@ def cursor_walk(snap: LMDBSnapshot, schema: rawdb.Schema, top: int, tip: bytes,
                 item = next(cursors[table], None)
             pending[table] = item
         header, body, entry = found
-        if (canonical is None or bytes(canonical) != block_id or header is None
-                or body is None or entry is None):
-            raise StoreCorrupted(f"block {block_id.hex()} at {number} is not stored whole "
-                                 "and canonical")
+        if (
+            canonical is None
+            or bytes(canonical) != block_id
+            or header is None
+            or body is None
+            or entry is None
+        ):
+            raise StoreCorrupted(
+                f"block {block_id.hex()} at {number} is not stored whole and canonical"
+            )
         data = block_bytes(header, body)
         rawdb_key = integrity_at + tail + block_id
         if integrity_block_checksum(entry) != checksum(rawdb_key, data):
-            raise StoreCorrupted(f"the stored block {block_id.hex()} at {number} fails its "
-                                 "checksum")
+            raise StoreCorrupted(
+                f"the stored block {block_id.hex()} at {number} fails its checksum"
+            )
         out.append(data)
         block_id = stitched_parent_hash(data, header)
     return out
 
 
-def gets_walk(snap: LMDBSnapshot, schema: rawdb.Schema, top: int, tip: bytes,
-               count: int) -> list[bytes]:
+def gets_walk(
+    snap: LMDBSnapshot, schema: rawdb.Schema, top: int, tip: bytes, count: int
+) -> list[bytes]:
     """:func:`cursor_walk`'s loop and checks with separate gets (canonical entry, header,
     body, integrity entry) instead of cursors: what the cursor must beat."""
     get = snap.get
@@ -233,14 +255,16 @@ def gets_walk(snap: LMDBSnapshot, schema: rawdb.Schema, top: int, tip: bytes,
             canonical = get(schema.canonical_hash_key(number))
             header, body, entry = get(header_key), get(body_key), get(integrity_key)
         except KeyError:
-            raise StoreCorrupted(f"block {block_id.hex()} at {number} is not stored "
-                                 "whole") from None
+            raise StoreCorrupted(
+                f"block {block_id.hex()} at {number} is not stored whole"
+            ) from None
         if canonical != block_id:
             raise StoreCorrupted(f"block {block_id.hex()} at {number} is not canonical")
         data = block_bytes(header, body)
         if integrity_block_checksum(entry) != checksum(integrity_key, data):
-            raise StoreCorrupted(f"the stored block {block_id.hex()} at {number} fails its "
-                                 "checksum")
+            raise StoreCorrupted(
+                f"the stored block {block_id.hex()} at {number} fails its checksum"
+            )
         out.append(data)
         block_id = stitched_parent_hash(data, header)
     return out
@@ -249,9 +273,11 @@ def gets_walk(snap: LMDBSnapshot, schema: rawdb.Schema, top: int, tip: bytes,
 def _settled_walk_row(directory: Path, quick: bool) -> Comparison:
     count = QUICK_BLOCKS if quick else BLOCKS
     repeat = 3 if quick else 7
-    with EraArchive(directory, sparse=True) as archive, \
-            tempfile.TemporaryDirectory(prefix="vmstack-bench-") as temporary, \
-            LMDBStore(Path(temporary) / "db", sync=False) as store:
+    with (
+        EraArchive(directory, sparse=True) as archive,
+        tempfile.TemporaryDirectory(prefix="vmstack-bench-") as temporary,
+        LMDBStore(Path(temporary) / "db", sync=False) as store,
+    ):
         import_history(archive, store, recent=count, chain_id=SEPOLIA_CHAIN_ID)
         vm = CChainVM(store, flavour=ETHEREUM, chain_id=SEPOLIA_CHAIN_ID, history=archive)
         tip, top = vm.last_accepted(), archive.last
@@ -263,8 +289,9 @@ def _settled_walk_row(directory: Path, quick: bool) -> Comparison:
             block_id = archive.hash(number - 1)
         expected = vm.get_ancestors(tip, count, 2**40, 600.0)
 
-        def walked(walk: Callable[[LMDBSnapshot, rawdb.Schema, int, bytes, int],
-                                  list[bytes]]) -> list[bytes]:
+        def walked(
+            walk: Callable[[LMDBSnapshot, rawdb.Schema, int, bytes, int], list[bytes]],
+        ) -> list[bytes]:
             with store.snapshot() as snap:
                 if not isinstance(snap, LMDBSnapshot):
                     raise TypeError("the settled walk row needs an LMDB snapshot")
@@ -288,14 +315,21 @@ def _settled_walk_row(directory: Path, quick: bool) -> Comparison:
             raise RuntimeError("the walks and get_ancestors disagree")
         cursor_s, gets_s, loop_s, floor_s = (
             median_seconds(operation, repeat=repeat) / count
-            for operation in (by_cursor, by_gets, by_same_loop_gets, floor))
+            for operation in (by_cursor, by_gets, by_same_loop_gets, floor)
+        )
     return Comparison(
         group="settled walk, LMDB",
         case=f"{count:,} imported Sepolia blocks, per block",
-        fast_seconds=cursor_s, baseline_seconds=gets_s, floor_seconds=floor_s,
-        fast_label="cursor walk", baseline_label="get_ancestors (gets)",
+        fast_seconds=cursor_s,
+        baseline_seconds=gets_s,
+        floor_seconds=floor_s,
+        fast_label="cursor walk",
+        baseline_label="get_ancestors (gets)",
         floor_label="2 gets + join",
         goal="faster than the same loop by gets (notes), to replace them",
-        notes={"blocks": count, "same_loop_gets_us_per_block": round(loop_s * 1e6, 2),
-               "cursor_over_same_loop_gets": round(cursor_s / loop_s, 2)},
+        notes={
+            "blocks": count,
+            "same_loop_gets_us_per_block": round(loop_s * 1e6, 2),
+            "cursor_over_same_loop_gets": round(cursor_s / loop_s, 2),
+        },
     ).judged(also=cursor_s < loop_s)

@@ -55,8 +55,14 @@ from vmstack.wrappers.proposer.block import PostForkBlock, build_signed, build_u
 from vmstack.wrappers.proposer.staking import StakingKey, der_element
 from vmstack.wrappers.proposer.vm import ProposerVM
 
-__all__ = ["GOAL_MB", "GOAL_SECONDS", "MESSAGE_BYTES", "committed_block", "recoverable_transfers",
-           "run"]
+__all__ = [
+    "GOAL_MB",
+    "GOAL_SECONDS",
+    "MESSAGE_BYTES",
+    "committed_block",
+    "recoverable_transfers",
+    "run",
+]
 
 #: The most CPU seconds one message may cost.
 GOAL_SECONDS = 1.0
@@ -115,18 +121,31 @@ def _row(attack: _Attack, *, repeat: int, half: _Attack | None = None) -> Compar
     seconds = _cpu_seconds(attack.send, repeat) * scale
     peak = _peak_mb(attack.send) * scale
     met = seconds <= GOAL_SECONDS and peak <= GOAL_MB
-    notes: dict[str, float | int | str] = {"bytes_sent": attack.size, "peak_mb": peak,
-                                           "scaled_to_2_mib": "yes" if attack.scaled else "no",
-                                           "goal_met": "yes" if met else "no"}
+    notes: dict[str, float | int | str] = {
+        "bytes_sent": attack.size,
+        "peak_mb": peak,
+        "scaled_to_2_mib": "yes" if attack.scaled else "no",
+        "goal_met": "yes" if met else "no",
+    }
     if half is not None:
         half_seconds = _cpu_seconds(half.send, repeat)
         if half_seconds > 0:
             notes["linearity"] = (seconds / scale) / half_seconds
-    goal = (f"<= {GOAL_SECONDS:g} s, <= {GOAL_MB:g} MB: {'met' if met else 'NOT met'} "
-            f"({seconds:.3f} s, {peak:.1f} MB)")
-    return Comparison(GROUP, attack.name, seconds, GOAL_SECONDS,
-                      fast_label="CPU seconds per 2 MiB", baseline_label="goal",
-                      goal=goal, notes=notes, goal_met=met)
+    goal = (
+        f"<= {GOAL_SECONDS:g} s, <= {GOAL_MB:g} MB: {'met' if met else 'NOT met'} "
+        f"({seconds:.3f} s, {peak:.1f} MB)"
+    )
+    return Comparison(
+        GROUP,
+        attack.name,
+        seconds,
+        GOAL_SECONDS,
+        fast_label="CPU seconds per 2 MiB",
+        baseline_label="goal",
+        goal=goal,
+        notes=notes,
+        goal_met=met,
+    )
 
 
 # --- the stack under attack -------------------------------------------------------------
@@ -135,8 +154,14 @@ def _row(attack: _Attack, *, repeat: int, half: _Attack | None = None) -> Compar
 def _stack(key: StakingKey) -> ChainVM:
     """The full stack a node runs: past its fork and transition, at ``_START``."""
     clock = SimClock(_START)
-    return build_stack(MemoryStore(), chain_id=DEFAULT_CHAIN_ID, fork_time=0,
-                       transition_time=0, clock=clock, staking_key=key)
+    return build_stack(
+        MemoryStore(),
+        chain_id=DEFAULT_CHAIN_ID,
+        fork_time=0,
+        transition_time=0,
+        clock=clock,
+        staking_key=key,
+    )
 
 
 def _packed(data: bytes) -> bytes:
@@ -145,7 +170,7 @@ def _packed(data: bytes) -> bytes:
 
 def _with_signature(envelope: PostForkBlock, signature: bytes) -> bytes:
     raw = bytes(envelope)
-    return raw[:envelope.unsigned_len] + _packed(signature)
+    return raw[: envelope.unsigned_len] + _packed(signature)
 
 
 def _oversized_signature(vm: ChainVM, key: StakingKey, size: int) -> _Attack:
@@ -153,11 +178,15 @@ def _oversized_signature(vm: ChainVM, key: StakingKey, size: int) -> _Attack:
     decode for a general DER parser)."""
     unsigned = PostForkBlock(b"\1" * 32, int(_START), 0, key.certificate.raw, b"\xc0")
     body = size - unsigned.unsigned_len - 4 - 16
-    signature = der_element(0x30, der_element(0x02, b"\x01" + bytes(body))
-                            + der_element(0x02, b"\x01"))
+    signature = der_element(
+        0x30, der_element(0x02, b"\x01" + bytes(body)) + der_element(0x02, b"\x01")
+    )
     data = _with_signature(unsigned, signature)
-    return _Attack("parse_block: envelope with an oversized DER signature", len(data),
-                   lambda: vm.parse_block(data))
+    return _Attack(
+        "parse_block: envelope with an oversized DER signature",
+        len(data),
+        lambda: vm.parse_block(data),
+    )
 
 
 def _oversized_certificate(vm: ChainVM, size: int) -> _Attack:
@@ -165,8 +194,11 @@ def _oversized_certificate(vm: ChainVM, size: int) -> _Attack:
     certificate = der_element(0x30, bytes(size - 200))
     fields = struct.pack(">HI32sqQ", 0, 0, b"\1" * 32, int(_START), 0)
     data = b"".join((fields, _packed(certificate), _packed(b"\xc0"), _packed(bytes(72))))
-    return _Attack("parse_block: envelope with an oversized certificate", len(data),
-                   lambda: vm.parse_block(data))
+    return _Attack(
+        "parse_block: envelope with an oversized certificate",
+        len(data),
+        lambda: vm.parse_block(data),
+    )
 
 
 def _ancestors_of(element: bytes, budget: int) -> list[bytes]:
@@ -176,15 +208,21 @@ def _ancestors_of(element: bytes, budget: int) -> list[bytes]:
 def _tiny_elements(vm: ChainVM, budget: int) -> _Attack:
     """An Ancestors message of the shortest bogus envelopes (a codec version alone)."""
     batch = _ancestors_of(b"\0\0", budget)
-    return _Attack(f"batched_parse_block: {len(batch):,} two-byte elements",
-                   sum(len(b) + 4 for b in batch), lambda: batched_parse_block(vm, batch))
+    return _Attack(
+        f"batched_parse_block: {len(batch):,} two-byte elements",
+        sum(len(b) + 4 for b in batch),
+        lambda: batched_parse_block(vm, batch),
+    )
 
 
 def _unsigned_envelopes(vm: ChainVM, budget: int) -> _Attack:
     """An Ancestors message of minimal well-framed envelopes over empty inner blocks."""
     batch = _ancestors_of(bytes(build_unsigned(b"\1" * 32, int(_START), 0, b"")), budget)
-    return _Attack(f"batched_parse_block: {len(batch):,} minimal unsigned envelopes",
-                   sum(len(b) + 4 for b in batch), lambda: batched_parse_block(vm, batch))
+    return _Attack(
+        f"batched_parse_block: {len(batch):,} minimal unsigned envelopes",
+        sum(len(b) + 4 for b in batch),
+        lambda: batched_parse_block(vm, batch),
+    )
 
 
 def _signed_envelopes(vm: ChainVM, key: StakingKey, inner: bytes, budget: int) -> _Attack:
@@ -193,12 +231,21 @@ def _signed_envelopes(vm: ChainVM, key: StakingKey, inner: bytes, budget: int) -
     chain_id = _proposer_chain_id(vm)
     first = build_signed(bytes(32), int(_START), 0, inner, key=key, chain_id=chain_id)
     count = max(budget // (len(bytes(first)) + 4), 1)
-    batch = [bytes(build_signed(index.to_bytes(32, "big"), int(_START), 0, inner, key=key,
-                                chain_id=chain_id)) for index in range(count)]
+    batch = [
+        bytes(
+            build_signed(
+                index.to_bytes(32, "big"), int(_START), 0, inner, key=key, chain_id=chain_id
+            )
+        )
+        for index in range(count)
+    ]
     last = PostForkBlock.decode(batch[-1])
     batch[-1] = _with_signature(last, bytes(last.signature[:-1]) + b"\0")
-    return _Attack(f"batched_parse_block: {count:,} signed envelopes, last signature bad",
-                   sum(len(b) + 4 for b in batch), lambda: batched_parse_block(vm, batch))
+    return _Attack(
+        f"batched_parse_block: {count:,} signed envelopes, last signature bad",
+        sum(len(b) + 4 for b in batch),
+        lambda: batched_parse_block(vm, batch),
+    )
 
 
 def _proposer_chain_id(vm: ChainVM) -> bytes:
@@ -209,8 +256,12 @@ def _proposer_chain_id(vm: ChainVM) -> bytes:
 # --- verify -----------------------------------------------------------------------------
 
 
-def recoverable_transfers(count: int, *, data: bytes = b"", first_gas: int | None = None,
-                          ) -> list[LegacyTx]:
+def recoverable_transfers(
+    count: int,
+    *,
+    data: bytes = b"",
+    first_gas: int | None = None,
+) -> list[LegacyTx]:
     """``count`` distinct EIP-155 transfers whose signatures are in range and recover to
     some sender, made without a key: what an attacker puts in a block so that every
     sender costs a full public-key recovery. The first carries ``data`` (gas to match)."""
@@ -218,9 +269,18 @@ def recoverable_transfers(count: int, *, data: bytes = b"", first_gas: int | Non
     for index in range(count):
         payload = data if index == 0 else b""
         gas = TX_BASE_GAS if index else (first_gas or TX_BASE_GAS + 16 * len(payload))
-        txs.append(LegacyTx(nonce=index, gas_price=25 * 10**9, gas=gas, to=b"\x22" * 20,
-                            data=payload, v=DEFAULT_CHAIN_ID * 2 + 35, r=_CURVE_X,
-                            s=index + 1))
+        txs.append(
+            LegacyTx(
+                nonce=index,
+                gas_price=25 * 10**9,
+                gas=gas,
+                to=b"\x22" * 20,
+                data=payload,
+                v=DEFAULT_CHAIN_ID * 2 + 35,
+                r=_CURVE_X,
+                s=index + 1,
+            )
+        )
     return txs
 
 
@@ -253,8 +313,9 @@ def committed_block(txs: Sequence[LegacyTx], vm: CChainVM | None = None) -> byte
         taken.append(tx)
         gas += tx.gas
     receipts = execute_transactions(taken)
-    header = attrs.evolve(template.header,
-                          gas_used=receipts[-1].cumulative_gas_used if receipts else 0)
+    header = attrs.evolve(
+        template.header, gas_used=receipts[-1].cumulative_gas_used if receipts else 0
+    )
     return AVALANCHE.encode_block(AVALANCHE.seal(header, AVALANCHE.body(taken), receipts))
 
 
@@ -283,20 +344,40 @@ def run(quick: bool) -> list[Comparison]:
     rows = [
         _row(_oversized_signature(vm, key, size), repeat=repeat),
         _row(_oversized_certificate(vm, size), repeat=repeat),
-        _row(_tiny_elements(vm, budget), repeat=repeat,
-             half=_tiny_elements(vm, budget // 2)),
-        _row(_unsigned_envelopes(vm, budget), repeat=repeat,
-             half=_unsigned_envelopes(vm, budget // 2)),
+        _row(_tiny_elements(vm, budget), repeat=repeat, half=_tiny_elements(vm, budget // 2)),
+        _row(
+            _unsigned_envelopes(vm, budget),
+            repeat=repeat,
+            half=_unsigned_envelopes(vm, budget // 2),
+        ),
         _row(_signed_envelopes(vm, key, inner, budget), repeat=1),
-        _row(_verify_attack(f"verify: {max_transfers} transfers, every sender recovered",
-                            committed_block(recoverable_transfers(max_transfers)), scaled=False),
-             repeat=repeat),
-        _row(_verify_attack("verify: one large zero-data call and transfers",
-                            committed_block(recoverable_transfers(
-                                max_transfers, data=big_data,
-                                first_gas=TX_BASE_GAS + 4 * len(big_data))), scaled=False),
-             repeat=repeat),
-        _row(_verify_attack("verify: block of transfers beyond its gas limit",
-                            _over_the_gas_bound(size), scaled=True), repeat=repeat),
+        _row(
+            _verify_attack(
+                f"verify: {max_transfers} transfers, every sender recovered",
+                committed_block(recoverable_transfers(max_transfers)),
+                scaled=False,
+            ),
+            repeat=repeat,
+        ),
+        _row(
+            _verify_attack(
+                "verify: one large zero-data call and transfers",
+                committed_block(
+                    recoverable_transfers(
+                        max_transfers, data=big_data, first_gas=TX_BASE_GAS + 4 * len(big_data)
+                    )
+                ),
+                scaled=False,
+            ),
+            repeat=repeat,
+        ),
+        _row(
+            _verify_attack(
+                "verify: block of transfers beyond its gas limit",
+                _over_the_gas_bound(size),
+                scaled=True,
+            ),
+            repeat=repeat,
+        ),
     ]
     return rows

@@ -52,8 +52,9 @@ def _sdk_tracer() -> tuple[Tracer, str]:
     return provider.get_tracer("vmstack.bench"), "sdk, in-memory exporter"
 
 
-def _interleaved(bare: Callable[[], object], layered: Callable[[], object], *, rounds: int,
-                 number: int) -> tuple[float, float, float]:
+def _interleaved(
+    bare: Callable[[], object], layered: Callable[[], object], *, rounds: int, number: int
+) -> tuple[float, float, float]:
     """Median seconds per call of ``bare`` and ``layered``, and the median ratio
     layered / bare over rounds that time both back to back (order alternating)."""
     bare()
@@ -78,12 +79,16 @@ def _interleaved(bare: Callable[[], object], layered: Callable[[], object], *, r
     finally:
         if enabled:
             gc.enable()
-    return (statistics.median(bare_times), statistics.median(layered_times),
-            statistics.median(ratios))
+    return (
+        statistics.median(bare_times),
+        statistics.median(layered_times),
+        statistics.median(ratios),
+    )
 
 
-def run(quick: bool, *, inner: ChainVM | None = None,
-        block_id: bytes | None = None) -> list[Comparison]:
+def run(
+    quick: bool, *, inner: ChainVM | None = None, block_id: bytes | None = None
+) -> list[Comparison]:
     """Time a batched ``get_ancestors`` of 2000 blocks through TracedVM + MeteredVM against
     the bare ``inner`` VM (default: a memory VM of 2100 blocks, asked from its tip): once
     with an SDK tracer, once with the API's no-op tracer.
@@ -105,17 +110,23 @@ def run(quick: bool, *, inner: ChainVM | None = None,
     if inner is None:
         inner = memory_vm(batching=True, blocks=BLOCKS + 100)
     if not supports_batching(inner):
-        raise ValueError(f"the layers benchmark needs a VM that batches, got "
-                         f"{type(inner).__name__}")
+        raise ValueError(
+            f"the layers benchmark needs a VM that batches, got {type(inner).__name__}"
+        )
     bare_vm = inner
     tip = inner.last_accepted() if block_id is None else block_id
     rounds, number = (15, 3) if quick else (41, 5)
 
     def ask(vm: ChainVM, blocks: int = BLOCKS) -> Callable[[], list[bytes]]:
         def operation() -> list[bytes]:
-            return get_ancestors(vm, tip, max_blocks_num=blocks,
-                                 max_blocks_size=MAX_CONTAINERS_LEN * 64,
-                                 max_retrieval_time=_TIME_BUDGET)
+            return get_ancestors(
+                vm,
+                tip,
+                max_blocks_num=blocks,
+                max_blocks_size=MAX_CONTAINERS_LEN * 64,
+                max_retrieval_time=_TIME_BUDGET,
+            )
+
         return operation
 
     def serially(vm: ChainVM) -> Callable[[], list[bytes]]:
@@ -126,12 +137,15 @@ def run(quick: bool, *, inner: ChainVM | None = None,
 
             budget = AncestorBudget(BLOCKS, MAX_CONTAINERS_LEN * 64, _TIME_BUDGET)
             return walk_ancestors(fetch, tip, budget).blocks
+
         return operation
 
     expected = ask(bare_vm)()
     if len(expected) != BLOCKS:
-        raise ValueError(f"block {tip.hex()} has {len(expected) - 1} ancestors; the layers "
-                         f"benchmark asks for {BLOCKS} blocks")
+        raise ValueError(
+            f"block {tip.hex()} has {len(expected) - 1} ancestors; the layers "
+            f"benchmark asks for {BLOCKS} blocks"
+        )
 
     sdk_tracer, sdk_kind = _sdk_tracer()
     bare_call = ask(bare_vm)
@@ -144,15 +158,19 @@ def run(quick: bool, *, inner: ChainVM | None = None,
 
     _, _, span_alone = _interleaved(bare_call, in_bare_span, rounds=rounds, number=number)
     comparisons: list[Comparison] = []
-    for tracer, tracer_kind in ((sdk_tracer, sdk_kind),
-                                (NoOpTracer(), "no-op (OpenTelemetry API only)")):
+    for tracer, tracer_kind in (
+        (sdk_tracer, sdk_kind),
+        (NoOpTracer(), "no-op (OpenTelemetry API only)"),
+    ):
         layered = wrap_layers(bare_vm, name="C", tracer=tracer, registry=CollectorRegistry())
         if ask(layered)() != expected or serially(layered)() != expected:
             raise ValueError("the layered stack answers differently from the bare VM")
         bare_seconds, layered_seconds, ratio = _interleaved(
-            ask(bare_vm), ask(layered), rounds=rounds, number=number)
+            ask(bare_vm), ask(layered), rounds=rounds, number=number
+        )
         one_bare, one_layered, _ = _interleaved(
-            ask(bare_vm, 1), ask(layered, 1), rounds=rounds, number=100)
+            ask(bare_vm, 1), ask(layered, 1), rounds=rounds, number=100
+        )
         notes: dict[str, float | int | str] = {
             "overhead_percent": round((ratio - 1.0) * 100.0, 2),
             "per_call_overhead_us": round((one_layered - one_bare) * 1e6, 1),
@@ -162,17 +180,19 @@ def run(quick: bool, *, inner: ChainVM | None = None,
         }
         if tracer is sdk_tracer and not isinstance(tracer, NoOpTracer):
             notes["sdk_span_alone_percent"] = round((span_alone - 1.0) * 100.0, 2)
-        comparisons.append(Comparison(
-            group="layers",
-            case=f"get_ancestors {BLOCKS} blocks, TracedVM + MeteredVM, "
-                 f"{'sdk' if tracer is sdk_tracer else 'no-op'} tracer",
-            fast_seconds=layered_seconds,
-            baseline_seconds=median_seconds(serially(layered), repeat=3 if quick else 5),
-            floor_seconds=bare_seconds,
-            fast_label="batched through the layers",
-            baseline_label="serial through the layers",
-            floor_label="bare VM, batched",
-            goal="<= 1.02x floor",
-            notes=notes,
-        ).judged(max_over_floor=1.02))
+        comparisons.append(
+            Comparison(
+                group="layers",
+                case=f"get_ancestors {BLOCKS} blocks, TracedVM + MeteredVM, "
+                f"{'sdk' if tracer is sdk_tracer else 'no-op'} tracer",
+                fast_seconds=layered_seconds,
+                baseline_seconds=median_seconds(serially(layered), repeat=3 if quick else 5),
+                floor_seconds=bare_seconds,
+                fast_label="batched through the layers",
+                baseline_label="serial through the layers",
+                floor_label="bare VM, batched",
+                goal="<= 1.02x floor",
+                notes=notes,
+            ).judged(max_over_floor=1.02)
+        )
     return comparisons

@@ -84,13 +84,21 @@ def _bare_vm(store: KeyValueStore, clock: Clock) -> ChainVM:
     return CChainVM(store, clock=clock)
 
 
-def signed_stack(store: KeyValueStore, clock: Clock, *, key: StakingKey,
-                 parse_workers: int) -> ChainVM:
+def signed_stack(
+    store: KeyValueStore, clock: Clock, *, key: StakingKey, parse_workers: int
+) -> ChainVM:
     """The full stack over ``store`` past its fork from the start, signing with ``key``,
     with ``parse_workers`` worker processes (close it with :func:`close_stack`)."""
-    return build_stack(store, clock=clock, fork_time=0, transition_time=_START + 2.0,
-                       staking_key=key, tracer=trace.get_tracer("vmstack.bench"),
-                       registry=CollectorRegistry(), parse_workers=parse_workers)
+    return build_stack(
+        store,
+        clock=clock,
+        fork_time=0,
+        transition_time=_START + 2.0,
+        staking_key=key,
+        tracer=trace.get_tracer("vmstack.bench"),
+        registry=CollectorRegistry(),
+        parse_workers=parse_workers,
+    )
 
 
 def _are_chain_blocks(blocks: list[bytes]) -> bool:
@@ -106,14 +114,19 @@ def _are_chain_blocks(blocks: list[bytes]) -> bool:
 
 def _newest(vm: ChainVM, clock: SimClock, count: int) -> list[bytes]:
     """Generate a chain on ``vm`` and return its newest ``count`` blocks, newest first."""
-    ids = generate_chain(vm, blocks=count + 1, txs_per_block=TXS_PER_BLOCK, seed=2,
-                         clock=clock)
-    return get_ancestors(vm, ids[-1], max_blocks_num=count,
-                         max_blocks_size=MAX_CONTAINERS_LEN * 64, max_retrieval_time=600.0)
+    ids = generate_chain(vm, blocks=count + 1, txs_per_block=TXS_PER_BLOCK, seed=2, clock=clock)
+    return get_ancestors(
+        vm,
+        ids[-1],
+        max_blocks_num=count,
+        max_blocks_size=MAX_CONTAINERS_LEN * 64,
+        max_retrieval_time=600.0,
+    )
 
 
-def _paired_medians(fast: Callable[[], object], baseline: Callable[[], object], *,
-                    repeat: int, budget: float) -> tuple[float, float]:
+def _paired_medians(
+    fast: Callable[[], object], baseline: Callable[[], object], *, repeat: int, budget: float
+) -> tuple[float, float]:
     """Median seconds of one call of each, timed in alternating rounds after a warm-up
     call of each (which also starts a pool's workers)."""
     number = calls_filling(fast, budget)
@@ -128,8 +141,9 @@ def _paired_medians(fast: Callable[[], object], baseline: Callable[[], object], 
     return statistics.median(rounds[fast]), statistics.median(rounds[baseline])
 
 
-def run(quick: bool, *,
-        make_vm: Callable[[KeyValueStore, Clock], ChainVM] | None = None) -> list[Comparison]:
+def run(
+    quick: bool, *, make_vm: Callable[[KeyValueStore, Clock], ChainVM] | None = None
+) -> list[Comparison]:
     """The bare C-chain VM rows, the signed full-stack rows and the rows by worker count;
     with ``make_vm``, the plain rows for the VM it builds instead."""
     if make_vm is not None:
@@ -137,8 +151,9 @@ def run(quick: bool, *,
     return _plain_rows(quick, _bare_vm) + _signed_rows(quick)
 
 
-def _plain_rows(quick: bool,
-                make_vm: Callable[[KeyValueStore, Clock], ChainVM]) -> list[Comparison]:
+def _plain_rows(
+    quick: bool, make_vm: Callable[[KeyValueStore, Clock], ChainVM]
+) -> list[Comparison]:
     """One row per batch size: batched vs serial parse, with the ID-hashing floor."""
     clock = SimClock(_START)
     parser = make_vm(MemoryStore(), clock)
@@ -162,8 +177,9 @@ def _plain_rows(quick: bool,
         def eager(blocks: list[bytes] = batch) -> object:
             return [AVALANCHE.decode_block(data) for data in blocks]
 
-        fast_seconds, serial_seconds = _paired_medians(batched, serial, repeat=repeat,
-                                                       budget=budget)
+        fast_seconds, serial_seconds = _paired_medians(
+            batched, serial, repeat=repeat, budget=budget
+        )
         notes: dict[str, float | int | str] = {
             "blocks": size,
             "batch_bytes": sum(map(len, batch)),
@@ -171,22 +187,25 @@ def _plain_rows(quick: bool,
         }
         floor_seconds = None
         if chain_blocks:
-            floor_seconds = median_seconds(floor, repeat=repeat,
-                                           number=calls_filling(floor, budget))
+            floor_seconds = median_seconds(
+                floor, repeat=repeat, number=calls_filling(floor, budget)
+            )
             eager_seconds = median_seconds(eager, repeat=3, number=1)
             notes["eager_decode_us_per_block"] = round(eager_seconds / size * 1e6, 2)
-        rows.append(Comparison(
-            group=GROUP,
-            case=f"{size} blocks x {TXS_PER_BLOCK} txs",
-            fast_seconds=fast_seconds,
-            baseline_seconds=serial_seconds,
-            floor_seconds=floor_seconds,
-            fast_label="batched_parse_block",
-            baseline_label="parse_block per block",
-            floor_label="keccak of header slices",
-            goal=GOAL,
-            notes=notes,
-        ).judged(min_speedup=1.0))
+        rows.append(
+            Comparison(
+                group=GROUP,
+                case=f"{size} blocks x {TXS_PER_BLOCK} txs",
+                fast_seconds=fast_seconds,
+                baseline_seconds=serial_seconds,
+                floor_seconds=floor_seconds,
+                fast_label="batched_parse_block",
+                baseline_label="parse_block per block",
+                floor_label="keccak of header slices",
+                goal=GOAL,
+                notes=notes,
+            ).judged(min_speedup=1.0)
+        )
     return rows
 
 
@@ -201,19 +220,38 @@ def _signed_rows(quick: bool) -> list[Comparison]:
     builder = signed_stack(store, clock, key=key, parse_workers=0)
     newest = _newest(builder, clock, max(BATCH_SIZES))
     repeat = 7 if quick else 15
-    rows = [_signed_row(store, clock, key, newest[:size], workers=default, repeat=repeat,
-                        case=f"{size} blocks x {TXS_PER_BLOCK} txs, full stack, signed, "
-                             f"{_workers(default)}",
-                        group=GROUP, min_speedup=SIGNED_GOALS[size])
-            for size in BATCH_SIZES]
+    rows = [
+        _signed_row(
+            store,
+            clock,
+            key,
+            newest[:size],
+            workers=default,
+            repeat=repeat,
+            case=f"{size} blocks x {TXS_PER_BLOCK} txs, full stack, signed, {_workers(default)}",
+            group=GROUP,
+            min_speedup=SIGNED_GOALS[size],
+        )
+        for size in BATCH_SIZES
+    ]
     largest = max(BATCH_SIZES)
-    rows.append(_cold_row(store, clock, key, newest[:largest], workers=default,
-                          rounds=5 if quick else 9))
+    rows.append(
+        _cold_row(store, clock, key, newest[:largest], workers=default, rounds=5 if quick else 9)
+    )
     for workers in sorted({0, 1, 2, cores} - {default}):
-        rows.append(_signed_row(
-            store, clock, key, newest, workers=workers, repeat=repeat,
-            case=f"{largest} blocks, full stack, signed, {_cores(workers, cores)}",
-            group=WORKERS_GROUP, min_speedup=SIGNED_GOALS[largest] if workers else 1.0))
+        rows.append(
+            _signed_row(
+                store,
+                clock,
+                key,
+                newest,
+                workers=workers,
+                repeat=repeat,
+                case=f"{largest} blocks, full stack, signed, {_cores(workers, cores)}",
+                group=WORKERS_GROUP,
+                min_speedup=SIGNED_GOALS[largest] if workers else 1.0,
+            )
+        )
     return rows
 
 
@@ -225,9 +263,18 @@ def _cores(count: int, cores: int) -> str:
     return f"{_workers(count)} (= cores)" if count == cores else _workers(count)
 
 
-def _signed_row(store: KeyValueStore, clock: SimClock, key: StakingKey, batch: list[bytes],
-                *, workers: int, repeat: int, case: str, group: str,
-                min_speedup: float) -> Comparison:
+def _signed_row(
+    store: KeyValueStore,
+    clock: SimClock,
+    key: StakingKey,
+    batch: list[bytes],
+    *,
+    workers: int,
+    repeat: int,
+    case: str,
+    group: str,
+    min_speedup: float,
+) -> Comparison:
     """Batched (with ``workers`` worker processes) against serial parse of ``batch`` by a
     stack over ``store``; the stack and its pool are closed before this returns."""
     parser = signed_stack(store, clock, key=key, parse_workers=workers)
@@ -237,11 +284,15 @@ def _signed_row(store: KeyValueStore, clock: SimClock, key: StakingKey, batch: l
             pool.wait_ready(60.0)  # the warm case: every worker has started
         fast_seconds, serial_seconds = _paired_medians(
             lambda: batched_parse_block(parser, batch),
-            lambda: serial_parse_block(parser, batch), repeat=repeat, budget=0.02)
+            lambda: serial_parse_block(parser, batch),
+            repeat=repeat,
+            budget=0.02,
+        )
     finally:
         close_stack(parser)
     goal = f">= {min_speedup:g}x serial" + (
-        "" if workers else " (no pool: every check in this process)")
+        "" if workers else " (no pool: every check in this process)"
+    )
     return Comparison(
         group=group,
         case=case,
@@ -250,14 +301,24 @@ def _signed_row(store: KeyValueStore, clock: SimClock, key: StakingKey, batch: l
         fast_label=f"batched_parse_block, {_workers(workers)}",
         baseline_label="parse_block per block",
         goal=goal,
-        notes={"blocks": len(batch), "workers": workers,
-               "parse_us_per_block": round(fast_seconds / len(batch) * 1e6, 2),
-               "serial_us_per_block": round(serial_seconds / len(batch) * 1e6, 2)},
+        notes={
+            "blocks": len(batch),
+            "workers": workers,
+            "parse_us_per_block": round(fast_seconds / len(batch) * 1e6, 2),
+            "serial_us_per_block": round(serial_seconds / len(batch) * 1e6, 2),
+        },
     ).judged(min_speedup=min_speedup)
 
 
-def _cold_row(store: KeyValueStore, clock: SimClock, key: StakingKey, batch: list[bytes],
-              *, workers: int, rounds: int) -> Comparison:
+def _cold_row(
+    store: KeyValueStore,
+    clock: SimClock,
+    key: StakingKey,
+    batch: list[bytes],
+    *,
+    workers: int,
+    rounds: int,
+) -> Comparison:
     """The first batched parse of ``batch`` by a stack built just before it with
     ``workers`` worker processes (starting in the background meanwhile), against the first
     serial parse by a stack built just before it without a pool; ``rounds`` rounds of
@@ -265,8 +326,10 @@ def _cold_row(store: KeyValueStore, clock: SimClock, key: StakingKey, batch: lis
     cold: list[float] = []
     serial: list[float] = []
     for _ in range(rounds):
-        for parse_workers, parse, times in ((workers, batched_parse_block, cold),
-                                            (0, serial_parse_block, serial)):
+        for parse_workers, parse, times in (
+            (workers, batched_parse_block, cold),
+            (0, serial_parse_block, serial),
+        ):
             parser = signed_stack(store, clock, key=key, parse_workers=parse_workers)
             try:
                 start = time.perf_counter()
@@ -278,15 +341,19 @@ def _cold_row(store: KeyValueStore, clock: SimClock, key: StakingKey, batch: lis
     return Comparison(
         group=GROUP,
         case=f"{len(batch)} blocks x {TXS_PER_BLOCK} txs, full stack, signed, "
-             f"{_workers(workers)}, first batch after build (workers starting)",
+        f"{_workers(workers)}, first batch after build (workers starting)",
         fast_seconds=fast_seconds,
         baseline_seconds=serial_seconds,
         fast_label=f"first batched_parse_block, {_workers(workers)} starting",
         baseline_label="first parse_block per block, no pool",
         goal=f">= {COLD_GOAL:g}x serial (no slower: the batch never waits for a worker)",
-        notes={"blocks": len(batch), "workers": workers, "rounds": rounds,
-               "parse_us_per_block": round(fast_seconds / len(batch) * 1e6, 2),
-               "serial_us_per_block": round(serial_seconds / len(batch) * 1e6, 2),
-               "slowest_cold_ms": round(max(cold) * 1e3, 2),
-               "slowest_serial_ms": round(max(serial) * 1e3, 2)},
+        notes={
+            "blocks": len(batch),
+            "workers": workers,
+            "rounds": rounds,
+            "parse_us_per_block": round(fast_seconds / len(batch) * 1e6, 2),
+            "serial_us_per_block": round(serial_seconds / len(batch) * 1e6, 2),
+            "slowest_cold_ms": round(max(cold) * 1e3, 2),
+            "slowest_serial_ms": round(max(serial) * 1e3, 2),
+        },
     ).judged(min_speedup=COLD_GOAL)

@@ -66,8 +66,10 @@ def _root_rows(repeat: int) -> Comparison:
 
     def touched() -> list[tuple[bytes, Account]]:
         counter[0] += 1
-        return [(keys[(counter[0] * 7919 + i * 104729) % _ACCOUNTS],
-                 Account(counter[0], 10**18 + i)) for i in range(_TOUCHED)]
+        return [
+            (keys[(counter[0] * 7919 + i * 104729) % _ACCOUNTS], Account(counter[0], 10**18 + i))
+            for i in range(_TOUCHED)
+        ]
 
     state = [persistent]
 
@@ -83,20 +85,34 @@ def _root_rows(repeat: int) -> Comparison:
     def floor() -> object:
         return [keccak256(account.encode()) for _, account in touched()]
 
-    fast, baseline, cheapest = (median_seconds(operation, repeat=repeat, number=20)
-                                for operation in (ours, theirs, floor))
+    fast, baseline, cheapest = (
+        median_seconds(operation, repeat=repeat, number=20) for operation in (ours, theirs, floor)
+    )
     return Comparison(
-        group=GROUP, case=f"state root, block of 10 txs ({_TOUCHED} accounts of {_ACCOUNTS})",
-        fast_seconds=fast, baseline_seconds=baseline, floor_seconds=cheapest,
-        fast_label="AccountTrie", baseline_label="trie.HexaryTrie",
-        floor_label="keccak per account", goal=">= 1x trie package",
+        group=GROUP,
+        case=f"state root, block of 10 txs ({_TOUCHED} accounts of {_ACCOUNTS})",
+        fast_seconds=fast,
+        baseline_seconds=baseline,
+        floor_seconds=cheapest,
+        fast_label="AccountTrie",
+        baseline_label="trie.HexaryTrie",
+        floor_label="keccak per account",
+        goal=">= 1x trie package",
     ).judged(min_speedup=1.0)
 
 
 def _transfers(block: int) -> list[DynamicFeeTx]:
-    return [DynamicFeeTx(chain_id=43114, nonce=block, max_fee_per_gas=50 * 10**9,
-                         gas=21_000, to=keccak256(b"bench %d %d" % (block, i))[12:],
-                         value=1).sign(DEV_KEYS[i]) for i in range(10)]
+    return [
+        DynamicFeeTx(
+            chain_id=43114,
+            nonce=block,
+            max_fee_per_gas=50 * 10**9,
+            gas=21_000,
+            to=keccak256(b"bench %d %d" % (block, i))[12:],
+            value=1,
+        ).sign(DEV_KEYS[i])
+        for i in range(10)
+    ]
 
 
 def _verify_row(repeat: int) -> Comparison:
@@ -133,21 +149,35 @@ def _verify_row(repeat: int) -> Comparison:
         for height in range(blocks):
             txs = signed[height]
             senders = [address_of(DEV_KEYS[i]) for i in range(10)]
-            state = apply_block(None, base, txs, senders, execute_transactions(txs),
-                                coinbase=BLACKHOLE_ADDRESS, base_fee=BASE_FEE)
+            state = apply_block(
+                None,
+                base,
+                txs,
+                senders,
+                execute_transactions(txs),
+                coinbase=BLACKHOLE_ADDRESS,
+                base_fee=BASE_FEE,
+            )
             roots.append(state.root)
             base.advance(keccak256(b"%d" % height), state)
         return roots
 
-    fast, baseline = (median_seconds(operation, repeat=repeat) / blocks
-                      for operation in (verify_accept, restore))
+    fast, baseline = (
+        median_seconds(operation, repeat=repeat) / blocks for operation in (verify_accept, restore)
+    )
     cheapest = median_seconds(transition, repeat=repeat) / blocks
     return Comparison(
-        group=GROUP, case="verify + accept, block of 10 txs, second node",
-        fast_seconds=fast, baseline_seconds=baseline, floor_seconds=cheapest,
-        fast_label="parse+verify+accept", baseline_label="get_block (slow path)",
-        floor_label="state transition + root", goal="<= 2x get_block",
-        notes={"blocks": blocks}).judged(min_speedup=0.5)
+        group=GROUP,
+        case="verify + accept, block of 10 txs, second node",
+        fast_seconds=fast,
+        baseline_seconds=baseline,
+        floor_seconds=cheapest,
+        fast_label="parse+verify+accept",
+        baseline_label="get_block (slow path)",
+        floor_label="state transition + root",
+        goal="<= 2x get_block",
+        notes={"blocks": blocks},
+    ).judged(min_speedup=0.5)
 
 
 def _build_row(quick: bool) -> Comparison:
@@ -160,11 +190,14 @@ def _build_row(quick: bool) -> Comparison:
 
     seconds = median_seconds(build, repeat=1 if quick else 3)
     return Comparison(
-        group=GROUP, case="default chain build, 600 x 10, memory store",
-        fast_seconds=seconds, baseline_seconds=BUILD_BEFORE_SECONDS,
-        fast_label="generate_chain with accounts", baseline_label="before accounts",
-        goal="<= 1.5x before", notes={"ratio_to_before": round(
-            seconds / BUILD_BEFORE_SECONDS, 2)},
+        group=GROUP,
+        case="default chain build, 600 x 10, memory store",
+        fast_seconds=seconds,
+        baseline_seconds=BUILD_BEFORE_SECONDS,
+        fast_label="generate_chain with accounts",
+        baseline_label="before accounts",
+        goal="<= 1.5x before",
+        notes={"ratio_to_before": round(seconds / BUILD_BEFORE_SECONDS, 2)},
     ).judged(also=seconds <= 1.5 * BUILD_BEFORE_SECONDS)
 
 

@@ -39,24 +39,31 @@ def run(quick: bool) -> list[Comparison]:
         return [kept.expected_proposer(height, p_chain_height, slot) for slot in slots]
 
     def baseline() -> object:
-        return [Windower(validators, CHAIN_ID).expected_proposer(height, p_chain_height, slot)
-                for slot in slots]
+        return [
+            Windower(validators, CHAIN_ID).expected_proposer(height, p_chain_height, slot)
+            for slot in slots
+        ]
 
     def floor() -> object:
-        return [MersenneTwister64(source ^ height ^ reverse_bits64(slot)).uint64()
-                for slot in slots]
+        return [
+            MersenneTwister64(source ^ height ^ reverse_bits64(slot)).uint64() for slot in slots
+        ]
 
     repeat = 3 if quick else 7
-    fast_s, baseline_s, floor_s = (median_seconds(operation, repeat=repeat) / len(slots)
-                                   for operation in (fast, baseline, floor))
-    return [Comparison(
-        group=GROUP,
-        case=f"expected_proposer, {VALIDATORS:,} validators, per call",
-        fast_seconds=fast_s,
-        baseline_seconds=baseline_s,
-        floor_seconds=floor_s,
-        fast_label="kept set per P-chain height",
-        baseline_label="windower made per call",
-        floor_label="one seeded MT19937-64 draw",
-        goal=GOAL,
-    ).judged(min_speedup=5.0, max_over_floor=3.0)]
+    fast_s, baseline_s, floor_s = (
+        median_seconds(operation, repeat=repeat) / len(slots)
+        for operation in (fast, baseline, floor)
+    )
+    return [
+        Comparison(
+            group=GROUP,
+            case=f"expected_proposer, {VALIDATORS:,} validators, per call",
+            fast_seconds=fast_s,
+            baseline_seconds=baseline_s,
+            floor_seconds=floor_s,
+            fast_label="kept set per P-chain height",
+            baseline_label="windower made per call",
+            floor_label="one seeded MT19937-64 draw",
+            goal=GOAL,
+        ).judged(min_speedup=5.0, max_over_floor=3.0)
+    ]

@@ -68,8 +68,20 @@ class CChainBlock:
     artifacts: ``senders`` always, ``receipts`` (with derived fields) once settled.
     """
 
-    __slots__ = ("_body", "_built", "_header", "_header_end", "_id", "_raw", "_receipts",
-                 "_senders", "_spans", "_state", "_status", "_vm")
+    __slots__ = (
+        "_body",
+        "_built",
+        "_header",
+        "_header_end",
+        "_id",
+        "_raw",
+        "_receipts",
+        "_senders",
+        "_spans",
+        "_state",
+        "_status",
+        "_vm",
+    )
 
     def __init__(
         self,
@@ -162,11 +174,11 @@ class CChainBlock:
 
     def header_rlp(self) -> bytes:
         """The header RLP, as rawdb stores it."""
-        return self._raw[first_item_offset(self._raw):self._header_end]
+        return self._raw[first_item_offset(self._raw) : self._header_end]
 
     def body_rlp(self) -> bytes:
         """The body RLP, as rawdb stores it: a list of the block's items after the header."""
-        rest = self._raw[self._header_end:]
+        rest = self._raw[self._header_end :]
         return list_prefix(len(rest)) + rest
 
     def _body_spans(self) -> tuple[ItemSpan, ...]:
@@ -184,14 +196,22 @@ class CChainBlock:
         self._vm._reject(self)
 
     def __repr__(self) -> str:
-        return (f"CChainBlock(height={self.height}, id={self._id.hex()[:16]}..., "
-                f"{self._status.value})")
+        return (
+            f"CChainBlock(height={self.height}, id={self._id.hex()[:16]}..., {self._status.value})"
+        )
 
 
-def assemble_block(vm: CChainVM, parent_id: bytes, parent: AnyHeader, timestamp: int,
-                   txs: Sequence[Transaction], ext_data: bytes,
-                   withdrawals: Sequence[Withdrawal], tx_encodings: Sequence[bytes],
-                   post_state: Callable[[Sequence[Receipt]], State | None]) -> CChainBlock:
+def assemble_block(
+    vm: CChainVM,
+    parent_id: bytes,
+    parent: AnyHeader,
+    timestamp: int,
+    txs: Sequence[Transaction],
+    ext_data: bytes,
+    withdrawals: Sequence[Withdrawal],
+    tx_encodings: Sequence[bytes],
+    post_state: Callable[[Sequence[Receipt]], State | None],
+) -> CChainBlock:
     """A new (unverified, built) block of ``vm`` on ``parent``: ``txs`` executed by the
     execution model, the header committing to the body (from the transactions' known
     ``tx_encodings``) and to the receipts, and its state root the root of
@@ -201,24 +221,42 @@ def assemble_block(vm: CChainVM, parent_id: bytes, parent: AnyHeader, timestamp:
     gas_used = receipts[-1].cumulative_gas_used if receipts else 0
     flavour = vm.flavour
     body = flavour.body(txs, ext_data=ext_data, withdrawals=withdrawals)
-    header = _commit(new_header(flavour, parent, parent_hash=parent_id,
-                                timestamp=timestamp, gas_used=gas_used, ext_data=ext_data,
-                                gas_limit=vm.gas_limit),
-                     body, receipts, tx_encodings)
+    header = _commit(
+        new_header(
+            flavour,
+            parent,
+            parent_hash=parent_id,
+            timestamp=timestamp,
+            gas_used=gas_used,
+            ext_data=ext_data,
+            gas_limit=vm.gas_limit,
+        ),
+        body,
+        receipts,
+        tx_encodings,
+    )
     state = post_state(receipts)
     if state is not None:
         header = attrs.evolve(header, state_root=state.root)
     header_rlp = flavour.encode_header(header)
     raw = block_bytes(header_rlp, flavour.encode_body(body))
-    block = CChainBlock(vm, keccak256(header_rlp), raw, header,
-                        header_end=first_item_offset(raw) + len(header_rlp), body=body,
-                        receipts=receipts, built=True)
+    block = CChainBlock(
+        vm,
+        keccak256(header_rlp),
+        raw,
+        header,
+        header_end=first_item_offset(raw) + len(header_rlp),
+        body=body,
+        receipts=receipts,
+        built=True,
+    )
     block._state = state
     return block
 
 
-def _commit(header: AnyHeader, body: Body, receipts: Sequence[Receipt],
-            tx_encodings: Sequence[bytes]) -> AnyHeader:
+def _commit(
+    header: AnyHeader, body: Body, receipts: Sequence[Receipt], tx_encodings: Sequence[bytes]
+) -> AnyHeader:
     """``header`` committing to ``body`` and ``receipts``: what the flavour's ``seal`` sets,
     the body's commitments computed from the transactions' known encodings (building
     blocks is the generator's hot loop)."""

@@ -171,8 +171,10 @@ class CanonicalHashCache:
         return self.memory_bytes() / count if count else 0.0
 
     def __repr__(self) -> str:
-        return (f"CanonicalHashCache({len(self._entries)}/{self._capacity}, "
-                f"settled={self._settled}, hits={self._hits}, misses={self._misses})")
+        return (
+            f"CanonicalHashCache({len(self._entries)}/{self._capacity}, "
+            f"settled={self._settled}, hits={self._hits}, misses={self._misses})"
+        )
 
 
 def _check_height(height: int, *, allow_none_settled: bool = False) -> None:

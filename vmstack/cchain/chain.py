@@ -101,8 +101,9 @@ MAX_NUMBER: Final = 2**64 - 1
 _HEADER_MEMO_SIZE = 4096
 
 
-def check_block_checksum(integrity_key: bytes, number: int, block_id: bytes, data: bytes,
-                         recorded: int | None) -> None:
+def check_block_checksum(
+    integrity_key: bytes, number: int, block_id: bytes, data: bytes, recorded: int | None
+) -> None:
     """The one integrity check of a stored block's bytes, on every path that reads one (the
     slow path, the fast walk, settlement): ``data`` (the block's stitched RLP) must give the
     checksum ``recorded`` in its integrity entry under ``integrity_key``. ``recorded`` is
@@ -111,8 +112,7 @@ def check_block_checksum(integrity_key: bytes, number: int, block_id: bytes, dat
     if recorded is None:
         raise StoreCorrupted(f"block {block_id.hex()} at {number} has no integrity entry")
     if checksum(integrity_key, data) != recorded:
-        raise StoreCorrupted(f"the stored block {block_id.hex()} at {number} fails its "
-                             "checksum")
+        raise StoreCorrupted(f"the stored block {block_id.hex()} at {number} fails its checksum")
 
 
 @attrs.frozen(slots=True)
@@ -131,8 +131,13 @@ class ChainReader:
     """Reads and judges the accepted chain under ``schema`` in the snapshots it is given;
     holds the canonical hash cache (settled heights only) and a memo of decoded headers."""
 
-    def __init__(self, schema: rawdb.Schema, flavour: Flavour, cache_size: int,
-                 history: HistoryTier | None = None) -> None:
+    def __init__(
+        self,
+        schema: rawdb.Schema,
+        flavour: Flavour,
+        cache_size: int,
+        history: HistoryTier | None = None,
+    ) -> None:
         self.schema = schema
         self.flavour = flavour
         #: The archive beneath the store (``None``: the store holds the whole chain).
@@ -144,9 +149,13 @@ class ChainReader:
 
     # --- the one judgement of a block not found whole ---------------------------------------
 
-    def missing_or_corrupt(self, reader: KeyReader, number: int, block_id: bytes | None,
-                           canonical: bytes | memoryview | None
-                           ) -> BlockNotFound | StoreCorrupted:
+    def missing_or_corrupt(
+        self,
+        reader: KeyReader,
+        number: int,
+        block_id: bytes | None,
+        canonical: bytes | memoryview | None,
+    ) -> BlockNotFound | StoreCorrupted:
         """The error for a read that did not find the accepted block ``block_id`` (``None``:
         whichever block is accepted) at ``number`` whole, ``canonical`` being the canonical
         entry read there. The one place missing and corrupt are told apart (see the module
@@ -155,33 +164,43 @@ class ChainReader:
         if canonical is None:
             history = self.history
             if history is not None and number <= history.last and not history.holds(number):
-                return BlockNotFound(f"height {number} is neither in the store nor in the "
-                                     f"archive {history.archive.directory}")
+                return BlockNotFound(
+                    f"height {number} is neither in the store nor in the "
+                    f"archive {history.archive.directory}"
+                )
             if number <= self.number_of(reader, self.last_accepted(reader)):
                 return StoreCorrupted(f"accepted height {number} has no canonical entry")
             if block_id is None:
                 return BlockNotFound(f"no accepted block at height {number}")
             return BlockNotFound(f"block {block_id.hex()} at {number} is not accepted")
         if len(canonical) != rawdb.HASH_LENGTH:
-            return StoreCorrupted(f"the canonical entry at height {number} is {len(canonical)} "
-                                  "bytes, not 32")
+            return StoreCorrupted(
+                f"the canonical entry at height {number} is {len(canonical)} bytes, not 32"
+            )
         named = bytes(canonical)
-        for part, key in (("header", schema.header_key(number, named)),
-                          ("body", schema.body_key(number, named))):
+        for part, key in (
+            ("header", schema.header_key(number, named)),
+            ("body", schema.body_key(number, named)),
+        ):
             if not reader.has(key):
-                return StoreCorrupted(f"the canonical entry at height {number} names block "
-                                      f"{named.hex()}, whose {part} the store does not have")
+                return StoreCorrupted(
+                    f"the canonical entry at height {number} names block "
+                    f"{named.hex()}, whose {part} the store does not have"
+                )
         if block_id is not None and named != block_id:
             if not reader.has(schema.header_key(number, block_id)):
                 # Its number entry (or its child's parent link) places it where the store
                 # has no such block: a misplaced or damaged entry, not a side block.
-                return StoreCorrupted(f"block {block_id.hex()} is placed at height {number}, "
-                                      "where the store does not have it")
-            return BlockNotFound(f"block {block_id.hex()} is not the accepted block at "
-                                 f"{number}")
+                return StoreCorrupted(
+                    f"block {block_id.hex()} is placed at height {number}, "
+                    "where the store does not have it"
+                )
+            return BlockNotFound(f"block {block_id.hex()} is not the accepted block at {number}")
         if rawdb.read_header_number(reader, schema, named) != number:
-            return StoreCorrupted(f"the canonical entry at height {number} names block "
-                                  f"{named.hex()}, which the store does not have there")
+            return StoreCorrupted(
+                f"the canonical entry at height {number} names block "
+                f"{named.hex()}, which the store does not have there"
+            )
         return StoreCorrupted(f"block {named.hex()} at {number} could not be read whole")
 
     # --- head pointers -----------------------------------------------------------------------
@@ -196,18 +215,23 @@ class ChainReader:
         if found is None:
             raise StoreCorrupted("the store has no last accepted block pointer")
         number = self.head_number(reader, found, "last accepted")
-        if number < MAX_NUMBER and rawdb.read_canonical_hash(reader, self.schema,
-                                                             number + 1) is not None:
-            raise StoreCorrupted(f"the last accepted pointer names block {found.hex()} at "
-                                 f"{number}, but height {number + 1} is accepted too")
+        if (
+            number < MAX_NUMBER
+            and rawdb.read_canonical_hash(reader, self.schema, number + 1) is not None
+        ):
+            raise StoreCorrupted(
+                f"the last accepted pointer names block {found.hex()} at "
+                f"{number}, but height {number + 1} is accepted too"
+            )
         return found
 
     def number_of(self, reader: KeyReader, block_hash: bytes) -> int:
         """The number entry of a block a head pointer names (``StoreCorrupted`` if none)."""
         number = self.block_number(reader, block_hash)
         if number is None:
-            raise StoreCorrupted(f"a head pointer names block {block_hash.hex()}, which has "
-                                 "no number entry")
+            raise StoreCorrupted(
+                f"a head pointer names block {block_hash.hex()}, which has no number entry"
+            )
         return number
 
     def block_number(self, reader: KeyReader, block_hash: bytes) -> int | None:
@@ -230,16 +254,21 @@ class ChainReader:
         """Whether height ``number`` is served from the archive: the store has no
         canonical entry there and the archive holds it."""
         history = self.history
-        return (history is not None and history.holds(number)
-                and rawdb.read_canonical_hash(reader, self.schema, number) is None)
+        return (
+            history is not None
+            and history.holds(number)
+            and rawdb.read_canonical_hash(reader, self.schema, number) is None
+        )
 
     def head_number(self, reader: KeyReader, block_hash: bytes, pointer: str) -> int:
         """The height of the block a head pointer names, checked: it has a number entry and
         is the canonical block there (else the pointer or those entries are damaged)."""
         number = self.number_of(reader, block_hash)
         if self.canonical_at(reader, number) != block_hash:
-            raise StoreCorrupted(f"the {pointer} pointer names block {block_hash.hex()}, "
-                                 f"which is not the canonical block at {number}")
+            raise StoreCorrupted(
+                f"the {pointer} pointer names block {block_hash.hex()}, "
+                f"which is not the canonical block at {number}"
+            )
         return number
 
     def settled_number(self, reader: KeyReader) -> int:
@@ -257,8 +286,7 @@ class ChainReader:
         must never be turned off by losing one key."""
         start = rawdb.read_integrity_start(reader, self.schema)
         if start is None and rawdb.has_integrity_entries(reader, self.schema):
-            raise StoreCorrupted("the store has integrity entries but no integrity-start "
-                                 "marker")
+            raise StoreCorrupted("the store has integrity entries but no integrity-start marker")
         return start
 
     # --- memos -------------------------------------------------------------------------------
@@ -275,8 +303,9 @@ class ChainReader:
         try:
             self.cache.remember(number, block_hash)
         except ValueError as error:
-            raise StoreCorrupted(f"the canonical entry at settled height {number} changed: "
-                                 f"{error}") from None
+            raise StoreCorrupted(
+                f"the canonical entry at settled height {number} changed: {error}"
+            ) from None
 
     def remember_header(self, block_id: bytes, header: AnyHeader) -> None:
         """Remember a header by its hash (an immutable fact), so building and verifying the
@@ -294,21 +323,29 @@ class ChainReader:
         known = self._headers.get(block_hash)
         if known is not None and known.number == number:
             return known
-        data: bytes | memoryview | None = rawdb.read_header_rlp(reader, self.schema, number,
-                                                                block_hash)
-        if data is None and self.archived(reader, number) and self.history is not None and (
-                self.history.hash(number) == block_hash):
+        data: bytes | memoryview | None = rawdb.read_header_rlp(
+            reader, self.schema, number, block_hash
+        )
+        if (
+            data is None
+            and self.archived(reader, number)
+            and self.history is not None
+            and (self.history.hash(number) == block_hash)
+        ):
             data = self.history.parts(number)[0]
         if data is None:
             raise StoreCorrupted(f"block {block_hash.hex()} at {number} has no header")
         if keccak256(data) != block_hash:
-            raise StoreCorrupted(f"the stored header of block {block_hash.hex()} at {number} "
-                                 "does not hash to its key")
+            raise StoreCorrupted(
+                f"the stored header of block {block_hash.hex()} at {number} "
+                "does not hash to its key"
+            )
         try:
             return self.flavour.decode_header(data)
         except InvalidBlock as error:
-            raise StoreCorrupted(f"the stored header of block {block_hash.hex()} is "
-                                 f"malformed: {error.reason}") from None
+            raise StoreCorrupted(
+                f"the stored header of block {block_hash.hex()} is malformed: {error.reason}"
+            ) from None
 
     def accepted_number(self, reader: KeyReader, block_id: bytes) -> int | None:
         """The height of ``block_id`` if it is an accepted block, else ``None``."""
@@ -317,16 +354,20 @@ class ChainReader:
             return None
         return number if self.canonical_at(reader, number) == block_id else None
 
-    def block_parts(self, reader: KeyReader, number: int, block_id: bytes
-                    ) -> tuple[bytes | memoryview, bytes | memoryview] | None:
+    def block_parts(
+        self, reader: KeyReader, number: int, block_id: bytes
+    ) -> tuple[bytes | memoryview, bytes | memoryview] | None:
         """The header and body RLP of the block ``block_id`` at ``number``, from the store,
         else from the archive when it is the archive's block there; ``None`` if neither."""
         header = rawdb.read_header_rlp(reader, self.schema, number, block_id)
         body = rawdb.read_body_rlp(reader, self.schema, number, block_id)
         if header is not None and body is not None:
             return header, body
-        if self.archived(reader, number) and self.history is not None and (
-                self.history.hash(number) == block_id):
+        if (
+            self.archived(reader, number)
+            and self.history is not None
+            and (self.history.hash(number) == block_id)
+        ):
             return self.history.parts(number)
         return None
 
@@ -338,9 +379,12 @@ class ChainReader:
         if found is None and history is not None and history.holds(height):
             return history.hash(height)
         schema = self.schema
-        if (found is None or rawdb.read_header_number(reader, schema, found) != height
-                or not reader.has(schema.header_key(height, found))
-                or not reader.has(schema.body_key(height, found))):
+        if (
+            found is None
+            or rawdb.read_header_number(reader, schema, found) != height
+            or not reader.has(schema.header_key(height, found))
+            or not reader.has(schema.body_key(height, found))
+        ):
             raise self.missing_or_corrupt(reader, height, None, found)
         return found
 
@@ -365,12 +409,14 @@ class ChainReader:
             stored = rawdb.read_receipts_rlp(reader, schema, number, block_id)
             if stored is None:
                 # A store never drops part of an accepted block: damage, not absence.
-                raise StoreCorrupted(f"settled block {block_id.hex()} at {number} is "
-                                     "missing its receipts")
+                raise StoreCorrupted(
+                    f"settled block {block_id.hex()} at {number} is missing its receipts"
+                )
             receipts_rlp = bytes(stored)
         integrity = self._integrity(reader, number, block_id)
-        return self._decode(block_id, number, bytes(header_rlp), bytes(body_rlp),
-                            receipts_rlp, integrity)
+        return self._decode(
+            block_id, number, bytes(header_rlp), bytes(body_rlp), receipts_rlp, integrity
+        )
 
     def stored_receipts(self, reader: ReadSnapshot, number: int, block_id: bytes) -> bytes:
         """The receipts (storage form) of the settled stored block ``block_id`` at
@@ -378,28 +424,40 @@ class ChainReader:
         ``StoreCorrupted`` if they are missing or fail the check."""
         stored = rawdb.read_receipts_rlp(reader, self.schema, number, block_id)
         if stored is None:
-            raise StoreCorrupted(f"settled block {block_id.hex()} at {number} is missing its "
-                                 "receipts")
+            raise StoreCorrupted(
+                f"settled block {block_id.hex()} at {number} is missing its receipts"
+            )
         receipts_rlp = bytes(stored)
         integrity = self._integrity(reader, number, block_id)
-        if integrity is not None and (integrity.receipts is None or checksum(
-                self.schema.integrity_key(number, block_id), receipts_rlp) != integrity.receipts):
-            raise StoreCorrupted(f"the stored receipts of block {block_id.hex()} at {number} "
-                                 "fail their checksum")
+        if integrity is not None and (
+            integrity.receipts is None
+            or checksum(self.schema.integrity_key(number, block_id), receipts_rlp)
+            != integrity.receipts
+        ):
+            raise StoreCorrupted(
+                f"the stored receipts of block {block_id.hex()} at {number} fail their checksum"
+            )
         return receipts_rlp
 
-    def _restore_archived(self, history: HistoryTier, number: int, block_id: bytes
-                          ) -> RestoredBlock:
+    def _restore_archived(
+        self, history: HistoryTier, number: int, block_id: bytes
+    ) -> RestoredBlock:
         """The slow path over an archived block: the same decode, sender recovery, receipts
         (from the archive, consensus form) and re-encode as for a stored block."""
         if history.hash(number) != block_id:
             raise BlockNotFound(f"block {block_id.hex()} is not the archived block at {number}")
         header_rlp, body_rlp = history.parts(number)
-        return self._decode(block_id, number, header_rlp, body_rlp, None, None,
-                            archived_receipts=history.receipts(number))
+        return self._decode(
+            block_id,
+            number,
+            header_rlp,
+            body_rlp,
+            None,
+            None,
+            archived_receipts=history.receipts(number),
+        )
 
-    def _integrity(self, reader: ReadSnapshot, number: int, block_id: bytes
-                   ) -> Integrity | None:
+    def _integrity(self, reader: ReadSnapshot, number: int, block_id: bytes) -> Integrity | None:
         """The block's integrity entry; ``None`` for a block from before this VM wrote
         them; ``StoreCorrupted`` if one should exist and does not."""
         start = self.integrity_start(reader)
@@ -410,9 +468,17 @@ class ChainReader:
             raise StoreCorrupted(f"block {block_id.hex()} at {number} has no integrity entry")
         return found
 
-    def _decode(self, block_id: bytes, number: int, header_rlp: bytes, body_rlp: bytes,
-                receipts_rlp: bytes | None, integrity: Integrity | None, *,
-                archived_receipts: tuple[Receipt, ...] | None = None) -> RestoredBlock:
+    def _decode(
+        self,
+        block_id: bytes,
+        number: int,
+        header_rlp: bytes,
+        body_rlp: bytes,
+        receipts_rlp: bytes | None,
+        integrity: Integrity | None,
+        *,
+        archived_receipts: tuple[Receipt, ...] | None = None,
+    ) -> RestoredBlock:
         """Decode, check and restore a stored block: the slow path's work. The receipts
         are ``receipts_rlp`` (storage form) or, for an archived block,
         ``archived_receipts`` (decoded from the archive's consensus form)."""
@@ -427,8 +493,9 @@ class ChainReader:
             integrity_key = self.schema.integrity_key(number, block_id)
             check_block_checksum(integrity_key, number, block_id, stitched, integrity.block)
             if receipts_rlp is not None and (
-                    integrity.receipts is None
-                    or checksum(integrity_key, receipts_rlp) != integrity.receipts):
+                integrity.receipts is None
+                or checksum(integrity_key, receipts_rlp) != integrity.receipts
+            ):
                 raise StoreCorrupted(f"the stored receipts of {where} fail their checksum")
         try:
             block = self.flavour.block_from_parts(header_rlp, body_rlp, block_id)
@@ -442,18 +509,22 @@ class ChainReader:
                 receipts = derive_receipts(archived_receipts, block, senders)
         except InvalidBlock as error:
             raise StoreCorrupted(f"the stored {where} is malformed: {error.reason}") from None
-        return RestoredBlock(block, self.flavour.encode_block(block), len(header_rlp),
-                             senders, receipts)
+        return RestoredBlock(
+            block, self.flavour.encode_block(block), len(header_rlp), senders, receipts
+        )
 
-    def settlement(self, snap: ReadSnapshot, number: int, integrity_start: int | None
-                   ) -> Settlement:
+    def settlement(
+        self, snap: ReadSnapshot, number: int, integrity_start: int | None
+    ) -> Settlement:
         """The receipts of the accepted block at ``number``, from its stored body."""
         schema = self.schema
         block_hash = rawdb.read_canonical_hash(snap, schema, number)
-        header_rlp = None if block_hash is None else rawdb.read_header_rlp(
-            snap, schema, number, block_hash)
-        body_rlp = None if block_hash is None else rawdb.read_body_rlp(
-            snap, schema, number, block_hash)
+        header_rlp = (
+            None if block_hash is None else rawdb.read_header_rlp(snap, schema, number, block_hash)
+        )
+        body_rlp = (
+            None if block_hash is None else rawdb.read_body_rlp(snap, schema, number, block_hash)
+        )
         if block_hash is None or header_rlp is None or body_rlp is None:
             raise self.missing_or_corrupt(snap, number, None, block_hash)
         block_checksum: int | None = None
@@ -462,20 +533,28 @@ class ChainReader:
             try:
                 stitched = block_bytes(header_rlp, body_rlp)
             except InvalidBlock as error:
-                raise StoreCorrupted(f"accepted block {block_hash.hex()} is malformed: "
-                                     f"{error.reason}") from None
+                raise StoreCorrupted(
+                    f"accepted block {block_hash.hex()} is malformed: {error.reason}"
+                ) from None
             block_checksum = None if integrity is None else integrity.block
-            check_block_checksum(schema.integrity_key(number, block_hash), number, block_hash,
-                                 stitched, block_checksum)
+            check_block_checksum(
+                schema.integrity_key(number, block_hash),
+                number,
+                block_hash,
+                stitched,
+                block_checksum,
+            )
         elif rawdb.read_receipts_rlp(snap, schema, number, block_hash) is not None:
             return Settlement(number, block_hash, None, None)
         try:
             transactions = self.flavour.decode_body(body_rlp).transactions
         except InvalidBlock as error:
-            raise StoreCorrupted(f"accepted block {block_hash.hex()} has a malformed body: "
-                                 f"{error.reason}") from None
-        return Settlement(number, block_hash, encode_receipts(
-            execute_transactions(transactions)), block_checksum)
+            raise StoreCorrupted(
+                f"accepted block {block_hash.hex()} has a malformed body: {error.reason}"
+            ) from None
+        return Settlement(
+            number, block_hash, encode_receipts(execute_transactions(transactions)), block_checksum
+        )
 
 
 @attrs.frozen(slots=True)
@@ -494,9 +573,14 @@ class Settlement:
         rawdb.write_receipts(batch, schema, self.number, self.block_hash, self.receipts_rlp)
         if self.block_checksum is not None:
             integrity_key = schema.integrity_key(self.number, self.block_hash)
-            rawdb.write_integrity(batch, schema, self.number, self.block_hash,
-                                  self.block_checksum,
-                                  checksum(integrity_key, self.receipts_rlp))
+            rawdb.write_integrity(
+                batch,
+                schema,
+                self.number,
+                self.block_hash,
+                self.block_checksum,
+                checksum(integrity_key, self.receipts_rlp),
+            )
 
 
 class AcceptedParts(Protocol):
@@ -516,9 +600,14 @@ class AcceptedParts(Protocol):
     def __bytes__(self) -> bytes: ...
 
 
-def write_accepted(batch: KeyWriter, schema: rawdb.Schema, block: AcceptedParts,
-                   receipts_rlp: bytes | None, integrity_start: int | None,
-                   settling: Sequence[Settlement]) -> None:
+def write_accepted(
+    batch: KeyWriter,
+    schema: rawdb.Schema,
+    block: AcceptedParts,
+    receipts_rlp: bytes | None,
+    integrity_start: int | None,
+    settling: Sequence[Settlement],
+) -> None:
     """Write an accepted ``block`` into ``batch`` (one atomic accept): header, body, number
     and canonical entries, the head pointers, its integrity entry, its receipts if it is
     settled at once (``receipts_rlp``), the integrity-start marker if the store has none
@@ -530,10 +619,14 @@ def write_accepted(batch: KeyWriter, schema: rawdb.Schema, block: AcceptedParts,
     rawdb.write_head_header_hash(batch, schema, block_id)
     rawdb.write_head_fast_block_hash(batch, schema, block_id)
     integrity_key = schema.integrity_key(number, block_id)
-    rawdb.write_integrity(batch, schema, number, block_id,
-                          checksum(integrity_key, bytes(block)),
-                          None if receipts_rlp is None
-                          else checksum(integrity_key, receipts_rlp))
+    rawdb.write_integrity(
+        batch,
+        schema,
+        number,
+        block_id,
+        checksum(integrity_key, bytes(block)),
+        None if receipts_rlp is None else checksum(integrity_key, receipts_rlp),
+    )
     if receipts_rlp is not None:
         rawdb.write_receipts(batch, schema, number, block_id, receipts_rlp)
     if integrity_start is None:
@@ -560,11 +653,26 @@ class FastAncestorWalk:
     archive and across its files.
     """
 
-    __slots__ = ("_chain", "_check_from", "_get", "_has", "_history", "_keys", "_lookup",
-                 "_next_number", "_processing", "_settled", "_snap")
+    __slots__ = (
+        "_chain",
+        "_check_from",
+        "_get",
+        "_has",
+        "_history",
+        "_keys",
+        "_lookup",
+        "_next_number",
+        "_processing",
+        "_settled",
+        "_snap",
+    )
 
-    def __init__(self, chain: ChainReader, snap: ReadSnapshot,
-                 processing: Callable[[bytes], CChainBlock | None]) -> None:
+    def __init__(
+        self,
+        chain: ChainReader,
+        snap: ReadSnapshot,
+        processing: Callable[[bytes], CChainBlock | None],
+    ) -> None:
         self._chain = chain
         self._snap = snap
         self._get = snap.get
@@ -610,13 +718,15 @@ class FastAncestorWalk:
                     canonical = archived[0]
             if settled and canonical == block_id:
                 self._chain.remember_canonical(number, block_id)
-        elif self._history is not None and self._history.holds(number) and not self._has(
-                self._chain.schema.canonical_hash_key(number)):
+        elif (
+            self._history is not None
+            and self._history.holds(number)
+            and not self._has(self._chain.schema.canonical_hash_key(number))
+        ):
             # A cached height the store has no entry for: the archive's block is served.
             archived = self._history.block_parts(number)
             if archived[0] != canonical:
-                raise self._chain.missing_or_corrupt(self._snap, number, block_id,
-                                                     archived[0])
+                raise self._chain.missing_or_corrupt(self._snap, number, block_id, archived[0])
         if canonical != block_id:
             raise self._chain.missing_or_corrupt(self._snap, number, block_id, canonical)
         header: bytes | memoryview
@@ -630,25 +740,33 @@ class FastAncestorWalk:
             except KeyError:
                 history = self._history
                 if history is None or not self._chain.archived(self._snap, number):
-                    raise self._chain.missing_or_corrupt(self._snap, number, block_id,
-                                                         canonical) from None
+                    raise self._chain.missing_or_corrupt(
+                        self._snap, number, block_id, canonical
+                    ) from None
                 archived = history.block_parts(number)
                 if archived[0] != block_id:
-                    raise self._chain.missing_or_corrupt(self._snap, number, block_id,
-                                                         archived[0]) from None
+                    raise self._chain.missing_or_corrupt(
+                        self._snap, number, block_id, archived[0]
+                    ) from None
                 header, body = archived[1], archived[2]
         try:
             data = block_bytes(header, body)
             parent_id = stitched_parent_hash(data, header)
         except InvalidBlock as error:
-            raise StoreCorrupted(f"the stored block {block_id.hex()} at {number} is "
-                                 f"malformed: {error.reason}") from None
+            raise StoreCorrupted(
+                f"the stored block {block_id.hex()} at {number} is malformed: {error.reason}"
+            ) from None
         if number >= self._check_from and archived is None:
             try:
                 entry = get(integrity_key)
             except KeyError:
                 entry = None
-            check_block_checksum(integrity_key, number, block_id, data,
-                                 None if entry is None else integrity_block_checksum(entry))
+            check_block_checksum(
+                integrity_key,
+                number,
+                block_id,
+                data,
+                None if entry is None else integrity_block_checksum(entry),
+            )
         self._next_number = number - 1
         return data, parent_id

@@ -62,8 +62,9 @@ def keccak256(data: bytes | bytearray | memoryview) -> bytes:
         # The C function reads a bytes object in place; other buffers are copied once.
         data = bytes(data)
     digest = create_string_buffer(32)
-    failed = _keccak_oneshot(data, c_size_t(len(data)), digest, _DIGEST_SIZE, _CAPACITY,
-                             _ROUNDS, _PADDING)
+    failed = _keccak_oneshot(
+        data, c_size_t(len(data)), digest, _DIGEST_SIZE, _CAPACITY, _ROUNDS, _PADDING
+    )
     if failed:
         raise ValueError(f"Keccak-256 failed in pycryptodome (error {failed})")
     return get_raw_buffer(digest)
@@ -134,10 +135,10 @@ def recover_address(msg_hash: bytes, y_parity: int, r: int, s: int, *, low_s: bo
         raise InvalidBlock("signature s is not low (s > n/2)")
     signature = r.to_bytes(32, "big") + s.to_bytes(32, "big") + bytes((y_parity,))
     try:
-        public_key = PublicKey.from_signature_and_message(signature, bytes(msg_hash),
-                                                          hasher=None)
+        public_key = PublicKey.from_signature_and_message(signature, bytes(msg_hash), hasher=None)
     except ValueError:
-        raise InvalidBlock("signature recovers no public key (r is not the x coordinate of "
-                           "a curve point, or the key would be the point at infinity)"
-                           ) from None
+        raise InvalidBlock(
+            "signature recovers no public key (r is not the x coordinate of "
+            "a curve point, or the key would be the point at infinity)"
+        ) from None
     return _address_of_public_key(public_key)

@@ -71,6 +71,13 @@ def execute_transactions(transactions: Sequence[Transaction]) -> tuple[Receipt, 
         else:
             status, used = 0, tx.gas
         cumulative += used
-        receipts.append(Receipt(status=status, cumulative_gas_used=cumulative, logs=logs,
-                                tx_type=tx.TYPE, bloom=logs_bloom(logs)))
+        receipts.append(
+            Receipt(
+                status=status,
+                cumulative_gas_used=cumulative,
+                logs=logs,
+                tx_type=tx.TYPE,
+                bloom=logs_bloom(logs),
+            )
+        )
     return tuple(receipts)

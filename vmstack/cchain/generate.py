@@ -96,13 +96,17 @@ def _access_list(rng: random.Random, to: bytes | None) -> tuple[AccessTuple, ...
     if rng.random() < 0.5:
         return ()
     address = to if to is not None else _address(rng)
-    return (AccessTuple(address=address,
-                        storage_keys=tuple(rng.randbytes(32) for _ in range(rng.randrange(3)))),)
+    return (
+        AccessTuple(
+            address=address, storage_keys=tuple(rng.randbytes(32) for _ in range(rng.randrange(3)))
+        ),
+    )
 
 
 @functools.lru_cache(maxsize=8)
-def transaction_pool(*, seed: int, chain_id: int, size: int = DEFAULT_POOL_SIZE,
-                     start_nonces: tuple[int, ...] = ()) -> TransactionPool:
+def transaction_pool(
+    *, seed: int, chain_id: int, size: int = DEFAULT_POOL_SIZE, start_nonces: tuple[int, ...] = ()
+) -> TransactionPool:
     """A pool of ``size`` transactions signed for ``chain_id`` by the development keys,
     deterministic for ``seed`` (about 30% legacy, 20% EIP-2930, 50% EIP-1559), each key's
     nonces counting on from its entry of ``start_nonces`` (0 for keys past its end). Cached:
@@ -122,19 +126,38 @@ def transaction_pool(*, seed: int, chain_id: int, size: int = DEFAULT_POOL_SIZE,
         kind = rng.random()
         tx: Transaction
         if kind < 0.3:
-            tx = LegacyTx(nonce=nonce, gas_price=rng.randrange(25, 100) * _GWEI, gas=gas, to=to,
-                          value=value, data=data)
+            tx = LegacyTx(
+                nonce=nonce,
+                gas_price=rng.randrange(25, 100) * _GWEI,
+                gas=gas,
+                to=to,
+                value=value,
+                data=data,
+            )
         elif kind < 0.5:
-            tx = AccessListTx(chain_id=chain_id, nonce=nonce,
-                              gas_price=rng.randrange(25, 100) * _GWEI, gas=gas + 10_000,
-                              to=to, value=value, data=data,
-                              access_list=_access_list(rng, to))
+            tx = AccessListTx(
+                chain_id=chain_id,
+                nonce=nonce,
+                gas_price=rng.randrange(25, 100) * _GWEI,
+                gas=gas + 10_000,
+                to=to,
+                value=value,
+                data=data,
+                access_list=_access_list(rng, to),
+            )
         else:
             tip = rng.randrange(0, 3) * _GWEI
-            tx = DynamicFeeTx(chain_id=chain_id, nonce=nonce, max_priority_fee_per_gas=tip,
-                              max_fee_per_gas=rng.randrange(30, 150) * _GWEI + tip,
-                              gas=gas + 10_000, to=to, value=value, data=data,
-                              access_list=_access_list(rng, to))
+            tx = DynamicFeeTx(
+                chain_id=chain_id,
+                nonce=nonce,
+                max_priority_fee_per_gas=tip,
+                max_fee_per_gas=rng.randrange(30, 150) * _GWEI + tip,
+                gas=gas + 10_000,
+                to=to,
+                value=value,
+                data=data,
+                access_list=_access_list(rng, to),
+            )
         transactions.append(sign_transaction(tx, keys[sender], chain_id))
     return TransactionPool(chain_id, tuple(transactions), tuple(nonces))
 
@@ -180,8 +203,9 @@ def generate_chain(
             stack = layers
         if txs_per_block:
             if stream is None or stream.chain_id != mempool.chain_id:
-                stream = _PoolStream(seed, mempool.chain_id, blocks * txs_per_block,
-                                     _dev_nonces(mempool))
+                stream = _PoolStream(
+                    seed, mempool.chain_id, blocks * txs_per_block, _dev_nonces(mempool)
+                )
             wanted = _top_up(mempool, txs_per_block)
             if wanted:
                 mempool.add_transactions(stream.take(wanted))
@@ -211,8 +235,9 @@ class _PoolStream:
     ``_CHUNK`` transactions signed one after the other, each pool's nonces following on
     from the one before, so a long chain is signed as it is built."""
 
-    def __init__(self, seed: int, chain_id: int, needed: int,
-                 start_nonces: tuple[int, ...]) -> None:
+    def __init__(
+        self, seed: int, chain_id: int, needed: int, start_nonces: tuple[int, ...]
+    ) -> None:
         self.chain_id = chain_id
         self._seed = seed
         self._needed = needed
@@ -226,8 +251,9 @@ class _PoolStream:
         size = max(1, -(-min(self._needed, _CHUNK) // DEFAULT_POOL_SIZE)) * DEFAULT_POOL_SIZE
         seed = self._seed if self._chunk == 0 else self._seed * 1_000_003 + self._chunk
         self._chunk += 1
-        return transaction_pool(seed=seed, chain_id=self.chain_id, size=size,
-                                start_nonces=start_nonces)
+        return transaction_pool(
+            seed=seed, chain_id=self.chain_id, size=size, start_nonces=start_nonces
+        )
 
     def take(self, count: int) -> list[Transaction]:
         taken: list[Transaction] = []
@@ -238,7 +264,7 @@ class _PoolStream:
                 self._position = 0
                 continue
             end = min(len(pool), self._position + count - len(taken))
-            taken.extend(pool[self._position:end])
+            taken.extend(pool[self._position : end])
             self._position = end
         return taken
 
@@ -246,12 +272,15 @@ class _PoolStream:
 def _chunk(seed: int, chain_id: int, index: int) -> TransactionPool:
     """The ``index``-th chunk of :func:`pool_transactions`' sequence for ``seed``."""
     start = () if index == 0 else _chunk(seed, chain_id, index - 1).next_nonces
-    return transaction_pool(seed=seed if index == 0 else seed * 1_000_003 + index,
-                            chain_id=chain_id, size=DEFAULT_POOL_SIZE, start_nonces=start)
+    return transaction_pool(
+        seed=seed if index == 0 else seed * 1_000_003 + index,
+        chain_id=chain_id,
+        size=DEFAULT_POOL_SIZE,
+        start_nonces=start,
+    )
 
 
-def pool_transactions(*, seed: int, chain_id: int, start: int, count: int
-                      ) -> list[Transaction]:
+def pool_transactions(*, seed: int, chain_id: int, start: int, count: int) -> list[Transaction]:
     """``count`` transactions from position ``start`` of an endless deterministic sequence
     for ``seed``, signed by the development keys with nonces counting from 0: on a fresh
     chain every prefix of it is valid in order (a simulator hands out consecutive
@@ -282,8 +311,14 @@ def dev_transactions(vm: object, count: int, *, seed: int) -> list[Transaction]:
     ``next_nonce``), so they can be submitted to it now; deterministic for a seed and the
     stack's state."""
     mempool = find_mempool(vm)
-    return list(transaction_pool(seed=seed, chain_id=mempool.chain_id, size=max(count, 1),
-                                 start_nonces=_dev_nonces(mempool)).transactions[:count])
+    return list(
+        transaction_pool(
+            seed=seed,
+            chain_id=mempool.chain_id,
+            size=max(count, 1),
+            start_nonces=_dev_nonces(mempool),
+        ).transactions[:count]
+    )
 
 
 def _add_extras(mempool: Mempool, rng: random.Random) -> None:
@@ -305,7 +340,12 @@ def _add_extras(mempool: Mempool, rng: random.Random) -> None:
 
 def _withdrawals(rng: random.Random) -> Sequence[Withdrawal]:
     start = rng.randrange(10**6)
-    return [Withdrawal(index=start + i, validator_index=rng.randrange(10**6),
-                       address=rng.randbytes(20), amount=rng.randrange(1, 32 * _GWEI))
-            for i in range(rng.randrange(1, 17))]
-
+    return [
+        Withdrawal(
+            index=start + i,
+            validator_index=rng.randrange(10**6),
+            address=rng.randbytes(20),
+            amount=rng.randrange(1, 32 * _GWEI),
+        )
+        for i in range(rng.randrange(1, 17))
+    ]

@@ -51,7 +51,8 @@ _EXT_DATA_GAS_PER_BYTE = 16
 #: funds each with :data:`DEV_BALANCE`, and ``generate_chain`` signs with them. Public
 #: knowledge: never for value.
 DEV_KEYS: Final = tuple(
-    int.from_bytes(keccak256(b"vmstack dev key %d" % index), "big") for index in range(16))
+    int.from_bytes(keccak256(b"vmstack dev key %d" % index), "big") for index in range(16)
+)
 #: What the default genesis gives each development key: 10^9 coins of 10^18 wei.
 DEV_BALANCE: Final = 10**27
 
@@ -102,12 +103,12 @@ class GenesisAccount:
     code: bytes = b""
 
     def account(self) -> Account:
-        return Account(self.nonce, self.balance,
-                       keccak256(self.code) if self.code else EMPTY_CODE_HASH)
+        return Account(
+            self.nonce, self.balance, keccak256(self.code) if self.code else EMPTY_CODE_HASH
+        )
 
 
-def _alloc_field(alloc: Mapping[bytes, int | GenesisAccount]
-                 ) -> dict[bytes, GenesisAccount]:
+def _alloc_field(alloc: Mapping[bytes, int | GenesisAccount]) -> dict[bytes, GenesisAccount]:
     checked: dict[bytes, GenesisAccount] = {}
     for address, entry in dict(alloc).items():
         if not isinstance(address, bytes) or len(address) != 20:
@@ -117,8 +118,9 @@ def _alloc_field(alloc: Mapping[bytes, int | GenesisAccount]
         elif isinstance(entry, int) and not isinstance(entry, bool) and entry >= 0:
             account = GenesisAccount(balance=entry)
         else:
-            raise ValueError(f"a genesis allocation is a balance or a GenesisAccount, got "
-                             f"{entry!r}")
+            raise ValueError(
+                f"a genesis allocation is a balance or a GenesisAccount, got {entry!r}"
+            )
         checked[address] = account
     return checked
 
@@ -160,8 +162,9 @@ class Genesis:
         config = document.get("config", {})
         if not isinstance(config, dict):
             raise ValueError("config must be an object")
-        chain_id = None if "chainId" not in config else _quantity(config["chainId"],
-                                                                   "config.chainId")
+        chain_id = (
+            None if "chainId" not in config else _quantity(config["chainId"], "config.chainId")
+        )
         alloc: dict[bytes, int | GenesisAccount] = {}
         entries = document.get("alloc", {})
         if not isinstance(entries, dict):
@@ -173,24 +176,28 @@ class Genesis:
             alloc[_hex_bytes(key, where, 20)] = GenesisAccount(
                 balance=_quantity(entry.get("balance", 0), f"{where}.balance"),
                 nonce=_quantity(entry.get("nonce", 0), f"{where}.nonce"),
-                code=_hex_bytes(entry.get("code", "0x"), f"{where}.code"))
-        return cls(alloc,
-                   gas_limit=_quantity(document.get("gasLimit", GAS_LIMIT), "gasLimit"),
-                   timestamp=_quantity(document.get("timestamp", 0), "timestamp"),
-                   extra_data=_hex_bytes(document.get("extraData", "0x"), "extraData"),
-                   chain_id=chain_id)
+                code=_hex_bytes(entry.get("code", "0x"), f"{where}.code"),
+            )
+        return cls(
+            alloc,
+            gas_limit=_quantity(document.get("gasLimit", GAS_LIMIT), "gasLimit"),
+            timestamp=_quantity(document.get("timestamp", 0), "timestamp"),
+            extra_data=_hex_bytes(document.get("extraData", "0x"), "extraData"),
+            chain_id=chain_id,
+        )
 
     def accounts(self) -> dict[bytes, Account]:
         """The allocated accounts that are not empty, by address."""
         found = {address: entry.account() for address, entry in self.alloc.items()}
-        return {address: account for address, account in found.items()
-                if not account.empty}
+        return {address: account for address, account in found.items() if not account.empty}
 
     def state_root(self) -> bytes:
         """The account trie root of the allocation."""
-        return AccountTrie().updated(
-            (keccak256(address), account) for address, account in self.accounts().items()
-        ).root_hash
+        return (
+            AccountTrie()
+            .updated((keccak256(address), account) for address, account in self.accounts().items())
+            .root_hash
+        )
 
 
 def default_genesis(*, timestamp: int = 0) -> Genesis:
@@ -203,8 +210,9 @@ def _is_avalanche(flavour: Flavour) -> bool:
     return flavour.header_type is AvalancheHeader
 
 
-def genesis_block(flavour: Flavour = AVALANCHE, *, chain_id: int,
-                  genesis: Genesis | None = None) -> Block:
+def genesis_block(
+    flavour: Flavour = AVALANCHE, *, chain_id: int, genesis: Genesis | None = None
+) -> Block:
     """The genesis block of a chain: number 0, no transactions, ``genesis``'s gas limit,
     timestamp and extra data, and the state root of its allocation (default:
     :func:`default_genesis`). ``chain_id`` is checked, as the chain's.
@@ -218,14 +226,26 @@ def genesis_block(flavour: Flavour = AVALANCHE, *, chain_id: int,
     root = genesis.state_root()
     header: AnyHeader
     if _is_avalanche(flavour):
-        header = AvalancheHeader(coinbase=BLACKHOLE_ADDRESS, state_root=root, difficulty=1,
-                                 gas_limit=genesis.gas_limit, time=genesis.timestamp,
-                                 extra=genesis.extra_data, base_fee=BASE_FEE,
-                                 ext_data_gas_used=0, block_gas_cost=0)
+        header = AvalancheHeader(
+            coinbase=BLACKHOLE_ADDRESS,
+            state_root=root,
+            difficulty=1,
+            gas_limit=genesis.gas_limit,
+            time=genesis.timestamp,
+            extra=genesis.extra_data,
+            base_fee=BASE_FEE,
+            ext_data_gas_used=0,
+            block_gas_cost=0,
+        )
         body = flavour.body()
     else:
-        header = Header(state_root=root, gas_limit=genesis.gas_limit, time=genesis.timestamp,
-                        extra=genesis.extra_data, base_fee=BASE_FEE)
+        header = Header(
+            state_root=root,
+            gas_limit=genesis.gas_limit,
+            time=genesis.timestamp,
+            extra=genesis.extra_data,
+            base_fee=BASE_FEE,
+        )
         body = flavour.body(withdrawals=())
     return flavour.seal(header, body, ())
 
@@ -250,13 +270,27 @@ def new_header(
     gas_limit = parent.gas_limit if gas_limit is None else gas_limit
     if _is_avalanche(flavour):
         return AvalancheHeader(
-            parent_hash=parent_hash, coinbase=BLACKHOLE_ADDRESS,
-            state_root=parent.state_root, difficulty=1, number=number, gas_limit=gas_limit,
-            gas_used=gas_used, time=timestamp, base_fee=BASE_FEE,
-            ext_data_gas_used=len(ext_data) * _EXT_DATA_GAS_PER_BYTE, block_gas_cost=0,
+            parent_hash=parent_hash,
+            coinbase=BLACKHOLE_ADDRESS,
+            state_root=parent.state_root,
+            difficulty=1,
+            number=number,
+            gas_limit=gas_limit,
+            gas_used=gas_used,
+            time=timestamp,
+            base_fee=BASE_FEE,
+            ext_data_gas_used=len(ext_data) * _EXT_DATA_GAS_PER_BYTE,
+            block_gas_cost=0,
         )
     return Header(
-        parent_hash=parent_hash, coinbase=BLACKHOLE_ADDRESS, state_root=parent.state_root,
-        number=number, gas_limit=gas_limit, gas_used=gas_used, time=timestamp,
-        extra=b"vmstack", mix_digest=keccak256(parent_hash), base_fee=BASE_FEE,
+        parent_hash=parent_hash,
+        coinbase=BLACKHOLE_ADDRESS,
+        state_root=parent.state_root,
+        number=number,
+        gas_limit=gas_limit,
+        gas_used=gas_used,
+        time=timestamp,
+        extra=b"vmstack",
+        mix_digest=keccak256(parent_hash),
+        base_fee=BASE_FEE,
     )

@@ -65,15 +65,15 @@ def decode_consensus_receipts(data: bytes) -> tuple[Receipt, ...]:
         tx_type = 0
         if type(item) is bytes:
             if not item or item[0] >= 0x7F:
-                raise InvalidBlock(f"{what}: a typed receipt starts with a type byte below "
-                                   "0x7f")
+                raise InvalidBlock(f"{what}: a typed receipt starts with a type byte below 0x7f")
             tx_type = item[0]
             item = decode_rlp(item[1:], what, max_depth=4)
         if type(item) is not list or len(item) != 4:
             raise InvalidBlock(f"{what}: expected [outcome, cumulative gas, bloom, logs]")
         outcome, gas, bloom, logs = item
-        receipt = attrs.evolve(Receipt.from_storage_items([outcome, gas, logs], what),
-                               tx_type=tx_type)
+        receipt = attrs.evolve(
+            Receipt.from_storage_items([outcome, gas, logs], what), tx_type=tx_type
+        )
         if bloom != logs_bloom(receipt.logs):
             raise InvalidBlock(f"{what}: its bloom is not its logs' bloom")
         receipts.append(receipt)
@@ -99,9 +99,10 @@ class HistoryTier:
         try:
             flavour.decode_header(archive.header_rlp(archive.first))
         except InvalidBlock as error:
-            raise ValueError(f"the archive {archive.directory} does not hold {flavour.name} "
-                             f"blocks: its first header does not decode ({error.reason})"
-                             ) from None
+            raise ValueError(
+                f"the archive {archive.directory} does not hold {flavour.name} "
+                f"blocks: its first header does not decode ({error.reason})"
+            ) from None
 
     def holds(self, number: int) -> bool:
         """Whether the archive holds height ``number``."""
@@ -129,8 +130,9 @@ class HistoryTier:
         try:
             return decode_consensus_receipts(self.archive.receipts(number))
         except InvalidBlock as error:
-            raise StoreCorrupted(f"era1 archive {self.archive.directory}: block {number} "
-                                 f"receipts: {error.reason}") from None
+            raise StoreCorrupted(
+                f"era1 archive {self.archive.directory}: block {number} receipts: {error.reason}"
+            ) from None
 
 
 # --- import and export ----------------------------------------------------------------------
@@ -169,11 +171,17 @@ class ImportResult:
     archive_bytes: int
 
 
-def import_history(archive: EraArchive, store: KeyValueStore, *, recent: int,
-                   chain_id: int, key_prefix: bytes = b"",
-                   on_verified: Callable[[int], None] | None = None,
-                   on_written: Callable[[int], None] | None = None,
-                   batch_blocks: int = 512) -> ImportResult:
+def import_history(
+    archive: EraArchive,
+    store: KeyValueStore,
+    *,
+    recent: int,
+    chain_id: int,
+    key_prefix: bytes = b"",
+    on_verified: Callable[[int], None] | None = None,
+    on_written: Callable[[int], None] | None = None,
+    batch_blocks: int = 512,
+) -> ImportResult:
     """Make ``store`` (empty) the key-value tier of a chain whose history is ``archive``:
     every block of the archive is verified first (:meth:`EraArchive.verify
     <vmstack.store.history.EraArchive.verify>`: each file's accumulator, parent hashes
@@ -198,13 +206,17 @@ def import_history(archive: EraArchive, store: KeyValueStore, *, recent: int,
     if isinstance(recent, bool) or not isinstance(recent, int) or recent < 0:
         raise ValueError(f"recent must be a non-negative int, got {recent!r}")
     schema = rawdb.Schema(key_prefix)
-    if rawdb.has_chain_data(store, schema) or rawdb.read_last_accepted_hash(
-            store, schema) is not None:
+    if (
+        rawdb.has_chain_data(store, schema)
+        or rawdb.read_last_accepted_hash(store, schema) is not None
+    ):
         raise ValueError("the store already holds a chain: import into an empty one")
     first = archive.last - recent + 1
     if recent and not all(archive.holds(n) for n in range(first, archive.last + 1)):
-        raise ValueError(f"the archive does not hold the last {recent} blocks contiguously "
-                         f"(heights {first} to {archive.last})")
+        raise ValueError(
+            f"the archive does not hold the last {recent} blocks contiguously "
+            f"(heights {first} to {archive.last})"
+        )
     tier = HistoryTier(archive, ETHEREUM)
     verified = 0
 
@@ -215,17 +227,31 @@ def import_history(archive: EraArchive, store: KeyValueStore, *, recent: int,
             on_verified(number)
 
     size = archive.verify(on_block=verified_one)
-    check_configuration(store, "chain", {
-        "flavour": ETHEREUM.name, "chain_id": chain_id, "transition_time": None,
-        "settle_lag": 0, "key_prefix": key_prefix.hex()})
+    check_configuration(
+        store,
+        "chain",
+        {
+            "flavour": ETHEREUM.name,
+            "chain_id": chain_id,
+            "transition_time": None,
+            "settle_lag": 0,
+            "key_prefix": key_prefix.hex(),
+        },
+    )
     integrity_start: int | None = None
     for start in range(first, archive.last + 1, batch_blocks):
         with store.write_batch() as batch:
             for number in range(start, min(start + batch_blocks, archive.last + 1)):
                 header, body = tier.parts(number)
                 block = ArchivedBlock(number, tier.hash(number), header, body)
-                write_accepted(batch, schema, block, encode_receipts(tier.receipts(number)),
-                               integrity_start, ())
+                write_accepted(
+                    batch,
+                    schema,
+                    block,
+                    encode_receipts(tier.receipts(number)),
+                    integrity_start,
+                    (),
+                )
                 integrity_start = first
                 if on_written is not None:
                     on_written(number)
@@ -240,8 +266,9 @@ def _consensus_receipts(storage_rlp: bytes, body_rlp: bytes, flavour: Flavour) -
     receipts = decode_receipts(storage_rlp)
     transactions = flavour.decode_body(body_rlp).transactions
     if len(receipts) != len(transactions):
-        raise StoreCorrupted(f"{len(receipts)} receipts stored for {len(transactions)} "
-                             "transactions")
+        raise StoreCorrupted(
+            f"{len(receipts)} receipts stored for {len(transactions)} transactions"
+        )
     items = []
     for receipt, tx in zip(receipts, transactions, strict=True):
         encoded = attrs.evolve(receipt, tx_type=tx.TYPE).encode()
@@ -250,8 +277,13 @@ def _consensus_receipts(storage_rlp: bytes, body_rlp: bytes, flavour: Flavour) -
     return list_prefix(len(payload)) + payload
 
 
-def export_history(vm: CChainVM, directory: Path | str, *, network: str = "vmstack",
-                   on_block: Callable[[int], None] | None = None) -> list[Path]:
+def export_history(
+    vm: CChainVM,
+    directory: Path | str,
+    *,
+    network: str = "vmstack",
+    on_block: Callable[[int], None] | None = None,
+) -> list[Path]:
     """Write the settled blocks of ``vm``'s chain (from its lowest height, 0 or the first
     of the archive beneath it, to its last settled block) as era1 files in ``directory``,
     one per 8,192 blocks, named by ``network``, epoch and accumulator root; returns their
@@ -267,8 +299,9 @@ def export_history(vm: CChainVM, directory: Path | str, *, network: str = "vmsta
     from vmstack.store.history import ERA1_BLOCKS, EraRecord, write_era1
 
     if vm.flavour is not ETHEREUM:
-        raise ValueError(f"era1 files hold Ethereum blocks; this chain's blocks are "
-                         f"{vm.flavour.name}")
+        raise ValueError(
+            f"era1 files hold Ethereum blocks; this chain's blocks are {vm.flavour.name}"
+        )
     out = Path(directory)
     if not out.is_dir():
         raise ValueError(f"{out} is not a directory")
@@ -279,13 +312,16 @@ def export_history(vm: CChainVM, directory: Path | str, *, network: str = "vmsta
     history = vm.history
     settled = vm.get_block(vm.last_settled()).height
     lowest = 0
-    if history is not None and not history.holds(0) and rawdb.read_canonical_hash(
-            vm.store, vm.schema, 0) is None:
+    if (
+        history is not None
+        and not history.holds(0)
+        and rawdb.read_canonical_hash(vm.store, vm.schema, 0) is None
+    ):
         lowest = history.first
     if history is not None and not all(
-            history.holds(n) for n in range(lowest, min(history.last, settled) + 1)):
-        raise ValueError(f"the archive {history.directory} has gaps: export a contiguous "
-                         "chain")
+        history.holds(n) for n in range(lowest, min(history.last, settled) + 1)
+    ):
+        raise ValueError(f"the archive {history.directory} has gaps: export a contiguous chain")
     paths: list[Path] = []
     total_difficulty = 0
     for start in range(lowest, settled + 1, ERA1_BLOCKS):
@@ -293,21 +329,26 @@ def export_history(vm: CChainVM, directory: Path | str, *, network: str = "vmsta
         count = top - start + 1
         blocks = vm.get_ancestors(vm.get_block_id_at_height(top), count, 2**62, 1e9)
         if len(blocks) != count:
-            raise StoreCorrupted(f"the fast path served {len(blocks)} of the {count} blocks "
-                                 f"from {start} to {top}")
+            raise StoreCorrupted(
+                f"the fast path served {len(blocks)} of the {count} blocks from {start} to {top}"
+            )
         records = []
         for offset, data in enumerate(reversed(blocks)):
             number = start + offset
             header, body = split_block(data)
             block_id = keccak256(header)
-            if history is not None and history.holds(number) and rawdb.read_canonical_hash(
-                    vm.store, vm.schema, number) is None:
+            if (
+                history is not None
+                and history.holds(number)
+                and rawdb.read_canonical_hash(vm.store, vm.schema, number) is None
+            ):
                 total_difficulty = history.total_difficulty(number)
                 receipts = history.receipts(number)
             else:
                 total_difficulty += vm.flavour.decode_header(header).difficulty
-                receipts = _consensus_receipts(vm.stored_receipts(number, block_id), body,
-                                               vm.flavour)
+                receipts = _consensus_receipts(
+                    vm.stored_receipts(number, block_id), body, vm.flavour
+                )
             records.append(EraRecord(header, body, receipts, total_difficulty))
             if on_block is not None:
                 on_block(number)

@@ -68,8 +68,15 @@ class Mempool:
     the memos of recent encodings and recovered senders. Safe to use from several threads.
     """
 
-    def __init__(self, *, chain_id: int, gas_limit: int, avalanche: bool,
-                 max_per_sender: int = MAX_PER_SENDER, max_pending: int = MAX_PENDING) -> None:
+    def __init__(
+        self,
+        *,
+        chain_id: int,
+        gas_limit: int,
+        avalanche: bool,
+        max_per_sender: int = MAX_PER_SENDER,
+        max_pending: int = MAX_PENDING,
+    ) -> None:
         self._chain_id = chain_id
         self._gas_limit = gas_limit
         self._avalanche = avalanche
@@ -85,8 +92,9 @@ class Mempool:
         self._encodings: OrderedDict[Transaction, bytes] = OrderedDict()
         self._recovered: OrderedDict[bytes, bytes] = OrderedDict()
 
-    def _check(self, tx: object, account_of: AccountReader,
-               seen: set[bytes]) -> tuple[bytes, bytes, Transaction]:
+    def _check(
+        self, tx: object, account_of: AccountReader, seen: set[bytes]
+    ) -> tuple[bytes, bytes, Transaction]:
         """``(sender, hash, tx)`` of a transaction a block could carry now, or
         ``InvalidTransaction`` saying why not."""
         if not isinstance(tx, _TRANSACTION_TYPES):
@@ -94,35 +102,43 @@ class Mempool:
         encoding = self.encoding(tx)
         tx_hash = keccak256(encoding)
         if tx_hash in self._hashes or tx_hash in seen:
-            raise InvalidTransaction(f"transaction 0x{tx_hash.hex()} is a duplicate of one "
-                                     "already pending")
+            raise InvalidTransaction(
+                f"transaction 0x{tx_hash.hex()} is a duplicate of one already pending"
+            )
         try:
             check_transaction_rules([tx], chain_id=self._chain_id, gas_limit=self._gas_limit)
         except InvalidBlock as error:
-            raise InvalidTransaction(error.reason.replace("transaction 0", "transaction", 1)
-                                     ) from None
+            raise InvalidTransaction(
+                error.reason.replace("transaction 0", "transaction", 1)
+            ) from None
         try:
             sender = self.sender(tx, encoding)
         except InvalidBlock as error:
             raise InvalidTransaction(f"bad signature: {error.reason}") from None
         account = account_of(sender)
         if tx.nonce < account.nonce:
-            raise InvalidTransaction(f"transaction from 0x{sender.hex()} has nonce "
-                                     f"{tx.nonce}, below the sender's {account.nonce} "
-                                     "(a replay)")
+            raise InvalidTransaction(
+                f"transaction from 0x{sender.hex()} has nonce "
+                f"{tx.nonce}, below the sender's {account.nonce} "
+                "(a replay)"
+            )
         cost = tx.value + tx.gas * max_price(tx)
         if account.balance < cost:
-            raise InvalidTransaction(f"transaction from 0x{sender.hex()} (nonce {tx.nonce}) "
-                                     f"costs up to {cost} wei, the sender's balance is "
-                                     f"{account.balance}")
+            raise InvalidTransaction(
+                f"transaction from 0x{sender.hex()} (nonce {tx.nonce}) "
+                f"costs up to {cost} wei, the sender's balance is "
+                f"{account.balance}"
+            )
         queue = self._queues.get(sender)
         if queue is not None and tx.nonce in queue:
-            raise InvalidTransaction(f"a transaction from 0x{sender.hex()} with nonce "
-                                     f"{tx.nonce} is already pending")
+            raise InvalidTransaction(
+                f"a transaction from 0x{sender.hex()} with nonce {tx.nonce} is already pending"
+            )
         return sender, tx_hash, tx
 
-    def add_transactions(self, transactions: Iterable[Transaction],
-                         account_of: AccountReader) -> None:
+    def add_transactions(
+        self, transactions: Iterable[Transaction], account_of: AccountReader
+    ) -> None:
         """Queue signed transactions, checked against the state ``account_of`` reads (the
         preferred block's). The first one no block could carry now raises
         ``InvalidTransaction`` and then none is queued (see the module docstring)."""
@@ -135,8 +151,7 @@ class Mempool:
                 checked.append((sender, tx_hash, tx))
             pending = [(sender, tx.nonce) for sender, _, tx in checked]
             if len(pending) != len(set(pending)):
-                raise InvalidTransaction("two submitted transactions of one sender share a "
-                                         "nonce")
+                raise InvalidTransaction("two submitted transactions of one sender share a nonce")
             for sender, tx_hash, tx in checked:
                 self._insert(sender, tx_hash, tx)
 
@@ -157,8 +172,10 @@ class Mempool:
         if incoming.nonce >= highest:
             if not self._queues.get(sender):
                 self._queues.pop(sender, None)
-            raise InvalidTransaction("the pool is full: the transaction is farther from "
-                                     "executable than every one it could replace")
+            raise InvalidTransaction(
+                "the pool is full: the transaction is farther from "
+                "executable than every one it could replace"
+            )
         self._drop(sender, highest)
 
     def _drop(self, sender: bytes, nonce: int) -> None:
@@ -206,8 +223,10 @@ class Mempool:
     def take_transactions(self) -> list[Transaction]:
         """Remove every pending transaction and return them, in arrival order."""
         with self._lock:
-            waiting = sorted((entry for queue in self._queues.values()
-                              for entry in queue.values()), key=lambda entry: entry[0])
+            waiting = sorted(
+                (entry for queue in self._queues.values() for entry in queue.values()),
+                key=lambda entry: entry[0],
+            )
             self._queues.clear()
             self._hashes.clear()
         return [tx for _, tx, _ in waiting]
@@ -294,8 +313,9 @@ class Mempool:
                 memo.popitem(last=False)
         return found
 
-    def check_senders(self, transactions: Sequence[Transaction], encodings: Sequence[bytes],
-                      where: str) -> list[bytes]:
+    def check_senders(
+        self, transactions: Sequence[Transaction], encodings: Sequence[bytes], where: str
+    ) -> list[bytes]:
         """Every transaction's sender, recovered (what executing the block needs first), so
         an accepted block always restores; ``InvalidBlock`` naming ``where`` and the
         transaction otherwise. A sender recovered once is remembered by the transaction's

@@ -324,26 +324,30 @@ class Schema:
         """Take a key of this schema apart; ``None`` for a key the schema does not define."""
         if not key.startswith(self.prefix):
             return None
-        rest = key[len(self.prefix):]
+        rest = key[len(self.prefix) :]
         head = _HEAD_KINDS.get(rest)
         if head is not None:
             return ParsedKey(head)
         tag = rest[:1]
         if len(rest) == 1 + NUMBER_LENGTH + HASH_LENGTH and tag in _HASHED_KINDS:
-            number = int.from_bytes(rest[1:1 + NUMBER_LENGTH], "big")
-            return ParsedKey(_HASHED_KINDS[tag], number, rest[1 + NUMBER_LENGTH:])
-        if (len(rest) == 1 + NUMBER_LENGTH + 1 and tag == HEADER_PREFIX
-                and rest[-1:] == HEADER_HASH_SUFFIX):
+            number = int.from_bytes(rest[1 : 1 + NUMBER_LENGTH], "big")
+            return ParsedKey(_HASHED_KINDS[tag], number, rest[1 + NUMBER_LENGTH :])
+        if (
+            len(rest) == 1 + NUMBER_LENGTH + 1
+            and tag == HEADER_PREFIX
+            and rest[-1:] == HEADER_HASH_SUFFIX
+        ):
             return ParsedKey(KeyKind.CANONICAL_HASH, int.from_bytes(rest[1:-1], "big"))
         if len(rest) == 1 + HASH_LENGTH and tag == HEADER_NUMBER_PREFIX:
             return ParsedKey(KeyKind.HEADER_NUMBER, block_hash=rest[1:])
         tag_len = len(INTEGRITY_PREFIX)
-        if (len(rest) == tag_len + NUMBER_LENGTH + HASH_LENGTH
-                and rest[:tag_len] == INTEGRITY_PREFIX):
-            number = int.from_bytes(rest[tag_len:tag_len + NUMBER_LENGTH], "big")
-            return ParsedKey(KeyKind.INTEGRITY, number, rest[tag_len + NUMBER_LENGTH:])
-        if (len(rest) == len(ACCOUNT_PREFIX) + ADDRESS_LENGTH
-                and rest.startswith(ACCOUNT_PREFIX)):
+        if (
+            len(rest) == tag_len + NUMBER_LENGTH + HASH_LENGTH
+            and rest[:tag_len] == INTEGRITY_PREFIX
+        ):
+            number = int.from_bytes(rest[tag_len : tag_len + NUMBER_LENGTH], "big")
+            return ParsedKey(KeyKind.INTEGRITY, number, rest[tag_len + NUMBER_LENGTH :])
+        if len(rest) == len(ACCOUNT_PREFIX) + ADDRESS_LENGTH and rest.startswith(ACCOUNT_PREFIX):
             return ParsedKey(KeyKind.ACCOUNT)
         return None
 
@@ -426,19 +430,21 @@ def read_integrity_start(reader: KeyReader, schema: Schema) -> int | None:
     return None if value is None else decode_integrity_start(key, value)
 
 
-def _has_key_under(reader: ReadSnapshot | KeyValueStore, prefix: bytes, *,
-                   key_len: int | None = None) -> bool:
+def _has_key_under(
+    reader: ReadSnapshot | KeyValueStore, prefix: bytes, *, key_len: int | None = None
+) -> bool:
     """Whether ``reader`` has a key that starts with ``prefix`` (of length ``key_len``,
     when given) among the first few keys under ``prefix``."""
-    return any(key_len is None or len(key) == key_len
-               for key, _ in islice(reader.iterate(prefix), _PROBE_KEYS))
+    return any(
+        key_len is None or len(key) == key_len
+        for key, _ in islice(reader.iterate(prefix), _PROBE_KEYS)
+    )
 
 
 def has_integrity_entries(reader: ReadSnapshot | KeyValueStore, schema: Schema) -> bool:
     """Whether the store holds any integrity entry (the marker itself aside)."""
     prefix = schema.prefix + INTEGRITY_PREFIX
-    return _has_key_under(reader, prefix,
-                          key_len=len(prefix) + NUMBER_LENGTH + HASH_LENGTH)
+    return _has_key_under(reader, prefix, key_len=len(prefix) + NUMBER_LENGTH + HASH_LENGTH)
 
 
 def has_vmstack_records(reader: ReadSnapshot | KeyValueStore, schema: Schema) -> bool:
@@ -452,14 +458,20 @@ def has_chain_data(reader: ReadSnapshot | KeyValueStore, schema: Schema) -> bool
     """Whether the store holds any of a chain's bookkeeping: a head pointer, the
     integrity-start marker, a canonical entry at height 0, a number entry or an
     integrity entry. A store that does has a chain, whatever else it lost."""
-    singles = (schema.last_accepted_key(), schema.head_header_key(),
-               schema.head_fast_block_key(), schema.last_settled_key(),
-               schema.integrity_start_key(), schema.canonical_hash_key(0))
+    singles = (
+        schema.last_accepted_key(),
+        schema.head_header_key(),
+        schema.head_fast_block_key(),
+        schema.last_settled_key(),
+        schema.integrity_start_key(),
+        schema.canonical_hash_key(0),
+    )
     if any(reader.has(key) for key in singles):
         return True
     number_prefix = schema.prefix + HEADER_NUMBER_PREFIX
-    return (_has_key_under(reader, number_prefix, key_len=len(number_prefix) + HASH_LENGTH)
-            or has_integrity_entries(reader, schema))
+    return _has_key_under(
+        reader, number_prefix, key_len=len(number_prefix) + HASH_LENGTH
+    ) or has_integrity_entries(reader, schema)
 
 
 def write_block(
@@ -534,8 +546,10 @@ def write_integrity(
     receipts_checksum: int | None = None,
 ) -> None:
     """Write a block's integrity entry (see :func:`encode_integrity`)."""
-    writer.put(schema.integrity_key(number, block_hash),
-               encode_integrity(block_checksum, receipts_checksum))
+    writer.put(
+        schema.integrity_key(number, block_hash),
+        encode_integrity(block_checksum, receipts_checksum),
+    )
 
 
 def write_integrity_start(writer: KeyWriter, schema: Schema, number: int) -> None:

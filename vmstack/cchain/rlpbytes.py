@@ -78,8 +78,7 @@ def _long_prefix(length: int, offset: int) -> bytes:
 def _prefix_table(offset: int) -> tuple[bytes, ...]:
     """The prefixes of items of 0 to 1023 payload bytes: strings at ``offset`` 0x80,
     lists at 0xC0."""
-    return tuple(bytes((offset + n,)) if n < 56 else _long_prefix(n, offset)
-                 for n in range(1024))
+    return tuple(bytes((offset + n,)) if n < 56 else _long_prefix(n, offset) for n in range(1024))
 
 
 #: The prefixes of strings and lists of up to 1 KiB, by length (the common items).
@@ -112,8 +111,7 @@ def encode_item(item: RLPItem) -> bytes:
             return _STRING_PREFIXES[length] + item
         return _long_prefix(length, 0x80) + item
     if not isinstance(item, list | tuple):
-        raise ValueError(f"cannot RLP-encode a {type(item).__name__}: items are bytes or "
-                         "lists")
+        raise ValueError(f"cannot RLP-encode a {type(item).__name__}: items are bytes or lists")
     parts: list[bytes] = []
     append = parts.append
     for child in item:
@@ -376,7 +374,7 @@ def decode_string_list(data: Buffer) -> list[bytes] | None:
         while offset < end:
             b0 = data[offset]
             if b0 < 0x80:  # a single byte is its own encoding
-                items.append(bytes(data[offset:offset + 1]))
+                items.append(bytes(data[offset : offset + 1]))
                 offset += 1
             elif b0 < 0xB8:  # a short string: the hot case, read inline
                 start = offset + 1
@@ -415,8 +413,7 @@ def check_rlp(data: Buffer, *, max_depth: int | None = None) -> None:
             if is_list:
                 stack.append(scope_end)
                 if max_depth is not None and len(stack) >= max_depth:
-                    raise InvalidBlock(f"lists nested deeper than {max_depth} at offset "
-                                       f"{offset}")
+                    raise InvalidBlock(f"lists nested deeper than {max_depth} at offset {offset}")
                 scope_end = payload + length
                 offset = payload
             else:
@@ -466,7 +463,7 @@ def frame_body_fields(flavour: Flavour, raw: bytes, header_end: int) -> tuple[It
             kind = "list" if field.name in _BODY_LIST_FIELDS else "string"
             raise InvalidBlock(f"block body field {field.name} must be an RLP {kind}")
         if not is_list:
-            field.decode(flavour, raw[payload:payload + length])
+            field.decode(flavour, raw[payload : payload + length])
         spans.append(ItemSpan(offset, payload, payload + length, is_list))
         offset = payload + length
     required = sum(1 for field in fields if not field.optional)
@@ -475,8 +472,9 @@ def frame_body_fields(flavour: Flavour, raw: bytes, header_end: int) -> tuple[It
     return tuple(spans)
 
 
-def list_item_encodings(raw: bytes, span: ItemSpan, limit: int | None = None,
-                    what: str = "items") -> list[bytes]:
+def list_item_encodings(
+    raw: bytes, span: ItemSpan, limit: int | None = None, what: str = "items"
+) -> list[bytes]:
     """The encodings of the items of the list at ``span``, as a trie stores them: a list
     item (a legacy transaction, a withdrawal) as it stands, a string item (a typed
     transaction) as its payload. With a ``limit``, a list of more items is
@@ -487,7 +485,8 @@ def list_item_encodings(raw: bytes, span: ItemSpan, limit: int | None = None,
         if limit is not None and len(encodings) == limit:
             raise InvalidBlock(f"block carries more than {limit} {what}")
         is_list, payload, length = read_prefix(raw, offset, span.end)
-        encodings.append(raw[offset:payload + length] if is_list
-                         else raw[payload:payload + length])
+        encodings.append(
+            raw[offset : payload + length] if is_list else raw[payload : payload + length]
+        )
         offset = payload + length
     return encodings

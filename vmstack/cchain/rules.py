@@ -53,7 +53,11 @@ MAX_WITHDRAWALS: Final = 16
 
 
 def check_header_rules(
-    header: AnyHeader, *, parent_number: int, parent_time: int, now: float,
+    header: AnyHeader,
+    *,
+    parent_number: int,
+    parent_time: int,
+    now: float,
     gas_limit: int | None = GAS_LIMIT,
 ) -> None:
     """The header rules a child must meet against its parent (``InvalidBlock`` naming the
@@ -62,24 +66,27 @@ def check_header_rules(
     ``gas_limit`` (as on the C-chain since Cortina; ``None`` takes the header's as given);
     gas used is within the gas limit."""
     if header.number != parent_number + 1:
-        raise InvalidBlock(f"block height {header.number} is not its parent's "
-                           f"{parent_number} plus one")
+        raise InvalidBlock(
+            f"block height {header.number} is not its parent's {parent_number} plus one"
+        )
     if header.time < parent_time:
-        raise InvalidBlock(f"block timestamp {header.time} is before its parent's "
-                           f"{parent_time}")
+        raise InvalidBlock(f"block timestamp {header.time} is before its parent's {parent_time}")
     if header.time > now + MAX_FUTURE_SECONDS:
-        raise InvalidBlock(f"block timestamp {header.time} is more than "
-                           f"{MAX_FUTURE_SECONDS} s ahead of the clock ({now:.0f})")
+        raise InvalidBlock(
+            f"block timestamp {header.time} is more than "
+            f"{MAX_FUTURE_SECONDS} s ahead of the clock ({now:.0f})"
+        )
     if gas_limit is not None and header.gas_limit != gas_limit:
-        raise InvalidBlock(f"block gas limit {header.gas_limit} is not the chain's "
-                           f"{gas_limit}")
+        raise InvalidBlock(f"block gas limit {header.gas_limit} is not the chain's {gas_limit}")
     if header.gas_used > header.gas_limit:
-        raise InvalidBlock(f"block gas used {header.gas_used} exceeds its gas limit "
-                           f"{header.gas_limit}")
+        raise InvalidBlock(
+            f"block gas used {header.gas_used} exceeds its gas limit {header.gas_limit}"
+        )
 
 
-def check_transaction_rules(transactions: Sequence[Transaction], *, chain_id: int,
-                            gas_limit: int) -> None:
+def check_transaction_rules(
+    transactions: Sequence[Transaction], *, chain_id: int, gas_limit: int
+) -> None:
     """The rules every transaction of a block meets before any signature work is done
     (``InvalidBlock`` naming the transaction and the rule), transaction by transaction:
 
@@ -103,8 +110,9 @@ def check_transaction_rules(transactions: Sequence[Transaction], *, chain_id: in
             v = tx.v
             if v not in (27, 28) and v not in (chain_id * 2 + 35, chain_id * 2 + 36):
                 if v >= 35:
-                    raise InvalidBlock(f"{where} is signed for chain {(v - 35) // 2}, not "
-                                       f"{chain_id} (v = {v})")
+                    raise InvalidBlock(
+                        f"{where} is signed for chain {(v - 35) // 2}, not {chain_id} (v = {v})"
+                    )
                 raise InvalidBlock(f"{where}: legacy v = {v} is neither 27/28 nor EIP-155")
         else:
             if tx.chain_id != chain_id:
@@ -117,14 +125,15 @@ def check_transaction_rules(transactions: Sequence[Transaction], *, chain_id: in
             raise InvalidBlock(f"{where}: signature s is out of range (zero or above n/2)")
         needed = intrinsic_gas(tx)
         if tx.gas < needed:
-            raise InvalidBlock(f"{where}: gas limit {tx.gas} is below its intrinsic gas "
-                               f"{needed}")
+            raise InvalidBlock(f"{where}: gas limit {tx.gas} is below its intrinsic gas {needed}")
         if tx.gas > gas_limit:
             raise InvalidBlock(f"{where}: gas limit {tx.gas} exceeds the block's {gas_limit}")
         total += needed
         if total > gas_limit:
-            raise InvalidBlock(f"the intrinsic gas of transactions 0..{index} ({total}) "
-                               f"exceeds the block gas limit {gas_limit}")
+            raise InvalidBlock(
+                f"the intrinsic gas of transactions 0..{index} ({total}) "
+                f"exceeds the block gas limit {gas_limit}"
+            )
 
 
 def check_receipts_commitments(header: AnyHeader, receipts: Sequence[Receipt]) -> None:
@@ -134,18 +143,23 @@ def check_receipts_commitments(header: AnyHeader, receipts: Sequence[Receipt]) -
     naming the field that differs)."""
     expected = receipt_commitments(receipts)
     if header.gas_used != expected.gas_used:
-        raise InvalidBlock(f"block gas used {header.gas_used} is not the {expected.gas_used} "
-                           "its transactions use")
+        raise InvalidBlock(
+            f"block gas used {header.gas_used} is not the {expected.gas_used} its transactions use"
+        )
     if header.receipt_root != expected.receipt_root:
-        raise InvalidBlock("receipts root does not match the receipts of the block's "
-                           "execution")
+        raise InvalidBlock("receipts root does not match the receipts of the block's execution")
     if header.bloom != expected.bloom:
         raise InvalidBlock("logs bloom does not match the receipts of the block's execution")
 
 
-def check_received_body(header: AnyHeader, raw: bytes, spans: Mapping[str, ItemSpan],
-                        decode_body: Callable[[], Body], *, chain_id: int
-                        ) -> tuple[Body, list[bytes]]:
+def check_received_body(
+    header: AnyHeader,
+    raw: bytes,
+    spans: Mapping[str, ItemSpan],
+    decode_body: Callable[[], Body],
+    *,
+    chain_id: int,
+) -> tuple[Body, list[bytes]]:
     """The rules of a body received as the bytes ``raw`` (whose body fields lie at ``spans``,
     by field name), cheapest first:
 
@@ -162,22 +176,32 @@ def check_received_body(header: AnyHeader, raw: bytes, spans: Mapping[str, ItemS
     Returns the decoded body and the transactions' encodings (for the sender checks).
     """
     gas_limit = header.gas_limit
-    encodings = list_item_encodings(raw, spans["transactions"], limit=gas_limit // TX_BASE_GAS,
-                                    what="transactions")
+    encodings = list_item_encodings(
+        raw, spans["transactions"], limit=gas_limit // TX_BASE_GAS, what="transactions"
+    )
     uncles = spans["uncles"]
     avalanche = isinstance(header, AvalancheHeader)
     if avalanche and uncles.payload < uncles.end:
         raise InvalidBlock("C-chain blocks have no uncles")
     list_item_encodings(raw, uncles, limit=MAX_UNCLES, what="uncles")
     withdrawals = spans.get("withdrawals")
-    withdrawal_encodings = None if withdrawals is None else list_item_encodings(
-        raw, withdrawals, limit=MAX_WITHDRAWALS, what="withdrawals")
+    withdrawal_encodings = (
+        None
+        if withdrawals is None
+        else list_item_encodings(raw, withdrawals, limit=MAX_WITHDRAWALS, what="withdrawals")
+    )
     body = decode_body()
     check_transaction_rules(body.transactions, chain_id=chain_id, gas_limit=gas_limit)
     if avalanche and body.version != 0:
         raise InvalidBlock(f"body version {body.version} is not 0")
     ext_data = spans.get("ext_data")
-    check_body_commitments(header, encoded_body_commitments(
-        encodings, raw[uncles.start:uncles.end], withdrawal_encodings,
-        None if ext_data is None else raw[ext_data.start:ext_data.end]))
+    check_body_commitments(
+        header,
+        encoded_body_commitments(
+            encodings,
+            raw[uncles.start : uncles.end],
+            withdrawal_encodings,
+            None if ext_data is None else raw[ext_data.start : ext_data.end],
+        ),
+    )
     return body, encodings

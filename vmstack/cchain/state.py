@@ -101,9 +101,14 @@ class Account:
 
     def encode(self) -> bytes:
         """The trie value: ``rlp([nonce, balance, EMPTY_TRIE_ROOT, code_hash])``."""
-        payload = (_string(_uint(self.nonce)) + _string(_uint(self.balance))
-                   + _ROOT_AND_CODE_PREFIX + EMPTY_TRIE_ROOT + _ROOT_AND_CODE_PREFIX
-                   + self.code_hash)
+        payload = (
+            _string(_uint(self.nonce))
+            + _string(_uint(self.balance))
+            + _ROOT_AND_CODE_PREFIX
+            + EMPTY_TRIE_ROOT
+            + _ROOT_AND_CODE_PREFIX
+            + self.code_hash
+        )
         return list_prefix(len(payload)) + payload
 
     @classmethod
@@ -117,8 +122,7 @@ class Account:
             raise StoreCorrupted("a stored account is not an account's RLP") from None
         if storage_root != EMPTY_TRIE_ROOT or len(code_hash) != 32:
             raise StoreCorrupted("a stored account has a malformed root or code hash")
-        account = cls(int.from_bytes(nonce, "big"), int.from_bytes(balance, "big"),
-                      code_hash)
+        account = cls(int.from_bytes(nonce, "big"), int.from_bytes(balance, "big"), code_hash)
         if account.encode() != data:
             raise StoreCorrupted("a stored account is not in canonical form")
         return account
@@ -150,8 +154,7 @@ def _hex_prefix(path: bytes, leaf: bool) -> bytes:
     """The hex-prefix encoding of a nibble path (Ethereum's compact encoding)."""
     flag = 0x20 if leaf else 0
     if len(path) % 2:
-        return bytes((flag | 0x10 | path[0],)) + bytes.fromhex(
-            path[1:].translate(_TO_HEX).decode())
+        return bytes((flag | 0x10 | path[0],)) + bytes.fromhex(path[1:].translate(_TO_HEX).decode())
     return bytes((flag,)) + bytes.fromhex(path.translate(_TO_HEX).decode())
 
 
@@ -208,8 +211,9 @@ class _Branch(_Node):
         self.children = children
 
     def encode(self) -> bytes:
-        payload = b"".join(b"\x80" if child is None else child.ref()
-                           for child in self.children) + b"\x80"
+        payload = (
+            b"".join(b"\x80" if child is None else child.ref() for child in self.children) + b"\x80"
+        )
         return list_prefix(len(payload)) + payload
 
 
@@ -258,8 +262,8 @@ def _put(node: _Node | None, path: bytes, value: bytes | None) -> _Node | None:
             return node
         n = _common(node.path, path)
         children: list[_Node | None] = [None] * 16
-        children[node.path[n]] = _Leaf(node.path[n + 1:], node.value)
-        children[path[n]] = _Leaf(path[n + 1:], value)
+        children[node.path[n]] = _Leaf(node.path[n + 1 :], node.value)
+        children[path[n]] = _Leaf(path[n + 1 :], value)
         return _with_path(path[:n], _Branch(tuple(children)))
     if isinstance(node, _Extension):
         n = _common(node.path, path)
@@ -269,8 +273,8 @@ def _put(node: _Node | None, path: bytes, value: bytes | None) -> _Node | None:
         if value is None:
             return node
         children = [None] * 16
-        children[node.path[n]] = _with_path(node.path[n + 1:], node.child)
-        children[path[n]] = _Leaf(path[n + 1:], value)
+        children[node.path[n]] = _with_path(node.path[n + 1 :], node.child)
+        children[path[n]] = _Leaf(path[n + 1 :], value)
         return _with_path(path[:n], _Branch(tuple(children)))
     assert isinstance(node, _Branch)
     children = list(node.children)
@@ -320,8 +324,13 @@ class State:
 
     __slots__ = ("_base", "changed", "parent", "trie")
 
-    def __init__(self, parent: State | None, base: AcceptedState | None,
-                 changed: dict[bytes, Account], trie: AccountTrie) -> None:
+    def __init__(
+        self,
+        parent: State | None,
+        base: AcceptedState | None,
+        changed: dict[bytes, Account],
+        trie: AccountTrie,
+    ) -> None:
         self.parent = parent
         self._base = base
         self.changed = changed
@@ -387,28 +396,35 @@ def apply_block(
     get = view.account
 
     for index, (tx, sender, receipt) in enumerate(
-            zip(transactions, senders, receipts, strict=True)):
+        zip(transactions, senders, receipts, strict=True)
+    ):
         account = get(sender)
         if tx.nonce != account.nonce:
             kind = "a replay" if tx.nonce < account.nonce else "a nonce gap"
-            raise InvalidBlock(f"transaction {index} from 0x{sender.hex()} has nonce "
-                               f"{tx.nonce}, expected {account.nonce} ({kind})")
+            raise InvalidBlock(
+                f"transaction {index} from 0x{sender.hex()} has nonce "
+                f"{tx.nonce}, expected {account.nonce} ({kind})"
+            )
         cost = tx.value + tx.gas * max_price(tx)
         if account.balance < cost:
-            raise InvalidBlock(f"transaction {index} from 0x{sender.hex()} (nonce {tx.nonce},"
-                               f" expected {account.nonce}) costs up to {cost} wei, its "
-                               f"balance is {account.balance} (unaffordable)")
+            raise InvalidBlock(
+                f"transaction {index} from 0x{sender.hex()} (nonce {tx.nonce},"
+                f" expected {account.nonce}) costs up to {cost} wei, its "
+                f"balance is {account.balance} (unaffordable)"
+            )
         previous = receipts[index - 1].cumulative_gas_used if index else 0
         fee = (receipt.cumulative_gas_used - previous) * effective_price(tx, base_fee)
         moved = tx.value if receipt.status == 1 else 0
-        changed[sender] = Account(account.nonce + 1, account.balance - fee - moved,
-                                  account.code_hash)
+        changed[sender] = Account(
+            account.nonce + 1, account.balance - fee - moved, account.code_hash
+        )
         if moved or (tx.to is None and receipt.status == 1):
             if tx.to is None:
                 target = contract_address(sender, tx.nonce)
                 created = get(target)
-                changed[target] = Account(max(created.nonce, 1), created.balance + moved,
-                                          created.code_hash)
+                changed[target] = Account(
+                    max(created.nonce, 1), created.balance + moved, created.code_hash
+                )
             else:
                 recipient = get(tx.to)
                 changed[tx.to] = attrs.evolve(recipient, balance=recipient.balance + moved)
@@ -419,10 +435,12 @@ def apply_block(
         if withdrawal.amount:
             credited = get(withdrawal.address)
             changed[withdrawal.address] = attrs.evolve(
-                credited, balance=credited.balance + withdrawal.amount * _GWEI)
+                credited, balance=credited.balance + withdrawal.amount * _GWEI
+            )
     parent_trie = view_trie(parent, base)
-    view.trie = parent_trie.updated((keccak256(address), account)
-                                    for address, account in changed.items())
+    view.trie = parent_trie.updated(
+        (keccak256(address), account) for address, account in changed.items()
+    )
     return view
 
 
@@ -465,12 +483,18 @@ class AcceptedState:
 
     __slots__ = ("accounts", "block_id", "trie")
 
-    def __init__(self, block_id: bytes, accounts: dict[bytes, Account],
-                 trie: AccountTrie | None = None) -> None:
+    def __init__(
+        self, block_id: bytes, accounts: dict[bytes, Account], trie: AccountTrie | None = None
+    ) -> None:
         self.block_id = block_id
         self.accounts = accounts
-        self.trie = trie if trie is not None else AccountTrie().updated(
-            (keccak256(address), account) for address, account in accounts.items())
+        self.trie = (
+            trie
+            if trie is not None
+            else AccountTrie().updated(
+                (keccak256(address), account) for address, account in accounts.items()
+            )
+        )
 
     def get(self, address: bytes, default: Account = NOBODY) -> Account:
         return self.accounts.get(address, default)

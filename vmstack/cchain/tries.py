@@ -77,8 +77,11 @@ def derive_root(values: Iterable[bytes]) -> bytes:
     """
     values = values if isinstance(values, list) else list(values)
     paths = _index_paths(len(values))
-    items = [(paths[index], value if type(value) is bytes else bytes(value))
-             for index, value in enumerate(values) if value]
+    items = [
+        (paths[index], value if type(value) is bytes else bytes(value))
+        for index, value in enumerate(values)
+        if value
+    ]
     if not items:
         return EMPTY_ROOT
     items.sort()
@@ -107,7 +110,8 @@ def _index_paths(count: int) -> list[str]:
     if len(paths) < count:
         paths = paths + [
             encode_item(index.to_bytes((index.bit_length() + 7) // 8, "big")).hex()
-            for index in range(len(paths), max(count, 2 * len(paths), 256))]
+            for index in range(len(paths), max(count, 2 * len(paths), 256))
+        ]
         _index_path_list = paths
     return paths
 
@@ -143,8 +147,7 @@ def _node(items: _PathItems, depth: int) -> bytes:
     while common < limit and first[common] == last[common]:
         common += 1
     if common > depth:
-        return _list(_hex_prefix(first[depth:common], False)
-                     + _reference(_branch(items, common)))
+        return _list(_hex_prefix(first[depth:common], False) + _reference(_branch(items, common)))
     return _branch(items, depth)
 
 
@@ -222,15 +225,15 @@ def receipt_commitments(receipts: Sequence[Receipt]) -> ReceiptCommitments:
     return ReceiptCommitments(
         gas_used=receipts[-1].cumulative_gas_used if receipts else 0,
         receipt_root=receipts_root(receipts),
-        bloom=receipts_bloom(receipts))
+        bloom=receipts_bloom(receipts),
+    )
 
 
 def with_receipt_commitments(header: AnyHeader, commitments: ReceiptCommitments) -> AnyHeader:
     """``header`` committing to receipts with ``commitments``: their root and their bloom
     (the gas used is the header's own, set by whoever executed the block, as geth's
     ``NewBlock`` leaves it)."""
-    return attrs.evolve(header, receipt_root=commitments.receipt_root,
-                        bloom=commitments.bloom)
+    return attrs.evolve(header, receipt_root=commitments.receipt_root, bloom=commitments.bloom)
 
 
 def ext_data_hash(ext_data: bytes) -> bytes:
@@ -274,14 +277,14 @@ def encoded_body_commitments(
     return BodyCommitments(
         tx_root=derive_root(tx_encodings),
         uncle_hash=keccak256(uncles_rlp),
-        withdrawals_hash=(None if withdrawal_encodings is None
-                          else derive_root(withdrawal_encodings)),
+        withdrawals_hash=(
+            None if withdrawal_encodings is None else derive_root(withdrawal_encodings)
+        ),
         ext_data_hash=None if ext_data_rlp is None else keccak256(ext_data_rlp),
     )
 
 
-def body_commitments(body: Body, tx_encodings: Sequence[bytes] | None = None
-                     ) -> BodyCommitments:
+def body_commitments(body: Body, tx_encodings: Sequence[bytes] | None = None) -> BodyCommitments:
     """The commitments of a decoded body, through :func:`encoded_body_commitments`.
     ``tx_encodings``, when given, are the transactions' encodings already known (building a
     block reuses them) and are not computed again."""
@@ -299,8 +302,10 @@ def with_body_commitments(header: AnyHeader, commitments: BodyCommitments) -> An
     """``header`` committing to ``commitments``: transactions root and uncle hash, the
     withdrawals root when the body has withdrawals, the ExtDataHash for an Avalanche header
     when the body has extData."""
-    changes: dict[str, bytes] = {"tx_root": commitments.tx_root,
-                                 "uncle_hash": commitments.uncle_hash}
+    changes: dict[str, bytes] = {
+        "tx_root": commitments.tx_root,
+        "uncle_hash": commitments.uncle_hash,
+    }
     if commitments.withdrawals_hash is not None:
         changes["withdrawals_hash"] = commitments.withdrawals_hash
     if isinstance(header, AvalancheHeader) and commitments.ext_data_hash is not None:

@@ -51,6 +51,7 @@ last accepted block is not the one it holds. A replaying VM (``replay=True``), a
 chain another program wrote (a coreth database: no state head, no integrity marker),
 keeps no account state: those blocks were executed by an EVM it does not run.
 """
+
 from __future__ import annotations
 
 import threading
@@ -123,7 +124,6 @@ if TYPE_CHECKING:
 __all__ = ["CChainVM"]
 
 
-
 # --- the VM -----------------------------------------------------------------------------
 
 
@@ -188,8 +188,9 @@ class CChainVM:
     ) -> None:
         if isinstance(genesis, Genesis) and genesis.chain_id is not None:
             if chain_id not in (DEFAULT_CHAIN_ID, genesis.chain_id):
-                raise ValueError(f"chain_id {chain_id} differs from the genesis's "
-                                 f"{genesis.chain_id}")
+                raise ValueError(
+                    f"chain_id {chain_id} differs from the genesis's {genesis.chain_id}"
+                )
             chain_id = genesis.chain_id
         if not isinstance(flavour, Flavour):
             raise ValueError(f"flavour must be a Flavour, got {flavour!r}")
@@ -217,18 +218,25 @@ class CChainVM:
             # state head) has no account state here: its blocks are served, not re-executed.
             self._stateless = self._replay or (
                 not snap.has(self._schema.state_head_key())
-                and (self._history is not None or self._chain.integrity_start(snap) is None))
+                and (self._history is not None or self._chain.integrity_start(snap) is None)
+            )
             if self._stateless and self._history is not None:
                 # Real history: its blocks are verified as a replaying VM verifies them.
                 self._replay = True
             # The gas limit is the genesis's on a chain this VM wrote, the C-chain's on
             # another program's.
-            self._gas_limit = GAS_LIMIT if self._stateless else self._chain.stored_header(
-                snap, 0, self._chain.canonical_hash(snap, 0)).gas_limit
+            self._gas_limit = (
+                GAS_LIMIT
+                if self._stateless
+                else self._chain.stored_header(
+                    snap, 0, self._chain.canonical_hash(snap, 0)
+                ).gas_limit
+            )
             if not self._stateless:
                 self._accepted_base(snap)
-        self._mempool = Mempool(chain_id=chain_id, gas_limit=self._gas_limit,
-                                avalanche=self._avalanche)
+        self._mempool = Mempool(
+            chain_id=chain_id, gas_limit=self._gas_limit, avalanche=self._avalanche
+        )
 
     # --- opening ---------------------------------------------------------------------------
 
@@ -237,28 +245,34 @@ class CChainVM:
         store that holds chain data but no last accepted pointer is damaged
         (``StoreCorrupted``): it is never given a genesis block over its blocks; nor is a
         store of another record format (:func:`vmstack.store.format.check_format`)."""
-        check_format(self._store,
-                     holds_records=rawdb.has_vmstack_records(self._store, self._schema))
+        check_format(
+            self._store, holds_records=rawdb.has_vmstack_records(self._store, self._schema)
+        )
         with self._store.snapshot() as snap:
             last = rawdb.read_last_accepted_hash(snap, self._schema)
             existing = None if last is None else self._chain.canonical_at(snap, 0)
             if last is None and rawdb.has_chain_data(snap, self._schema):
-                raise StoreCorrupted("the store holds chain data but no last accepted block "
-                                     "pointer")
+                raise StoreCorrupted(
+                    "the store holds chain data but no last accepted block pointer"
+                )
             if last is not None:
                 self._chain.last_accepted(snap)
                 self._check_history_beneath(snap)
         if last is None and self._history is not None:
             # An empty store over an archive: the chain is the archive's, as it stands (from
             # its block 0, or from its first block as a checkpoint when it starts later).
-            if genesis is not None and (not self._history.holds(0) or self.parse_block(
-                    self._genesis_bytes(genesis, genesis_timestamp)).id
-                    != self._history.hash(0)):
+            if genesis is not None and (
+                not self._history.holds(0)
+                or self.parse_block(self._genesis_bytes(genesis, genesis_timestamp)).id
+                != self._history.hash(0)
+            ):
                 raise ValueError("the archive's chain has another genesis block")
         elif last is None:
             self._write_genesis(self._genesis_bytes(genesis, genesis_timestamp), genesis)
-        elif genesis is not None and existing != self.parse_block(
-                self._genesis_bytes(genesis, genesis_timestamp)).id:
+        elif (
+            genesis is not None
+            and existing != self.parse_block(self._genesis_bytes(genesis, genesis_timestamp)).id
+        ):
             raise ValueError("the store holds a chain with another genesis block")
         with self._store.snapshot() as snap:
             self._chain.settle_cache(self._chain.settled_number(snap))
@@ -272,26 +286,35 @@ class CChainVM:
         stored_genesis = rawdb.read_canonical_hash(snap, self._schema, 0)
         if history is None:
             if stored_genesis is None:
-                raise StoreCorrupted("the store has no block 0: its settled history lives in "
-                                     "an era1 archive (open it with history=)")
+                raise StoreCorrupted(
+                    "the store has no block 0: its settled history lives in "
+                    "an era1 archive (open it with history=)"
+                )
             return
-        if stored_genesis is not None and history.holds(0) and (
-                stored_genesis != history.hash(0)):
-            raise ValueError("the archive beneath the store is of another chain: their "
-                             "block 0 differ")
+        if stored_genesis is not None and history.holds(0) and (stored_genesis != history.hash(0)):
+            raise ValueError(
+                "the archive beneath the store is of another chain: their block 0 differ"
+            )
         start = self._chain.integrity_start(snap)
-        if start is None or start == 0 or rawdb.read_canonical_hash(
-                snap, self._schema, start - 1) is not None:
+        if (
+            start is None
+            or start == 0
+            or rawdb.read_canonical_hash(snap, self._schema, start - 1) is not None
+        ):
             return
         lowest = rawdb.read_canonical_hash(snap, self._schema, start)
         if not history.holds(start - 1) or lowest is None:
-            raise StoreCorrupted(f"the store's blocks start at height {start}, and the "
-                                 f"archive does not hold height {start - 1}")
+            raise StoreCorrupted(
+                f"the store's blocks start at height {start}, and the "
+                f"archive does not hold height {start - 1}"
+            )
         header = self._chain.stored_header(snap, start, lowest)
         if header.parent_hash != history.hash(start - 1):
-            raise StoreCorrupted(f"the store's lowest block, at {start}, does not continue "
-                                 f"the archive: its parent is not the archived block "
-                                 f"{start - 1}")
+            raise StoreCorrupted(
+                f"the store's lowest block, at {start}, does not continue "
+                f"the archive: its parent is not the archived block "
+                f"{start - 1}"
+            )
 
     def _genesis_bytes(self, genesis: Genesis | bytes | None, timestamp: int) -> bytes:
         if isinstance(genesis, bytes | bytearray):
@@ -319,8 +342,7 @@ class CChainVM:
             if not self._replay:
                 base = AcceptedState(block.id, accounts)
                 if base.trie.root_hash != block.header.state_root:
-                    raise ValueError("the genesis block's state root is not its "
-                                     "allocation's")
+                    raise ValueError("the genesis block's state root is not its allocation's")
                 for address, account in accounts.items():
                     key = self._schema.account_key(address)
                     batch.put(key, account_record(key, account))
@@ -342,19 +364,26 @@ class CChainVM:
         try:
             head = snap.get(self._schema.state_head_key())
         except KeyError:
-            raise StoreCorrupted("the store holds a chain but no account state (a store "
-                                 "of replayed blocks opens with replay=True)") from None
+            raise StoreCorrupted(
+                "the store holds a chain but no account state (a store "
+                "of replayed blocks opens with replay=True)"
+            ) from None
         block_id, root = read_state_head_record(self._schema.state_head_key(), head)
         if block_id != last:
-            raise StoreCorrupted(f"the stored account state is after block {block_id.hex()},"
-                                 f" not the last accepted {last.hex()}")
+            raise StoreCorrupted(
+                f"the stored account state is after block {block_id.hex()},"
+                f" not the last accepted {last.hex()}"
+            )
         prefix = self._schema.account_prefix()
-        accounts = {bytes(key[len(prefix):]): read_account_record(key, value)
-                    for key, value in snap.iterate(prefix)}
+        accounts = {
+            bytes(key[len(prefix) :]): read_account_record(key, value)
+            for key, value in snap.iterate(prefix)
+        }
         base = AcceptedState(last, accounts)
         if base.trie.root_hash != root:
-            raise StoreCorrupted("the stored accounts do not give the state root their "
-                                 "head records")
+            raise StoreCorrupted(
+                "the stored accounts do not give the state root their head records"
+            )
         self._base = base
         return base
 
@@ -370,8 +399,10 @@ class CChainVM:
                     raise ValueError("a replaying VM keeps no account state")
                 base = self._accepted_base(snap)
             if block_id is not None and block_id != base.block_id:
-                raise BlockNotFound(f"block {block_id.hex()} is neither processing nor the "
-                                    "last accepted block: only their state is kept")
+                raise BlockNotFound(
+                    f"block {block_id.hex()} is neither processing nor the "
+                    "last accepted block: only their state is kept"
+                )
             return base
 
     def account(self, address: bytes, *, block_id: bytes | None = None) -> Account:
@@ -382,8 +413,7 @@ class CChainVM:
         if not isinstance(address, bytes) or len(address) != 20:
             raise ValueError(f"an address is 20 bytes, got {address!r}")
         state = self._state_of(None if block_id is None else check_block_id(block_id))
-        return state.get(address) if isinstance(state, AcceptedState) else (
-            state.account(address))
+        return state.get(address) if isinstance(state, AcceptedState) else (state.account(address))
 
     def next_nonce(self, address: bytes) -> int:
         """The nonce a new transaction from ``address`` takes: its nonce in the preferred
@@ -391,8 +421,12 @@ class CChainVM:
         nonce)."""
         return self._mempool.next_nonce(address, self._reader_of(self._build_on())(address).nonce)
 
-    def state_root_after(self, parent_id: bytes, transactions: Sequence[Transaction],
-                         withdrawals: Sequence[Withdrawal] = ()) -> bytes:
+    def state_root_after(
+        self,
+        parent_id: bytes,
+        transactions: Sequence[Transaction],
+        withdrawals: Sequence[Withdrawal] = (),
+    ) -> bytes:
         """The state root of a block over ``parent_id`` (processing or the last accepted
         block) carrying ``transactions`` and ``withdrawals``, by the rules ``verify``
         applies (``InvalidBlock`` for a transaction they refuse): what a block crafted
@@ -404,9 +438,16 @@ class CChainVM:
             with self._store.snapshot() as snap:
                 base = self._accepted_base(snap)
         senders = [tx.sender() for tx in transactions]
-        state = apply_block(parent, base, transactions, senders,
-                            execute_transactions(transactions), coinbase=BLACKHOLE_ADDRESS,
-                            base_fee=BASE_FEE, withdrawals=withdrawals)
+        state = apply_block(
+            parent,
+            base,
+            transactions,
+            senders,
+            execute_transactions(transactions),
+            coinbase=BLACKHOLE_ADDRESS,
+            base_fee=BASE_FEE,
+            withdrawals=withdrawals,
+        )
         return state.root
 
     def _build_on(self) -> bytes | None:
@@ -512,10 +553,17 @@ class CChainVM:
             if not self._stateless:
                 self._check_state_commitment(snap, block_id, restored.block.header)
         raw = restored.raw
-        return CChainBlock(self, block_id, raw, restored.block.header,
-                           header_end=first_item_offset(raw) + restored.header_size,
-                           body=restored.block.body, status=BlockStatus.ACCEPTED,
-                           receipts=restored.receipts, senders=restored.senders)
+        return CChainBlock(
+            self,
+            block_id,
+            raw,
+            restored.block.header,
+            header_end=first_item_offset(raw) + restored.header_size,
+            body=restored.block.body,
+            status=BlockStatus.ACCEPTED,
+            receipts=restored.receipts,
+            senders=restored.senders,
+        )
 
     def stored_receipts(self, number: int, block_id: bytes) -> bytes:
         """The stored receipts (storage form) of the settled block ``block_id`` at
@@ -523,8 +571,9 @@ class CChainVM:
         with self._store.snapshot() as snap:
             return self._chain.stored_receipts(snap, number, check_block_id(block_id))
 
-    def _check_state_commitment(self, snap: ReadSnapshot, block_id: bytes,
-                                header: AnyHeader) -> None:
+    def _check_state_commitment(
+        self, snap: ReadSnapshot, block_id: bytes, header: AnyHeader
+    ) -> None:
         """The state a settled block commits to is the one kept, as a VM restoring a
         block's execution results finds its state: for the last accepted block (the one
         whose state is kept), the stored state head names it and its root is the header's
@@ -537,8 +586,9 @@ class CChainVM:
             raise StoreCorrupted("the last accepted block has no account state") from None
         head_block, root = read_state_head_record(self._schema.state_head_key(), head)
         if head_block != block_id or root != header.state_root:
-            raise StoreCorrupted(f"the stored account state is not the one block "
-                                 f"{block_id.hex()} commits to")
+            raise StoreCorrupted(
+                f"the stored account state is not the one block {block_id.hex()} commits to"
+            )
 
     # --- BatchedChainVM: the fast path -----------------------------------------------------
 
@@ -553,8 +603,9 @@ class CChainVM:
         (ARCHITECTURE.md, section 3), from one store snapshot; ``[]`` if the block is not
         served."""
         block_id = check_block_id(block_id)
-        budget = AncestorBudget(max_blocks_num, max_blocks_size, max_retrieval_time,
-                                clock=self._clock)
+        budget = AncestorBudget(
+            max_blocks_num, max_blocks_size, max_retrieval_time, clock=self._clock
+        )
         # The processing blocks are looked at before the snapshot opens: a block accepted in
         # between is then in one or the other, never in neither.
         processing = dict(self._processing)
@@ -596,8 +647,9 @@ class CChainVM:
         if known is not None:
             if known._raw == raw:
                 return known
-            raise InvalidBlock(f"block {block_id.hex()}: bytes differ from the processing "
-                               "block with this ID")
+            raise InvalidBlock(
+                f"block {block_id.hex()}: bytes differ from the processing block with this ID"
+            )
         decoded = self._flavour.decode_header(header)
         header_end = first_item_offset(raw) + len(header)
         spans = frame_body_fields(self._flavour, raw, header_end)
@@ -609,8 +661,9 @@ class CChainVM:
         one no block could carry now (:meth:`Mempool.add_transactions
         <vmstack.cchain.mempool.Mempool.add_transactions>`)."""
         if self._stateless:
-            raise InvalidTransaction("a replaying VM keeps no account state to check "
-                                     "transactions against")
+            raise InvalidTransaction(
+                "a replaying VM keeps no account state to check transactions against"
+            )
         self._mempool.add_transactions(transactions, self._reader_of(self._build_on()))
 
     def add_ext_data(self, ext_data: bytes) -> None:
@@ -640,8 +693,9 @@ class CChainVM:
             if block_id not in self._processing:
                 with self._store.snapshot() as snap:
                     if self._chain.accepted_number(snap, block_id) is None:
-                        raise BlockNotFound(f"block {block_id.hex()} is neither processing "
-                                            "nor accepted")
+                        raise BlockNotFound(
+                            f"block {block_id.hex()} is neither processing nor accepted"
+                        )
             self._preferred = block_id
 
     def build_block(self) -> CChainBlock:
@@ -654,9 +708,11 @@ class CChainVM:
         until an accepted block includes them."""
         mempool = self._mempool
         if self._stateless and self._history is not None:
-            raise StoreError("cannot build a block: this VM serves real history from an era1 "
-                             "archive and has none of its state (the accounts its blocks "
-                             "changed), so it cannot execute a new block on it")
+            raise StoreError(
+                "cannot build a block: this VM serves real history from an era1 "
+                "archive and has none of its state (the accounts its blocks "
+                "changed), so it cannot execute a new block on it"
+            )
         with self._lock:
             parent_id, parent = self._build_parent()
             timestamp = max(int(self._clock()), parent.time)
@@ -679,14 +735,23 @@ class CChainVM:
         def post_state(receipts: Sequence[Receipt]) -> State | None:
             if base is None:
                 return None
-            senders = [mempool.sender(tx, encoding) for tx, encoding in zip(txs, encodings,
-                                                                           strict=True)]
-            return apply_block(parent_state, base, txs, senders, receipts,
-                               coinbase=BLACKHOLE_ADDRESS, base_fee=BASE_FEE,
-                               withdrawals=withdrawals)
+            senders = [
+                mempool.sender(tx, encoding) for tx, encoding in zip(txs, encodings, strict=True)
+            ]
+            return apply_block(
+                parent_state,
+                base,
+                txs,
+                senders,
+                receipts,
+                coinbase=BLACKHOLE_ADDRESS,
+                base_fee=BASE_FEE,
+                withdrawals=withdrawals,
+            )
 
-        block = assemble_block(self, parent_id, parent, timestamp, txs, ext_data, withdrawals,
-                               encodings, post_state)
+        block = assemble_block(
+            self, parent_id, parent, timestamp, txs, ext_data, withdrawals, encodings, post_state
+        )
         self._chain.remember_header(block.id, block.header)
         return block
 
@@ -717,15 +782,22 @@ class CChainVM:
                 else:
                     last = self._chain.last_accepted(snap)
                     if block.parent_id != last:
-                        raise InvalidBlock(f"block {block.id.hex()}: parent "
-                                           f"{block.parent_id.hex()} is neither processing "
-                                           "nor the last accepted block")
+                        raise InvalidBlock(
+                            f"block {block.id.hex()}: parent "
+                            f"{block.parent_id.hex()} is neither processing "
+                            "nor the last accepted block"
+                        )
                     parent_header = self._chain.stored_header(
-                        snap, self._chain.number_of(snap, last), last)
+                        snap, self._chain.number_of(snap, last), last
+                    )
                     parent_number, parent_time = parent_header.number, parent_header.time
-            check_header_rules(block.header, parent_number=parent_number,
-                               parent_time=parent_time, now=self._clock(),
-                               gas_limit=None if self._replay else self._gas_limit)
+            check_header_rules(
+                block.header,
+                parent_number=parent_number,
+                parent_time=parent_time,
+                now=self._clock(),
+                gas_limit=None if self._replay else self._gas_limit,
+            )
             self._check_body(block, None if parent is None else parent._state, base)
             block._status = BlockStatus.PROCESSING
             self._processing[block.id] = block
@@ -740,11 +812,13 @@ class CChainVM:
         parts = self._chain.block_parts(snap, number, block.id)
         if parts is not None and block_bytes(*parts) == block._raw:
             return True
-        raise InvalidBlock(f"block {block.id.hex()}: bytes differ from the accepted block "
-                           "with this ID")
+        raise InvalidBlock(
+            f"block {block.id.hex()}: bytes differ from the accepted block with this ID"
+        )
 
-    def _check_body(self, block: CChainBlock, parent_state: State | None,
-                    base: AcceptedState | None) -> None:
+    def _check_body(
+        self, block: CChainBlock, parent_state: State | None, base: AcceptedState | None
+    ) -> None:
         """The body rules, cheapest first, so that hostile bytes cost little to refuse: the
         rules of the body as received (:func:`~vmstack.cchain.rules.check_received_body`:
         sizes, decode, transaction rules, the header's commitments to the body); then that
@@ -757,13 +831,15 @@ class CChainVM:
         (:func:`~vmstack.cchain.state.apply_block`) and the header's state root. A block
         this VM built keeps the post-state it was built with, from the same function over
         the same parent state."""
-        spans = dict(zip((f.name for f in self._flavour.body_fields), block._body_spans(),
-                         strict=False))
+        spans = dict(
+            zip((f.name for f in self._flavour.body_fields), block._body_spans(), strict=False)
+        )
         where = f"block {block.id.hex()}"
         receipts = block._receipts
         try:
-            body, encodings = check_received_body(block.header, block._raw, spans,
-                                                  lambda: block.body, chain_id=self._chain_id)
+            body, encodings = check_received_body(
+                block.header, block._raw, spans, lambda: block.body, chain_id=self._chain_id
+            )
             if not self._replay:
                 if receipts is None or not block._built:
                     receipts = execute_transactions(body.transactions)
@@ -778,14 +854,23 @@ class CChainVM:
         if state is None:
             header = block.header
             try:
-                state = apply_block(parent_state, base, body.transactions, senders, receipts,
-                                    coinbase=header.coinbase, base_fee=header.base_fee or 0,
-                                    withdrawals=body.withdrawals or ())
+                state = apply_block(
+                    parent_state,
+                    base,
+                    body.transactions,
+                    senders,
+                    receipts,
+                    coinbase=header.coinbase,
+                    base_fee=header.base_fee or 0,
+                    withdrawals=body.withdrawals or (),
+                )
             except InvalidBlock as error:
                 raise InvalidBlock(f"{where}: {error.reason}") from None
         if state.root != block.header.state_root:
-            raise InvalidBlock(f"{where}: state root {block.header.state_root.hex()} is not "
-                               f"the post-state's {state.root.hex()}")
+            raise InvalidBlock(
+                f"{where}: state root {block.header.state_root.hex()} is not "
+                f"the post-state's {state.root.hex()}"
+            )
         block._state = state
 
     def _accept(self, block: CChainBlock) -> None:
@@ -793,20 +878,25 @@ class CChainVM:
             if block._status is BlockStatus.ACCEPTED:
                 return
             if block._status is not BlockStatus.PROCESSING:
-                raise InvalidBlock(f"block {block.id.hex()} is {block._status.value}: only a "
-                                   "verified block can be accepted")
+                raise InvalidBlock(
+                    f"block {block.id.hex()} is {block._status.value}: only a "
+                    "verified block can be accepted"
+                )
             number = block.height
             with self._store.snapshot() as snap:
                 if block.parent_id != self._chain.last_accepted(snap):
-                    raise InvalidBlock(f"block {block.id.hex()}: its parent is not the last "
-                                       "accepted block")
+                    raise InvalidBlock(
+                        f"block {block.id.hex()}: its parent is not the last accepted block"
+                    )
                 settled_before = self._chain.settled_number(snap)
                 integrity_start = self._chain.integrity_start(snap)
                 # Heights that become settled with this block: those that lag behind it
                 # (and, after a restart with a shorter lag, any left unsettled before).
                 stop = number if self._settle_lag == 0 else number - self._settle_lag + 1
-                settling = [self._chain.settlement(snap, height, integrity_start)
-                            for height in range(settled_before + 1, stop)]
+                settling = [
+                    self._chain.settlement(snap, height, integrity_start)
+                    for height in range(settled_before + 1, stop)
+                ]
             receipts_rlp = None
             if self._settle_lag == 0:
                 receipts = block._receipts
@@ -815,8 +905,7 @@ class CChainVM:
                 receipts_rlp = encode_receipts(receipts)
             state = block._state
             with self._store.write_batch() as batch:
-                write_accepted(batch, self._schema, block, receipts_rlp, integrity_start,
-                               settling)
+                write_accepted(batch, self._schema, block, receipts_rlp, integrity_start, settling)
                 if state is not None:
                     for address, account in state.changed.items():
                         key = self._schema.account_key(address)
@@ -844,8 +933,7 @@ class CChainVM:
     def _reject(self, block: CChainBlock) -> None:
         with self._lock:
             if block._status is BlockStatus.ACCEPTED:
-                raise InvalidBlock(f"block {block.id.hex()} is accepted and cannot be "
-                                   "rejected")
+                raise InvalidBlock(f"block {block.id.hex()} is accepted and cannot be rejected")
             if block._status is BlockStatus.REJECTED:
                 return
             block._status = BlockStatus.REJECTED
@@ -857,5 +945,7 @@ class CChainVM:
                 self._mempool.give_back(block.body)
 
     def __repr__(self) -> str:
-        return (f"CChainVM({self._flavour.name}, chain {self._chain_id}, "
-                f"{len(self._processing)} processing, settle_lag={self._settle_lag})")
+        return (
+            f"CChainVM({self._flavour.name}, chain {self._chain_id}, "
+            f"{len(self._processing)} processing, settle_lag={self._settle_lag})"
+        )

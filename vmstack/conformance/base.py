@@ -49,8 +49,8 @@ class KitBase(KitChecks):
         ``inner`` is a :class:`~vmstack.conformance.MemoryVM`; a layer that needs a clock
         takes ``inner.clock`` (the kit's simulated clock)."""
         raise NotImplementedError(
-            f"{type(self).__name__} must override wrap(self, inner) to put its layer "
-            "over inner")
+            f"{type(self).__name__} must override wrap(self, inner) to put its layer over inner"
+        )
 
     def make_inner(self, *, batching: bool, clock: SimClock) -> MemoryVM:
         """The recording VM under the layer, with or without the batched protocol, on
@@ -94,8 +94,9 @@ class KitBase(KitChecks):
         stack.settle()
         return chain
 
-    def drawn_chain(self, data: st.DataObject, batching: bool,
-                    minimum: int = 1) -> tuple[KitStack, list[bytes]]:
+    def drawn_chain(
+        self, data: st.DataObject, batching: bool, minimum: int = 1
+    ) -> tuple[KitStack, list[bytes]]:
         """A stack over a chain of a drawn length, and its blocks' bytes."""
         length = data.draw(st.integers(minimum, self.max_chain_length), label="blocks")
         stack = self.kit_stack(batching=batching, blocks=length)
@@ -108,19 +109,21 @@ class KitBase(KitChecks):
         twin = self.kit_stack(batching=supports_batching(stack.inner), blocks=length + count)
         assert twin.ids[: length + 1] == stack.ids, (
             "two stacks grown the same way must hold the same chain (extend_chain must be "
-            "deterministic)")
-        return self.kit_chain(twin)[length + 1:]
+            "deterministic)"
+        )
+        return self.kit_chain(twin)[length + 1 :]
 
-    def kit_explore(self, check: Callable[..., None],
-                    **strategies: st.SearchStrategy[Any]) -> None:
+    def kit_explore(self, check: Callable[..., None], **strategies: st.SearchStrategy[Any]) -> None:
         """Run ``check`` as a Hypothesis property over ``strategies``."""
         examples = self._kit_examples or self.max_examples
-        phases = ([Phase.explicit, Phase.generate] if self._kit_expecting_failure
-                  else list(Phase))
-        run = settings(max_examples=examples, deadline=None, database=None, phases=phases,
-                       suppress_health_check=[HealthCheck.too_slow,
-                                              HealthCheck.data_too_large])(
-            given(**strategies)(check))
+        phases = [Phase.explicit, Phase.generate] if self._kit_expecting_failure else list(Phase)
+        run = settings(
+            max_examples=examples,
+            deadline=None,
+            database=None,
+            phases=phases,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+        )(given(**strategies)(check))
         run()
 
     def draw_request(self, data: st.DataObject, chain: Sequence[bytes]) -> tuple[int, int, int]:

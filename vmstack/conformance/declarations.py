@@ -46,8 +46,10 @@ __all__ = [
 RULES: dict[str, str] = {}
 #: The rule that checks a layer's declarations are true.
 DECLARATIONS_HOLD = "kit.declarations-hold"
-RULES[DECLARATIONS_HOLD] = ("every declaration of the test class is true of the layer (a "
-                            "declaration that no longer holds must be removed)")
+RULES[DECLARATIONS_HOLD] = (
+    "every declaration of the test class is true of the layer (a "
+    "declaration that no longer holds must be removed)"
+)
 
 
 class Declaration(enum.StrEnum):
@@ -99,8 +101,9 @@ def rule(name: str, expectation: str) -> Callable[[F], F]:
                 test(self, *args, **kwargs)
             except (Exception, pytest.fail.Exception) as failure:
                 if reason is not None:
-                    pytest.skip(f"kit rule {name} does not apply to {type(self).__name__}: "
-                                f"{reason}")
+                    pytest.skip(
+                        f"kit rule {name} does not apply to {type(self).__name__}: {reason}"
+                    )
                 _name_the_rule(failure, name, expectation)
                 raise
             finally:
@@ -109,7 +112,8 @@ def rule(name: str, expectation: str) -> Callable[[F], F]:
                 pytest.fail(
                     f"[kit rule {DECLARATIONS_HOLD}] {type(self).__name__} declares rule "
                     f"{name} not applicable ({reason}), but the layer meets it: remove it "
-                    "from not_applicable")
+                    "from not_applicable"
+                )
 
         run.kit_rule = name  # type: ignore[attr-defined]
         return run  # type: ignore[return-value]
@@ -157,22 +161,30 @@ class KitDeclarations:
         """Raise :class:`KitDeclarationError` for an unknown declaration or rule name, or
         for an attribute of an older kit."""
         problems: list[str] = []
-        for old, new in (("pass_through", "declarations (a pass-through layer declares "
-                                          "nothing)"),
-                         ("refuses_without_batching",
-                          "declarations = {Declaration.ANSWERS_BATCHED_CALLS_ITSELF} "
-                          "for a layer that never refuses")):
+        for old, new in (
+            ("pass_through", "declarations (a pass-through layer declares nothing)"),
+            (
+                "refuses_without_batching",
+                "declarations = {Declaration.ANSWERS_BATCHED_CALLS_ITSELF} "
+                "for a layer that never refuses",
+            ),
+        ):
             if any(old in vars(klass) for klass in cls.__mro__):
                 problems.append(f"{old} is no longer read: use {new}")
-        if not (isinstance(cls.long_chain_length, int)
-                and cls.long_chain_length > DEFAULT_MAX_BLOCKS_NUM):
-            problems.append(f"long_chain_length must exceed {DEFAULT_MAX_BLOCKS_NUM} blocks "
-                            f"(the engine's default count), got {cls.long_chain_length!r}")
+        if not (
+            isinstance(cls.long_chain_length, int)
+            and cls.long_chain_length > DEFAULT_MAX_BLOCKS_NUM
+        ):
+            problems.append(
+                f"long_chain_length must exceed {DEFAULT_MAX_BLOCKS_NUM} blocks "
+                f"(the engine's default count), got {cls.long_chain_length!r}"
+            )
         known = {str(declaration) for declaration in Declaration}
         declared = cls.declarations
         if isinstance(declared, str):
-            problems.append(f"declarations must be a collection of names, got the string "
-                            f"{declared!r}")
+            problems.append(
+                f"declarations must be a collection of names, got the string {declared!r}"
+            )
             declared = ()
         for declaration in declared:
             if str(declaration) not in known:
@@ -201,8 +213,9 @@ class KitDeclarations:
     @property
     def has_memory(self) -> bool:
         """Whether the layer may answer some block reads without reading below."""
-        return (self.declares(Declaration.SERVES_BLOCKS_FROM_MEMORY)
-                or self.declares(Declaration.BLOCKS_OF_ITS_OWN))
+        return self.declares(Declaration.SERVES_BLOCKS_FROM_MEMORY) or self.declares(
+            Declaration.BLOCKS_OF_ITS_OWN
+        )
 
     @property
     def own_blocks(self) -> bool:

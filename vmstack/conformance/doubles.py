@@ -67,8 +67,9 @@ class MemoryBlock:
 
     __slots__ = ("_bytes", "_id", "height", "parent_id", "payload", "timestamp", "vm")
 
-    def __init__(self, vm: MemoryVM, parent_id: bytes, height: int, timestamp: int,
-                 payload: bytes = b"") -> None:
+    def __init__(
+        self, vm: MemoryVM, parent_id: bytes, height: int, timestamp: int, payload: bytes = b""
+    ) -> None:
         self.vm = vm
         self.parent_id = parent_id
         self.height = height
@@ -109,13 +110,15 @@ class MemoryVM:
 
     batching = False
 
-    def __init__(self, *, clock: Clock = time.time, genesis_timestamp: int = 0,
-                 fetch_cost: float = 0.0) -> None:
+    def __init__(
+        self, *, clock: Clock = time.time, genesis_timestamp: int = 0, fetch_cost: float = 0.0
+    ) -> None:
         if not (isinstance(fetch_cost, int | float) and 0 <= fetch_cost < float("inf")):
             raise ValueError(f"fetch_cost is a finite number of seconds >= 0, got {fetch_cost!r}")
         if fetch_cost and not callable(getattr(clock, "advance", None)):
-            raise ValueError("a fetch_cost needs a clock that can advance (a SimClock), got "
-                             f"{clock!r}")
+            raise ValueError(
+                f"a fetch_cost needs a clock that can advance (a SimClock), got {clock!r}"
+            )
         self.clock = clock
         self.fetch_cost = float(fetch_cost)
         self.calls: list[Call] = []
@@ -180,8 +183,9 @@ class MemoryVM:
         parent = self._blocks[self._preferred]
         self._build_counter += 1
         timestamp = max(int(self.clock()), parent.timestamp)
-        block = MemoryBlock(self, parent.id, parent.height + 1, timestamp,
-                            self._build_counter.to_bytes(8, "big"))
+        block = MemoryBlock(
+            self, parent.id, parent.height + 1, timestamp, self._build_counter.to_bytes(8, "big")
+        )
         return self._known(block)
 
     def set_preference(self, block_id: bytes) -> None:
@@ -208,8 +212,11 @@ class MemoryVM:
             raise failure
         block = self._accepted.get(block_id) or self._processing.get(block_id)
         if block is None:
-            shown = (bytes(block_id).hex() if isinstance(block_id, bytes | bytearray | memoryview)
-                     else repr(block_id))
+            shown = (
+                bytes(block_id).hex()
+                if isinstance(block_id, bytes | bytearray | memoryview)
+                else repr(block_id)
+            )
             raise BlockNotFound(f"block {shown} is not served")
         return block
 
@@ -236,7 +243,7 @@ class MemoryVM:
         magic, parent_id, height, timestamp = _HEAD.unpack_from(data)
         if magic != _MAGIC:
             raise InvalidBlock(f"bad magic {magic!r}")
-        block = self._known(MemoryBlock(self, parent_id, height, timestamp, data[_HEAD.size:]))
+        block = self._known(MemoryBlock(self, parent_id, height, timestamp, data[_HEAD.size :]))
         if height == 0 and block.id != self._by_height[0]:
             raise InvalidBlock("a block at height 0 that is not this chain's genesis")
         return block
@@ -247,8 +254,9 @@ class MemoryVM:
             return
         parent = self._accepted.get(block.parent_id) or self._processing.get(block.parent_id)
         if parent is None:
-            raise InvalidBlock(f"parent {block.parent_id.hex()} of block {block.id.hex()} "
-                               "is not known")
+            raise InvalidBlock(
+                f"parent {block.parent_id.hex()} of block {block.id.hex()} is not known"
+            )
         if block.height != parent.height + 1:
             raise InvalidBlock(f"height {block.height} does not follow {parent.height}")
         if block.timestamp < parent.timestamp:
@@ -272,9 +280,15 @@ class MemoryVM:
         for _ in range(count):
             parent = self._blocks[self._last_accepted]
             self._build_counter += 1
-            block = self._known(MemoryBlock(self, parent.id, parent.height + 1,
-                                            parent.timestamp + timestamp_step,
-                                            self._build_counter.to_bytes(8, "big")))
+            block = self._known(
+                MemoryBlock(
+                    self,
+                    parent.id,
+                    parent.height + 1,
+                    parent.timestamp + timestamp_step,
+                    self._build_counter.to_bytes(8, "big"),
+                )
+            )
             self._processing[block.id] = block
             self._settle_accepted(block, preferred=True)
             ids.append(block.id)
@@ -305,13 +319,14 @@ class BatchedMemoryVM(MemoryVM):
         if not self.batching:
             raise BatchingNotImplemented(f"BatchedMemoryVM.{method}: batching is switched off")
 
-    def get_ancestors(self, block_id: bytes, max_blocks_num: int, max_blocks_size: int,
-                      max_retrieval_time: float) -> list[bytes]:
-        self._record("get_ancestors", block_id, max_blocks_num, max_blocks_size,
-                     max_retrieval_time)
+    def get_ancestors(
+        self, block_id: bytes, max_blocks_num: int, max_blocks_size: int, max_retrieval_time: float
+    ) -> list[bytes]:
+        self._record("get_ancestors", block_id, max_blocks_num, max_blocks_size, max_retrieval_time)
         self._refuse_unless_batching("get_ancestors")
-        budget = AncestorBudget(max_blocks_num, max_blocks_size, max_retrieval_time,
-                                clock=self.clock)
+        budget = AncestorBudget(
+            max_blocks_num, max_blocks_size, max_retrieval_time, clock=self.clock
+        )
         return walk_ancestors(self._fetch, block_id, budget).blocks
 
     def batched_parse_block(self, blocks: Sequence[bytes]) -> list[MemoryBlock]:
@@ -321,8 +336,9 @@ class BatchedMemoryVM(MemoryVM):
         return parse_each(self._parse, batch)
 
 
-def memory_vm(*, batching: bool = True, blocks: int = 0, clock: Clock = time.time,
-              fetch_cost: float = 0.0) -> MemoryVM:
+def memory_vm(
+    *, batching: bool = True, blocks: int = 0, clock: Clock = time.time, fetch_cost: float = 0.0
+) -> MemoryVM:
     """A fresh memory VM, with or without the batched protocol, holding ``blocks`` accepted
     blocks above genesis, each block read costing ``fetch_cost`` seconds on ``clock``; its
     call record starts empty."""

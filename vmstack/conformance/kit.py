@@ -50,8 +50,14 @@ from vmstack.conformance.contracts import (
 __all__ = ["LayerConformance"]
 
 
-class LayerConformance(ForwardingContract, BudgetContract, ParsingContract, ErrorContract,
-                       DecisionContract, WrappingContract):
+class LayerConformance(
+    ForwardingContract,
+    BudgetContract,
+    ParsingContract,
+    ErrorContract,
+    DecisionContract,
+    WrappingContract,
+):
     """Mixin test class: every conformance test of a layer. Override :meth:`wrap`.
 
     Subclass it in a module pytest collects, under a name pytest collects (``Test...``).

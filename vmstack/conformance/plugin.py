@@ -57,9 +57,13 @@ MAX_EXAMPLES_OPTION = "vmstack_max_examples"
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("vmstack", "vmstack layer conformance kit")
     group.addoption(
-        "--vmstack-max-examples", dest=MAX_EXAMPLES_OPTION, type=int, default=None,
+        "--vmstack-max-examples",
+        dest=MAX_EXAMPLES_OPTION,
+        type=int,
+        default=None,
         metavar="N",
-        help="Hypothesis examples per property of the vmstack layer conformance kit.")
+        help="Hypothesis examples per property of the vmstack layer conformance kit.",
+    )
 
 
 class SpanRecorder:

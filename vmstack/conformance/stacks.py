@@ -36,7 +36,7 @@ __all__ = [
 KIT_START_TIME = 1_700_000_000.0
 #: What one block read below the layer costs on the kit's clock (seconds): a power of two,
 #: so sums of it are exact in floating point.
-KIT_FETCH_COST = 2.0 ** -10
+KIT_FETCH_COST = 2.0**-10
 #: The time budget of the kit's requests that are not about time: about a thousand block
 #: reads, more than any of those requests needs.
 KIT_TIME_BUDGET = 1.0
@@ -47,7 +47,8 @@ UNKNOWN_ID = hashlib.sha256(b"vmstack conformance: a block nobody has").digest()
 #: Run a kit test over an inner VM that batches and over one that does not (or over only
 #: one of them).
 CAPABILITIES = pytest.mark.parametrize(
-    "inner_batches", [True, False], ids=["inner-batches", "inner-does-not-batch"])
+    "inner_batches", [True, False], ids=["inner-batches", "inner-does-not-batch"]
+)
 INNER_BATCHES = pytest.mark.parametrize("inner_batches", [True], ids=["inner-batches"])
 INNER_SERIAL = pytest.mark.parametrize("inner_batches", [False], ids=["inner-does-not-batch"])
 

@@ -55,8 +55,11 @@ OPS = st.lists(
     st.one_of(
         st.tuples(st.just("put"), KEYS, st.binary(max_size=8)),
         st.tuples(st.just("delete"), KEYS),
-        st.tuples(st.just("batch"), st.lists(st.tuples(KEYS, st.none() | st.binary(max_size=8)),
-                                             max_size=6), st.booleans()),
+        st.tuples(
+            st.just("batch"),
+            st.lists(st.tuples(KEYS, st.none() | st.binary(max_size=8)), max_size=6),
+            st.booleans(),
+        ),
     ),
     max_size=25,
 )
@@ -77,8 +80,8 @@ class StoreConformance:
         """A new, empty store of the kind under test (one per test and per example); a store
         that lives in files puts them in :meth:`new_directory`."""
         raise NotImplementedError(
-            f"{type(self).__name__} must override make_store(self) to return a new, empty "
-            "store")
+            f"{type(self).__name__} must override make_store(self) to return a new, empty store"
+        )
 
     def close_store(self, store: KeyValueStore) -> None:
         """Close ``store`` after a test. Default: ``store.close()``; a view over a store
@@ -119,7 +122,6 @@ class StoreConformance:
         with store.snapshot() as snap:
             assert isinstance(snap, ReadSnapshot)
 
-
     def test_put_get_has_delete(self, store: KeyValueStore) -> None:
         """A put value reads back; delete removes it; a missing key raises KeyError."""
         store.put(b"alpha", b"one")
@@ -132,19 +134,16 @@ class StoreConformance:
         with pytest.raises(KeyError):
             store.get(b"alpha")
 
-
     def test_delete_of_missing_key_is_fine(self, store: KeyValueStore) -> None:
         """Deleting a key that was never written is not an error."""
         store.delete(b"never")
         assert not store.has(b"never")
-
 
     def test_empty_value_is_a_value(self, store: KeyValueStore) -> None:
         """An empty value is stored and distinguished from a missing key."""
         store.put(b"empty", b"")
         assert store.has(b"empty")
         assert store.get(b"empty") == b""
-
 
     def test_bytes_like_values_are_copied(self, store: KeyValueStore) -> None:
         """bytearray and memoryview values are stored as copies of their bytes at put time."""
@@ -156,14 +155,19 @@ class StoreConformance:
         assert store.get(b"k2") == b"viewed"
         assert type(store.get(b"k1")) is bytes
 
-
     @pytest.mark.parametrize(
         ("key", "error"),
-        [("text", TypeError), (7, TypeError), (bytearray(b"k"), TypeError), (b"", ValueError),
-         (b"k" * (MAX_KEY_LEN + 1), ValueError)],
+        [
+            ("text", TypeError),
+            (7, TypeError),
+            (bytearray(b"k"), TypeError),
+            (b"", ValueError),
+            (b"k" * (MAX_KEY_LEN + 1), ValueError),
+        ],
     )
-    def test_bad_keys_are_rejected(self, store: KeyValueStore, key: object,
-                                   error: type[Exception]) -> None:
+    def test_bad_keys_are_rejected(
+        self, store: KeyValueStore, key: object, error: type[Exception]
+    ) -> None:
         """Non-bytes, empty and over-long keys raise TypeError / ValueError on every
         operation."""
         with pytest.raises(error):
@@ -179,7 +183,6 @@ class StoreConformance:
         with store.snapshot() as snap, pytest.raises(error):
             snap.get(key)  # type: ignore[arg-type]
 
-
     def test_longest_key_is_accepted(self, store: KeyValueStore) -> None:
         """A key of MAX_KEY_LEN bytes (less any view prefix) is stored and read back."""
         room = self.max_key_len(store)
@@ -188,13 +191,11 @@ class StoreConformance:
         assert store.get(key) == b"long"
         assert [k for k, _ in store.iterate(b"k")] == [key]
 
-
     def test_bad_values_are_rejected(self, store: KeyValueStore) -> None:
         """A value that is not bytes-like raises TypeError and writes nothing."""
         with pytest.raises(TypeError):
             store.put(b"k", "text")  # type: ignore[arg-type]
         assert not store.has(b"k")
-
 
     def test_batch_commits_at_exit(self, store: KeyValueStore) -> None:
         """Writes queued in a batch are invisible until the with-block exits, then all visible."""
@@ -209,7 +210,6 @@ class StoreConformance:
         assert store.get(b"b") == b"2"
         assert not store.has(b"old")
 
-
     def test_batch_that_raises_writes_nothing(self, store: KeyValueStore) -> None:
         """An exception inside the with-block discards every queued put and delete."""
         store.put(b"keep", b"x")
@@ -219,7 +219,6 @@ class StoreConformance:
             raise KitFault
         assert not store.has(b"a")
         assert store.get(b"keep") == b"x"
-
 
     def test_batch_applies_operations_in_order(self, store: KeyValueStore) -> None:
         """Within one batch the later operation on a key wins."""
@@ -232,7 +231,6 @@ class StoreConformance:
         assert not store.has(b"a")
         assert store.get(b"b") == b"new"
 
-
     def test_batch_is_used_once_inside_its_block(self, store: KeyValueStore) -> None:
         """A batch refuses writes before its with-block and after it."""
         batch = store.write_batch()
@@ -243,7 +241,6 @@ class StoreConformance:
         with pytest.raises(StoreClosed):
             batch.put(b"b", b"2")
         assert not store.has(b"b")
-
 
     def test_iterate_in_key_order_with_prefix_and_start(self, store: KeyValueStore) -> None:
         """iterate yields pairs in ascending key order, filtered by prefix and start."""
@@ -261,7 +258,6 @@ class StoreConformance:
         assert list(store.iterate(b"c")) == []
         assert list(store.iterate(b"a", start=b"b")) == []
 
-
     def test_iterate_many_keys_spans_chunks(self, store: KeyValueStore) -> None:
         """Iteration over more keys than one read chunk returns every key exactly once."""
         with store.write_batch() as batch:
@@ -271,7 +267,6 @@ class StoreConformance:
         pairs = list(store.iterate(b"n"))
         assert pairs == [(b"n%05d" % n, b"%d" % n) for n in range(700)]
 
-
     def test_iterate_rejects_bad_arguments(self, store: KeyValueStore) -> None:
         """A non-bytes prefix or start raises TypeError before any iteration."""
         with pytest.raises(TypeError):
@@ -280,7 +275,6 @@ class StoreConformance:
             store.iterate(b"a", start="b")  # type: ignore[arg-type]
         with pytest.raises(ValueError):
             store.iterate(b"p" * (MAX_KEY_LEN + 1))
-
 
     def test_snapshot_ignores_later_writes(self, store: KeyValueStore) -> None:
         """A snapshot keeps the view it opened with through puts, deletes and new keys."""
@@ -297,13 +291,14 @@ class StoreConformance:
             assert not snap.has(b"k3")
             with pytest.raises(KeyError):
                 snap.get(b"k3")
-            assert [(k, bytes(v)) for k, v in snap.iterate(b"k")] == [(b"k1", b"v1"),
-                                                                      (b"k2", b"v2")]
+            assert [(k, bytes(v)) for k, v in snap.iterate(b"k")] == [
+                (b"k1", b"v1"),
+                (b"k2", b"v2"),
+            ]
         with store.snapshot() as fresh:
             assert bytes(fresh.get(b"k1")) == b"changed again"
             assert not fresh.has(b"k2")
             assert [k for k, _ in fresh.iterate(b"k")] == [b"k1", b"k3"]
-
 
     def test_snapshot_values_are_usable_inside_the_block(self, store: KeyValueStore) -> None:
         """Snapshot values slice, compare and copy like bytes inside the with-block."""
@@ -314,7 +309,6 @@ class StoreConformance:
             assert len(value) == 103
             assert bytes(value[:3]) == b"\xf9\x02\x16"
             assert b"".join([bytes(value[3:5]), b"!"]) == b"hh!"
-
 
     def test_snapshot_is_unusable_after_its_block(self, store: KeyValueStore) -> None:
         """Reading through a snapshot after its with-block raises StoreClosed."""
@@ -328,9 +322,9 @@ class StoreConformance:
         with pytest.raises(StoreClosed):
             list(snap.iterate())
 
-
     def test_snapshot_reads_are_consistent_while_a_thread_writes(
-            self, store: KeyValueStore) -> None:
+        self, store: KeyValueStore
+    ) -> None:
         """Readers never see half of a batch that rewrites a group of keys together."""
         group = [b"g%02d" % i for i in range(16)]
         with store.write_batch() as batch:
@@ -367,18 +361,22 @@ class StoreConformance:
         assert not errors
         assert store.get(group[0]) == b"149"
 
-
     def test_closed_store_raises_store_closed(self, store: KeyValueStore) -> None:
         """Every operation on a closed store raises StoreClosed; close is idempotent."""
         store.put(b"k", b"v")
         store.close()
         store.close()
-        for call in (lambda: store.get(b"k"), lambda: store.has(b"k"),
-                     lambda: store.put(b"k", b"v"), lambda: store.delete(b"k"),
-                     lambda: list(store.iterate()), store.write_batch, store.snapshot):
+        for call in (
+            lambda: store.get(b"k"),
+            lambda: store.has(b"k"),
+            lambda: store.put(b"k", b"v"),
+            lambda: store.delete(b"k"),
+            lambda: list(store.iterate()),
+            store.write_batch,
+            store.snapshot,
+        ):
             with pytest.raises(StoreClosed):
                 call()
-
 
     def test_prefixed_views_are_isolated(self, store: KeyValueStore) -> None:
         """Two prefixed views of one store never see each other's keys."""
@@ -395,7 +393,6 @@ class StoreConformance:
             left.get(b"k")
         assert missing.value.args == (b"k",)
 
-
     def test_prefixed_view_iterates_without_its_prefix(self, store: KeyValueStore) -> None:
         """A view's iteration strips its prefix and ignores keys outside it."""
         view = PrefixedStore(store, b"ns:")
@@ -406,7 +403,6 @@ class StoreConformance:
         assert list(view.iterate()) == [(b"a1", b"a1"), (b"a2", b"a2"), (b"b", b"b")]
         assert [k for k, _ in view.iterate(b"a")] == [b"a1", b"a2"]
         assert [k for k, _ in view.iterate(start=b"a2")] == [b"a2", b"b"]
-
 
     def test_prefixed_batches_and_snapshots_map_onto_the_store(self, store: KeyValueStore) -> None:
         """A view's batch is atomic and its snapshot is consistent, like the store's own."""
@@ -427,14 +423,12 @@ class StoreConformance:
                 snap.get(b"c")
         assert store.get(b"v/a") == b"changed"
 
-
     def test_nested_prefixed_views_compose(self, store: KeyValueStore) -> None:
         """A view of a view prefixes keys with both prefixes, outermost first."""
         inner = PrefixedStore(PrefixedStore(store, b"outer/"), b"inner/")
         inner.put(b"k", b"v")
         assert store.get(b"outer/inner/k") == b"v"
         assert list(inner.iterate()) == [(b"k", b"v")]
-
 
     def test_closed_view_leaves_the_store_open(self, store: KeyValueStore) -> None:
         """Closing a view retires the view only; the underlying store keeps working."""
@@ -466,8 +460,10 @@ class StoreConformance:
                     else:
                         _, writes, fails = op
                         staged = dict(model)
-                        with pytest.raises(KitFault) if fails else nullcontext(), \
-                                store.write_batch() as batch:
+                        with (
+                            pytest.raises(KitFault) if fails else nullcontext(),
+                            store.write_batch() as batch,
+                        ):
                             for key, value in writes:  # type: ignore[attr-defined]
                                 if value is None:
                                     batch.delete(key)

@@ -202,11 +202,14 @@ class Bootstrapper:
     def _request(self, want: bytes) -> None:
         if self._attempts_for_want >= self.max_attempts:
             self._error = VMStackError(
-                f"no peer answered for block {want.hex()} after {self.max_attempts} attempts")
+                f"no peer answered for block {want.hex()} after {self.max_attempts} attempts"
+            )
             return
         if len(self._dropped) == len(self.peers):
-            self._error = VMStackError(f"every peer was dropped (their VMs are unavailable) "
-                                       f"before block {want.hex()} was fetched")
+            self._error = VMStackError(
+                f"every peer was dropped (their VMs are unavailable) "
+                f"before block {want.hex()} was fetched"
+            )
             return
         self._attempts_for_want += 1
         self._requests += 1
@@ -216,8 +219,7 @@ class Bootstrapper:
             self._next_peer = (self._next_peer + 1) % len(self.peers)
         peer = self._next_peer
         self._next_peer = (self._next_peer + 1) % len(self.peers)
-        self.loop.schedule(self.network.config.timeout,
-                           lambda: self._timed_out(request_id, want))
+        self.loop.schedule(self.network.config.timeout, lambda: self._timed_out(request_id, want))
         delay = self.network.transfer(peer, REQUEST_BYTES)
         if delay is not None:
             self.loop.schedule(delay, lambda: self._serve(peer, request_id, want))
@@ -239,8 +241,11 @@ class Bootstrapper:
         start = max(now, peer.busy_until)
         wall = time.perf_counter()
         try:
-            answer, cost = (self._serve_batched(peer.vm, want, start) if self.batched
-                            else self._serve_serial(peer.vm, want, start))
+            answer, cost = (
+                self._serve_batched(peer.vm, want, start)
+                if self.batched
+                else self._serve_serial(peer.vm, want, start)
+            )
         except VMUnavailable:
             # The peer is gone: no answer comes, the request times out, and the peer is
             # asked no more.
@@ -252,18 +257,24 @@ class Bootstrapper:
         size = sum(len(block) + CONTAINER_LEN_OVERHEAD for block in answer)
         delay = self.network.transfer(peer_index, size)
         if delay is not None:
-            self.loop.schedule(start - now + cost + delay,
-                               lambda: self._receive(request_id, want, answer))
+            self.loop.schedule(
+                start - now + cost + delay, lambda: self._receive(request_id, want, answer)
+            )
 
-    def _serve_batched(self, vm: ChainVM, want: bytes,
-                       start: float) -> tuple[list[bytes], float]:
+    def _serve_batched(self, vm: ChainVM, want: bytes, start: float) -> tuple[list[bytes], float]:
         """One batched call on the peer's stack, then the same walk as the serial path over
         its answer, charging each block as the walk reaches it: the time budget binds on
         simulated time exactly as it binds the serial walk."""
-        answer = iter(get_ancestors(vm, want, max_blocks_num=self.max_blocks_num,
-                                    max_blocks_size=self.max_blocks_size,
-                                    max_retrieval_time=self.max_retrieval_time,
-                                    clock=self.clock))
+        answer = iter(
+            get_ancestors(
+                vm,
+                want,
+                max_blocks_num=self.max_blocks_num,
+                max_blocks_size=self.max_blocks_size,
+                max_retrieval_time=self.max_retrieval_time,
+                clock=self.clock,
+            )
+        )
 
         def fetch(block_id: bytes) -> tuple[bytes, bytes]:
             data = next(answer, None)
@@ -273,19 +284,25 @@ class Bootstrapper:
 
         # One call: its base cost once, then each block's share as the walk reaches it.
         cost = self.costs.serve_batched
-        return self._charged_walk(fetch, want, start, cost.base,
-                                  lambda data: cost(1, len(data)) - cost.base)
+        return self._charged_walk(
+            fetch, want, start, cost.base, lambda data: cost(1, len(data)) - cost.base
+        )
 
-    def _serve_serial(self, vm: ChainVM, want: bytes,
-                      start: float) -> tuple[list[bytes], float]:
+    def _serve_serial(self, vm: ChainVM, want: bytes, start: float) -> tuple[list[bytes], float]:
         # One get_block call per block, each costing a whole call.
         cost = self.costs.serve_serial
-        return self._charged_walk(fetch_through(vm), want, start, 0.0,
-                                  lambda data: cost(1, len(data)))
+        return self._charged_walk(
+            fetch_through(vm), want, start, 0.0, lambda data: cost(1, len(data))
+        )
 
-    def _charged_walk(self, fetch_one: BlockFetch, want: bytes, start: float,
-                      upfront: float, per_fetch: Callable[[bytes], float]
-                      ) -> tuple[list[bytes], float]:
+    def _charged_walk(
+        self,
+        fetch_one: BlockFetch,
+        want: bytes,
+        start: float,
+        upfront: float,
+        per_fetch: Callable[[bytes], float],
+    ) -> tuple[list[bytes], float]:
         """The ancestors walk (rules 2-4) over ``fetch_one``, on a clock that starts at
         ``start + upfront`` and moves by ``per_fetch(block)`` as each block is fetched; the
         answer and the simulated seconds spent."""
@@ -297,8 +314,12 @@ class Bootstrapper:
             spent += per_fetch(data)
             return data, parent_id
 
-        budget = AncestorBudget(self.max_blocks_num, self.max_blocks_size,
-                                self.max_retrieval_time, clock=lambda: start + spent)
+        budget = AncestorBudget(
+            self.max_blocks_num,
+            self.max_blocks_size,
+            self.max_retrieval_time,
+            clock=lambda: start + spent,
+        )
         return walk_ancestors(fetch, want, budget).blocks, spent
 
     def _receive(self, request_id: int, want: bytes, answer: list[bytes]) -> None:
@@ -311,13 +332,19 @@ class Bootstrapper:
             return
         wall = time.perf_counter()
         try:
-            blocks = (batched_parse_block(self.node, answer) if self.batched
-                      else serial_parse_block(self.node, answer))
+            blocks = (
+                batched_parse_block(self.node, answer)
+                if self.batched
+                else serial_parse_block(self.node, answer)
+            )
         except InvalidBlock:
             blocks = []
         self._parsing_wall += time.perf_counter() - wall
-        cost = (self.costs.parse_batched(len(answer), sum(map(len, answer))) if self.batched
-                else sum(self.costs.parse_serial(1, len(data)) for data in answer))
+        cost = (
+            self.costs.parse_batched(len(answer), sum(map(len, answer)))
+            if self.batched
+            else sum(self.costs.parse_serial(1, len(data)) for data in answer)
+        )
         start = max(self.clock(), self._node_busy_until)
         self._node_busy_until = start + cost
         self.loop.schedule(start - self.clock() + cost, lambda: self._parsed(want, blocks))
@@ -342,8 +369,7 @@ class Bootstrapper:
 
     @staticmethod
     def _is_chain(blocks: list[Block]) -> bool:
-        return all(child.parent_id == parent.id
-                   for child, parent in itertools.pairwise(blocks))
+        return all(child.parent_id == parent.id for child, parent in itertools.pairwise(blocks))
 
     # --- executing -------------------------------------------------------------------
 

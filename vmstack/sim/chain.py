@@ -19,13 +19,15 @@ def chain_transactions(store: KeyValueStore, blocks: int) -> int:
     count = 0
     for number in range(1, blocks + 1):
         block_hash = rawdb.read_canonical_hash(store, schema, number)
-        body = (None if block_hash is None
-                else rawdb.read_body_rlp(store, schema, number, block_hash))
+        body = (
+            None if block_hash is None else rawdb.read_body_rlp(store, schema, number, block_hash)
+        )
         if body is None:
             raise StoreCorrupted(f"the chain has no stored body at height {number}")
         try:
             count += len(list_items(list_items(body)[0]))
         except (InvalidBlock, IndexError) as error:
-            raise StoreCorrupted(f"the stored body at height {number} is damaged: "
-                                 f"{error}") from None
+            raise StoreCorrupted(
+                f"the stored body at height {number} is damaged: {error}"
+            ) from None
     return count

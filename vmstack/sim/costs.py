@@ -39,10 +39,12 @@ class OperationCost:
     def __attrs_post_init__(self) -> None:
         for name in ("base", "per_block", "per_byte"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not (
-                    math.isfinite(value) and value >= 0):
-                raise ValueError(f"{name} must be a finite number of seconds >= 0, got "
-                                 f"{value!r}")
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not (math.isfinite(value) and value >= 0)
+            ):
+                raise ValueError(f"{name} must be a finite number of seconds >= 0, got {value!r}")
 
     def __call__(self, blocks: int, nbytes: int) -> float:
         return self.base + self.per_block * blocks + self.per_byte * nbytes
@@ -76,8 +78,7 @@ class CostModel:
         if not isinstance(data, dict):
             raise ValueError(f"a cost model is a JSON object, got {type(data).__name__}")
         fields: dict[str, OperationCost] = {}
-        for name in ("serve_batched", "serve_serial", "parse_batched", "parse_serial",
-                     "execute"):
+        for name in ("serve_batched", "serve_serial", "parse_batched", "parse_serial", "execute"):
             if name not in data:
                 raise ValueError(f"field {name!r} is missing")
             entry = data[name]
@@ -105,8 +106,11 @@ def fit_cost(samples: Sequence[tuple[int, int, float]], *, by: str = "bytes") ->
     seconds = [elapsed for _, _, elapsed in samples]
 
     def cost(base: float, slope: float) -> OperationCost:
-        return (OperationCost(base=base, per_byte=slope) if by == "bytes"
-                else OperationCost(base=base, per_block=slope))
+        return (
+            OperationCost(base=base, per_byte=slope)
+            if by == "bytes"
+            else OperationCost(base=base, per_block=slope)
+        )
 
     if len(set(xs)) < 2:
         return cost(statistics.median(seconds), 0.0)
@@ -114,8 +118,9 @@ def fit_cost(samples: Sequence[tuple[int, int, float]], *, by: str = "bytes") ->
     if slope <= 0:
         return cost(statistics.median(seconds), 0.0)
     if intercept < 0:
-        return cost(0.0, statistics.median(s / x for s, x in zip(seconds, xs, strict=True)
-                                           if x > 0))
+        return cost(
+            0.0, statistics.median(s / x for s, x in zip(seconds, xs, strict=True) if x > 0)
+        )
     return cost(intercept, slope)
 
 

@@ -60,8 +60,9 @@ def last_run(archive: EraArchive) -> tuple[int, int]:
 
 
 @contextmanager
-def _node_history(directory: Path, network: str, start: int, checkpoint: EraRecord
-                  ) -> Iterator[EraArchive | None]:
+def _node_history(
+    directory: Path, network: str, start: int, checkpoint: EraRecord
+) -> Iterator[EraArchive | None]:
     """The bootstrapping node's own history: none from genesis (block 0 is its genesis
     block), else an archive of the checkpoint block alone."""
     if start == 0:
@@ -99,23 +100,35 @@ def simulate_history(
         if chain_id is None:
             chain_id = NETWORK_CHAIN_IDS.get(archive.network)
             if chain_id is None:
-                raise ValueError(f"the archive's network {archive.network!r} has no known "
-                                 "chain ID: give one")
+                raise ValueError(
+                    f"the archive's network {archive.network!r} has no known chain ID: give one"
+                )
         start, end = last_run(archive)
         tip_height = end if blocks is None else min(start + blocks, end)
         if tip_height <= start:
-            raise ValueError("the archive's last run holds no block to bootstrap above its "
-                             "first")
-        config = SimulationConfig(blocks=tip_height - start, txs_per_block=0, peers=peers,
-                                  seed=seed, modes=modes, chain_id=chain_id)
+            raise ValueError("the archive's last run holds no block to bootstrap above its first")
+        config = SimulationConfig(
+            blocks=tip_height - start,
+            txs_per_block=0,
+            peers=peers,
+            seed=seed,
+            modes=modes,
+            chain_id=chain_id,
+        )
         tip = archive.hash(tip_height)
         tip_time = ETHEREUM.decode_header(archive.header_rlp(tip_height)).time
         clock = SimClock(float(tip_time + 60))
         first = block_bytes(archive.header_rlp(start), archive.body_rlp(start))
-        checkpoint = EraRecord(archive.header_rlp(start), archive.body_rlp(start),
-                               archive.receipts(start), archive.total_difficulty(start))
-        transactions = sum(_transaction_count(archive.body_rlp(height))
-                           for height in range(start + 1, tip_height + 1))
+        checkpoint = EraRecord(
+            archive.header_rlp(start),
+            archive.body_rlp(start),
+            archive.receipts(start),
+            archive.total_difficulty(start),
+        )
+        transactions = sum(
+            _transaction_count(archive.body_rlp(height))
+            for height in range(start + 1, tip_height + 1)
+        )
         started = time.perf_counter()
         registries = {mode: [CollectorRegistry() for _ in range(peers)] for mode in modes}
         results: dict[str, BootstrapResult] = {}
@@ -123,23 +136,49 @@ def simulate_history(
         with tempfile.TemporaryDirectory(prefix="vmstack-history-") as temporary:
             for mode in modes:
                 serving: list[ChainVM] = [
-                    wrap_layers(CChainVM(MemoryStore(), flavour=ETHEREUM, chain_id=chain_id,
-                                         clock=clock, history=archive),
-                                name="C", tracer=tracer, registry=registry)
-                    for registry in registries[mode]]
-                with LMDBStore(Path(temporary) / f"node-{mode}", sync=False) as store, \
-                        _node_history(Path(temporary) / f"checkpoint-{mode}", archive.network,
-                                      start, checkpoint) as own_history:
-                    node = CChainVM(store, flavour=ETHEREUM, chain_id=chain_id, clock=clock,
-                                    genesis=first if own_history is None else None,
-                                    replay=True, history=own_history)
+                    wrap_layers(
+                        CChainVM(
+                            MemoryStore(),
+                            flavour=ETHEREUM,
+                            chain_id=chain_id,
+                            clock=clock,
+                            history=archive,
+                        ),
+                        name="C",
+                        tracer=tracer,
+                        registry=registry,
+                    )
+                    for registry in registries[mode]
+                ]
+                with (
+                    LMDBStore(Path(temporary) / f"node-{mode}", sync=False) as store,
+                    _node_history(
+                        Path(temporary) / f"checkpoint-{mode}", archive.network, start, checkpoint
+                    ) as own_history,
+                ):
+                    node = CChainVM(
+                        store,
+                        flavour=ETHEREUM,
+                        chain_id=chain_id,
+                        clock=clock,
+                        genesis=first if own_history is None else None,
+                        replay=True,
+                        history=own_history,
+                    )
                     network = Network(config.network, random.Random(seed), peers)
-                    progress = (None if on_fetch is None
-                                else (lambda n, mode=mode: on_fetch(mode, n)))
+                    progress = (
+                        None if on_fetch is None else (lambda n, mode=mode: on_fetch(mode, n))
+                    )
                     results[mode] = Bootstrapper(
-                        node=node, peers=serving, network=network, costs=costs, clock=clock,
-                        batched=mode == "batched", max_blocks_num=config.max_blocks_num,
-                        progress=progress).run(tip)
+                        node=node,
+                        peers=serving,
+                        network=network,
+                        costs=costs,
+                        clock=clock,
+                        batched=mode == "batched",
+                        max_blocks_num=config.max_blocks_num,
+                        progress=progress,
+                    ).run(tip)
                     if node.last_accepted() != tip:
                         raise RuntimeError(f"the {mode} bootstrap did not reach the tip")
                 merged: dict[str, dict[str, float]] = {}
@@ -147,9 +186,17 @@ def simulate_history(
                     add_layer_figures(merged, layer_figures(registry))
                 layers[mode] = merged
         origin = "genesis" if start == 0 else f"a checkpoint at block {start}"
-        source = (f"real history: {archive.network} blocks {start + 1}-{tip_height} from the "
-                  f"era1 files in {directory}, bootstrapped from {origin}")
-        return SimulationReport(config=config, costs=costs, chain_reused=True,
-                                build_wall_seconds=time.perf_counter() - started,
-                                results=results, layers=layers, transactions=transactions,
-                                source=source)
+        source = (
+            f"real history: {archive.network} blocks {start + 1}-{tip_height} from the "
+            f"era1 files in {directory}, bootstrapped from {origin}"
+        )
+        return SimulationReport(
+            config=config,
+            costs=costs,
+            chain_reused=True,
+            build_wall_seconds=time.perf_counter() - started,
+            results=results,
+            layers=layers,
+            transactions=transactions,
+            source=source,
+        )

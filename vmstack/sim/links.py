@@ -65,8 +65,9 @@ class Messages:
 
     def link_latency(self) -> float:
         """A new link's latency, drawn once per link."""
-        return self.config.latency + self.rng.uniform(-self.config.latency_spread,
-                                                      self.config.latency_spread)
+        return self.config.latency + self.rng.uniform(
+            -self.config.latency_spread, self.config.latency_spread
+        )
 
     def deliver(self, latency: float, size: int) -> float | None:
         """Seconds a message of ``size`` bytes takes over a link of ``latency``, or

@@ -108,9 +108,14 @@ class SimulationConfig:
 
     def chain_identity(self) -> dict[str, object]:
         """What fixes the chain's bytes: a stored chain is reused only if this matches."""
-        return {"blocks": self.blocks, "txs_per_block": self.txs_per_block, "seed": self.seed,
-                "block_interval": self.block_interval, "start_time": self.start_time,
-                "chain_id": self.chain_id}
+        return {
+            "blocks": self.blocks,
+            "txs_per_block": self.txs_per_block,
+            "seed": self.seed,
+            "block_interval": self.block_interval,
+            "start_time": self.start_time,
+            "chain_id": self.chain_id,
+        }
 
     def as_dict(self) -> dict[str, object]:
         return attrs.asdict(self)
@@ -149,15 +154,22 @@ class SimulationReport:
             "seed": self.config.seed,
             "config": self.config.as_dict(),
             "costs": self.costs.as_dict(),
-            "chain": {"reused": self.chain_reused, "transactions": self.transactions,
-                      "source": self.source,
-                      "build_wall_seconds": self.build_wall_seconds},
+            "chain": {
+                "reused": self.chain_reused,
+                "transactions": self.transactions,
+                "source": self.source,
+                "build_wall_seconds": self.build_wall_seconds,
+            },
             "simulated": {mode: result.simulated() for mode, result in self.results.items()},
             "measured": {mode: result.measured() for mode, result in self.results.items()},
             "round_trips": self.round_trips,
-            "layers": {mode: {name: {"calls": int(entry["calls"]), "seconds": entry["seconds"]}
-                              for name, entry in figures.items()}
-                       for mode, figures in self.layers.items()},
+            "layers": {
+                mode: {
+                    name: {"calls": int(entry["calls"]), "seconds": entry["seconds"]}
+                    for name, entry in figures.items()
+                }
+                for mode, figures in self.layers.items()
+            },
             "speedup": self.speedup(),
         }
 
@@ -178,8 +190,9 @@ def layer_figures(registry: CollectorRegistry) -> dict[str, dict[str, float]]:
     return {name: entry for name, entry in sorted(figures.items()) if entry["calls"]}
 
 
-def add_layer_figures(into: dict[str, dict[str, float]],
-                      figures: dict[str, dict[str, float]]) -> None:
+def add_layer_figures(
+    into: dict[str, dict[str, float]], figures: dict[str, dict[str, float]]
+) -> None:
     """Add ``figures`` (:func:`layer_figures` of one registry) into ``into``, call counts and
     seconds summed per layer method."""
     for name, entry in figures.items():
@@ -206,28 +219,43 @@ class _Stacks:
         self.clock = clock
         self.tracer = trace.get_tracer("vmstack.sim")
 
-    def build(self, store: KeyValueStore, registry: CollectorRegistry | None = None, *,
-              staking_key: StakingKey | None = None,
-              out_of_process: VMClient | None = None) -> ChainVM:
+    def build(
+        self,
+        store: KeyValueStore,
+        registry: CollectorRegistry | None = None,
+        *,
+        staking_key: StakingKey | None = None,
+        out_of_process: VMClient | None = None,
+    ) -> ChainVM:
         """A node's stack over ``store``; over ``out_of_process`` (the client of a served
         C-chain part) from the "C" layers up when one is given."""
-        return build_stack(store, chain_id=self.config.chain_id,
-                           fork_time=self.config.fork_time,
-                           transition_time=(None if out_of_process is not None
-                                            else self.config.transition_time),
-                           tracer=self.tracer, registry=registry, clock=self.clock,
-                           staking_key=staking_key, out_of_process=out_of_process)
+        return build_stack(
+            store,
+            chain_id=self.config.chain_id,
+            fork_time=self.config.fork_time,
+            transition_time=(None if out_of_process is not None else self.config.transition_time),
+            tracer=self.tracer,
+            registry=registry,
+            clock=self.clock,
+            staking_key=staking_key,
+            out_of_process=out_of_process,
+        )
 
     def serve(self, data_dir: Path, *, readonly: bool) -> AbstractContextManager[VMClient]:
         """The C-chain part of a node over the LMDB store in ``data_dir``, in a process of
         its own on this simulation's clock."""
-        return spawn(data_dir, clock=self.clock, readonly=readonly,
-                     chain_id=self.config.chain_id,
-                     transition_time=self.config.transition_time)
+        return spawn(
+            data_dir,
+            clock=self.clock,
+            readonly=readonly,
+            chain_id=self.config.chain_id,
+            transition_time=self.config.transition_time,
+        )
 
     @contextmanager
-    def node(self, directory: Path, registry: CollectorRegistry | None = None
-             ) -> Iterator[tuple[ChainVM, VMClient | None]]:
+    def node(
+        self, directory: Path, registry: CollectorRegistry | None = None
+    ) -> Iterator[tuple[ChainVM, VMClient | None]]:
         """A fresh node in ``directory``: its stack, and its boundary's client when the
         C-chain part runs out of process (its store then in ``directory/chain``, the
         proposer's records in ``directory/proposervm``)."""
@@ -235,8 +263,10 @@ class _Stacks:
             with LMDBStore(directory) as store:
                 yield self.build(store, registry), None
             return
-        with self.serve(directory / "chain", readonly=False) as client, \
-                LMDBStore(directory / "proposervm") as store:
+        with (
+            self.serve(directory / "chain", readonly=False) as client,
+            LMDBStore(directory / "proposervm") as store,
+        ):
             yield self.build(store, registry, out_of_process=client), client
 
     def builder_key(self) -> StakingKey:
@@ -258,16 +288,24 @@ def stored_chain(config: SimulationConfig, directory: Path) -> bool:
     try:
         stored = json.loads(identity_file.read_text())
     except (OSError, ValueError) as error:
-        raise ValueError(f"{identity_file} cannot be read ({error}); remove it to build the "
-                         "chain anew") from None
+        raise ValueError(
+            f"{identity_file} cannot be read ({error}); remove it to build the chain anew"
+        ) from None
     if stored != config.chain_identity():
-        raise ValueError(f"{directory} holds a different chain ({stored}); use another "
-                         "--data-dir or the same configuration")
+        raise ValueError(
+            f"{directory} holds a different chain ({stored}); use another "
+            "--data-dir or the same configuration"
+        )
     return True
 
 
-def _prepare_chain(config: SimulationConfig, stacks: _Stacks, store: KeyValueStore,
-                   directory: Path, on_block: Callable[[int], None] | None) -> bool:
+def _prepare_chain(
+    config: SimulationConfig,
+    stacks: _Stacks,
+    store: KeyValueStore,
+    directory: Path,
+    on_block: Callable[[int], None] | None,
+) -> bool:
     """Build the chain unless ``directory`` holds this very chain; True if it was reused.
     ``store`` must be empty unless the chain is reused (see :func:`simulate`)."""
     identity_file = directory / _CHAIN_FILE
@@ -278,9 +316,15 @@ def _prepare_chain(config: SimulationConfig, stacks: _Stacks, store: KeyValueSto
         stacks.clock.advance(max(tip.timestamp - stacks.clock(), 0.0))
         return True
     vm = stacks.build(store, staking_key=stacks.builder_key())
-    generate_chain(vm, blocks=config.blocks, txs_per_block=config.txs_per_block,
-                   seed=config.seed, clock=stacks.clock, block_interval=config.block_interval,
-                   progress=on_block)
+    generate_chain(
+        vm,
+        blocks=config.blocks,
+        txs_per_block=config.txs_per_block,
+        seed=config.seed,
+        clock=stacks.clock,
+        block_interval=config.block_interval,
+        progress=on_block,
+    )
     # Written last and atomically: the mark of a finished chain.
     partial = identity_file.with_suffix(".partial")
     partial.write_text(json.dumps(identity))
@@ -288,8 +332,9 @@ def _prepare_chain(config: SimulationConfig, stacks: _Stacks, store: KeyValueSto
     return False
 
 
-def _progress_of(mode: str, on_fetch: Callable[[str, int], None] | None
-                 ) -> Callable[[int], None] | None:
+def _progress_of(
+    mode: str, on_fetch: Callable[[str, int], None] | None
+) -> Callable[[int], None] | None:
     if on_fetch is None:
         return None
     return lambda fetched: on_fetch(mode, fetched)
@@ -326,13 +371,18 @@ def simulate(
             reused = _prepare_chain(config, stacks, serving_store, directory, on_build)
             transactions = chain_transactions(serving_store, config.blocks)
             build_wall = time.perf_counter() - build_started
-        with LMDBStore(serving_dir, readonly=config.out_of_process) as serving_store, \
-                ExitStack() as processes:
+        with (
+            LMDBStore(serving_dir, readonly=config.out_of_process) as serving_store,
+            ExitStack() as processes,
+        ):
             # Out of process, each peer's C-chain part is a reader of the chain's store.
             served: list[VMClient | None] = []
             for _ in range(config.peers):
-                served.append(processes.enter_context(stacks.serve(serving_dir, readonly=True))
-                              if config.out_of_process else None)
+                served.append(
+                    processes.enter_context(stacks.serve(serving_dir, readonly=True))
+                    if config.out_of_process
+                    else None
+                )
                 if on_peer is not None and config.out_of_process:
                     on_peer(len(served))
             for mode in config.modes:
@@ -353,24 +403,38 @@ def simulate(
                 with stacks.node(node_dir) as (node, node_client):
                     network = Network(config.network, random.Random(config.seed), config.peers)
                     bootstrapper = Bootstrapper(
-                        node=node, peers=peers, network=network, costs=costs, clock=clock,
-                        batched=mode == "batched", max_blocks_num=config.max_blocks_num,
-                        progress=_progress_of(mode, on_fetch))
+                        node=node,
+                        peers=peers,
+                        network=network,
+                        costs=costs,
+                        clock=clock,
+                        batched=mode == "batched",
+                        max_blocks_num=config.max_blocks_num,
+                        progress=_progress_of(mode, on_fetch),
+                    )
                     results[mode] = bootstrapper.run(tip)
                     if node.last_accepted() != tip:
                         raise RuntimeError(f"the {mode} bootstrap did not reach the tip")
                     if node_client is not None:
-                        round_trips[mode] = {"serving": trips.as_dict(),
-                                             "node": node_client.round_trips.as_dict()}
+                        round_trips[mode] = {
+                            "serving": trips.as_dict(),
+                            "node": node_client.round_trips.as_dict(),
+                        }
                 shutil.rmtree(node_dir, ignore_errors=True)
                 merged: dict[str, dict[str, float]] = {}
                 for registry in registries:
                     add_layer_figures(merged, layer_figures(registry))
                 layers[mode] = merged
-        return SimulationReport(config=config, costs=costs, chain_reused=reused,
-                                transactions=transactions,
-                                build_wall_seconds=build_wall, results=results, layers=layers,
-                                round_trips=round_trips)
+        return SimulationReport(
+            config=config,
+            costs=costs,
+            chain_reused=reused,
+            transactions=transactions,
+            build_wall_seconds=build_wall,
+            results=results,
+            layers=layers,
+            round_trips=round_trips,
+        )
 
 
 def _last_accepted(peers: list[ChainVM]) -> bytes:
@@ -409,10 +473,13 @@ def calibrate(config: SimulationConfig, *, blocks: int = 120) -> CostModel:
             _prepare_chain(sample, stacks, serving_store, directory, None)
         with ExitStack() as open_nodes:
             serving_store = open_nodes.enter_context(
-                LMDBStore(directory / "serving", readonly=sample.out_of_process))
-            served = (open_nodes.enter_context(stacks.serve(directory / "serving",
-                                                            readonly=True))
-                      if sample.out_of_process else None)
+                LMDBStore(directory / "serving", readonly=sample.out_of_process)
+            )
+            served = (
+                open_nodes.enter_context(stacks.serve(directory / "serving", readonly=True))
+                if sample.out_of_process
+                else None
+            )
             peer = stacks.build(serving_store, out_of_process=served)
             for name in ("serial", "batched"):
                 (directory / name).mkdir()
@@ -420,12 +487,15 @@ def calibrate(config: SimulationConfig, *, blocks: int = 120) -> CostModel:
             batched_node, _ = open_nodes.enter_context(stacks.node(directory / "batched"))
             ids = [peer.get_block_id_at_height(h) for h in range(sample.blocks, 0, -1)]
             data = [bytes(peer.get_block(block_id)) for block_id in ids]
-            serve_serial = [(1, len(raw), time_call(partial(peer.get_block, block_id)))
-                            for block_id, raw in zip(ids, data, strict=True)]
+            serve_serial = [
+                (1, len(raw), time_call(partial(peer.get_block, block_id)))
+                for block_id, raw in zip(ids, data, strict=True)
+            ]
             serve_batched = []
             for count in sorted({1, 8, 32, len(ids)}):
-                ancestors = partial(get_ancestors, peer, ids[0], max_blocks_num=count,
-                                    max_retrieval_time=60.0)
+                ancestors = partial(
+                    get_ancestors, peer, ids[0], max_blocks_num=count, max_retrieval_time=60.0
+                )
                 serve_batched.append((count, sum(map(len, ancestors())), time_call(ancestors)))
             # Each fresh node parses the newest block once, untimed: its first parse also pays
             # one-time costs (the builder's certificate, imported once) that no fit should
@@ -440,19 +510,29 @@ def calibrate(config: SimulationConfig, *, blocks: int = 120) -> CostModel:
             parse_batched = []
             start = 1
             for count in (1, 8, 32, len(data)):
-                batch = data[start:start + count]
+                batch = data[start : start + count]
                 if batch:
-                    parse_batched.append((len(batch), sum(map(len, batch)), time_call(
-                        partial(batched_parse_block, batched_node, batch))))
+                    parse_batched.append(
+                        (
+                            len(batch),
+                            sum(map(len, batch)),
+                            time_call(partial(batched_parse_block, batched_node, batch)),
+                        )
+                    )
                 start += count
-            execute = [(1, len(bytes(block)), time_call(partial(_execute, block)))
-                       for block in reversed(parsed)]
+            execute = [
+                (1, len(bytes(block)), time_call(partial(_execute, block)))
+                for block in reversed(parsed)
+            ]
     return CostModel(
         serve_batched=fit_cost(serve_batched, by="blocks"),
         serve_serial=fit_cost(serve_serial),
         parse_batched=mean_cost(parse_batched),
         parse_serial=mean_cost(parse_serial),
         execute=fit_cost(execute),
-        source=("calibrated on this machine, out of process" if sample.out_of_process
-                else "calibrated on this machine"),
+        source=(
+            "calibrated on this machine, out of process"
+            if sample.out_of_process
+            else "calibrated on this machine"
+        ),
     )

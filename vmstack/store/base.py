@@ -375,8 +375,10 @@ class PrefixedStore(ClosesOnExit):
             raise StoreClosed("this prefixed store view is closed")
         inner_start = None if start is None else self._prefix + start
         cut = len(self._prefix)
-        return ((key[cut:], value) for key, value in
-                self._store.iterate(self._prefix + prefix, start=inner_start))
+        return (
+            (key[cut:], value)
+            for key, value in self._store.iterate(self._prefix + prefix, start=inner_start)
+        )
 
     def snapshot(self) -> AbstractContextManager[ReadSnapshot]:
         """A snapshot of the underlying store seen through the prefix."""
@@ -387,7 +389,6 @@ class PrefixedStore(ClosesOnExit):
     def close(self) -> None:
         """Retire this view; the underlying store stays open."""
         self._closed = True
-
 
     def __repr__(self) -> str:
         return f"PrefixedStore({self._store!r}, prefix={self._prefix.hex()})"
@@ -445,8 +446,10 @@ class _PrefixedSnapshot:
         prefix, start = check_prefix(prefix, start)
         inner_start = None if start is None else self._prefix + start
         cut = len(self._prefix)
-        return ((key[cut:], value) for key, value in
-                self._inner.iterate(self._prefix + prefix, start=inner_start))
+        return (
+            (key[cut:], value)
+            for key, value in self._inner.iterate(self._prefix + prefix, start=inner_start)
+        )
 
 
 class _PrefixedSnapshotContext:

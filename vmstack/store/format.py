@@ -39,7 +39,8 @@ _VERSION_LEN: Final = 4
 def _refusal(found: int) -> StoreCorrupted:
     return StoreCorrupted(
         f"the store's records are in format version {found}, and this vmstack reads format "
-        f"version {FORMAT_VERSION} only: rebuild the store (a new one, bootstrapped again)")
+        f"version {FORMAT_VERSION} only: rebuild the store (a new one, bootstrapped again)"
+    )
 
 
 def check_format(store: KeyValueStore, *, holds_records: bool) -> None:
@@ -57,10 +58,10 @@ def check_format(store: KeyValueStore, *, holds_records: bool) -> None:
         if holds_records:
             raise _refusal(_UNRECORDED_VERSION) from None
         with contextlib.suppress(StoreError):
-            store.put(FORMAT_KEY, frame(FORMAT_KEY, FORMAT_VERSION.to_bytes(_VERSION_LEN,
-                                                                             "big")))
+            store.put(FORMAT_KEY, frame(FORMAT_KEY, FORMAT_VERSION.to_bytes(_VERSION_LEN, "big")))
         return
-    version = int.from_bytes(unframe(FORMAT_KEY, stored, "the store's format record",
-                                     length=_VERSION_LEN), "big")
+    version = int.from_bytes(
+        unframe(FORMAT_KEY, stored, "the store's format record", length=_VERSION_LEN), "big"
+    )
     if version != FORMAT_VERSION:
         raise _refusal(version)

@@ -88,7 +88,7 @@ def snappy_frame(data: bytes) -> bytes:
     chunk (masked CRC-32C of its uncompressed bytes) per 64 KiB."""
     parts = [_STREAM_ID]
     for start in range(0, len(data), _MAX_CHUNK):
-        chunk = data[start:start + _MAX_CHUNK]
+        chunk = data[start : start + _MAX_CHUNK]
         body = struct.pack("<I", _masked_crc32c(chunk)) + bytes(cramjam.snappy.compress_raw(chunk))
         parts.append(bytes((0x00,)) + len(body).to_bytes(3, "little") + body)
     return b"".join(parts)
@@ -110,20 +110,20 @@ def snappy_unframe(framed: bytes | memoryview) -> bytes:
         if offset + 4 > end:
             raise StoreCorrupted("snappy chunk header is truncated")
         kind = view[offset]
-        length = int.from_bytes(view[offset + 1:offset + 4], "little")
+        length = int.from_bytes(view[offset + 1 : offset + 4], "little")
         start = offset + 4
         offset = start + length
         if offset > end:
             raise StoreCorrupted("snappy chunk runs past the end of its record")
         if kind == 0xFF:
-            if bytes(view[start - 4:offset]) != _STREAM_ID:
+            if bytes(view[start - 4 : offset]) != _STREAM_ID:
                 raise StoreCorrupted("malformed snappy stream identifier")
             continue
         if kind in (0x00, 0x01):
             if length < 4:
                 raise StoreCorrupted("snappy chunk too short for its CRC")
-            expected = int.from_bytes(view[start:start + 4], "little")
-            payload = bytes(view[start + 4:offset])
+            expected = int.from_bytes(view[start : start + 4], "little")
+            payload = bytes(view[start + 4 : offset])
             if kind == 0x00:
                 try:
                     if cramjam.snappy.decompress_raw_len(payload) > _MAX_CHUNK:
@@ -159,10 +159,13 @@ def accumulator_root(hashes: Sequence[bytes], total_difficulties: Sequence[int])
     """The era1 accumulator: the SSZ hash tree root of the list of header records
     ``(block hash, total difficulty as uint256 LE)``, limit 8,192, its length mixed in."""
     if len(hashes) != len(total_difficulties) or len(hashes) > ERA1_BLOCKS:
-        raise ValueError("an accumulator takes as many hashes as total difficulties, "
-                         f"at most {ERA1_BLOCKS}")
-    layer = [_sha256(h + td.to_bytes(32, "little"))
-             for h, td in zip(hashes, total_difficulties, strict=True)]
+        raise ValueError(
+            f"an accumulator takes as many hashes as total difficulties, at most {ERA1_BLOCKS}"
+        )
+    layer = [
+        _sha256(h + td.to_bytes(32, "little"))
+        for h, td in zip(hashes, total_difficulties, strict=True)
+    ]
     for depth in range(13):
         if len(layer) % 2:
             layer.append(_ZERO_HASHES[depth])
@@ -188,8 +191,9 @@ def _record(kind: int, value: bytes) -> bytes:
     return _RECORD.pack(kind, len(value), 0) + value
 
 
-def write_era1(directory: Path | str, network: str, start: int,
-               records: Sequence[EraRecord]) -> Path:
+def write_era1(
+    directory: Path | str, network: str, start: int, records: Sequence[EraRecord]
+) -> Path:
     """Write ``records`` (blocks ``start``, ``start + 1``, ...) as one era1 file in
     ``directory`` and return its path, named by its epoch and accumulator root. ``start`` is
     a multiple of 8,192 and there are 1 to 8,192 records."""
@@ -201,14 +205,17 @@ def write_era1(directory: Path | str, network: str, start: int,
     for record in records:
         offsets.append(written)
         td = record.total_difficulty.to_bytes(32, "little")
-        for kind, value in ((TYPE_HEADER, snappy_frame(record.header_rlp)),
-                            (TYPE_BODY, snappy_frame(record.body_rlp)),
-                            (TYPE_RECEIPTS, snappy_frame(record.receipts_rlp)),
-                            (TYPE_TOTAL_DIFFICULTY, td)):
+        for kind, value in (
+            (TYPE_HEADER, snappy_frame(record.header_rlp)),
+            (TYPE_BODY, snappy_frame(record.body_rlp)),
+            (TYPE_RECEIPTS, snappy_frame(record.receipts_rlp)),
+            (TYPE_TOTAL_DIFFICULTY, td),
+        ):
             parts.append(_record(kind, value))
             written += 8 + len(value)
-    root = accumulator_root([keccak256(r.header_rlp) for r in records],
-                            [r.total_difficulty for r in records])
+    root = accumulator_root(
+        [keccak256(r.header_rlp) for r in records], [r.total_difficulty for r in records]
+    )
     parts.append(_record(TYPE_ACCUMULATOR, root))
     base = written + 40
     index = [_U64.pack(start)]
@@ -263,13 +270,15 @@ class _EraFile:
         count: int = _U64.unpack(self._pread(fd, self.size - 8, 8))[0]
         index_at = self.size - 24 - 8 * count
         if not 0 < count <= ERA1_BLOCKS or index_at < 48:
-            raise self.damaged(self._not_era1(fd) or
-                               f"block count {count} in its index is impossible (truncated?)")
+            raise self.damaged(
+                self._not_era1(fd) or f"block count {count} in its index is impossible (truncated?)"
+            )
         tail = self._pread(fd, index_at - 40, 40 + 16)
         kind, length, reserved = _RECORD.unpack_from(tail, 40)
         if (kind, length, reserved) != (TYPE_BLOCK_INDEX, 16 + 8 * count, 0):
-            raise self.damaged(self._not_era1(fd) or "no block index record at its end "
-                               "(truncated or damaged)")
+            raise self.damaged(
+                self._not_era1(fd) or "no block index record at its end (truncated or damaged)"
+            )
         if _RECORD.unpack_from(tail, 0) != (TYPE_ACCUMULATOR, 32, 0):
             raise self.damaged("no accumulator record before its block index")
         self.root: bytes = tail[8:40]
@@ -279,8 +288,9 @@ class _EraFile:
         self.count = count
         self.index_at = index_at
         if self.start != self.epoch * ERA1_BLOCKS:
-            raise self.damaged(f"it starts at block {self.start}, not at its epoch's "
-                               f"{self.epoch * ERA1_BLOCKS}")
+            raise self.damaged(
+                f"it starts at block {self.start}, not at its epoch's {self.epoch * ERA1_BLOCKS}"
+            )
 
     def _not_era1(self, fd: int) -> str | None:
         """Why the file is not era1 when its records end in another kind of index."""
@@ -335,30 +345,33 @@ class _EraFile:
                 values.append(value)
             header = self._header(values[0], number)
             if hashes and header_parent_hash(header) != hashes[-1]:
-                raise self.damaged(f"block {number}'s parent hash is not block {number - 1}'s "
-                                   "hash")
+                raise self.damaged(f"block {number}'s parent hash is not block {number - 1}'s hash")
             hashes.append(keccak256(header))
             tds.append(self._total_difficulty(values[3], number))
             end = self.offsets[position + 1] if position + 1 < self.count else self.index_at - 40
             if offset != end:
                 raise self.damaged(f"block {number}'s records do not end where the next begin")
         if accumulator_root(hashes, tds) != self.root:
-            raise self.damaged("its accumulator root does not match its headers and total "
-                               "difficulties")
+            raise self.damaged(
+                "its accumulator root does not match its headers and total difficulties"
+            )
         return hashes
 
-    def _record_in(self, data: bytes | memoryview, offset: int, kind: int,
-                   number: int) -> tuple[memoryview, int]:
+    def _record_in(
+        self, data: bytes | memoryview, offset: int, kind: int, number: int
+    ) -> tuple[memoryview, int]:
         if offset + 8 > len(data):
             raise self.damaged(f"block {number}: record runs past the end")
         found, length, reserved = _RECORD.unpack_from(data, offset)
         if found != kind or reserved:
-            raise self.damaged(f"block {number}: record of type 0x{found:04x} (reserved "
-                               f"{reserved}) where type 0x{kind:04x} belongs")
+            raise self.damaged(
+                f"block {number}: record of type 0x{found:04x} (reserved "
+                f"{reserved}) where type 0x{kind:04x} belongs"
+            )
         end = offset + 8 + length
         if length > MAX_RECORD_VALUE or end > len(data):
             raise self.damaged(f"block {number}: record of {length} bytes runs past the end")
-        return memoryview(data)[offset + 8:end], end
+        return memoryview(data)[offset + 8 : end], end
 
     def _total_difficulty(self, value: memoryview, number: int) -> int:
         if len(value) != 32:
@@ -393,15 +406,24 @@ class _EraFile:
             offset += 8 + length
         head = self._pread(self.fd, offset, 8)
         kind = (TYPE_HEADER, TYPE_BODY, TYPE_RECEIPTS)[slot]
-        value, _ = self._record_in(head + self._pread(self.fd, offset + 8, min(
-            _RECORD.unpack(head)[1], MAX_RECORD_VALUE + 1)), 0, kind, number)
+        value, _ = self._record_in(
+            head
+            + self._pread(self.fd, offset + 8, min(_RECORD.unpack(head)[1], MAX_RECORD_VALUE + 1)),
+            0,
+            kind,
+            number,
+        )
         what = ("header", "body", "receipts")[slot]
         data = self._unframe(value, number, what)
         self._check_list(data, number, what)
-        if slot == 0 and self.hashes is not None and keccak256(data) != self.hashes[
-                number - self.start]:
-            raise self.damaged(f"block {number} header: its hash is not the one its "
-                               "accumulator covers")
+        if (
+            slot == 0
+            and self.hashes is not None
+            and keccak256(data) != self.hashes[number - self.start]
+        ):
+            raise self.damaged(
+                f"block {number} header: its hash is not the one its accumulator covers"
+            )
         return data
 
     def read_total_difficulty(self, number: int) -> int:
@@ -409,8 +431,9 @@ class _EraFile:
         offset = self.offsets[number - self.start]
         for _ in range(3):
             offset += 8 + _RECORD.unpack(self._pread(self.fd, offset, 8))[1]
-        value, _ = self._record_in(self._pread(self.fd, offset, 8 + 32), 0,
-                                   TYPE_TOTAL_DIFFICULTY, number)
+        value, _ = self._record_in(
+            self._pread(self.fd, offset, 8 + 32), 0, TYPE_TOTAL_DIFFICULTY, number
+        )
         return self._total_difficulty(value, number)
 
     def read_parts(self, number: int) -> tuple[bytes, bytes]:
@@ -422,16 +445,20 @@ class _EraFile:
         length = min(_RECORD.unpack(head)[1], MAX_RECORD_VALUE + 1)
         joined = head + self._pread(self.fd, offset + 8, length + 8)
         header_value, body_at = self._record_in(joined, 0, TYPE_HEADER, number)
-        body_head = joined[body_at:body_at + 8]
+        body_head = joined[body_at : body_at + 8]
         body_length = min(_RECORD.unpack(body_head)[1], MAX_RECORD_VALUE + 1)
         body_value, _ = self._record_in(
-            body_head + self._pread(self.fd, offset + body_at + 8, body_length), 0,
-            TYPE_BODY, number)
+            body_head + self._pread(self.fd, offset + body_at + 8, body_length),
+            0,
+            TYPE_BODY,
+            number,
+        )
         header = self._unframe(header_value, number, "header")
         self._check_list(header, number, "header")
         if self.hashes is not None and keccak256(header) != self.hashes[number - self.start]:
-            raise self.damaged(f"block {number} header: its hash is not the one its "
-                               "accumulator covers")
+            raise self.damaged(
+                f"block {number} header: its hash is not the one its accumulator covers"
+            )
         body = self._unframe(body_value, number, "body")
         self._check_list(body, number, "body")
         return header, body
@@ -461,8 +488,15 @@ class EraArchive:
     Thread-safe; at most ``max_open_files`` files are open at once.
     """
 
-    def __init__(self, directory: Path | str, *, trust: bool = False, sparse: bool = False,
-                 network: str | None = None, max_open_files: int = _DEFAULT_OPEN_FILES) -> None:
+    def __init__(
+        self,
+        directory: Path | str,
+        *,
+        trust: bool = False,
+        sparse: bool = False,
+        network: str | None = None,
+        max_open_files: int = _DEFAULT_OPEN_FILES,
+    ) -> None:
         self.directory = Path(directory)
         if not self.directory.is_dir():
             raise ValueError(f"{self.directory} is not a directory of era1 files")
@@ -485,29 +519,37 @@ class EraArchive:
             match = _NAME.match(name)
             path = self.directory / name
             if match is None:
-                raise StoreCorrupted(f"era1 file {path}: its name is not "
-                                     "network-EEEEE-RRRRRRRR.era1")
+                raise StoreCorrupted(
+                    f"era1 file {path}: its name is not network-EEEEE-RRRRRRRR.era1"
+                )
             parsed.append((int(match["epoch"]), match["network"], match["root"], path))
         parsed.sort()
         self.network = network if network is not None else parsed[0][1]
         self._files: dict[int, _EraFile] = {}
         for epoch, file_network, root, path in parsed:
             if file_network != self.network:
-                raise StoreCorrupted(f"era1 file {path}: of network {file_network}, the "
-                                     f"archive is {self.network}")
+                raise StoreCorrupted(
+                    f"era1 file {path}: of network {file_network}, the archive is {self.network}"
+                )
             if epoch in self._files:
-                raise StoreCorrupted(f"era1 file {path}: a second file for epoch {epoch} "
-                                     f"(the other is {self._files[epoch].path.name})")
+                raise StoreCorrupted(
+                    f"era1 file {path}: a second file for epoch {epoch} "
+                    f"(the other is {self._files[epoch].path.name})"
+                )
             if self._files and not sparse and epoch != max(self._files) + 1:
-                raise StoreCorrupted(f"era1 file {path}: epoch {epoch} follows epoch "
-                                     f"{max(self._files)}, the epochs between are missing")
+                raise StoreCorrupted(
+                    f"era1 file {path}: epoch {epoch} follows epoch "
+                    f"{max(self._files)}, the epochs between are missing"
+                )
             self._files[epoch] = _EraFile(path, file_network, epoch, root)
         epochs = sorted(self._files)
         for epoch in epochs[:-1]:
             if self._files[epoch].count != ERA1_BLOCKS:
-                raise StoreCorrupted(f"era1 file {self._files[epoch].path}: holds "
-                                     f"{self._files[epoch].count} blocks, only the last file "
-                                     f"may hold fewer than {ERA1_BLOCKS}")
+                raise StoreCorrupted(
+                    f"era1 file {self._files[epoch].path}: holds "
+                    f"{self._files[epoch].count} blocks, only the last file "
+                    f"may hold fewer than {ERA1_BLOCKS}"
+                )
         self.first: int = self._files[epochs[0]].start
         self.last: int = self._files[epochs[-1]].last
 
@@ -584,8 +626,9 @@ class EraArchive:
         file = self._acquire(number)
         try:
             header, body = file.read_parts(number)
-            block_hash = (file.hashes[number - file.start] if file.hashes is not None
-                          else keccak256(header))
+            block_hash = (
+                file.hashes[number - file.start] if file.hashes is not None else keccak256(header)
+            )
             return block_hash, header, body
         finally:
             self._release(file)
@@ -620,8 +663,13 @@ class EraArchive:
                 for epoch in sorted(self._files):
                     file = self._acquire(self._files[epoch].start)
                     try:
-                        hashes = file.hashes if file.hashes is not None else [
-                            keccak256(file.read(n, 0)) for n in range(file.start, file.last + 1)]
+                        hashes = (
+                            file.hashes
+                            if file.hashes is not None
+                            else [
+                                keccak256(file.read(n, 0)) for n in range(file.start, file.last + 1)
+                            ]
+                        )
                     finally:
                         self._release(file)
                     numbers.update(zip(hashes, range(file.start, file.last + 1), strict=True))
@@ -643,11 +691,16 @@ class EraArchive:
             try:
                 for number in range(file.start, file.last + 1):
                     header = file.read(number, 0)
-                    if number == file.start and previous is not None and \
-                            previous[0] == number - 1 and \
-                            header_parent_hash(header) != previous[1]:
-                        raise file.damaged(f"block {number}'s parent hash is not the hash of "
-                                           f"block {number - 1} in the previous file")
+                    if (
+                        number == file.start
+                        and previous is not None
+                        and previous[0] == number - 1
+                        and header_parent_hash(header) != previous[1]
+                    ):
+                        raise file.damaged(
+                            f"block {number}'s parent hash is not the hash of "
+                            f"block {number - 1} in the previous file"
+                        )
                     try:
                         _check_commitments(header, file.read(number, 1), file.read(number, 2))
                     except InvalidBlock as error:
@@ -677,10 +730,13 @@ class EraArchive:
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
-                 traceback: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
         self.close()
-
 
 
 # --- verifying everything --------------------------------------------------------------------
@@ -692,7 +748,7 @@ def _trie_encodings(list_rlp: bytes | memoryview) -> list[bytes]:
     encodings = []
     for item in iter_list_items(list_rlp):
         is_list, payload, length = read_prefix(item)
-        encodings.append(bytes(item) if is_list else bytes(item[payload:payload + length]))
+        encodings.append(bytes(item) if is_list else bytes(item[payload : payload + length]))
     return encodings
 
 
@@ -704,9 +760,15 @@ def _check_commitments(header_rlp: bytes, body_rlp: bytes, receipts_rlp: bytes) 
     fields = list(iter_list_items(body_rlp))
     if len(fields) not in (2, 3):
         raise InvalidBlock(f"body has {len(fields)} fields, expected 2 or 3")
-    check_body_commitments(header, encoded_body_commitments(
-        _trie_encodings(fields[0]), bytes(fields[1]),
-        None if len(fields) == 2 else _trie_encodings(fields[2]), None))
+    check_body_commitments(
+        header,
+        encoded_body_commitments(
+            _trie_encodings(fields[0]),
+            bytes(fields[1]),
+            None if len(fields) == 2 else _trie_encodings(fields[2]),
+            None,
+        ),
+    )
     receipts = _trie_encodings(receipts_rlp)
     if derive_root(receipts) != header.receipt_root:
         raise InvalidBlock("receipts root does not match the header")
@@ -725,5 +787,5 @@ def _receipts_bloom(encodings: Sequence[bytes]) -> bytes:
         is_list, offset, length = read_prefix(fields[2])
         if is_list or length != 256:
             raise InvalidBlock(f"receipt {index}: its bloom is not 256 bytes")
-        combined |= int.from_bytes(fields[2][offset:offset + length], "big")
+        combined |= int.from_bytes(fields[2][offset : offset + length], "big")
     return combined.to_bytes(256, "big")

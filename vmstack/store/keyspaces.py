@@ -120,10 +120,12 @@ class Keyspace:
 
     def key_lengths(self, chain_prefix: bytes = b"") -> range:
         """The lengths a key of this keyspace may have, under ``chain_prefix``."""
-        fixed = (len(self.head(chain_prefix)) + len(self.suffix)
-                 + sum(field.length for field in self.fields))
-        extra = sum((field.max_length or field.length) - field.length
-                    for field in self.fields)
+        fixed = (
+            len(self.head(chain_prefix))
+            + len(self.suffix)
+            + sum(field.length for field in self.fields)
+        )
+        extra = sum((field.max_length or field.length) - field.length for field in self.fields)
         return range(fixed, fixed + extra + 1)
 
     def tag(self, namespace: bytes) -> bytes:
@@ -131,15 +133,16 @@ class Keyspace:
         ``ValueError`` if the keyspace is not under it."""
         if not self.prefix.startswith(namespace):
             raise ValueError(f"keyspace {self.holds!r} is not under {namespace!r}")
-        return self.prefix[len(namespace):]
+        return self.prefix[len(namespace) :]
 
     def pattern(self, length: int, chain_prefix: bytes = b"") -> list[int | None]:
         """The byte each position of a key of ``length`` must hold (``None``: any)."""
         head = self.head(chain_prefix)
         body_end = length - len(self.suffix)
-        return [head[i] if i < len(head) else
-                self.suffix[i - body_end] if i >= body_end else None
-                for i in range(length)]
+        return [
+            head[i] if i < len(head) else self.suffix[i - body_end] if i >= body_end else None
+            for i in range(length)
+        ]
 
 
 def _chain(holds: str, prefix: bytes, *fields: Field, suffix: bytes = b"") -> Keyspace:
@@ -157,23 +160,25 @@ CHAIN_HEAD_BLOCK: Final = _chain("last accepted block hash", b"LastBlock")
 CHAIN_HEAD_FAST_BLOCK: Final = _chain("head fast-sync block hash", b"LastFast")
 CHAIN_HEAD_FINALIZED_BLOCK: Final = _chain("last settled block hash", b"LastFinalized")
 CHAIN_INTEGRITY: Final = _chain("integrity entry of a block", b"vmstack-sum", NUMBER, HASH)
-CHAIN_INTEGRITY_START: Final = _chain("first number with an integrity entry",
-                                      b"vmstack-sum-from")
+CHAIN_INTEGRITY_START: Final = _chain("first number with an integrity entry", b"vmstack-sum-from")
 CHAIN_ACCOUNT: Final = _chain("account of the accepted state", b"vmstack-acct", ADDRESS)
 CHAIN_STATE_HEAD: Final = _chain("block and root of the accepted state", b"vmstack-state")
 # --- the proposer layer, under PROPOSER_PREFIX --------------------------------------------
-PROPOSER_RECORD: Final = Keyspace("proposer", "accepted post-fork block record",
-                                  PROPOSER_PREFIX + b"b", (BLOCK_ID,))
-PROPOSER_INDEX: Final = Keyspace("proposer", "envelope of an inner block",
-                                 PROPOSER_PREFIX + b"i", (BLOCK_ID,))
-PROPOSER_LAST: Final = Keyspace("proposer", "newest post-fork block written",
-                                PROPOSER_PREFIX + b"last")
-PROPOSER_FIRST: Final = Keyspace("proposer", "first post-fork height",
-                                 PROPOSER_PREFIX + b"first")
+PROPOSER_RECORD: Final = Keyspace(
+    "proposer", "accepted post-fork block record", PROPOSER_PREFIX + b"b", (BLOCK_ID,)
+)
+PROPOSER_INDEX: Final = Keyspace(
+    "proposer", "envelope of an inner block", PROPOSER_PREFIX + b"i", (BLOCK_ID,)
+)
+PROPOSER_LAST: Final = Keyspace(
+    "proposer", "newest post-fork block written", PROPOSER_PREFIX + b"last"
+)
+PROPOSER_FIRST: Final = Keyspace("proposer", "first post-fork height", PROPOSER_PREFIX + b"first")
 # --- the stack's configuration and the records' format ------------------------------------
 CONFIG_CHAIN: Final = Keyspace("stack", "C-chain part's configuration", CONFIG_PREFIX + b"chain")
-CONFIG_PROPOSER: Final = Keyspace("stack", "proposer layer's configuration",
-                                  CONFIG_PREFIX + b"proposer")
+CONFIG_PROPOSER: Final = Keyspace(
+    "stack", "proposer layer's configuration", CONFIG_PREFIX + b"proposer"
+)
 FORMAT: Final = Keyspace("store", "format version of vmstack's records", b"vmstack/format")
 
 _CONFIG_KEYS: Final = {"chain": CONFIG_CHAIN, "proposer": CONFIG_PROPOSER}
@@ -190,11 +195,26 @@ def config_key(part: str) -> bytes:
 
 #: Every keyspace vmstack writes.
 KEYSPACES: Final = (
-    CHAIN_HEADER, CHAIN_CANONICAL_HASH, CHAIN_HEADER_NUMBER, CHAIN_BODY, CHAIN_RECEIPTS,
-    CHAIN_HEAD_HEADER, CHAIN_HEAD_BLOCK, CHAIN_HEAD_FAST_BLOCK, CHAIN_HEAD_FINALIZED_BLOCK,
-    CHAIN_INTEGRITY, CHAIN_INTEGRITY_START, CHAIN_ACCOUNT, CHAIN_STATE_HEAD,
-    PROPOSER_RECORD, PROPOSER_INDEX, PROPOSER_LAST, PROPOSER_FIRST,
-    CONFIG_CHAIN, CONFIG_PROPOSER, FORMAT,
+    CHAIN_HEADER,
+    CHAIN_CANONICAL_HASH,
+    CHAIN_HEADER_NUMBER,
+    CHAIN_BODY,
+    CHAIN_RECEIPTS,
+    CHAIN_HEAD_HEADER,
+    CHAIN_HEAD_BLOCK,
+    CHAIN_HEAD_FAST_BLOCK,
+    CHAIN_HEAD_FINALIZED_BLOCK,
+    CHAIN_INTEGRITY,
+    CHAIN_INTEGRITY_START,
+    CHAIN_ACCOUNT,
+    CHAIN_STATE_HEAD,
+    PROPOSER_RECORD,
+    PROPOSER_INDEX,
+    PROPOSER_LAST,
+    PROPOSER_FIRST,
+    CONFIG_CHAIN,
+    CONFIG_PROPOSER,
+    FORMAT,
 )
 
 
@@ -222,10 +242,22 @@ FOREIGN_KEYSPACES: Final = (
     _coreth("sync storage tries", b"sync_storage", HASH, HASH),
     _coreth("sync segments", b"sync_segments", HASH, HASH),
     _coreth("sync performed", b"sync_performed", NUMBER),
-    *(_coreth("bookkeeping", name) for name in (
-        b"DatabaseVersion", b"SnapshotRoot", b"SnapshotBlockHash", b"SnapshotGenerator",
-        b"TransactionIndexTail", b"unclean-shutdown", b"OfflinePruning",
-        b"PopulateMissingTries", b"PruningDisabled", b"AcceptorTipKey", b"sync_root")),
+    *(
+        _coreth("bookkeeping", name)
+        for name in (
+            b"DatabaseVersion",
+            b"SnapshotRoot",
+            b"SnapshotBlockHash",
+            b"SnapshotGenerator",
+            b"TransactionIndexTail",
+            b"unclean-shutdown",
+            b"OfflinePruning",
+            b"PopulateMissingTries",
+            b"PruningDisabled",
+            b"AcceptorTipKey",
+            b"sync_root",
+        )
+    ),
 )
 
 
@@ -235,8 +267,9 @@ def overlaps(first: Keyspace, second: Keyspace, chain_prefix: bytes = b"") -> bo
     own = first.key_lengths(chain_prefix)
     other = second.key_lengths(chain_prefix)
     for length in range(max(own.start, other.start), min(own.stop, other.stop)):
-        pairs = zip(first.pattern(length, chain_prefix), second.pattern(length, chain_prefix),
-                    strict=True)
+        pairs = zip(
+            first.pattern(length, chain_prefix), second.pattern(length, chain_prefix), strict=True
+        )
         if all(a is None or b is None or a == b for a, b in pairs):
             return True
     return False
@@ -253,12 +286,15 @@ def check_chain_prefix(prefix: bytes) -> None:
     for ours in chain:
         for theirs in others:
             if overlaps(ours, theirs, prefix):
-                raise ValueError(f"under the key prefix {prefix.hex()}, the C-chain's "
-                                 f"{ours.holds} keys could be the {theirs.owner}'s "
-                                 f"{theirs.holds} keys")
+                raise ValueError(
+                    f"under the key prefix {prefix.hex()}, the C-chain's "
+                    f"{ours.holds} keys could be the {theirs.owner}'s "
+                    f"{theirs.holds} keys"
+                )
 
 
-def overlapping_pairs(keyspaces: tuple[Keyspace, ...],
-                      chain_prefix: bytes = b"") -> list[tuple[Keyspace, Keyspace]]:
+def overlapping_pairs(
+    keyspaces: tuple[Keyspace, ...], chain_prefix: bytes = b""
+) -> list[tuple[Keyspace, Keyspace]]:
     """Every pair of ``keyspaces`` one key could fit, under ``chain_prefix``."""
     return [(a, b) for a, b in combinations(keyspaces, 2) if overlaps(a, b, chain_prefix)]

@@ -111,7 +111,6 @@ class MemoryStore(ClosesOnExit):
             self._data = {}
             self._keys = []
 
-
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"{len(self._data)} keys"
         return f"<MemoryStore {state}>"
@@ -217,8 +216,9 @@ class _MemorySnapshot:
         with self._store._lock:
             self._check()
             candidates = set(self._store._range(prefix, start))
-            candidates.update(key for key in self._before
-                              if key.startswith(prefix) and key >= first)
+            candidates.update(
+                key for key in self._before if key.startswith(prefix) and key >= first
+            )
             pairs = []
             for key in sorted(candidates):
                 value = self._value(key)

@@ -69,12 +69,17 @@ class TransitionVM:
     :class:`TransitionBlock`, batched results included.
     """
 
-    def __init__(self, pre: ChainVM, post: ChainVM, *, transition_time: float,
-                 clock: Clock = time.time) -> None:
-        if isinstance(transition_time, bool) or not isinstance(transition_time, int | float) \
-                or math.isnan(transition_time):
-            raise ValueError(f"transition_time must be a number of seconds, got "
-                             f"{transition_time!r}")
+    def __init__(
+        self, pre: ChainVM, post: ChainVM, *, transition_time: float, clock: Clock = time.time
+    ) -> None:
+        if (
+            isinstance(transition_time, bool)
+            or not isinstance(transition_time, int | float)
+            or math.isnan(transition_time)
+        ):
+            raise ValueError(
+                f"transition_time must be a number of seconds, got {transition_time!r}"
+            )
         self._pre = pre
         self._post = post
         self.transition_time = transition_time
@@ -150,10 +155,12 @@ class TransitionVM:
 
     # --- BatchedChainVM ----------------------------------------------------------------
 
-    def get_ancestors(self, block_id: bytes, max_blocks_num: int, max_blocks_size: int,
-                      max_retrieval_time: float) -> list[bytes]:
-        return self._batched_inner().get_ancestors(block_id, max_blocks_num,
-                                                   max_blocks_size, max_retrieval_time)
+    def get_ancestors(
+        self, block_id: bytes, max_blocks_num: int, max_blocks_size: int, max_retrieval_time: float
+    ) -> list[bytes]:
+        return self._batched_inner().get_ancestors(
+            block_id, max_blocks_num, max_blocks_size, max_retrieval_time
+        )
 
     def batched_parse_block(self, blocks: Sequence[bytes]) -> list[Block]:
         return [self._wrap(block) for block in self._batched_inner().batched_parse_block(blocks)]
@@ -167,7 +174,8 @@ class TransitionVM:
             when = "after" if self._transitioned else "before"
             raise BatchingNotImplemented(
                 f"{type(self.inner).__name__} is in charge {when} the transition and offers "
-                "no batched protocol")
+                "no batched protocol"
+            )
         return vm
 
     # --- the rules at work -------------------------------------------------------------
@@ -180,7 +188,8 @@ class TransitionVM:
         if not self._transitioned and block.parent_id in self._after_transition:
             raise InvalidBlock(
                 f"block {block.id.hex()} builds on the transition block, which this node has "
-                "not accepted yet")
+                "not accepted yet"
+            )
 
     def _verify(self, block: TransitionBlock) -> None:
         if not self._transitioned:
@@ -189,14 +198,12 @@ class TransitionVM:
             block._inner = self._post.parse_block(bytes(block._inner))
             block._source = self._post
         block._inner.verify()
-        if not self._transitioned and builds_on_transition(block.timestamp,
-                                                           self.transition_time):
+        if not self._transitioned and builds_on_transition(block.timestamp, self.transition_time):
             self._after_transition.add(block.id)
 
     def _accept(self, block: TransitionBlock) -> None:
         block._inner.accept()
-        if not self._transitioned and transition_accepted(block.timestamp,
-                                                          self.transition_time):
+        if not self._transitioned and transition_accepted(block.timestamp, self.transition_time):
             self._transitioned = True
             self._after_transition.clear()
             self._hand_over_transactions()

@@ -14,5 +14,14 @@ from vmstack.wrappers.passthrough import PassThroughBlock, PassThroughVM
 from vmstack.wrappers.proposer import ProposerBlock, ProposerVM
 from vmstack.wrappers.traced import TracedBlock, TracedVM
 
-__all__ = ["MeteredBlock", "MeteredVM", "PassThroughBlock", "PassThroughVM", "ProposerBlock",
-           "ProposerVM", "TracedBlock", "TracedVM", "WrappedBlock"]
+__all__ = [
+    "MeteredBlock",
+    "MeteredVM",
+    "PassThroughBlock",
+    "PassThroughVM",
+    "ProposerBlock",
+    "ProposerVM",
+    "TracedBlock",
+    "TracedVM",
+    "WrappedBlock",
+]

@@ -43,8 +43,23 @@ ResultT = TypeVar("ResultT")
 #: Upper bounds of the duration histograms, in seconds: from 10 µs (one block from the
 #: store) to 2.5 s, since a whole batched answer takes milliseconds.
 DURATION_BUCKETS: tuple[float, ...] = (
-    1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3,
-    1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1.0, 2.5,
+    1e-5,
+    2.5e-5,
+    5e-5,
+    1e-4,
+    2.5e-4,
+    5e-4,
+    1e-3,
+    2.5e-3,
+    5e-3,
+    1e-2,
+    2.5e-2,
+    5e-2,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
 )
 
 #: ``outcome`` of a call that returned.
@@ -84,8 +99,7 @@ class _Timing:
         self.histogram = histogram
         self.success = histogram.labels(outcome=SUCCESS)
         self.error = histogram.labels(outcome=ERROR)
-        self.not_implemented = (histogram.labels(outcome=NOT_IMPLEMENTED) if batched
-                                else self.error)
+        self.not_implemented = histogram.labels(outcome=NOT_IMPLEMENTED) if batched else self.error
 
 
 class _Observation:
@@ -102,8 +116,12 @@ class _Observation:
     def __enter__(self) -> None:
         self._started = perf_counter()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 traceback: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
         elapsed = perf_counter() - self._started
         timing = self._timing
         if exc is None:
@@ -119,8 +137,14 @@ class _Meters:
 
     __slots__ = ("_lock", "buckets", "namespace", "registry", "timings")
 
-    def __init__(self, registry: CollectorRegistry, namespace: str, *, batching: bool,
-                 buckets: Sequence[float]) -> None:
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        namespace: str,
+        *,
+        batching: bool,
+        buckets: Sequence[float],
+    ) -> None:
         self.registry = registry
         self.namespace = namespace
         self.buckets = buckets
@@ -145,8 +169,9 @@ class _Meters:
             if "get_ancestors" not in self.timings:
                 self._register(_BATCHED, batched=True)
 
-    def first_batched(self, method: str, forward: Callable[..., ResultT],
-                      args: tuple[Any, ...]) -> ResultT:
+    def first_batched(
+        self, method: str, forward: Callable[..., ResultT], args: tuple[Any, ...]
+    ) -> ResultT:
         """A batched call made before the VM below was ever seen batching: a refusal passes
         up unobserved; an answer or another error registers the batched histograms (the VM
         below batches now) and is their first observation."""
@@ -168,7 +193,10 @@ class _Meters:
             histogram = Histogram(
                 f"{self.namespace}_{metric}_duration_seconds",
                 f"Duration of {what} through MeteredVM({self.namespace}), by outcome.",
-                labelnames=("outcome",), registry=self.registry, buckets=self.buckets)
+                labelnames=("outcome",),
+                registry=self.registry,
+                buckets=self.buckets,
+            )
             self.timings[method] = _Timing(histogram, batched=batched)
 
 
@@ -193,14 +221,20 @@ class MeteredVM(PassThroughVM):
 
     block_type = MeteredBlock
 
-    def __init__(self, inner: ChainVM, *, registry: CollectorRegistry, namespace: str,
-                 buckets: Sequence[float] = DURATION_BUCKETS) -> None:
+    def __init__(
+        self,
+        inner: ChainVM,
+        *,
+        registry: CollectorRegistry,
+        namespace: str,
+        buckets: Sequence[float] = DURATION_BUCKETS,
+    ) -> None:
         if not isinstance(namespace, str) or not _NAMESPACE.match(namespace):
             raise ValueError(
-                f"a MeteredVM namespace must match [a-zA-Z_:][a-zA-Z0-9_:]*, got {namespace!r}")
+                f"a MeteredVM namespace must match [a-zA-Z_:][a-zA-Z0-9_:]*, got {namespace!r}"
+            )
         if not isinstance(registry, CollectorRegistry):
-            raise ValueError(
-                f"a MeteredVM needs an explicit CollectorRegistry, got {registry!r}")
+            raise ValueError(f"a MeteredVM needs an explicit CollectorRegistry, got {registry!r}")
         super().__init__(inner, name=namespace)
         self._meters = _Meters(registry, namespace, batching=self.batching, buckets=buckets)
 

@@ -42,9 +42,17 @@ ResultT = TypeVar("ResultT")
 
 #: Every call a pass-through layer intercepts, by the name its hook receives.
 METHODS: tuple[str, ...] = (
-    "get_block", "parse_block", "build_block", "set_preference", "last_accepted",
-    "get_block_id_at_height", "get_ancestors", "batched_parse_block",
-    "block.verify", "block.accept", "block.reject",
+    "get_block",
+    "parse_block",
+    "build_block",
+    "set_preference",
+    "last_accepted",
+    "get_block_id_at_height",
+    "get_ancestors",
+    "batched_parse_block",
+    "block.verify",
+    "block.accept",
+    "block.reject",
 )
 
 _VERIFY = methodcaller("verify")
@@ -87,8 +95,12 @@ class PassThroughVM:
         #: The VM below as a batched VM, or None when it can never batch: it lacks the
         #: methods, or is a pass-through layer over one that does (so a pile of them over a
         #: VM without the methods refuses at its top, recording nothing).
-        self._batched = inner if has_batched_methods(inner) and not (
-            isinstance(inner, PassThroughVM) and inner._batched is None) else None
+        self._batched = (
+            inner
+            if has_batched_methods(inner)
+            and not (isinstance(inner, PassThroughVM) and inner._batched is None)
+            else None
+        )
 
     def intercept(self, method: str, forward: Callable[..., ResultT], *args: Any) -> ResultT:
         """The one hook: make the call ``method`` below by ``forward(*args)``, exactly once,
@@ -115,12 +127,10 @@ class PassThroughVM:
     # --- ChainVM -------------------------------------------------------------------------
 
     def get_block(self, block_id: bytes) -> PassThroughBlock:
-        return self.block_type(self.intercept("get_block", self._inner.get_block, block_id),
-                               self)
+        return self.block_type(self.intercept("get_block", self._inner.get_block, block_id), self)
 
     def parse_block(self, data: bytes) -> PassThroughBlock:
-        return self.block_type(self.intercept("parse_block", self._inner.parse_block, data),
-                               self)
+        return self.block_type(self.intercept("parse_block", self._inner.parse_block, data), self)
 
     def build_block(self) -> PassThroughBlock:
         return self.block_type(self.intercept("build_block", self._inner.build_block), self)
@@ -132,19 +142,26 @@ class PassThroughVM:
         return self.intercept("last_accepted", self._inner.last_accepted)
 
     def get_block_id_at_height(self, height: int) -> bytes:
-        return self.intercept("get_block_id_at_height", self._inner.get_block_id_at_height,
-                              height)
+        return self.intercept("get_block_id_at_height", self._inner.get_block_id_at_height, height)
 
     # --- BatchedChainVM ------------------------------------------------------------------
 
-    def get_ancestors(self, block_id: bytes, max_blocks_num: int, max_blocks_size: int,
-                      max_retrieval_time: float) -> list[bytes]:
-        return self.intercept("get_ancestors", self.batched_inner().get_ancestors, block_id,
-                              max_blocks_num, max_blocks_size, max_retrieval_time)
+    def get_ancestors(
+        self, block_id: bytes, max_blocks_num: int, max_blocks_size: int, max_retrieval_time: float
+    ) -> list[bytes]:
+        return self.intercept(
+            "get_ancestors",
+            self.batched_inner().get_ancestors,
+            block_id,
+            max_blocks_num,
+            max_blocks_size,
+            max_retrieval_time,
+        )
 
     def batched_parse_block(self, blocks: Sequence[bytes]) -> list[PassThroughBlock]:
-        parsed = self.intercept("batched_parse_block",
-                                self.batched_inner().batched_parse_block, blocks)
+        parsed = self.intercept(
+            "batched_parse_block", self.batched_inner().batched_parse_block, blocks
+        )
         block_type = self.block_type
         return [block_type(block, self) for block in parsed]
 

@@ -74,22 +74,33 @@ def _nothing(span: Span, result: object) -> None:
 
 #: Per method: the attributes known before the call (from its arguments), and what the
 #: answer adds once it returns.
-_ATTRIBUTES: dict[str, tuple[Callable[[tuple[Any, ...]], _Attributes],
-                             Callable[[Span, Any], None]]] = {
-    "get_block": (lambda args: {"block_id": _hex(args[0])},
-                  lambda span, block: span.set_attribute("height", block.height)),
+_ATTRIBUTES: dict[
+    str, tuple[Callable[[tuple[Any, ...]], _Attributes], Callable[[Span, Any], None]]
+] = {
+    "get_block": (
+        lambda args: {"block_id": _hex(args[0])},
+        lambda span, block: span.set_attribute("height", block.height),
+    ),
     "parse_block": (lambda args: {"num_bytes": _size(args[0])}, _block_fields),
     "build_block": (lambda args: None, _block_fields),
     "set_preference": (lambda args: {"block_id": _hex(args[0])}, _nothing),
-    "last_accepted": (lambda args: None,
-                      lambda span, block_id: span.set_attribute("block_id", _hex(block_id))),
+    "last_accepted": (
+        lambda args: None,
+        lambda span, block_id: span.set_attribute("block_id", _hex(block_id)),
+    ),
     "get_block_id_at_height": (
         lambda args: {"height": args[0]},
-        lambda span, block_id: span.set_attribute("block_id", _hex(block_id))),
+        lambda span, block_id: span.set_attribute("block_id", _hex(block_id)),
+    ),
     "get_ancestors": (
-        lambda args: {"block_id": _hex(args[0]), "max_blocks_num": args[1],
-                      "max_blocks_size": args[2], "max_retrieval_time": args[3]},
-        lambda span, answer: span.set_attribute("num_blocks", len(answer))),
+        lambda args: {
+            "block_id": _hex(args[0]),
+            "max_blocks_num": args[1],
+            "max_blocks_size": args[2],
+            "max_retrieval_time": args[3],
+        },
+        lambda span, answer: span.set_attribute("num_blocks", len(answer)),
+    ),
     "batched_parse_block": (lambda args: {"num_blocks": _size(args[0])}, _nothing),
     "block.verify": (_of_block, _nothing),
     "block.accept": (_of_block, _nothing),
@@ -115,8 +126,12 @@ class _Scope:
         self._token = otel_context.attach(trace.set_span_in_context(self.span))
         return self.span
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 traceback: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
         otel_context.detach(self._token)
         span = self.span
         if exc is not None:

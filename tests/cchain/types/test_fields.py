@@ -41,7 +41,8 @@ def test_a_caller_context_goes_in_front_of_a_nested_error() -> None:
     with pytest.raises(InvalidBlock) as caught:
         Withdrawal.from_items([b"", b"", [], b""], "withdrawal 7")
     assert caught.value.reason == (
-        "withdrawal 7: withdrawal field address must be 20 bytes, found a list")
+        "withdrawal 7: withdrawal field address must be 20 bytes, found a list"
+    )
 
 
 def test_encoding_a_bad_value_is_a_value_error_naming_the_field() -> None:

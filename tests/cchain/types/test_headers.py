@@ -23,8 +23,17 @@ def test_header_field_counts_follow_the_forks() -> None:
     assert len(Header().to_items()) == 15
     assert len(Header(base_fee=7).to_items()) == 16
     assert len(Header(base_fee=7, withdrawals_hash=EMPTY_ROOT).to_items()) == 17
-    assert len(Header(requests_hash=EMPTY_ROOT, base_fee=1, withdrawals_hash=EMPTY_ROOT,
-                      parent_beacon_root=EMPTY_ROOT).to_items()) == 21
+    assert (
+        len(
+            Header(
+                requests_hash=EMPTY_ROOT,
+                base_fee=1,
+                withdrawals_hash=EMPTY_ROOT,
+                parent_beacon_root=EMPTY_ROOT,
+            ).to_items()
+        )
+        == 21
+    )
     assert len(AvalancheHeader().to_items()) == 16
     assert len(AvalancheHeader(base_fee=1, block_gas_cost=0).to_items()) == 19
     assert len(AvalancheHeader(min_delay_excess=5, parent_beacon_root=EMPTY_ROOT).to_items()) == 24

@@ -21,7 +21,7 @@ def _documented() -> dict[str, str]:
     assert starts, "the package docstring lists no modules"
     placed: dict[str, str] = {}
     for start, end in zip(starts, [*starts[1:], None], strict=True):
-        entry = doc[start.end():end.start() if end else None]
+        entry = doc[start.end() : end.start() if end else None]
         entry = entry.split("\n\n")[0]
         for name in re.findall(r"``(\w+)``", entry):
             assert name not in placed, f"{name} is listed under two modules"

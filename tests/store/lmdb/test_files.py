@@ -54,23 +54,28 @@ def copy_cut(written: Path, target: Path, size: int) -> Path:
 
 def open_in_child(path: Path, mode: str) -> str:
     """What a child process opening ``path`` printed; the test fails if it died."""
-    child = subprocess.run([sys.executable, "-c", _OPEN_IN_CHILD, str(path), mode],
-                           capture_output=True, text=True, timeout=DEADLINE, check=False,
-                           env={**os.environ, "PYTHONPATH": os.getcwd()})
+    child = subprocess.run(
+        [sys.executable, "-c", _OPEN_IN_CHILD, str(path), mode],
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE,
+        check=False,
+        env={**os.environ, "PYTHONPATH": os.getcwd()},
+    )
     assert child.returncode == 0, f"the opener died (rc {child.returncode}): {child.stderr}"
     return child.stdout.strip()
 
 
 def cut_sizes(full: int) -> list[int]:
     """8 KiB, a few sizes between, and one byte short of the whole file."""
-    return [8192, 8192 + 100, 65_536, full // 4, full // 2, full * 3 // 4, full - 4096,
-            full - 1]
+    return [8192, 8192 + 100, 65_536, full // 4, full // 2, full * 3 // 4, full - 4096, full - 1]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["writer", "readonly"])
 def test_a_truncated_data_file_is_store_corrupted_never_a_signal(
-        written: Path, tmp_path: Path, mode: str) -> None:
+    written: Path, tmp_path: Path, mode: str
+) -> None:
     """Cut to any size from 8 KiB to one byte short, the data file is refused by the
     writer and a read-only opener alike, naming the file, its size and the size its meta
     page needs; the opening process lives."""
@@ -83,8 +88,7 @@ def test_a_truncated_data_file_is_store_corrupted_never_a_signal(
         assert f"is {size} bytes" in said and f"at least {full} bytes" in said
 
 
-def test_a_file_cut_below_its_meta_pages_is_store_corrupted(written: Path,
-                                                            tmp_path: Path) -> None:
+def test_a_file_cut_below_its_meta_pages_is_store_corrupted(written: Path, tmp_path: Path) -> None:
     """A data file too short for its first or second meta page is refused as such."""
     for size, needed in ((100, "first meta page"), (5000, "at least")):
         path = copy_cut(written, tmp_path / f"cut{size}", size)
@@ -115,8 +119,7 @@ def test_the_marker_appears_with_the_first_commit(tmp_path: Path) -> None:
         assert (path / HELD_DATA_MARKER).exists()
 
 
-def test_a_writer_marks_a_store_written_before_the_marker(written: Path,
-                                                          tmp_path: Path) -> None:
+def test_a_writer_marks_a_store_written_before_the_marker(written: Path, tmp_path: Path) -> None:
     """A store with committed data but no marker (written before markers, or a crash
     right after its first commit) is marked by the next writer's open."""
     path = tmp_path / "db"
@@ -130,8 +133,9 @@ def test_a_writer_marks_a_store_written_before_the_marker(written: Path,
 
 @pytest.mark.parametrize("readonly", [False, True])
 @pytest.mark.parametrize("damage", ["empty", "missing"])
-def test_a_store_that_held_data_is_never_opened_as_new(written: Path, tmp_path: Path,
-                                                       readonly: bool, damage: str) -> None:
+def test_a_store_that_held_data_is_never_opened_as_new(
+    written: Path, tmp_path: Path, readonly: bool, damage: str
+) -> None:
     """An empty or missing data file beside the marker is StoreCorrupted naming both
     files, and nothing is written: the next opener is refused alike."""
     path = tmp_path / "db"

@@ -55,13 +55,15 @@ def test_a_writer_holds_the_lock_file_beside_the_data(tmp_path: Path) -> None:
             reader.put(b"k", b"w")
 
 
-def test_another_process_holding_the_lock_refuses_writers_until_it_closes(
-        tmp_path: Path) -> None:
+def test_another_process_holding_the_lock_refuses_writers_until_it_closes(tmp_path: Path) -> None:
     """The lock is the operating system's: held by a live process, released by its close."""
     path = tmp_path / "db"
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(path)],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              cwd=Path(__file__).resolve().parents[2])
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     try:
         assert holder.stdin is not None and holder.stdout is not None
         assert holder.stdout.readline() == b"holding\n"

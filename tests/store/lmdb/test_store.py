@@ -206,8 +206,9 @@ def test_readers_stay_consistent_while_the_map_grows(tmp_path: Path) -> None:
             except BaseException as exc:  # pragma: no cover - reported below
                 errors.append(exc)
 
-        threads = [threading.Thread(target=write)] + [threading.Thread(target=read)
-                                                      for _ in range(3)]
+        threads = [threading.Thread(target=write)] + [
+            threading.Thread(target=read) for _ in range(3)
+        ]
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -247,8 +248,15 @@ WINDOW = 6
 def run_and_kill(path: Path, rng: random.Random, *, sync: bool) -> None:
     """Start the writer on ``path``, let it run a random while, then SIGKILL it."""
     writer = subprocess.Popen(
-        [sys.executable, "-c", WRITER, str(path), str(KEYS_PER_BATCH), str(WINDOW),
-         "1" if sync else "0"],
+        [
+            sys.executable,
+            "-c",
+            WRITER,
+            str(path),
+            str(KEYS_PER_BATCH),
+            str(WINDOW),
+            "1" if sync else "0",
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
@@ -272,17 +280,19 @@ def check_whole_batches(path: Path) -> int:
             batches.setdefault(int(key.split(b"/")[1]), []).append((key, value))
         assert sorted(batches) == list(range(max(0, last - WINDOW + 1), last + 1))
         for number, pairs in batches.items():
-            assert pairs == [(b"batch/%08d/%03d" % (number, j), b"%d:%d:" % (number, j) * 40)
-                             for j in range(KEYS_PER_BATCH)]
+            assert pairs == [
+                (b"batch/%08d/%03d" % (number, j), b"%d:%d:" % (number, j) * 40)
+                for j in range(KEYS_PER_BATCH)
+            ]
         assert set(dict(store.iterate()).keys()) == {b"meta/last"} | {
-            key for pairs in batches.values() for key, _ in pairs}
+            key for pairs in batches.values() for key, _ in pairs
+        }
         return last
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("seed", "sync"), [(1, True), (2, True), (3, True), (4, False)])
-def test_sigkilled_writer_leaves_only_whole_batches(tmp_path: Path, seed: int,
-                                                    sync: bool) -> None:
+def test_sigkilled_writer_leaves_only_whole_batches(tmp_path: Path, seed: int, sync: bool) -> None:
     """A writer SIGKILLed at random points (twice) leaves a store that opens with whole batches."""
     rng = random.Random(seed)
     path = tmp_path / "db"

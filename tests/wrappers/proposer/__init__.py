@@ -23,22 +23,32 @@ def node_key() -> StakingKey:
     return _KEY
 
 
-def make_vm(*, fork_time: float = math.inf, batching: bool = True, signed: bool = True,
-            store: MemoryStore | None = None,
-            below: Callable[[MemoryVM], ChainVM] | None = None,
-            ) -> tuple[ProposerVM, MemoryVM, SimClock]:
+def make_vm(
+    *,
+    fork_time: float = math.inf,
+    batching: bool = True,
+    signed: bool = True,
+    store: MemoryStore | None = None,
+    below: Callable[[MemoryVM], ChainVM] | None = None,
+) -> tuple[ProposerVM, MemoryVM, SimClock]:
     """A proposer layer over a fresh memory VM (or over ``below(memory VM)``, layers
     wrapping it), all on one simulated clock starting at 0."""
     clock = SimClock(0.0)
     inner = memory_vm(batching=batching, clock=clock)
-    vm = ProposerVM(inner if below is None else below(inner), fork_time=fork_time,
-                    chain_id=CHAIN_ID, store=store, clock=clock,
-                    staking_key=node_key() if signed else None)
+    vm = ProposerVM(
+        inner if below is None else below(inner),
+        fork_time=fork_time,
+        chain_id=CHAIN_ID,
+        store=store,
+        clock=clock,
+        staking_key=node_key() if signed else None,
+    )
     return vm, inner, clock
 
 
-def grow(vm: ProposerVM, clock: SimClock, count: int, *, accept: bool = True,
-         step: float = STEP) -> list[ProposerBlock]:
+def grow(
+    vm: ProposerVM, clock: SimClock, count: int, *, accept: bool = True, step: float = STEP
+) -> list[ProposerBlock]:
     """Build ``count`` blocks on the preferred one, advancing ``clock`` by ``step`` before
     each; verify each and prefer it, and accept it unless ``accept`` is False."""
     built: list[ProposerBlock] = []

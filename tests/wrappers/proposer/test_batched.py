@@ -137,11 +137,18 @@ def test_same_answers_whatever_lies_below(fork_time: float) -> None:
     for kind in sorted(BELOW):
         vm, _, chain = _stack(kind, fork_time)
         tip = vm.last_accepted()
-        answers[kind] = [vm.get_ancestors(tip, num, size, HOUR)
-                         for num in (1, 3, 4, 7) for size in (0, _cost(chain[:4]), BIG)]
-        fallback = [serial_get_ancestors(vm, tip, max_blocks_num=num, max_blocks_size=size,
-                                         max_retrieval_time=HOUR)
-                    for num in (1, 3, 4, 7) for size in (0, _cost(chain[:4]), BIG)]
+        answers[kind] = [
+            vm.get_ancestors(tip, num, size, HOUR)
+            for num in (1, 3, 4, 7)
+            for size in (0, _cost(chain[:4]), BIG)
+        ]
+        fallback = [
+            serial_get_ancestors(
+                vm, tip, max_blocks_num=num, max_blocks_size=size, max_retrieval_time=HOUR
+            )
+            for num in (1, 3, 4, 7)
+            for size in (0, _cost(chain[:4]), BIG)
+        ]
         assert answers[kind] == fallback
     assert len({repr(answer) for answer in answers.values()}) == 1
 
@@ -303,12 +310,16 @@ def test_engine_helper_batches_through_the_layer() -> None:
 # --- the layer's own walk ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize("budget, answered, handoff", [
-    (BIG, 3, 2),  # the fork boundary: the walk hands the last pre-fork block down
-    (2, 2, None),  # the budget ends the walk among the layer's own blocks: nothing below
-])
-def test_own_walk_hands_over_at_the_fork_boundary(budget: int, answered: int,
-                                                  handoff: int | None) -> None:
+@pytest.mark.parametrize(
+    "budget, answered, handoff",
+    [
+        (BIG, 3, 2),  # the fork boundary: the walk hands the last pre-fork block down
+        (2, 2, None),  # the budget ends the walk among the layer's own blocks: nothing below
+    ],
+)
+def test_own_walk_hands_over_at_the_fork_boundary(
+    budget: int, answered: int, handoff: int | None
+) -> None:
     """The walk over the layer's own blocks stops at the first block that is not one of
     them (the newest pre-fork block) and names it; a budget that runs out first names
     nothing to hand down."""

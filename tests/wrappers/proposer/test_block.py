@@ -111,19 +111,25 @@ def test_vector_fields_id_and_round_trip(vectors: dict[str, Any], name: str) -> 
     assert len(block.certificate) == vector["certificate_len"]
     assert len(block.signature) == vector["signature_len"]
     assert block.unsigned_len == vector["unsigned_len"]
-    assert block.id == hashlib.sha256(data[:block.unsigned_len]).digest()
+    assert block.id == hashlib.sha256(data[: block.unsigned_len]).digest()
     assert block.proposer_str == vector["proposer"]
     if "certificate_key" in vector:
         assert block.certificate_info is not None
         assert block.certificate_info.key_type == vector["certificate_key"]
     if "epoch" in vector:
         epoch = vector["epoch"]
-        assert block.epoch == Epoch(epoch["pchain_height"], epoch["number"],
-                                    epoch["start_time"])
+        assert block.epoch == Epoch(epoch["pchain_height"], epoch["number"], epoch["start_time"])
     else:
         assert block.epoch is None
-    rebuilt = PostForkBlock(block.parent_id, block.timestamp, block.pchain_height,
-                            block.certificate, block.inner, block.signature, block.epoch)
+    rebuilt = PostForkBlock(
+        block.parent_id,
+        block.timestamp,
+        block.pchain_height,
+        block.certificate,
+        block.inner,
+        block.signature,
+        block.epoch,
+    )
     assert rebuilt == block
     assert bytes(rebuilt) == data
 
@@ -135,13 +141,15 @@ def test_header_vector_round_trips(vectors: dict[str, Any], name: str) -> None:
     data = _hex(vector["hex"])
     header = Header.decode(data)
     assert len(data) == HEADER_LEN
-    assert header == Header(_hex(vector["chain_id"]), _hex(vector["parent_id"]),
-                            _hex(vector["body_id"]))
+    assert header == Header(
+        _hex(vector["chain_id"]), _hex(vector["parent_id"]), _hex(vector["body_id"])
+    )
     assert bytes(header) == data
 
 
 def test_granite_signature_is_valid_although_parse_fails_on_the_epoch(
-        vectors: dict[str, Any]) -> None:
+    vectors: dict[str, Any],
+) -> None:
     """The upstream Granite vector's ECDSA signature verifies: the zero epoch alone fails it."""
     vector = vectors["upstream/parse_test/granite_zero_epoch_ecdsa"]
     block = decode_block(_hex(vector["hex"]))
@@ -161,14 +169,17 @@ def test_header_decode_is_strict() -> None:
         Header.decode(good + b"\0")
 
 
-@pytest.mark.parametrize("data, reason", [
-    (b"", "too short for a codec version"),
-    (b"\x00", "too short for a codec version"),
-    (b"\x00\x00\x00\x00", "insufficient length: no type ID"),
-    (b"\x00\x00\x00\x00\x00\x00" + bytes(40), "insufficient length"),
-    (b"\x00\x00\x00\x00\x00\x01" + bytes(20), "insufficient length"),
-    (b"\x00\x00\xff\xff\xff\xff", "unknown type ID 4294967295"),
-])
+@pytest.mark.parametrize(
+    "data, reason",
+    [
+        (b"", "too short for a codec version"),
+        (b"\x00", "too short for a codec version"),
+        (b"\x00\x00\x00\x00", "insufficient length: no type ID"),
+        (b"\x00\x00\x00\x00\x00\x00" + bytes(40), "insufficient length"),
+        (b"\x00\x00\x00\x00\x00\x01" + bytes(20), "insufficient length"),
+        (b"\x00\x00\xff\xff\xff\xff", "unknown type ID 4294967295"),
+    ],
+)
 def test_short_and_unknown_buffers_raise(data: bytes, reason: str) -> None:
     """Buffers too short for any field, or of an unknown type, raise InvalidBlock."""
     with pytest.raises(InvalidBlock, match=reason):
@@ -211,13 +222,25 @@ def test_signature_is_not_part_of_the_id() -> None:
     """Replacing the signature keeps the ID; changing any signed field changes it."""
     key = StakingKey.generate(seed=b"block test")
     block = build_signed(PARENT, 123, 2, b"\x03", key=key, chain_id=CHAIN)
-    tampered = PostForkBlock(block.parent_id, block.timestamp, block.pchain_height,
-                             block.certificate, block.inner, b"\x01")
+    tampered = PostForkBlock(
+        block.parent_id,
+        block.timestamp,
+        block.pchain_height,
+        block.certificate,
+        block.inner,
+        b"\x01",
+    )
     assert tampered.id == block.id
     with pytest.raises(InvalidBlock, match="signature verification failed"):
         tampered.verify(CHAIN)
-    moved = PostForkBlock(block.parent_id, block.timestamp + 1, block.pchain_height,
-                          block.certificate, block.inner, block.signature)
+    moved = PostForkBlock(
+        block.parent_id,
+        block.timestamp + 1,
+        block.pchain_height,
+        block.certificate,
+        block.inner,
+        block.signature,
+    )
     assert moved.id != block.id
 
 
@@ -232,16 +255,24 @@ def test_option_id_hashes_all_bytes() -> None:
         PostForkBlock.decode(data)
 
 
-@pytest.mark.parametrize("change", [
-    {"parent_id": b"short"},
-    {"timestamp": 2**63},
-    {"pchain_height": -1},
-    {"timestamp": True},
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"parent_id": b"short"},
+        {"timestamp": 2**63},
+        {"pchain_height": -1},
+        {"timestamp": True},
+    ],
+)
 def test_constructor_rejects_out_of_range_fields(change: dict[str, Any]) -> None:
     """Fields outside the codec's ranges raise ValueError at construction."""
-    fields: dict[str, Any] = {"parent_id": PARENT, "timestamp": 1, "pchain_height": 0,
-                              "certificate": b"", "inner": b""}
+    fields: dict[str, Any] = {
+        "parent_id": PARENT,
+        "timestamp": 1,
+        "pchain_height": 0,
+        "certificate": b"",
+        "inner": b"",
+    }
     fields.update(change)
     with pytest.raises(ValueError):
         PostForkBlock(**fields)

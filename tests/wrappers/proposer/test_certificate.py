@@ -77,7 +77,7 @@ def test_rsa_digest_info_without_null_is_refused() -> None:
     private = RSA.generate(2048)
     key = StakingKey(private)
     size = private.size_in_bytes()
-    digest_info = bytes.fromhex("302f300b0609608648016503040201" "0420")
+    digest_info = bytes.fromhex("302f300b06096086480165030402010420")
     tail = digest_info + hashlib.sha256(b"header").digest()
     encoded = b"\x00\x01" + b"\xff" * (size - len(tail) - 3) + b"\x00" + tail
     signature = pow(int.from_bytes(encoded, "big"), private.d, private.n).to_bytes(size, "big")
@@ -92,8 +92,15 @@ def _tlv(tag: int, content: bytes) -> bytes:
 
 def _certificate_with_key(algorithm_oid: bytes, key: bytes) -> bytes:
     spki = _tlv(0x30, _tlv(0x30, _tlv(0x06, algorithm_oid)) + _tlv(0x03, b"\0" + key))
-    tbs = _tlv(0x30, _tlv(0x02, b"\0") + _tlv(0x30, b"") + _tlv(0x30, b"") + _tlv(0x30, b"")
-               + _tlv(0x30, b"") + spki)
+    tbs = _tlv(
+        0x30,
+        _tlv(0x02, b"\0")
+        + _tlv(0x30, b"")
+        + _tlv(0x30, b"")
+        + _tlv(0x30, b"")
+        + _tlv(0x30, b"")
+        + spki,
+    )
     return _tlv(0x30, tbs)
 
 
@@ -106,24 +113,39 @@ def test_tolerant_parse_reads_only_the_public_key() -> None:
     assert Certificate.parse(der + b"junk").key_type == "ECDSA-P256"
 
 
-@pytest.mark.parametrize("der, reason", [
-    (b"", "malformed certificate"),
-    (b"\x30\x05\x00", "malformed certificate"),
-    (b"\x31\x00", "malformed certificate"),
-    (b"\x30\x81\x01\x00", "malformed certificate"),
-    (_tlv(0x30, _tlv(0x30, _tlv(0x04, b""))), "malformed serial number"),
-    (_certificate_with_key(bytes.fromhex("2b6570"), bytes(32)), "unknown public key algorithm"),
-    (_certificate_with_key(bytes.fromhex("2a8648ce3d0201"), b"\x04" + bytes(64)),
-     "failed to unmarshal elliptic curve point"),
-    (_certificate_with_key(bytes.fromhex("2a8648ce3d0201"), b"\x02" + bytes(32)),
-     "failed to unmarshal elliptic curve point"),
-    (_certificate_with_key(bytes.fromhex("2a864886f70d010101"),
-                           _tlv(0x30, _tlv(0x02, b"\x03") + _tlv(0x02, b"\x03"))),
-     "unsupported RSA modulus bitlen"),
-    (_certificate_with_key(bytes.fromhex("2a864886f70d010101"),
-                           _tlv(0x30, _tlv(0x02, b"\x00\x03") + _tlv(0x02, b"\x03"))),
-     "invalid RSA modulus"),
-])
+@pytest.mark.parametrize(
+    "der, reason",
+    [
+        (b"", "malformed certificate"),
+        (b"\x30\x05\x00", "malformed certificate"),
+        (b"\x31\x00", "malformed certificate"),
+        (b"\x30\x81\x01\x00", "malformed certificate"),
+        (_tlv(0x30, _tlv(0x30, _tlv(0x04, b""))), "malformed serial number"),
+        (_certificate_with_key(bytes.fromhex("2b6570"), bytes(32)), "unknown public key algorithm"),
+        (
+            _certificate_with_key(bytes.fromhex("2a8648ce3d0201"), b"\x04" + bytes(64)),
+            "failed to unmarshal elliptic curve point",
+        ),
+        (
+            _certificate_with_key(bytes.fromhex("2a8648ce3d0201"), b"\x02" + bytes(32)),
+            "failed to unmarshal elliptic curve point",
+        ),
+        (
+            _certificate_with_key(
+                bytes.fromhex("2a864886f70d010101"),
+                _tlv(0x30, _tlv(0x02, b"\x03") + _tlv(0x02, b"\x03")),
+            ),
+            "unsupported RSA modulus bitlen",
+        ),
+        (
+            _certificate_with_key(
+                bytes.fromhex("2a864886f70d010101"),
+                _tlv(0x30, _tlv(0x02, b"\x00\x03") + _tlv(0x02, b"\x03")),
+            ),
+            "invalid RSA modulus",
+        ),
+    ],
+)
 def test_malformed_certificates_name_the_reason(der: bytes, reason: str) -> None:
     """Malformed DER or a key outside the allowed forms raises InvalidCertificate."""
     with pytest.raises(InvalidCertificate, match=reason):
@@ -134,8 +156,14 @@ def test_rsa_exponent_must_be_65537() -> None:
     """An RSA-2048 key with exponent 3 is refused, as avalanchego refuses it."""
     modulus = RSA.generate(2048).n
     body = int(modulus).to_bytes(257, "big")
-    sequence = b"\x30\x82" + (len(body) + 4 + 3).to_bytes(2, "big") + b"\x02\x82" + (
-        len(body)).to_bytes(2, "big") + body + b"\x02\x01\x03"
+    sequence = (
+        b"\x30\x82"
+        + (len(body) + 4 + 3).to_bytes(2, "big")
+        + b"\x02\x82"
+        + (len(body)).to_bytes(2, "big")
+        + body
+        + b"\x02\x01\x03"
+    )
     algorithm = _tlv(0x30, _tlv(0x06, bytes.fromhex("2a864886f70d010101")))
     bit_string = b"\x03\x82" + (len(sequence) + 1).to_bytes(2, "big") + b"\0" + sequence
     spki_body = algorithm + bit_string

@@ -19,8 +19,7 @@ from vmstack.clock import SimClock
 
 from . import STEP, grow, make_vm
 
-SETTINGS = settings(max_examples=40, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 HOUR = 3600.0
 
 
@@ -45,14 +44,17 @@ def test_batched_answer_equals_the_fallback_walk(data: st.DataObject) -> None:
     chain = [genesis, *(bytes(block) for block in chains[0])]
     index = data.draw(st.integers(0, length), label="requested height")
     num = data.draw(st.integers(1, length + 3), label="max_blocks_num")
-    size = data.draw(st.integers(0, sum(len(b) + CONTAINER_LEN_OVERHEAD for b in chain) + 8),
-                     label="max_blocks_size")
+    size = data.draw(
+        st.integers(0, sum(len(b) + CONTAINER_LEN_OVERHEAD for b in chain) + 8),
+        label="max_blocks_size",
+    )
     block_id = vm.get_block_id_at_height(index)
 
     batched = vm.get_ancestors(block_id, num, size, HOUR)
     over_serial = stacks[1][0].get_ancestors(block_id, num, size, HOUR)
-    fallback = serial_get_ancestors(vm, block_id, max_blocks_num=num, max_blocks_size=size,
-                                    max_retrieval_time=HOUR, clock=clock)
+    fallback = serial_get_ancestors(
+        vm, block_id, max_blocks_num=num, max_blocks_size=size, max_retrieval_time=HOUR, clock=clock
+    )
     expected = AncestorBudget(num, size, HOUR, clock=SimClock())
     expected.extend(reversed(chain[: index + 1]))
     assert batched == over_serial == fallback == expected.blocks
@@ -70,8 +72,9 @@ def test_batched_parse_equals_parsing_one_by_one(data: st.DataObject) -> None:
     fork_time = data.draw(_fork_times(length), label="fork time")
     source, _, clock = make_vm(fork_time=fork_time)
     chain = [bytes(block) for block in grow(source, clock, length)]
-    picks = data.draw(st.lists(st.integers(0, length - 1), min_size=1, max_size=2 * length),
-                      label="picks")
+    picks = data.draw(
+        st.lists(st.integers(0, length - 1), min_size=1, max_size=2 * length), label="picks"
+    )
     batch = [chain[i] for i in picks]
     batching = data.draw(st.booleans(), label="inner batches")
     vm, inner, _ = make_vm(fork_time=fork_time, batching=batching)
@@ -80,5 +83,9 @@ def test_batched_parse_equals_parsing_one_by_one(data: st.DataObject) -> None:
     assert [block.id for block in parsed] == [block.id for block in one_by_one]
     assert [bytes(block) for block in parsed] == batch
     assert [block.post_fork for block in parsed] == [block.post_fork for block in one_by_one]
-    assert walk_ancestors(fetch_through(inner), parsed[0].inner.id,
-                          AncestorBudget(clock=SimClock())).blocks == []
+    assert (
+        walk_ancestors(
+            fetch_through(inner), parsed[0].inner.id, AncestorBudget(clock=SimClock())
+        ).blocks
+        == []
+    )

@@ -52,8 +52,10 @@ class DictChain:
         return False
 
     def envelope_of_inner(self, inner_id: bytes) -> bytes | None:
-        return next((block_id for block_id, facts in self.processing.items()
-                     if facts.inner_id == inner_id), None)
+        return next(
+            (block_id for block_id, facts in self.processing.items() if facts.inner_id == inner_id),
+            None,
+        )
 
     def accepted_envelope_of_inner(self, inner_id: bytes) -> bytes | None:
         return None
@@ -85,8 +87,7 @@ def test_a_dictionary_chain_is_a_proposer_chain() -> None:
 
 
 @pytest.mark.parametrize("current, passes", [(1, False), (2, True), (7, True)])
-def test_post_fork_rule_reads_the_pchain_height_it_is_given(current: int,
-                                                            passes: bool) -> None:
+def test_post_fork_rule_reads_the_pchain_height_it_is_given(current: int, passes: bool) -> None:
     """The P-chain height comes from the callable passed in: a block naming a height above
     it fails, one at or below it passes."""
     chain, inner, clock = _chain_with_processing_parent()
@@ -99,8 +100,17 @@ def test_post_fork_rule_reads_the_pchain_height_it_is_given(current: int,
         return current
 
     def check() -> None:
-        check_post_fork(chain, block, cast(Any, block.envelope), fork_time=0.0, clock=clock,
-                        pchain_height=pchain_height, windower=None, durango_time=0.0)
+        check_post_fork(
+            chain,
+            block,
+            cast(Any, block.envelope),
+            fork_time=0.0,
+            clock=clock,
+            pchain_height=pchain_height,
+            windower=None,
+            durango_time=0.0,
+        )
+
     if passes:
         check()
     else:
@@ -114,11 +124,27 @@ def test_post_fork_rule_reads_the_clock_it_is_given() -> None:
     chain, inner, clock = _chain_with_processing_parent()
     block = _child(inner, timestamp=200, pchain_height=2)
     with pytest.raises(InvalidBlock, match="too far in the future"):
-        check_post_fork(chain, block, cast(Any, block.envelope), fork_time=0.0, clock=clock,
-                        pchain_height=lambda: 2, windower=None, durango_time=0.0)
+        check_post_fork(
+            chain,
+            block,
+            cast(Any, block.envelope),
+            fork_time=0.0,
+            clock=clock,
+            pchain_height=lambda: 2,
+            windower=None,
+            durango_time=0.0,
+        )
     clock.advance(95)
-    check_post_fork(chain, block, cast(Any, block.envelope), fork_time=0.0, clock=clock,
-                    pchain_height=lambda: 2, windower=None, durango_time=0.0)
+    check_post_fork(
+        chain,
+        block,
+        cast(Any, block.envelope),
+        fork_time=0.0,
+        clock=clock,
+        pchain_height=lambda: 2,
+        windower=None,
+        durango_time=0.0,
+    )
 
 
 def test_pre_fork_rule_refuses_a_child_of_a_processing_post_fork_block() -> None:
@@ -136,8 +162,12 @@ def test_pre_fork_rule_refuses_a_child_of_a_processing_post_fork_block() -> None
 def test_no_rule_reads_a_private_attribute_of_another_object() -> None:
     """Every ``x._name`` in the rules module is ``self._name`` inside its own class."""
     tree = ast.parse(inspect.getsource(verify))
-    private = [f"{ast.unparse(node)} (line {node.lineno})" for node in ast.walk(tree)
-               if isinstance(node, ast.Attribute) and node.attr.startswith("_")
-               and not node.attr.startswith("__")
-               and not (isinstance(node.value, ast.Name) and node.value.id == "self")]
+    private = [
+        f"{ast.unparse(node)} (line {node.lineno})"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and node.attr.startswith("_")
+        and not node.attr.startswith("__")
+        and not (isinstance(node.value, ast.Name) and node.value.id == "self")
+    ]
     assert private == []

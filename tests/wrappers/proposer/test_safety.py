@@ -36,12 +36,19 @@ from . import grow as grow_proposer
 OTHER_PROPOSER = StakingKey.generate(seed=b"another proposer")
 
 
-def rewrap(parent: ProposerBlock, inner: bytes, *, key: StakingKey = OTHER_PROPOSER,
-           delay: int = 1, chain_id: bytes = CHAIN_ID) -> bytes:
+def rewrap(
+    parent: ProposerBlock,
+    inner: bytes,
+    *,
+    key: StakingKey = OTHER_PROPOSER,
+    delay: int = 1,
+    chain_id: bytes = CHAIN_ID,
+) -> bytes:
     """A signed post-fork block on ``parent`` wrapping ``inner`` (as a second proposer would
     send it: another key, another timestamp, so another ID)."""
-    return bytes(build_signed(parent.id, parent.timestamp + delay, 0, inner, key=key,
-                              chain_id=chain_id))
+    return bytes(
+        build_signed(parent.id, parent.timestamp + delay, 0, inner, key=key, chain_id=chain_id)
+    )
 
 
 def heights(vm: ChainVM, top: int) -> list[bytes]:
@@ -60,8 +67,9 @@ def memory_chain() -> tuple[ProposerVM, MemoryVM, SimClock, ProposerBlock]:
     return vm, inner, clock, head
 
 
-def two_wrappers(vm: ProposerVM, clock: SimClock, head: ProposerBlock
-                 ) -> tuple[ProposerBlock, ProposerBlock]:
+def two_wrappers(
+    vm: ProposerVM, clock: SimClock, head: ProposerBlock
+) -> tuple[ProposerBlock, ProposerBlock]:
     """A block built on ``head`` and a second post-fork block wrapping the same inner block,
     both verified."""
     clock.advance(2)
@@ -75,8 +83,9 @@ def two_wrappers(vm: ProposerVM, clock: SimClock, head: ProposerBlock
 
 @pytest.mark.parametrize("accept_first", [True, False], ids=["accept-first", "reject-first"])
 @pytest.mark.parametrize("accepted_index", [0, 1], ids=["built-wins", "rewrap-wins"])
-def test_two_wrappers_of_one_inner_block_decide_it_once(accept_first: bool,
-                                                        accepted_index: int) -> None:
+def test_two_wrappers_of_one_inner_block_decide_it_once(
+    accept_first: bool, accepted_index: int
+) -> None:
     """Deciding two envelopes of one inner block, in either order, accepts the inner block
     once and never rejects it; the rejected envelope is not served and cannot come back."""
     vm, inner, clock, head = memory_chain()
@@ -97,8 +106,7 @@ def test_two_wrappers_of_one_inner_block_decide_it_once(accept_first: bool,
     with pytest.raises(BlockNotFound):
         vm.get_block(loser.id)
     assert ancestors(vm, loser.id) == []
-    assert serial_get_ancestors(vm, loser.id, max_blocks_num=10,
-                                max_retrieval_time=60.0) == []
+    assert serial_get_ancestors(vm, loser.id, max_blocks_num=10, max_retrieval_time=60.0) == []
     again = vm.parse_block(bytes(loser))
     with pytest.raises(InvalidBlock):
         again.verify()
@@ -220,8 +228,9 @@ def test_restarted_layer_keeps_the_accepted_wrapper() -> None:
     built, other = two_wrappers(vm, clock, head)
     other.accept()
     built.reject()
-    again = ProposerVM(inner, fork_time=0, chain_id=CHAIN_ID, store=store, clock=clock,
-                       staking_key=node_key())
+    again = ProposerVM(
+        inner, fork_time=0, chain_id=CHAIN_ID, store=store, clock=clock, staking_key=node_key()
+    )
     assert again.last_accepted() == other.id
     assert again.get_block_id_at_height(other.height) == other.id
     with pytest.raises(BlockNotFound):
@@ -248,8 +257,9 @@ def test_two_wrappers_through_the_full_stack(accept_first: bool) -> None:
     built.verify()
     assert mempool.pending_transactions() == 3  # pending until a block with them is accepted
     envelope = _proposer_block(built)
-    other = vm.parse_block(rewrap(_proposer_block(head), bytes(envelope.inner),
-                                  chain_id=_proposer_vm(vm).chain_id))
+    other = vm.parse_block(
+        rewrap(_proposer_block(head), bytes(envelope.inner), chain_id=_proposer_vm(vm).chain_id)
+    )
     other.verify()
     if accept_first:
         built.accept()
@@ -265,8 +275,7 @@ def test_two_wrappers_through_the_full_stack(accept_first: bool) -> None:
     grow(vm, clock, 2)
     top = vm.last_accepted()
     answer = ancestors(vm, top)
-    assert answer == serial_get_ancestors(vm, top, max_blocks_num=100,
-                                          max_retrieval_time=60.0)
+    assert answer == serial_get_ancestors(vm, top, max_blocks_num=100, max_retrieval_time=60.0)
     assert len(answer) == vm.get_block(top).height + 1
     assert bytes(other) not in answer
 
@@ -331,7 +340,8 @@ def test_get_ancestors_of_a_block_accepted_mid_call_is_not_empty() -> None:
 
 @pytest.mark.slow
 def test_get_ancestors_never_empty_for_blocks_processing_or_accepted_under_threads(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     """Readers ask for blocks that are processing (verified, published) or accepted while
     a writer accepts them through the full stack on LMDB: never an empty answer."""
     store = LMDBStore(tmp_path / "db")
@@ -390,8 +400,9 @@ class Engine:
     def __init__(self, seed: int) -> None:
         self.rng = random.Random(seed)
         self.vm, self.inner, self.clock, head = memory_chain()
-        self.accepted: list[bytes] = [self.vm.get_block_id_at_height(h)
-                                      for h in range(head.height + 1)]
+        self.accepted: list[bytes] = [
+            self.vm.get_block_id_at_height(h) for h in range(head.height + 1)
+        ]
         self.processing: dict[bytes, ProposerBlock] = {}
         self.rejected: set[bytes] = set()
         self.accepted_inner: set[bytes] = {head.inner.id}
@@ -401,8 +412,9 @@ class Engine:
         if action == "rewrap" and self.processing:
             original = self.rng.choice(list(self.processing.values()))
             parent = self.vm.get_block(original.parent_id)
-            block = self.vm.parse_block(rewrap(parent, bytes(original.inner),
-                                               delay=self.rng.randint(1, 3)))
+            block = self.vm.parse_block(
+                rewrap(parent, bytes(original.inner), delay=self.rng.randint(1, 3))
+            )
             if block.id in self.processing:
                 return
             block.verify()

@@ -83,11 +83,19 @@ _READERS: dict[bytes, Callable[[ProposerState], object]] = {
 }
 
 
-@pytest.mark.parametrize("key, damage", [
-    (_INDEX_ONE, "flipped"), (_INDEX_ONE, "short"), (_INDEX_ONE, "misplaced"),
-    (b"last", "flipped"), (b"last", "short"), (b"last", "misplaced"),
-    (b"first", "flipped"), (b"first", "short"),
-])
+@pytest.mark.parametrize(
+    "key, damage",
+    [
+        (_INDEX_ONE, "flipped"),
+        (_INDEX_ONE, "short"),
+        (_INDEX_ONE, "misplaced"),
+        (b"last", "flipped"),
+        (b"last", "short"),
+        (b"last", "misplaced"),
+        (b"first", "flipped"),
+        (b"first", "short"),
+    ],
+)
 def test_damaged_pointers_are_store_corrupted(key: bytes, damage: str) -> None:
     """An index entry, newest pointer or first height that fails its checksum, has the
     wrong length or is another key's valid value is StoreCorrupted, never followed."""
@@ -95,8 +103,11 @@ def test_damaged_pointers_are_store_corrupted(key: bytes, damage: str) -> None:
     state = ProposerState(store)
     _two_records(state)
     value = store.get(STORE_PREFIX + key)
-    damaged = {"flipped": bytes([value[0] ^ 1]) + value[1:], "short": value[:-1],
-               "misplaced": store.get(STORE_PREFIX + _INDEX_TWO)}[damage]
+    damaged = {
+        "flipped": bytes([value[0] ^ 1]) + value[1:],
+        "short": value[:-1],
+        "misplaced": store.get(STORE_PREFIX + _INDEX_TWO),
+    }[damage]
     store.put(STORE_PREFIX + key, damaged)
     with pytest.raises(StoreCorrupted):
         _READERS[key](state)
@@ -110,7 +121,8 @@ def test_accepted_blocks_survive_a_restart_over_the_same_store() -> None:
     again = ProposerVM(inner, fork_time=FORK, chain_id=CHAIN_ID, store=store, clock=clock)
     assert again.last_accepted() == blocks[-1].id
     assert [bytes(again.get_block(block.id)) for block in blocks] == [
-        bytes(block) for block in blocks]
+        bytes(block) for block in blocks
+    ]
     assert all(key.startswith(STORE_PREFIX) or key == FORMAT_KEY for key, _ in store.iterate())
 
 

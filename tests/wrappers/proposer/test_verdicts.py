@@ -42,14 +42,20 @@ class Chain:
     def __init__(self, pool: ParsePool) -> None:
         clock = SimClock(1_700_000_000.0)
         self.store = MemoryStore()
-        self.reference: ChainVM = build_stack(self.store, clock=clock, fork_time=0,
-                                              staking_key=KEY)
-        ids = generate_chain(self.reference, blocks=CHAIN_BLOCKS + 1, txs_per_block=3,
-                             seed=5, clock=clock)
+        self.reference: ChainVM = build_stack(self.store, clock=clock, fork_time=0, staking_key=KEY)
+        ids = generate_chain(
+            self.reference, blocks=CHAIN_BLOCKS + 1, txs_per_block=3, seed=5, clock=clock
+        )
         self.blocks = [bytes(self.reference.get_block(block_id)) for block_id in ids[1:]]
         layer = find_layer(self.reference, ProposerVM)
-        self.pooled = ProposerVM(layer.inner, fork_time=0, chain_id=DEFAULT_CHAIN_ID,
-                                 store=self.store, clock=clock, parse_pool=pool)
+        self.pooled = ProposerVM(
+            layer.inner,
+            fork_time=0,
+            chain_id=DEFAULT_CHAIN_ID,
+            store=self.store,
+            clock=clock,
+            parse_pool=pool,
+        )
 
 
 @pytest.fixture(scope="module")
@@ -73,19 +79,26 @@ def _bad_signature(data: bytes, rng: random.Random) -> bytes:
     envelope = PostForkBlock.decode(data)
     signature = bytearray(envelope.signature)
     signature[rng.randrange(len(signature))] ^= 0x01
-    return data[:envelope.unsigned_len] + _packed(bytes(signature))
+    return data[: envelope.unsigned_len] + _packed(bytes(signature))
 
 
 def _bad_framing(data: bytes, rng: random.Random) -> bytes:
-    return data[:rng.randrange(2, len(data) - 1)]
+    return data[: rng.randrange(2, len(data) - 1)]
 
 
 def _bad_inner(data: bytes, rng: random.Random) -> bytes:
     envelope = PostForkBlock.decode(data)
     inner = bytes(envelope.inner)
-    return bytes(build_signed(envelope.parent_id, envelope.timestamp, envelope.pchain_height,
-                              inner[:rng.randrange(1, len(inner))], key=KEY,
-                              chain_id=CHAIN_ID))
+    return bytes(
+        build_signed(
+            envelope.parent_id,
+            envelope.timestamp,
+            envelope.pchain_height,
+            inner[: rng.randrange(1, len(inner))],
+            key=KEY,
+            chain_id=CHAIN_ID,
+        )
+    )
 
 
 SPOIL: dict[str, Callable[[bytes, random.Random], bytes]] = {
@@ -95,8 +108,9 @@ SPOIL: dict[str, Callable[[bytes, random.Random], bytes]] = {
 }
 
 
-def _outcome(parse: Callable[[ChainVM, Sequence[bytes]], list[object]], vm: ChainVM,
-             batch: Sequence[bytes]) -> tuple[object, ...]:
+def _outcome(
+    parse: Callable[[ChainVM, Sequence[bytes]], list[object]], vm: ChainVM, batch: Sequence[bytes]
+) -> tuple[object, ...]:
     try:
         return ("parsed", [block.id for block in parse(vm, batch)])  # type: ignore[attr-defined]
     except InvalidBlock as error:
@@ -119,8 +133,8 @@ def _submissions(pool: ParsePool, monkeypatch: pytest.MonkeyPatch) -> list[int]:
 @pytest.mark.parametrize("seed", range(8))
 @pytest.mark.parametrize("kind", sorted(SPOIL))
 def test_a_bad_element_anywhere_gives_the_serial_answer(
-        chain: Chain, pool: ParsePool, kind: str, seed: int,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    chain: Chain, pool: ParsePool, kind: str, seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A random batch with one bad element at a random position: the pooled parse refuses
     it with the serial parse's reason and index."""
     rng = random.Random(f"{kind} {seed}")
@@ -138,7 +152,8 @@ def test_a_bad_element_anywhere_gives_the_serial_answer(
 
 @pytest.mark.parametrize("seed", range(4))
 def test_a_good_batch_gives_the_same_blocks_in_order(
-        chain: Chain, pool: ParsePool, seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    chain: Chain, pool: ParsePool, seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     rng = random.Random(seed)
     batch = rng.sample(chain.blocks, rng.randrange(1, len(chain.blocks) + 1))
     sizes = _submissions(pool, monkeypatch)
@@ -149,12 +164,14 @@ def test_a_good_batch_gives_the_same_blocks_in_order(
 
 
 def test_a_batch_below_the_threshold_never_reaches_the_pool(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     with ParsePool(1, threshold=5) as small:
         made = Chain(small)
         sizes = _submissions(small, monkeypatch)
         assert _outcome(batched_parse_block, made.pooled, made.blocks[:4]) == _outcome(
-            serial_parse_block, made.reference, made.blocks[:4])
+            serial_parse_block, made.reference, made.blocks[:4]
+        )
         assert sizes == []
 
 
@@ -169,11 +186,13 @@ def test_the_verdict_is_the_signature_check_itself() -> None:
     assert envelope.certificate_info is not None
     with pytest.raises(InvalidBlock, match="signature verification failed"):
         PostForkBlock.decode(bytes(envelope)).verify(
-            bytes(31) + b"\1", check_signature=SignatureVerdicts((), None).check)
+            bytes(31) + b"\1", check_signature=SignatureVerdicts((), None).check
+        )
 
 
 def test_a_worker_killed_mid_batch_still_gives_the_serial_answer(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The workers are SIGKILLed right after a batch's checks reach them: the batch gives
     the serial answer (the checks run in this process), and later ones have new workers."""
     with ParsePool(1, threshold=0) as own:
@@ -186,8 +205,9 @@ def test_a_worker_killed_mid_batch_still_gives_the_serial_answer(
         submit = own.submit
         killed: list[int] = []
 
-        def submit_then_kill(function: Callable[[object], object],
-                             items: Sequence[object]) -> object:
+        def submit_then_kill(
+            function: Callable[[object], object], items: Sequence[object]
+        ) -> object:
             pending = submit(function, items)
             for pid in own.worker_pids:
                 os.kill(pid, signal.SIGKILL)
@@ -196,7 +216,8 @@ def test_a_worker_killed_mid_batch_still_gives_the_serial_answer(
 
         monkeypatch.setattr(own, "submit", submit_then_kill)
         assert _outcome(batched_parse_block, made.pooled, batch) == _outcome(
-            serial_parse_block, made.reference, batch)
+            serial_parse_block, made.reference, batch
+        )
         assert killed
         monkeypatch.setattr(own, "submit", submit)
         good = made.blocks[:6]
@@ -204,7 +225,8 @@ def test_a_worker_killed_mid_batch_still_gives_the_serial_answer(
         # the checks itself), and new workers start in the background.
         for _ in range(3):
             assert _outcome(batched_parse_block, made.pooled, good) == _outcome(
-                serial_parse_block, made.reference, good)
+                serial_parse_block, made.reference, good
+            )
         assert own.wait_ready(60)
         assert own.worker_pids and not set(own.worker_pids) & set(killed)
 
@@ -229,8 +251,10 @@ def test_a_stopped_worker_leaves_1800_envelopes_to_the_serial_parse() -> None:
             # owing an answer past the timeout. Every batch gives the serial answer.
             deadline = time.monotonic() + 60
             while not ended(pid) and time.monotonic() < deadline:
-                assert returns_within(120, lambda: _outcome(
-                    batched_parse_block, made.pooled, batch)) == expected
+                assert (
+                    returns_within(120, lambda: _outcome(batched_parse_block, made.pooled, batch))
+                    == expected
+                )
                 time.sleep(0.2)
             assert wait_ended(pid), "the stopped worker was left behind"
         finally:

@@ -46,8 +46,12 @@ def test_pre_fork_block_after_the_fork_fails() -> None:
         pre_fork.verify()
 
 
-def _envelope(vm: ProposerVM, inner: MemoryVM, parent: ProposerBlock, **fields: Any,
-              ) -> bytes:
+def _envelope(
+    vm: ProposerVM,
+    inner: MemoryVM,
+    parent: ProposerBlock,
+    **fields: Any,
+) -> bytes:
     """Envelope bytes over a fresh inner block on ``parent``'s inner block."""
     inner.set_preference(parent.inner.id)
     inner_block = inner.build_block()
@@ -55,10 +59,21 @@ def _envelope(vm: ProposerVM, inner: MemoryVM, parent: ProposerBlock, **fields: 
     signer = fields.pop("key", node_key())
     values.update(fields)
     if signer is None:
-        return bytes(build_unsigned(parent.id, values["timestamp"], values["pchain_height"],
-                                    bytes(inner_block)))
-    return bytes(build_signed(parent.id, values["timestamp"], values["pchain_height"],
-                              bytes(inner_block), key=signer, chain_id=CHAIN_ID))
+        return bytes(
+            build_unsigned(
+                parent.id, values["timestamp"], values["pchain_height"], bytes(inner_block)
+            )
+        )
+    return bytes(
+        build_signed(
+            parent.id,
+            values["timestamp"],
+            values["pchain_height"],
+            bytes(inner_block),
+            key=signer,
+            chain_id=CHAIN_ID,
+        )
+    )
 
 
 def test_post_fork_block_before_the_fork_fails() -> None:
@@ -78,13 +93,17 @@ def test_first_post_fork_block_must_be_unsigned() -> None:
         vm.parse_block(_envelope(vm, inner, blocks[-1])).verify()
 
 
-@pytest.mark.parametrize("fields, reason", [
-    ({"timestamp": -1}, "before its parent's"),
-    ({"timestamp": 10**6}, "too far in the future"),
-    ({"pchain_height": 5}, "ahead of the P-chain"),
-])
-def test_envelope_fields_are_checked_against_parent_and_clock(fields: dict[str, int],
-                                                              reason: str) -> None:
+@pytest.mark.parametrize(
+    "fields, reason",
+    [
+        ({"timestamp": -1}, "before its parent's"),
+        ({"timestamp": 10**6}, "too far in the future"),
+        ({"pchain_height": 5}, "ahead of the P-chain"),
+    ],
+)
+def test_envelope_fields_are_checked_against_parent_and_clock(
+    fields: dict[str, int], reason: str
+) -> None:
     """Timestamps before the parent or beyond the skew, and future P-chain heights, fail."""
     vm, inner, clock = make_vm(fork_time=0)
     parent = grow(vm, clock, 2)[-1]
@@ -98,8 +117,7 @@ def test_skew_allows_blocks_slightly_ahead() -> None:
     """A timestamp within the allowed skew of the local clock verifies."""
     vm, inner, clock = make_vm(fork_time=0)
     parent = grow(vm, clock, 2)[-1]
-    block = vm.parse_block(_envelope(vm, inner, parent,
-                                     timestamp=int(clock()) + MAX_CLOCK_SKEW))
+    block = vm.parse_block(_envelope(vm, inner, parent, timestamp=int(clock()) + MAX_CLOCK_SKEW))
     block.verify()
 
 
@@ -109,8 +127,11 @@ def test_inner_parent_must_match_the_envelope_parent() -> None:
     blocks = grow(vm, clock, 3)
     inner.set_preference(blocks[0].inner.id)
     stray = inner.build_block()
-    data = bytes(build_signed(blocks[-1].id, blocks[-1].timestamp, 0, bytes(stray),
-                              key=node_key(), chain_id=CHAIN_ID))
+    data = bytes(
+        build_signed(
+            blocks[-1].id, blocks[-1].timestamp, 0, bytes(stray), key=node_key(), chain_id=CHAIN_ID
+        )
+    )
     with pytest.raises(InvalidBlock, match="inner block's parent"):
         vm.parse_block(data).verify()
 
@@ -119,8 +140,16 @@ def test_unknown_parent_fails() -> None:
     """An envelope whose parent is unknown fails to verify."""
     vm, inner, clock = make_vm(fork_time=0)
     grow(vm, clock, 1)
-    data = bytes(build_signed(bytes(32), int(clock()), 0, bytes(inner.build_block()),
-                              key=node_key(), chain_id=CHAIN_ID))
+    data = bytes(
+        build_signed(
+            bytes(32),
+            int(clock()),
+            0,
+            bytes(inner.build_block()),
+            key=node_key(),
+            chain_id=CHAIN_ID,
+        )
+    )
     with pytest.raises(InvalidBlock, match="is not known"):
         vm.parse_block(data).verify()
 

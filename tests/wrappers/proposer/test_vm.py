@@ -39,35 +39,38 @@ class TestConformanceBeforeTheFork(LayerConformance):
 
     def wrap(self, inner: ChainVM) -> ChainVM:
         assert isinstance(inner, MemoryVM)
-        return ProposerVM(inner, fork_time=math.inf, chain_id=CHAIN_ID,
-                          staking_key=node_key(), clock=inner.clock)
+        return ProposerVM(
+            inner, fork_time=math.inf, chain_id=CHAIN_ID, staking_key=node_key(), clock=inner.clock
+        )
 
 
 class TestConformanceForkAtGenesis(LayerConformance):
     """With the fork at genesis every block the kit grows is a signed post-fork block: an
     envelope of the layer's own, which it serves from its own store."""
 
-    declarations = frozenset({Declaration.ANSWERS_BATCHED_CALLS_ITSELF,
-                              Declaration.BLOCKS_OF_ITS_OWN})
+    declarations = frozenset(
+        {Declaration.ANSWERS_BATCHED_CALLS_ITSELF, Declaration.BLOCKS_OF_ITS_OWN}
+    )
     #: Faults are injected below by block ID, and the VM below never sees the IDs of
     #: post-fork blocks; the layer answers get_ancestors of post-fork blocks from its own
     #: store, so an error of the batched call below (which it does not make) cannot come up.
     not_applicable: ClassVar[dict[str, str]] = {
         "errors.first-block": "faults are injected by block ID into the inner VM, which "
-                              "never sees the IDs of post-fork blocks",
+        "never sees the IDs of post-fork blocks",
         "errors.mid-walk": "faults are injected by block ID into the inner VM, which never "
-                           "sees the IDs of post-fork blocks",
+        "sees the IDs of post-fork blocks",
         "errors.batched-ancestors-unchanged": "the layer answers the post-fork part from its "
-                                              "own store; an error of the pre-fork part below "
-                                              "ends the answer there, as a walk ends "
-                                              "(test_batched.py checks this)",
+        "own store; an error of the pre-fork part below "
+        "ends the answer there, as a walk ends "
+        "(test_batched.py checks this)",
     }
     max_examples: ClassVar[int] = 8
 
     def wrap(self, inner: ChainVM) -> ChainVM:
         assert isinstance(inner, MemoryVM)
-        return ProposerVM(inner, fork_time=0, chain_id=CHAIN_ID, staking_key=node_key(),
-                          clock=inner.clock)
+        return ProposerVM(
+            inner, fork_time=0, chain_id=CHAIN_ID, staking_key=node_key(), clock=inner.clock
+        )
 
     def extend_chain(self, layer: ChainVM, inner: MemoryVM, count: int) -> list[bytes]:
         ids: list[bytes] = []
@@ -131,8 +134,14 @@ def test_pchain_height_follows_the_callable() -> None:
     height = [3]
     clock = SimClock()
     inner = memory_vm(clock=clock)
-    vm = ProposerVM(inner, fork_time=0, chain_id=CHAIN_ID, clock=clock,
-                    staking_key=node_key(), pchain_height=lambda: height[0])
+    vm = ProposerVM(
+        inner,
+        fork_time=0,
+        chain_id=CHAIN_ID,
+        clock=clock,
+        staking_key=node_key(),
+        pchain_height=lambda: height[0],
+    )
     first, second = grow(vm, clock, 2)
     assert (first.pchain_height, second.pchain_height) == (3, 3)
     height[0] = 1
@@ -154,7 +163,10 @@ def test_served_blocks_and_heights_across_the_fork() -> None:
         assert vm.get_block_id_at_height(block.height) == block.id
         served = vm.get_block(block.id)
         assert (served.id, bytes(served), served.parent_id) == (
-            block.id, bytes(block), block.parent_id)
+            block.id,
+            bytes(block),
+            block.parent_id,
+        )
     with pytest.raises(BlockNotFound, match="inner block of a post-fork block"):
         vm.get_block(blocks[-1].inner.id)
     with pytest.raises(BlockNotFound):
@@ -194,8 +206,11 @@ def test_decisions_reach_the_inner_block_after_the_fork() -> None:
     other.reject()
     decisions = [call for call in inner.calls if call.method.startswith("block.")]
     assert [(call.method, call.args) for call in decisions] == [
-        ("block.verify", (built.inner.id,)), ("block.accept", (built.inner.id,)),
-        ("block.verify", (other.inner.id,)), ("block.reject", (other.inner.id,))]
+        ("block.verify", (built.inner.id,)),
+        ("block.accept", (built.inner.id,)),
+        ("block.verify", (other.inner.id,)),
+        ("block.reject", (other.inner.id,)),
+    ]
     assert vm.last_accepted() == built.id
 
 
@@ -219,7 +234,10 @@ def test_parse_block_tries_post_fork_then_pre_fork() -> None:
     for block in blocks:
         parsed = fresh.parse_block(bytes(block))
         assert (parsed.id, parsed.post_fork, parsed.height) == (
-            block.id, block.post_fork, block.height)
+            block.id,
+            block.post_fork,
+            block.height,
+        )
         assert isinstance(parsed, ProposerBlock)
 
 
@@ -238,8 +256,16 @@ def test_block_signed_for_another_chain_fails_parse() -> None:
     vm, inner, clock = make_vm(fork_time=0)
     parent = grow(vm, clock, 2)[-1]
     inner.set_preference(parent.inner.id)
-    data = bytes(build_signed(parent.id, parent.timestamp, 0, bytes(inner.build_block()),
-                              key=node_key(), chain_id=bytes(32)))
+    data = bytes(
+        build_signed(
+            parent.id,
+            parent.timestamp,
+            0,
+            bytes(inner.build_block()),
+            key=node_key(),
+            chain_id=bytes(32),
+        )
+    )
     with pytest.raises(InvalidBlock, match="signature verification failed"):
         vm.parse_block(data)
 
@@ -272,8 +298,13 @@ def test_identity_from_a_raw_key_and_certificate() -> None:
     vm = ProposerVM(MemoryVM(), fork_time=0, chain_id=CHAIN_ID, staking_key=private)
     assert vm.node_id == StakingKey(private).node_id
     with pytest.raises(ValueError):
-        ProposerVM(MemoryVM(), fork_time=0, chain_id=CHAIN_ID, staking_key=private,
-                   certificate=node_key().certificate)
+        ProposerVM(
+            MemoryVM(),
+            fork_time=0,
+            chain_id=CHAIN_ID,
+            staking_key=private,
+            certificate=node_key().certificate,
+        )
 
 
 def test_blocks_of_an_rsa_proposer_verify_on_another_node() -> None:
@@ -281,8 +312,9 @@ def test_blocks_of_an_rsa_proposer_verify_on_another_node() -> None:
     key: the certificate in each block is what the signature is checked against."""
     rsa_key = StakingKey.generate(algorithm="RSA", seed=b"rsa proposer")
     clock = SimClock()
-    proposer = ProposerVM(memory_vm(clock=clock), fork_time=0, chain_id=CHAIN_ID,
-                          clock=clock, staking_key=rsa_key)
+    proposer = ProposerVM(
+        memory_vm(clock=clock), fork_time=0, chain_id=CHAIN_ID, clock=clock, staking_key=rsa_key
+    )
     blocks = grow(proposer, clock, 3)
     assert [block.proposer for block in blocks[1:]] == [rsa_key.node_id] * 2
     other, _, other_clock = make_vm(fork_time=0)
@@ -294,16 +326,19 @@ def test_blocks_of_an_rsa_proposer_verify_on_another_node() -> None:
     assert other.node_id == node_key().node_id != rsa_key.node_id
 
 
-@pytest.mark.parametrize("arguments", [
-    {"fork_time": math.nan},
-    {"fork_time": "soon"},
-    {"chain_id": b"short"},
-    {"pchain_height": -1},
-    {"pchain_height": "high"},
-    {"staking_key": node_key(), "certificate": node_key().certificate},
-    {"certificate": node_key().certificate},
-    {"staking_key": "not a key"},
-])
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"fork_time": math.nan},
+        {"fork_time": "soon"},
+        {"chain_id": b"short"},
+        {"pchain_height": -1},
+        {"pchain_height": "high"},
+        {"staking_key": node_key(), "certificate": node_key().certificate},
+        {"certificate": node_key().certificate},
+        {"staking_key": "not a key"},
+    ],
+)
 def test_bad_arguments_raise_value_error(arguments: dict[str, Any]) -> None:
     """Bad configuration raises ValueError at construction."""
     config: dict[str, Any] = {"fork_time": 0, "chain_id": CHAIN_ID}
@@ -317,5 +352,5 @@ def test_serial_and_batched_answers_agree_on_a_simple_chain() -> None:
     vm, _, clock = make_vm(fork_time=FORK)
     tip = grow(vm, clock, 10)[-1]
     assert vm.get_ancestors(tip.id, 100, 10**6, 1.0) == serial_get_ancestors(
-        vm, tip.id, max_blocks_num=100, max_blocks_size=10**6, max_retrieval_time=1.0,
-        clock=clock)
+        vm, tip.id, max_blocks_num=100, max_blocks_size=10**6, max_retrieval_time=1.0, clock=clock
+    )

@@ -65,7 +65,12 @@ def test_mt19937_reference_outputs() -> None:
     the C++ standard's check value 4123659995."""
     twister = MersenneTwister()
     assert [twister.uint32() for _ in range(5)] == [
-        3499211612, 581869302, 3890346734, 3586334585, 545404204]
+        3499211612,
+        581869302,
+        3890346734,
+        3586334585,
+        545404204,
+    ]
     twister = MersenneTwister(5489)
     outputs = [twister.uint32() for _ in range(10000)]
     assert outputs[-1] == 4123659995
@@ -75,8 +80,7 @@ def test_mt19937_64_reference_outputs() -> None:
     """MT19937-64 from the default seed 5489: its first outputs, and its 10000th is the
     C++ standard's check value 9981545732273789042."""
     twister = MersenneTwister64()
-    assert [twister.uint64() for _ in range(2)] == [14514284786278117030,
-                                                     4620546740167642908]
+    assert [twister.uint64() for _ in range(2)] == [14514284786278117030, 4620546740167642908]
     outputs = [twister.uint64() for _ in range(9998)]
     assert outputs[-1] == 9981545732273789042
 
@@ -89,8 +93,9 @@ def test_mt19937_matches_numpy_and_python(seed: int) -> None:
     reference = random.Random()
     reference.setstate((3, (*(int(word) for word in key), 624), None))
     twister = MersenneTwister(seed)
-    assert [twister.uint32() for _ in range(1500)] == [reference.getrandbits(32)
-                                                      for _ in range(1500)]
+    assert [twister.uint32() for _ in range(1500)] == [
+        reference.getrandbits(32) for _ in range(1500)
+    ]
 
 
 def test_mt19937_seeds_with_the_low_32_bits_and_uint64_is_two_draws() -> None:
@@ -113,10 +118,10 @@ def eager_mt19937_64(seed: int, count: int) -> list[int]:
     for _ in range(count):
         if position == 312:
             for index in range(312):
-                y = (state[index] & 0xFFFFFFFF80000000) | (state[(index + 1) % 312]
-                                                          & 0x7FFFFFFF)
-                state[index] = (state[(index + 156) % 312] ^ (y >> 1)
-                                ^ (0xB5026F5AA96619E9 if y & 1 else 0))
+                y = (state[index] & 0xFFFFFFFF80000000) | (state[(index + 1) % 312] & 0x7FFFFFFF)
+                state[index] = (
+                    state[(index + 156) % 312] ^ (y >> 1) ^ (0xB5026F5AA96619E9 if y & 1 else 0)
+                )
             position = 0
         x = state[position]
         position += 1
@@ -164,8 +169,9 @@ UINT64_INCLUSIVE_CASES = [
 
 
 @pytest.mark.parametrize(("maximum", "numbers", "expected"), UINT64_INCLUSIVE_CASES)
-def test_uint64_inclusive_matches_avalanchego(maximum: int, numbers: list[int],
-                                              expected: int) -> None:
+def test_uint64_inclusive_matches_avalanchego(
+    maximum: int, numbers: list[int], expected: int
+) -> None:
     """Each upstream case gives its result and consumes exactly its draws (the mask, the
     redraw above 2**63 - 1, and the rejection of the tail below it)."""
     draw, remaining = source_of(numbers)
@@ -207,8 +213,9 @@ def test_uniform_replacer_draws_each_value_once_then_resets() -> None:
     the whole range available again."""
     replacer = UniformReplacer(MersenneTwister64(7).uint64, 3)
     for _ in range(2):
-        assert sorted(value for value in (replacer.next() for _ in range(3))
-                      if value is not None) == [0, 1, 2]
+        assert sorted(
+            value for value in (replacer.next() for _ in range(3)) if value is not None
+        ) == [0, 1, 2]
         assert replacer.next() is None
         replacer.reset()
 
@@ -234,8 +241,9 @@ def test_delay_change_by_height() -> None:
     node_ids = upstream_node_ids(MAX_VERIFY_WINDOWS)
     windower = equal_stake(node_ids)
     for height, windows in ((1, [2, 5, 3, 4, 0, 1]), (2, [5, 1, 3, 4, 0, 2])):
-        assert [windower.delay(height, 0, node_id, MAX_VERIFY_WINDOWS)
-                for node_id in node_ids] == [w * WINDOW_DURATION for w in windows]
+        assert [windower.delay(height, 0, node_id, MAX_VERIFY_WINDOWS) for node_id in node_ids] == [
+            w * WINDOW_DURATION for w in windows
+        ]
 
 
 def test_expected_proposer_change_by_height() -> None:
@@ -269,7 +277,8 @@ def test_min_delay_for_proposer() -> None:
     windower = equal_stake(node_ids)
     slots = [1, 15, 0, 5, 10, 18, 12, 3, 23, 2]
     assert [windower.min_delay_for_proposer(1, 0, node_id, 0) for node_id in node_ids] == [
-        slot * WINDOW_DURATION for slot in slots]
+        slot * WINDOW_DURATION for slot in slots
+    ]
     outsider = bytes(range(1, 21))
     assert windower.min_delay_for_proposer(1, 0, outsider, 0) == MAX_LOOK_AHEAD_WINDOW
 
@@ -280,12 +289,12 @@ def test_coherence_of_expected_proposer_and_min_delay() -> None:
     windower = equal_stake(upstream_node_ids(10))
     for slot in range(3 * MAX_LOOK_AHEAD_SLOTS):
         proposer = windower.expected_proposer(1, 0, slot)
-        assert windower.min_delay_for_proposer(1, 0, proposer, slot) == (
-            slot * WINDOW_DURATION)
+        assert windower.min_delay_for_proposer(1, 0, proposer, slot) == (slot * WINDOW_DURATION)
 
 
-@pytest.mark.parametrize("validators", [{}, {EMPTY_NODE_ID: 5}],
-                         ids=["no validators", "only inactive validators"])
+@pytest.mark.parametrize(
+    "validators", [{}, {EMPTY_NODE_ID: 5}], ids=["no validators", "only inactive validators"]
+)
 def test_windower_no_validators(validators: dict[bytes, int]) -> None:
     """``TestWindowerNoValidators``: no delay before Durango, and anyone can propose
     after it (the empty NodeID is dropped from the set)."""
@@ -315,9 +324,17 @@ def test_empty_node_id_waits_every_window() -> None:
     assert windower.delay(1, 0, EMPTY_NODE_ID, MAX_VERIFY_WINDOWS) == MAX_VERIFY_DELAY
 
 
-@pytest.mark.parametrize(("offset", "slot"), [(-WINDOW_DURATION, 0), (-1.0, 0), (0.0, 0),
-                                              (WINDOW_DURATION, 1), (2 * WINDOW_DURATION, 2),
-                                              (9.0, 1)])
+@pytest.mark.parametrize(
+    ("offset", "slot"),
+    [
+        (-WINDOW_DURATION, 0),
+        (-1.0, 0),
+        (0.0, 0),
+        (WINDOW_DURATION, 1),
+        (2 * WINDOW_DURATION, 2),
+        (9.0, 1),
+    ],
+)
 def test_time_to_slot(offset: float, slot: int) -> None:
     """``TestTimeToSlot``: whole windows after the parent, 0 before it."""
     parent = 1_700_000_000.0
@@ -330,8 +347,9 @@ def test_proposer_distribution() -> None:
     node_ids = upstream_node_ids(10)
     windower = equal_stake(node_ids)
     frequency = Counter({node_id: 0 for node_id in node_ids})
-    frequency.update(windower.expected_proposer(height, 0, slot)
-                     for height in range(100) for slot in range(100))
+    frequency.update(
+        windower.expected_proposer(height, 0, slot) for height in range(100) for slot in range(100)
+    )
     deviation = math.sqrt(10_000 * 0.1 * 0.9)
     assert max(abs(count - 1000) for count in frequency.values()) / deviation < 3
 
@@ -346,16 +364,15 @@ def test_chain_source_is_the_first_eight_bytes_big_endian() -> None:
 
 # --- properties --------------------------------------------------------------------------
 
-node_id_strategy = st.binary(min_size=20, max_size=20).filter(
-    lambda value: value != EMPTY_NODE_ID)
-validator_sets = st.dictionaries(node_id_strategy, st.integers(1, 10**9), min_size=1,
-                                 max_size=30)
+node_id_strategy = st.binary(min_size=20, max_size=20).filter(lambda value: value != EMPTY_NODE_ID)
+validator_sets = st.dictionaries(node_id_strategy, st.integers(1, 10**9), min_size=1, max_size=30)
 
 
 @SETTINGS
 @given(validators=validator_sets, height=st.integers(0, U64), start=st.integers(0, 10**6))
-def test_expected_proposer_and_min_delay_cohere(validators: dict[bytes, int], height: int,
-                                                start: int) -> None:
+def test_expected_proposer_and_min_delay_cohere(
+    validators: dict[bytes, int], height: int, start: int
+) -> None:
     """For any set and height, a slot's expected proposer has that slot as its first from
     there on, and a validator's first slot names it as expected there."""
     windower = Windower(validators, bytes(32))
@@ -363,7 +380,8 @@ def test_expected_proposer_and_min_delay_cohere(validators: dict[bytes, int], he
         proposer = windower.expected_proposer(height, 0, slot)
         assert proposer in validators
         assert windower.min_delay_for_proposer(height, 0, proposer, slot) == (
-            slot * WINDOW_DURATION)
+            slot * WINDOW_DURATION
+        )
     some = sorted(validators)[0]
     delay = windower.min_delay_for_proposer(height, 0, some, start)
     if delay < (start + MAX_LOOK_AHEAD_SLOTS) * WINDOW_DURATION:
@@ -371,10 +389,10 @@ def test_expected_proposer_and_min_delay_cohere(validators: dict[bytes, int], he
 
 
 @SETTINGS
-@given(weight=st.integers(1, 100), max_windows=st.integers(0, 70),
-       node_id=node_id_strategy)
+@given(weight=st.integers(1, 100), max_windows=st.integers(0, 70), node_id=node_id_strategy)
 def test_a_repeated_validator_fills_the_windows_its_weight_allows(
-        weight: int, max_windows: int, node_id: bytes) -> None:
+    weight: int, max_windows: int, node_id: bytes
+) -> None:
     """A lone validator appears once per weight unit, up to ``max_windows`` times."""
     windower = Windower({node_id: weight}, bytes(32))
     assert windower.proposers(3, 0, max_windows) == [node_id] * min(weight, max_windows)
@@ -408,7 +426,8 @@ def test_the_order_given_does_not_matter(validators: dict[bytes, int]) -> None:
     reversed_order = dict(reversed(list(validators.items())))
     first, second = Windower(validators, bytes(32)), Windower(reversed_order, bytes(32))
     assert [first.expected_proposer(1, 0, slot) for slot in range(10)] == [
-        second.expected_proposer(1, 0, slot) for slot in range(10)]
+        second.expected_proposer(1, 0, slot) for slot in range(10)
+    ]
     assert first.proposers(1, 0, 6) == second.proposers(1, 0, 6)
 
 
@@ -439,13 +458,16 @@ def test_a_callable_set_is_read_once_per_p_chain_height() -> None:
     assert asked == [1, 2]
 
 
-@pytest.mark.parametrize(("validators", "message"), [
-    ({b"short": 1}, "20 bytes"),
-    ({bytes(range(20)): -1}, "u64"),
-    ({bytes(range(20)): 2**64}, "u64"),
-    ({bytes(range(20)): True}, "u64"),
-    ({bytes(range(20)): U64, bytes(range(1, 21)): 1}, "overflows"),
-])
+@pytest.mark.parametrize(
+    ("validators", "message"),
+    [
+        ({b"short": 1}, "20 bytes"),
+        ({bytes(range(20)): -1}, "u64"),
+        ({bytes(range(20)): 2**64}, "u64"),
+        ({bytes(range(20)): True}, "u64"),
+        ({bytes(range(20)): U64, bytes(range(1, 21)): 1}, "overflows"),
+    ],
+)
 def test_bad_validator_sets_are_refused(validators: dict[bytes, int], message: str) -> None:
     """A NodeID of the wrong length, a weight outside u64 or an overflowing total is a
     ValueError naming the problem."""

@@ -20,15 +20,26 @@ KEYS = [StakingKey.generate(seed=b"window node a"), StakingKey.generate(seed=b"w
 VALIDATORS = {key.node_id: 1 for key in KEYS}
 
 
-def two_nodes(durango_time: float = 0.0, validators: dict[bytes, int] | None = None,
-              ) -> tuple[list[ProposerVM], SimClock, ProposerBlock]:
+def two_nodes(
+    durango_time: float = 0.0,
+    validators: dict[bytes, int] | None = None,
+) -> tuple[list[ProposerVM], SimClock, ProposerBlock]:
     """Two nodes on one clock, each with its key and the windows on, past their first
     (unsigned) post-fork block, accepted on both; that block is returned."""
     clock = SimClock(100.0)
     chosen = VALIDATORS if validators is None else validators
-    nodes = [ProposerVM(memory_vm(clock=clock), fork_time=0, chain_id=CHAIN_ID, clock=clock,
-                        staking_key=key, validators=chosen, durango_time=durango_time)
-             for key in KEYS]
+    nodes = [
+        ProposerVM(
+            memory_vm(clock=clock),
+            fork_time=0,
+            chain_id=CHAIN_ID,
+            clock=clock,
+            staking_key=key,
+            validators=chosen,
+            durango_time=durango_time,
+        )
+        for key in KEYS
+    ]
     clock.advance(1.0)
     first = nodes[0].build_block()
     assert first.post_fork and first.proposer is None
@@ -68,8 +79,9 @@ def test_building_before_the_minimum_delay_is_refused_with_the_time() -> None:
     nodes, _, first = two_nodes()
     windower = nodes[0].windower
     assert windower is not None
-    proposer, _ = by_node_id(nodes, windower.expected_proposer(first.height + 1,
-                                                               first.pchain_height, 0))
+    proposer, _ = by_node_id(
+        nodes, windower.expected_proposer(first.height + 1, first.pchain_height, 0)
+    )
     with pytest.raises(ProposerWindowNotStarted) as refused:
         proposer.build_block()
     assert refused.value.build_time == first.timestamp + 1.0
@@ -87,8 +99,7 @@ def test_building_before_ones_slot_is_refused_with_the_time() -> None:
     _, waiting = by_node_id(nodes, expected)
     assert waiting.node_id is not None
     clock.advance(1.0)
-    own_slot = windower.min_delay_for_proposer(height, first.pchain_height,
-                                               waiting.node_id, 0)
+    own_slot = windower.min_delay_for_proposer(height, first.pchain_height, waiting.node_id, 0)
     with pytest.raises(ProposerWindowNotStarted, match="slot 0 of height") as refused:
         waiting.build_block()
     assert refused.value.build_time == first.timestamp + max(own_slot, 1.0)
@@ -107,8 +118,14 @@ def test_a_block_signed_by_the_wrong_node_for_its_slot_is_refused() -> None:
     clock.advance(1.0)
     honest = proposer.build_block()
     wrong_key = KEYS[0] if KEYS[0].node_id != expected else KEYS[1]
-    forged = build_signed(first.id, honest.timestamp, honest.pchain_height,
-                          bytes(honest.inner), key=wrong_key, chain_id=nodes[0].chain_id)
+    forged = build_signed(
+        first.id,
+        honest.timestamp,
+        honest.pchain_height,
+        bytes(honest.inner),
+        key=wrong_key,
+        chain_id=nodes[0].chain_id,
+    )
     with pytest.raises(InvalidBlock, match=r"slot 0 of height \d+ expects NodeID-"):
         other.parse_block(bytes(forged)).verify()
 
@@ -119,8 +136,7 @@ def test_an_unsigned_block_when_a_proposer_is_expected_is_refused() -> None:
     nodes, clock, first = two_nodes()
     clock.advance(1.0)
     honest_inner = nodes[0].inner.build_block()
-    unsigned = build_unsigned(first.id, int(clock()), first.pchain_height,
-                              bytes(honest_inner))
+    unsigned = build_unsigned(first.id, int(clock()), first.pchain_height, bytes(honest_inner))
     with pytest.raises(InvalidBlock, match=r"expects NodeID-.*unsigned"):
         nodes[1].parse_block(bytes(unsigned)).verify()
 
@@ -132,8 +148,14 @@ def test_an_empty_set_lets_anyone_propose_unsigned() -> None:
     block = nodes[1].build_block()
     assert block.post_fork and block.proposer is None
     nodes[0].parse_block(bytes(block)).verify()
-    signed = build_signed(first.id, block.timestamp, block.pchain_height, bytes(block.inner),
-                          key=KEYS[0], chain_id=nodes[0].chain_id)
+    signed = build_signed(
+        first.id,
+        block.timestamp,
+        block.pchain_height,
+        bytes(block.inner),
+        key=KEYS[0],
+        chain_id=nodes[0].chain_id,
+    )
     with pytest.raises(InvalidBlock, match="anyone may propose"):
         nodes[0].parse_block(bytes(signed)).verify()
 
@@ -145,20 +167,33 @@ def test_pre_durango_a_block_before_its_proposers_delay_is_refused() -> None:
     windower = nodes[0].windower
     assert windower is not None
     height = first.height + 1
-    late_key = max(KEYS, key=lambda key: windower.delay(height, first.pchain_height,
-                                                        key.node_id, 6))
+    late_key = max(
+        KEYS, key=lambda key: windower.delay(height, first.pchain_height, key.node_id, 6)
+    )
     assert windower.delay(height, first.pchain_height, late_key.node_id, 6) > 0
     inner = bytes(nodes[0].inner.build_block())
-    early = build_signed(first.id, first.timestamp, first.pchain_height, inner,
-                         key=late_key, chain_id=nodes[0].chain_id)
+    early = build_signed(
+        first.id,
+        first.timestamp,
+        first.pchain_height,
+        inner,
+        key=late_key,
+        chain_id=nodes[0].chain_id,
+    )
     with pytest.raises(InvalidBlock, match="proposer window not started"):
         nodes[1].parse_block(bytes(early)).verify()
     unsigned = build_unsigned(first.id, first.timestamp + 10, first.pchain_height, inner)
     with pytest.raises(InvalidBlock, match="proposer window not started"):
         nodes[1].parse_block(bytes(unsigned)).verify()
     clock.advance(40.0)
-    stale = build_signed(first.id, first.timestamp + 31, first.pchain_height, inner,
-                         key=late_key, chain_id=nodes[0].chain_id)
+    stale = build_signed(
+        first.id,
+        first.timestamp + 31,
+        first.pchain_height,
+        inner,
+        key=late_key,
+        chain_id=nodes[0].chain_id,
+    )
     with pytest.raises(InvalidBlock, match="must be unsigned"):
         nodes[1].parse_block(bytes(stale)).verify()
 
@@ -179,8 +214,11 @@ def test_pre_durango_the_first_window_builds_signed() -> None:
 
 def test_bad_window_arguments_raise_value_error() -> None:
     """A durango_time or min_block_delay that is not a number of seconds is refused."""
-    for arguments in ({"durango_time": math.nan}, {"min_block_delay": -1.0},
-                      {"min_block_delay": "soon"}, {"validators": 5}):
+    for arguments in (
+        {"durango_time": math.nan},
+        {"min_block_delay": -1.0},
+        {"min_block_delay": "soon"},
+        {"validators": 5},
+    ):
         with pytest.raises(ValueError):
-            ProposerVM(memory_vm(), fork_time=0, chain_id=CHAIN_ID,
-                       **arguments)  # type: ignore[arg-type]
+            ProposerVM(memory_vm(), fork_time=0, chain_id=CHAIN_ID, **arguments)  # type: ignore[arg-type]

@@ -40,16 +40,22 @@ class ServedChain:
 
     def c_part(self) -> ChainVM:
         """The C-chain part of the stack (what a plugin process serves)."""
-        return build_stack(self.store, clock=self.clock, transition_time=TRANSITION_TIME,
-                           served_part=True)
+        return build_stack(
+            self.store, clock=self.clock, transition_time=TRANSITION_TIME, served_part=True
+        )
 
     def full_stack(self, *, out_of_process: VMClient | None = None) -> ChainVM:
         """The whole stack in this process, or over ``out_of_process`` from "C" up."""
         return build_stack(
-            self.store, clock=self.clock, fork_time=FORK_TIME, tracer=NoOpTracer(),
-            registry=CollectorRegistry(), staking_key=_KEY,
+            self.store,
+            clock=self.clock,
+            fork_time=FORK_TIME,
+            tracer=NoOpTracer(),
+            registry=CollectorRegistry(),
+            staking_key=_KEY,
             transition_time=None if out_of_process is not None else TRANSITION_TIME,
-            out_of_process=out_of_process)
+            out_of_process=out_of_process,
+        )
 
 
 _KEY = StakingKey.generate(seed=b"rpc tests")
@@ -59,8 +65,9 @@ def build_served_chain(store: KeyValueStore, *, blocks: int = BLOCKS) -> ServedC
     """Build the chain on the full stack over ``store``."""
     clock = SimClock(START)
     chain = ServedChain(store, clock, [])
-    chain.ids = generate_chain(chain.full_stack(), blocks=blocks, txs_per_block=2, seed=11,
-                               clock=clock)
+    chain.ids = generate_chain(
+        chain.full_stack(), blocks=blocks, txs_per_block=2, seed=11, clock=clock
+    )
     return chain
 
 
@@ -75,8 +82,10 @@ def served(served_chain: ServedChain) -> Iterator[tuple[ChainVM, VMClient]]:
     """The chain's full stack in process, and a client of the same stack served in
     process."""
     vm = served_chain.full_stack()
-    with VMServer(vm, clock=served_chain.clock) as server, \
-            VMClient(server.address, clock=served_chain.clock) as client:
+    with (
+        VMServer(vm, clock=served_chain.clock) as server,
+        VMClient(server.address, clock=served_chain.clock) as client,
+    ):
         yield vm, client
 
 

@@ -41,12 +41,18 @@ class FakeServicer:
         self.answers: dict[str, Message] = {}
         self.failures: dict[str, Exception] = {}
         self.typed = True
-        self.server = grpc.server(ThreadPoolExecutor(max_workers=2),
-                                  options=[("grpc.max_send_message_length", MAX_RESPONSE_SIZE)])
-        handlers = {name: grpc.unary_unary_rpc_method_handler(self._answer(name))
-                    for name, method in METHODS.items() if method.service == SERVICE}
+        self.server = grpc.server(
+            ThreadPoolExecutor(max_workers=2),
+            options=[("grpc.max_send_message_length", MAX_RESPONSE_SIZE)],
+        )
+        handlers = {
+            name: grpc.unary_unary_rpc_method_handler(self._answer(name))
+            for name, method in METHODS.items()
+            if method.service == SERVICE
+        }
         self.server.add_generic_rpc_handlers(
-            (grpc.method_handlers_generic_handler(SERVICE, handlers),))
+            (grpc.method_handlers_generic_handler(SERVICE, handlers),)
+        )
         self.address = f"unix:{directory / 'fake.sock'}"
         assert self.server.add_insecure_port(self.address)
         self.server.start()
@@ -57,7 +63,8 @@ class FakeServicer:
             if failure is not None:
                 if self.typed:
                     context.set_trailing_metadata(
-                        ((ERROR_METADATA_KEY, wire_error_of(failure).SerializeToString()),))
+                        ((ERROR_METADATA_KEY, wire_error_of(failure).SerializeToString()),)
+                    )
                 context.abort(grpc.StatusCode.UNKNOWN, str(failure))
             response = self.answers.get(name) or METHODS[name].response()
             return response.SerializeToString()
@@ -81,51 +88,124 @@ Call = Callable[[VMClient], object]
 
 #: (what the client is asked, the method the server answers, its answer, the rule named)
 BAD_ANSWERS: list[tuple[str, Call, str, Message, str]] = [
-    ("2,001 ancestors for the default 2,000",
-     lambda c: c.get_ancestors(ASKED, 2000, 1 << 30, 1.0), "GetAncestors",
-     vm_pb2.GetAncestorsResponse(blks_bytes=[b"x"] * 2001), "rule 4"),
-    ("ancestors over the byte budget",
-     lambda c: c.get_ancestors(ASKED, 2000, 1_677_721, 1.0), "GetAncestors",
-     vm_pb2.GetAncestorsResponse(blks_bytes=[b"x" * (1 << 20)] * 2), "rule 4"),
-    ("a second ancestor past a budget the first one fills",
-     lambda c: c.get_ancestors(ASKED, 10, 100, 1.0), "GetAncestors",
-     vm_pb2.GetAncestorsResponse(blks_bytes=[b"x" * 200, b"y"]), "rule 4"),
-    ("a fetched block with a 5-byte parent", lambda c: c.get_block(ASKED), "GetBlock",
-     vm_pb2.GetBlockResponse(parent_id=b"\x33" * 5, bytes=b"block"), "32 bytes"),
-    ("a fetched block without bytes", lambda c: c.get_block(ASKED), "GetBlock",
-     vm_pb2.GetBlockResponse(parent_id=PARENT), "bytes"),
-    ("a built block without bytes", lambda c: c.build_block(), "BuildBlock",
-     vm_pb2.BuildBlockResponse(id=ASKED, parent_id=PARENT), "bytes"),
-    ("a built block with a 5-byte ID", lambda c: c.build_block(), "BuildBlock",
-     vm_pb2.BuildBlockResponse(id=b"\x11" * 5, parent_id=PARENT, bytes=b"b"), "32 bytes"),
-    ("a parsed block with an empty ID", lambda c: c.parse_block(b"block"), "ParseBlock",
-     parsed(b""), "32 bytes"),
-    ("a parsed block with a 5-byte parent", lambda c: c.parse_block(b"block"), "ParseBlock",
-     parsed(parent_id=b"\x33" * 5), "32 bytes"),
-    ("a last accepted block without bytes", lambda c: c.last_accepted(), "Initialize",
-     vm_pb2.InitializeResponse(last_accepted_id=ASKED, last_accepted_parent_id=PARENT),
-     "bytes"),
-    ("a 5-byte last accepted ID", lambda c: c.last_accepted(), "Initialize",
-     vm_pb2.InitializeResponse(last_accepted_id=b"\x11" * 5, last_accepted_parent_id=PARENT,
-                               bytes=b"b"), "32 bytes"),
-    ("a 5-byte ID at a height", lambda c: c.get_block_id_at_height(3), "GetBlockIDAtHeight",
-     vm_pb2.GetBlockIDAtHeightResponse(blk_id=b"\x11" * 5), "32 bytes"),
-    ("3 parsed blocks for 2", lambda c: c.batched_parse_block([b"a", b"b"]),
-     "BatchedParseBlock", vm_pb2.BatchedParseBlockResponse(response=[parsed()] * 3), "rule 7"),
-    ("1 parsed block for 2", lambda c: c.batched_parse_block([b"a", b"b"]),
-     "BatchedParseBlock", vm_pb2.BatchedParseBlockResponse(response=[parsed()]), "rule 7"),
-    ("a parsed element with a 5-byte ID", lambda c: c.batched_parse_block([b"a", b"b"]),
-     "BatchedParseBlock",
-     vm_pb2.BatchedParseBlockResponse(response=[parsed(), parsed(b"\x11" * 5)]), "32 bytes"),
+    (
+        "2,001 ancestors for the default 2,000",
+        lambda c: c.get_ancestors(ASKED, 2000, 1 << 30, 1.0),
+        "GetAncestors",
+        vm_pb2.GetAncestorsResponse(blks_bytes=[b"x"] * 2001),
+        "rule 4",
+    ),
+    (
+        "ancestors over the byte budget",
+        lambda c: c.get_ancestors(ASKED, 2000, 1_677_721, 1.0),
+        "GetAncestors",
+        vm_pb2.GetAncestorsResponse(blks_bytes=[b"x" * (1 << 20)] * 2),
+        "rule 4",
+    ),
+    (
+        "a second ancestor past a budget the first one fills",
+        lambda c: c.get_ancestors(ASKED, 10, 100, 1.0),
+        "GetAncestors",
+        vm_pb2.GetAncestorsResponse(blks_bytes=[b"x" * 200, b"y"]),
+        "rule 4",
+    ),
+    (
+        "a fetched block with a 5-byte parent",
+        lambda c: c.get_block(ASKED),
+        "GetBlock",
+        vm_pb2.GetBlockResponse(parent_id=b"\x33" * 5, bytes=b"block"),
+        "32 bytes",
+    ),
+    (
+        "a fetched block without bytes",
+        lambda c: c.get_block(ASKED),
+        "GetBlock",
+        vm_pb2.GetBlockResponse(parent_id=PARENT),
+        "bytes",
+    ),
+    (
+        "a built block without bytes",
+        lambda c: c.build_block(),
+        "BuildBlock",
+        vm_pb2.BuildBlockResponse(id=ASKED, parent_id=PARENT),
+        "bytes",
+    ),
+    (
+        "a built block with a 5-byte ID",
+        lambda c: c.build_block(),
+        "BuildBlock",
+        vm_pb2.BuildBlockResponse(id=b"\x11" * 5, parent_id=PARENT, bytes=b"b"),
+        "32 bytes",
+    ),
+    (
+        "a parsed block with an empty ID",
+        lambda c: c.parse_block(b"block"),
+        "ParseBlock",
+        parsed(b""),
+        "32 bytes",
+    ),
+    (
+        "a parsed block with a 5-byte parent",
+        lambda c: c.parse_block(b"block"),
+        "ParseBlock",
+        parsed(parent_id=b"\x33" * 5),
+        "32 bytes",
+    ),
+    (
+        "a last accepted block without bytes",
+        lambda c: c.last_accepted(),
+        "Initialize",
+        vm_pb2.InitializeResponse(last_accepted_id=ASKED, last_accepted_parent_id=PARENT),
+        "bytes",
+    ),
+    (
+        "a 5-byte last accepted ID",
+        lambda c: c.last_accepted(),
+        "Initialize",
+        vm_pb2.InitializeResponse(
+            last_accepted_id=b"\x11" * 5, last_accepted_parent_id=PARENT, bytes=b"b"
+        ),
+        "32 bytes",
+    ),
+    (
+        "a 5-byte ID at a height",
+        lambda c: c.get_block_id_at_height(3),
+        "GetBlockIDAtHeight",
+        vm_pb2.GetBlockIDAtHeightResponse(blk_id=b"\x11" * 5),
+        "32 bytes",
+    ),
+    (
+        "3 parsed blocks for 2",
+        lambda c: c.batched_parse_block([b"a", b"b"]),
+        "BatchedParseBlock",
+        vm_pb2.BatchedParseBlockResponse(response=[parsed()] * 3),
+        "rule 7",
+    ),
+    (
+        "1 parsed block for 2",
+        lambda c: c.batched_parse_block([b"a", b"b"]),
+        "BatchedParseBlock",
+        vm_pb2.BatchedParseBlockResponse(response=[parsed()]),
+        "rule 7",
+    ),
+    (
+        "a parsed element with a 5-byte ID",
+        lambda c: c.batched_parse_block([b"a", b"b"]),
+        "BatchedParseBlock",
+        vm_pb2.BatchedParseBlockResponse(response=[parsed(), parsed(b"\x11" * 5)]),
+        "32 bytes",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("call", "method", "answer", "rule"),
-                         [case[1:] for case in BAD_ANSWERS],
-                         ids=[case[0] for case in BAD_ANSWERS])
+@pytest.mark.parametrize(
+    ("call", "method", "answer", "rule"),
+    [case[1:] for case in BAD_ANSWERS],
+    ids=[case[0] for case in BAD_ANSWERS],
+)
 def test_an_answer_that_breaks_the_protocol_is_vm_unavailable_naming_the_rule(
-        fake: tuple[FakeServicer, VMClient], call: Call, method: str, answer: Message,
-        rule: str) -> None:
+    fake: tuple[FakeServicer, VMClient], call: Call, method: str, answer: Message, rule: str
+) -> None:
     servicer, client = fake
     servicer.answers[method] = answer
     with pytest.raises(VMUnavailable, match=f"{method}: .*broke the protocol.*{rule}"):
@@ -134,7 +214,8 @@ def test_an_answer_that_breaks_the_protocol_is_vm_unavailable_naming_the_rule(
 
 @pytest.mark.parametrize("index", [5, None])
 def test_an_invalid_block_naming_no_element_of_the_batch_is_vm_unavailable(
-        fake: tuple[FakeServicer, VMClient], index: int | None) -> None:
+    fake: tuple[FakeServicer, VMClient], index: int | None
+) -> None:
     servicer, client = fake
     servicer.failures["BatchedParseBlock"] = InvalidBlock("bad", index=index)
     with pytest.raises(VMUnavailable, match="rule 7"):
@@ -159,7 +240,8 @@ def test_answers_within_the_rules_are_passed_on(fake: tuple[FakeServicer, VMClie
 
 
 def test_a_server_that_is_not_vmstacks_gives_messages_and_not_found(
-        fake: tuple[FakeServicer, VMClient]) -> None:
+    fake: tuple[FakeServicer, VMClient],
+) -> None:
     """Against a plain vm.VM server (no typed errors, no extras) the client still works:
     an error is VMStackError with the server's message, ERROR_NOT_FOUND is BlockNotFound,
     and vmstack's extras are VMStackError saying the server does not offer them."""
@@ -174,7 +256,8 @@ def test_a_server_that_is_not_vmstacks_gives_messages_and_not_found(
     with pytest.raises(BlockNotFound):
         client.get_block(OTHER)
     servicer.answers["GetBlockIDAtHeight"] = vm_pb2.GetBlockIDAtHeightResponse(
-        err=vm_pb2.ERROR_NOT_FOUND)
+        err=vm_pb2.ERROR_NOT_FOUND
+    )
     with pytest.raises(BlockNotFound):
         client.get_block_id_at_height(9)
     with pytest.raises(VMStackError, match="does not offer vmstack's extras"):
@@ -199,8 +282,10 @@ def test_an_index_outside_the_batch_never_reaches_the_proposer_layer() -> None:
     source = build_served_chain(MemoryStore(), blocks=20)
     envelopes = [bytes(source.full_stack().get_block(block_id)) for block_id in source.ids]
     target = build_served_chain(MemoryStore(), blocks=0)
-    with _IndexOutOfRange(target.c_part(), clock=target.clock) as server, \
-            VMClient(server.address, clock=target.clock) as client:
+    with (
+        _IndexOutOfRange(target.c_part(), clock=target.clock) as server,
+        VMClient(server.address, clock=target.clock) as client,
+    ):
         stack = target.full_stack(out_of_process=client)
         with pytest.raises(VMUnavailable, match="rule 7"):
             vmstack.batched_parse_block(stack, envelopes[-5:])

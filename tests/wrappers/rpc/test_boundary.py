@@ -33,31 +33,34 @@ from vmstack.wrappers.rpc.protocol import DIGEST_METADATA_KEY, METHODS, trailing
 
 Served = tuple[ChainVM, VMClient]
 
-budgets = st.tuples(st.integers(1, 40), st.integers(0, 40_000),
-                    st.sampled_from([0.0, 0.05, 60.0]))
+budgets = st.tuples(st.integers(1, 40), st.integers(0, 40_000), st.sampled_from([0.0, 0.05, 60.0]))
 
 
-@settings(max_examples=40, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(budget=budgets, start=st.integers(0, 29))
-def test_answers_over_the_boundary_equal_in_process(served: Served, served_chain: ServedChain,
-                                                    budget: tuple[int, int, float],
-                                                    start: int) -> None:
+def test_answers_over_the_boundary_equal_in_process(
+    served: Served, served_chain: ServedChain, budget: tuple[int, int, float], start: int
+) -> None:
     """For any budget, get_ancestors over gRPC equals the in-process answer byte for byte,
     on the batched path and on the fallback path."""
     vm, client = served
     count, size, seconds = budget
     block_id = served_chain.ids[start]
-    kwargs = {"max_blocks_num": count, "max_blocks_size": size,
-              "max_retrieval_time": seconds, "clock": served_chain.clock}
+    kwargs = {
+        "max_blocks_num": count,
+        "max_blocks_size": size,
+        "max_retrieval_time": seconds,
+        "clock": served_chain.clock,
+    }
     expected = vmstack.get_ancestors(vm, block_id, **kwargs)  # type: ignore[arg-type]
     assert vmstack.get_ancestors(client, block_id, **kwargs) == expected  # type: ignore[arg-type]
     assert serial_get_ancestors(client, block_id, **kwargs) == expected  # type: ignore[arg-type]
     assert all(type(block) is bytes for block in expected)
 
 
-def test_batched_calls_are_one_round_trip_each(served: Served, served_chain: ServedChain
-                                               ) -> None:
+def test_batched_calls_are_one_round_trip_each(served: Served, served_chain: ServedChain) -> None:
     """get_ancestors and batched_parse_block cost one round trip whatever their size."""
     vm, client = served
     answer = vmstack.get_ancestors(client, served_chain.tip, max_retrieval_time=60.0)
@@ -67,7 +70,8 @@ def test_batched_calls_are_one_round_trip_each(served: Served, served_chain: Ser
     in_process = serial_parse_block(vm, answer[:20])
     assert [block.id for block in parsed] == [block.id for block in in_process]
     assert [(b.parent_id, b.height, b.timestamp, bytes(b)) for b in parsed] == [
-        (b.parent_id, b.height, b.timestamp, bytes(b)) for b in in_process]
+        (b.parent_id, b.height, b.timestamp, bytes(b)) for b in in_process
+    ]
 
 
 def test_a_served_vm_that_cannot_batch_still_costs_one_round_trip() -> None:
@@ -84,8 +88,9 @@ def test_a_served_vm_that_cannot_batch_still_costs_one_round_trip() -> None:
     assert [block.id for block in parsed] == [vm.parse_block(data).id for data in answer]
 
 
-def test_invalid_block_in_a_batch_crosses_with_its_index(served: Served,
-                                                         served_chain: ServedChain) -> None:
+def test_invalid_block_in_a_batch_crosses_with_its_index(
+    served: Served, served_chain: ServedChain
+) -> None:
     """One bad element fails the whole batch with InvalidBlock naming its index."""
     vm, client = served
     good = bytes(vm.get_block(served_chain.tip))
@@ -97,11 +102,16 @@ def test_invalid_block_in_a_batch_crosses_with_its_index(served: Served,
     assert str(over_grpc.value) == str(in_process.value)
 
 
-@pytest.mark.parametrize("error", [
-    BlockNotFound("gone"), StoreCorrupted("header checksum"),
-    BatchingNotImplemented("not here"), ValueError("bad argument"),
-    VMStackError("refused"),
-])
+@pytest.mark.parametrize(
+    "error",
+    [
+        BlockNotFound("gone"),
+        StoreCorrupted("header checksum"),
+        BatchingNotImplemented("not here"),
+        ValueError("bad argument"),
+        VMStackError("refused"),
+    ],
+)
 def test_errors_of_the_served_vm_cross_as_themselves(error: Exception) -> None:
     """Whatever the served VM raises arrives with its type and message."""
     vm = memory_vm(batching=True, blocks=3)
@@ -114,22 +124,37 @@ def test_errors_of_the_served_vm_cross_as_themselves(error: Exception) -> None:
         assert client.get_block(vm.last_accepted()).id == vm.last_accepted()
 
 
-@pytest.mark.parametrize("call", [
-    lambda vm: vm.parse_block(None),
-    lambda vm: vm.parse_block("text"),
-    lambda vm: vm.get_block(None),
-    lambda vm: vm.get_block(b"short"),
-    lambda vm: vm.get_block(bytes(32)),
-    lambda vm: vm.get_block_id_at_height(-1),
-    lambda vm: vm.get_block_id_at_height("1"),
-    lambda vm: vm.get_block_id_at_height(2**70),
-    lambda vm: vm.set_preference(b"x"),
-    lambda vm: vm.get_ancestors(bytes(32), 0, 10, 1.0),
-    lambda vm: vm.get_ancestors(bytes(32), 1, -1, 1.0),
-    lambda vm: vm.batched_parse_block([b"ok", None]),
-], ids=["parse None", "parse str", "get None", "get short", "get unknown",
-        "height -1", "height str", "height 2**70", "prefer short", "ancestors count 0",
-        "ancestors size -1", "batch with None"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda vm: vm.parse_block(None),
+        lambda vm: vm.parse_block("text"),
+        lambda vm: vm.get_block(None),
+        lambda vm: vm.get_block(b"short"),
+        lambda vm: vm.get_block(bytes(32)),
+        lambda vm: vm.get_block_id_at_height(-1),
+        lambda vm: vm.get_block_id_at_height("1"),
+        lambda vm: vm.get_block_id_at_height(2**70),
+        lambda vm: vm.set_preference(b"x"),
+        lambda vm: vm.get_ancestors(bytes(32), 0, 10, 1.0),
+        lambda vm: vm.get_ancestors(bytes(32), 1, -1, 1.0),
+        lambda vm: vm.batched_parse_block([b"ok", None]),
+    ],
+    ids=[
+        "parse None",
+        "parse str",
+        "get None",
+        "get short",
+        "get unknown",
+        "height -1",
+        "height str",
+        "height 2**70",
+        "prefer short",
+        "ancestors count 0",
+        "ancestors size -1",
+        "batch with None",
+    ],
+)
 def test_odd_arguments_get_the_errors_of_the_served_vm(served: Served, call: object) -> None:
     """The client answers odd arguments exactly as the stack it serves does."""
     vm, client = served
@@ -150,8 +175,10 @@ def test_decisions_reach_the_served_blocks() -> None:
     target = build_served_chain(MemoryStore(), blocks=0)
     target.clock.advance(source.clock() - target.clock())
     vm = target.full_stack()
-    with VMServer(vm, clock=target.clock) as server, \
-            VMClient(server.address, clock=target.clock) as client:
+    with (
+        VMServer(vm, clock=target.clock) as server,
+        VMClient(server.address, clock=target.clock) as client,
+    ):
         for data in blocks[:6]:
             block = client.parse_block(data)
             block.verify()
@@ -175,14 +202,23 @@ def test_describe_stack_reads_through_the_boundary(served_chain: ServedChain) ->
 
     registry = CollectorRegistry()
     served = wrap_layers(served_chain.c_part(), name="served", registry=registry)
-    with VMServer(served, clock=served_chain.clock, registry=registry) as server, \
-            VMClient(server.address, clock=served_chain.clock) as client:
+    with (
+        VMServer(served, clock=served_chain.clock, registry=registry) as server,
+        VMClient(server.address, clock=served_chain.clock) as client,
+    ):
         stack = served_chain.full_stack(out_of_process=client)
         kinds = [(layer.kind, layer.name) for layer in vmstack.describe_stack(stack)]
         assert kinds == [
-            ("TracedVM", "proposervm"), ("MeteredVM", "proposervm"), ("ProposerVM", None),
-            ("TracedVM", "C"), ("MeteredVM", "C"), ("VMClient", server.address),
-            ("MeteredVM", "served"), ("TransitionVM", None), ("CChainVM", None)]
+            ("TracedVM", "proposervm"),
+            ("MeteredVM", "proposervm"),
+            ("ProposerVM", None),
+            ("TracedVM", "C"),
+            ("MeteredVM", "C"),
+            ("VMClient", server.address),
+            ("MeteredVM", "served"),
+            ("TransitionVM", None),
+            ("CChainVM", None),
+        ]
         vmstack.get_ancestors(stack, served_chain.ids[10])
         assert "served_get_ancestors_duration_seconds" in client.served_metrics()
 
@@ -191,8 +227,10 @@ def test_full_stack_over_the_boundary_answers_as_in_process(served_chain: Served
     """The proposer layer over the client serves the same bytes as the stack in process,
     across the fork and the transition, batched and serial."""
     in_process = served_chain.full_stack()
-    with VMServer(served_chain.c_part(), clock=served_chain.clock) as server, \
-            VMClient(server.address, clock=served_chain.clock) as client:
+    with (
+        VMServer(served_chain.c_part(), clock=served_chain.clock) as server,
+        VMClient(server.address, clock=served_chain.clock) as client,
+    ):
         split = served_chain.full_stack(out_of_process=client)
         tip = in_process.last_accepted()
         assert split.last_accepted() == tip
@@ -204,8 +242,11 @@ def test_full_stack_over_the_boundary_answers_as_in_process(served_chain: Served
 
 def test_build_stack_refuses_options_of_the_served_part(served_chain: ServedChain) -> None:
     """Options that shape the served C-chain part are refused with out_of_process."""
-    with VMServer(served_chain.c_part()) as server, VMClient(server.address) as client, \
-            pytest.raises(ValueError, match="transition_time"):
+    with (
+        VMServer(served_chain.c_part()) as server,
+        VMClient(server.address) as client,
+        pytest.raises(ValueError, match="transition_time"),
+    ):
         vmstack.build_stack(MemoryStore(), transition_time=5.0, out_of_process=client)
 
 
@@ -213,8 +254,10 @@ def test_the_served_clock_follows_the_callers_time() -> None:
     """A server on simulated time moves its clock to the time each request carries."""
     caller, served_clock = SimClock(500.0), SimClock(100.0)
     vm = memory_vm(blocks=2, clock=served_clock)
-    with VMServer(vm, clock=served_clock) as server, \
-            VMClient(server.address, clock=caller) as client:
+    with (
+        VMServer(vm, clock=served_clock) as server,
+        VMClient(server.address, clock=caller) as client,
+    ):
         client.last_accepted()
         assert served_clock() == 500.0
         caller.advance(12.5)
@@ -229,11 +272,16 @@ def test_an_absurd_caller_time_is_refused_and_leaves_the_clock(now: float) -> No
     served VM still builds."""
     served_clock = SimClock(100.0)
     vm = memory_vm(blocks=2, clock=served_clock)
-    with VMServer(vm, clock=served_clock) as server, \
-            VMClient(server.address, clock=lambda: now) as absurd, \
-            VMClient(server.address, clock=SimClock(150.0)) as caller:
-        for call in (absurd.last_accepted, absurd.build_block,
-                     lambda: absurd.get_block(vm.last_accepted())):
+    with (
+        VMServer(vm, clock=served_clock) as server,
+        VMClient(server.address, clock=lambda: now) as absurd,
+        VMClient(server.address, clock=SimClock(150.0)) as caller,
+    ):
+        for call in (
+            absurd.last_accepted,
+            absurd.build_block,
+            lambda: absurd.get_block(vm.last_accepted()),
+        ):
             with pytest.raises(ValueError, match="caller's time"):
                 call()
         assert served_clock() == 100.0
@@ -298,11 +346,13 @@ def test_oversized_batches_are_refused_before_sending(served: Served) -> None:
     assert client.round_trips.total == 0
 
 
-def _raw_call(address: str, method: str, payload: bytes,
-              metadata: tuple[tuple[str, str | bytes], ...] = ()) -> bytes:
+def _raw_call(
+    address: str, method: str, payload: bytes, metadata: tuple[tuple[str, str | bytes], ...] = ()
+) -> bytes:
     """Send ``payload`` as the request of ``method``, bypassing the client's checks."""
-    with grpc.insecure_channel(address, options=[
-            ("grpc.max_send_message_length", 64 << 20)]) as channel:
+    with grpc.insecure_channel(
+        address, options=[("grpc.max_send_message_length", 64 << 20)]
+    ) as channel:
         call = channel.unary_unary(METHODS[method].path)
         answer: bytes = call(payload, timeout=10, metadata=metadata)
         return answer
@@ -321,21 +371,29 @@ def test_the_server_refuses_oversized_and_malformed_requests(served: Served) -> 
     with pytest.raises(grpc.RpcError) as malformed:
         _raw_call(address, "SetPreference", b"\x0a\xff\xff\xff\xff\xff")
     assert malformed.value.code() == grpc.StatusCode.INVALID_ARGUMENT  # type: ignore[attr-defined]
-    assert isinstance(trailing_error(malformed.value.trailing_metadata()),  # type: ignore[attr-defined]
-                      MalformedRequest)
+    assert isinstance(
+        trailing_error(malformed.value.trailing_metadata()),  # type: ignore[attr-defined]
+        MalformedRequest,
+    )
     with pytest.raises(grpc.RpcError) as bad_digest:
-        _raw_call(address, "BlockAccept", vm_pb2.BlockAcceptRequest(id=before).SerializeToString(),
-                  metadata=((DIGEST_METADATA_KEY, b"short"),))
+        _raw_call(
+            address,
+            "BlockAccept",
+            vm_pb2.BlockAcceptRequest(id=before).SerializeToString(),
+            metadata=((DIGEST_METADATA_KEY, b"short"),),
+        )
     assert "32-byte" in bad_digest.value.details()  # type: ignore[attr-defined]
     later = vm_pb2.GetBlockIDAtHeightRequest(height=0).SerializeToString() + b"\x50\x01"
     answer = vm_pb2.GetBlockIDAtHeightResponse.FromString(
-        _raw_call(address, "GetBlockIDAtHeight", later))
+        _raw_call(address, "GetBlockIDAtHeight", later)
+    )
     assert answer.blk_id == vm.get_block_id_at_height(0)
     assert client.last_accepted() == vm.last_accepted() == before
 
 
-def test_concurrent_callers_are_served_one_call_at_a_time(served: Served,
-                                                         served_chain: ServedChain) -> None:
+def test_concurrent_callers_are_served_one_call_at_a_time(
+    served: Served, served_chain: ServedChain
+) -> None:
     """Several threads calling at once all get the in-process answers."""
     vm, client = served
     expected = {block_id: bytes(vm.get_block(block_id)) for block_id in served_chain.ids}

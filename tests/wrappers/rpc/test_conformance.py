@@ -28,8 +28,11 @@ class TestVMClient(LayerConformance):
     """VMClient answers batched calls itself (one round trip; the server runs the engine
     helpers, fallback included) and sits across a process boundary."""
 
-    declarations = (Declaration.ANSWERS_BATCHED_CALLS_ITSELF, Declaration.PROCESS_BOUNDARY,
-                    Declaration.SERVES_BLOCKS_FROM_MEMORY)
+    declarations = (
+        Declaration.ANSWERS_BATCHED_CALLS_ITSELF,
+        Declaration.PROCESS_BOUNDARY,
+        Declaration.SERVES_BLOCKS_FROM_MEMORY,
+    )
     max_examples = 8
     _opened: list[VMServer | VMClient]
 

@@ -310,9 +310,11 @@ io.prometheus.client.MetricType
     GAUGE_HISTOGRAM 5
 """
 
-_TYPE_NAMES = {value: name.removeprefix("TYPE_").lower()
-               for name, value in vars(descriptor.FieldDescriptor).items()
-               if name.startswith("TYPE_")}
+_TYPE_NAMES = {
+    value: name.removeprefix("TYPE_").lower()
+    for name, value in vars(descriptor.FieldDescriptor).items()
+    if name.startswith("TYPE_")
+}
 
 
 def _field(field: FieldDescriptor) -> str:
@@ -350,8 +352,10 @@ def _render(files: list[FileDescriptor]) -> dict[str, list[str]]:
             facts[enum.full_name] = [f"{value.name} {value.number}" for value in enum.values]
         for service in file.services_by_name.values():
             for method in service.methods:
-                facts[f"{service.full_name}/{method.name}: {method.input_type.full_name} -> "
-                      f"{method.output_type.full_name}"] = []
+                facts[
+                    f"{service.full_name}/{method.name}: {method.input_type.full_name} -> "
+                    f"{method.output_type.full_name}"
+                ] = []
     return facts
 
 
@@ -378,7 +382,11 @@ def test_the_compiled_protocol_holds_avalanchegos_facts() -> None:
 def test_the_packages_and_the_protocol_version() -> None:
     """The wire names gRPC routes by and the version a plugin announces."""
     assert PROTOCOL_VERSION == 45
-    assert (vm_pb2.DESCRIPTOR.package, runtime_pb2.DESCRIPTOR.package,
-            metrics_pb2.DESCRIPTOR.package) == ("vm", "vm.runtime", "io.prometheus.client")
+    assert (
+        vm_pb2.DESCRIPTOR.package,
+        runtime_pb2.DESCRIPTOR.package,
+        metrics_pb2.DESCRIPTOR.package,
+    ) == ("vm", "vm.runtime", "io.prometheus.client")
     assert [service.full_name for service in vm_pb2.DESCRIPTOR.services_by_name.values()] == [
-        "vm.VM"]
+        "vm.VM"
+    ]

@@ -16,8 +16,9 @@ from vmstack.store import MemoryStore
 from vmstack.wrappers.rpc import VMServer, vm_pb2
 from vmstack.wrappers.rpc.protocol import METHODS, wire_error_of
 
-_FUZZ = settings(max_examples=150, deadline=None,
-                 suppress_health_check=[HealthCheck.function_scoped_fixture])
+_FUZZ = settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 
 
 @pytest.fixture(scope="module")
@@ -58,8 +59,9 @@ def _check(server: VMServer, chain: ServedChain, method: str, request: bytes) ->
 
 @_FUZZ
 @given(method=st.sampled_from(FUZZED), request=st.binary(max_size=600))
-def test_any_bytes_as_any_request(server: VMServer, chain: ServedChain, method: str,
-                                  request: bytes) -> None:
+def test_any_bytes_as_any_request(
+    server: VMServer, chain: ServedChain, method: str, request: bytes
+) -> None:
     """Random bytes get a decodable answer or a refusal of the error tree, never another
     exception out of the server."""
     _check(server, chain, method, request)
@@ -68,21 +70,22 @@ def test_any_bytes_as_any_request(server: VMServer, chain: ServedChain, method: 
 @pytest.mark.slow
 @_FUZZ
 @given(data=st.data())
-def test_mutated_valid_requests(server: VMServer, chain: ServedChain, data: st.DataObject
-                                ) -> None:
+def test_mutated_valid_requests(server: VMServer, chain: ServedChain, data: st.DataObject) -> None:
     """Valid requests with bytes flipped, cut or lengths corrupted are answered cleanly."""
     tip_bytes = bytes(server.vm.get_block(chain.tip))
     requests = {
         "ParseBlock": vm_pb2.ParseBlockRequest(bytes=tip_bytes),
         "BlockVerify": vm_pb2.BlockVerifyRequest(bytes=tip_bytes, p_chain_height=3),
         "BlockReject": vm_pb2.BlockRejectRequest(id=chain.tip),
-        "GetAncestors": vm_pb2.GetAncestorsRequest(blk_id=chain.tip, max_blocks_num=5,
-                                                   max_blocks_size=50_000,
-                                                   max_blocks_retrival_time=10**9),
+        "GetAncestors": vm_pb2.GetAncestorsRequest(
+            blk_id=chain.tip,
+            max_blocks_num=5,
+            max_blocks_size=50_000,
+            max_blocks_retrival_time=10**9,
+        ),
         "BatchedParseBlock": vm_pb2.BatchedParseBlockRequest(request=[tip_bytes] * 3),
         "GetBlockIDAtHeight": vm_pb2.GetBlockIDAtHeightRequest(height=4),
-        "Initialize": vm_pb2.InitializeRequest(chain_data_dir="/nonexistent",
-                                               config_bytes=b"{}"),
+        "Initialize": vm_pb2.InitializeRequest(chain_data_dir="/nonexistent", config_bytes=b"{}"),
     }
     method = data.draw(st.sampled_from(sorted(requests)))
     request = data.draw(mutate([requests[method].SerializeToString()], byte_mutations))
@@ -90,7 +93,8 @@ def test_mutated_valid_requests(server: VMServer, chain: ServedChain, data: st.D
 
 
 def test_garbage_is_a_malformed_request_and_later_fields_are_skipped(
-        server: VMServer, chain: ServedChain) -> None:
+    server: VMServer, chain: ServedChain
+) -> None:
     """Bytes that do not decode are MalformedRequest; a field of a later protocol is skipped,
     as protobuf's rules say, and the request answered."""
     assert _check(server, chain, "GetBlock", b"\x0a\xff\xff\xff\xff\x0f") == "MalformedRequest"

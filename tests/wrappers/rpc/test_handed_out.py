@@ -55,24 +55,32 @@ def next_block() -> NextBlock:
     envelope = bytes(twin.full_stack().get_block(twin.tip))
     decoded = decode_block(envelope)
     assert decoded.inner == inner
-    forged_envelope = bytes(build_unsigned(decoded.parent_id, decoded.timestamp,
-                                           decoded.pchain_height, forged))
+    forged_envelope = bytes(
+        build_unsigned(decoded.parent_id, decoded.timestamp, decoded.pchain_height, forged)
+    )
     return NextBlock(inner, forged, envelope, forged_envelope)
 
 
 def test_a_peers_body_under_a_handed_out_id_never_replaces_the_block(
-        chain: ServedChain, next_block: NextBlock) -> None:
+    chain: ServedChain, next_block: NextBlock
+) -> None:
     """The engine parses G; a peer sends G's header over another body, which parses under
     G's ID; G still verifies and is accepted over the boundary, as in process."""
     in_process = chain.c_part()
-    honest, forged = (in_process.parse_block(next_block.inner),
-                      in_process.parse_block(next_block.forged))
+    honest, forged = (
+        in_process.parse_block(next_block.inner),
+        in_process.parse_block(next_block.forged),
+    )
     assert forged.id == honest.id
     honest.verify()  # in process: the engine's own object
-    with VMServer(chain.c_part(), clock=chain.clock) as server, \
-            VMClient(server.address, clock=chain.clock) as client:
-        honest, forged = (client.parse_block(next_block.inner),
-                          client.parse_block(next_block.forged))
+    with (
+        VMServer(chain.c_part(), clock=chain.clock) as server,
+        VMClient(server.address, clock=chain.clock) as client,
+    ):
+        honest, forged = (
+            client.parse_block(next_block.inner),
+            client.parse_block(next_block.forged),
+        )
         assert forged.id == honest.id
         honest.verify()
         with pytest.raises(InvalidBlock):
@@ -83,12 +91,13 @@ def test_a_peers_body_under_a_handed_out_id_never_replaces_the_block(
         assert bytes(client.get_block(honest.id)) == next_block.inner
 
 
-def test_a_decision_names_the_bytes_it_decides(chain: ServedChain,
-                                               next_block: NextBlock) -> None:
+def test_a_decision_names_the_bytes_it_decides(chain: ServedChain, next_block: NextBlock) -> None:
     """A decision for bytes the server does not hold, under the ID of a served block with
     other bytes, is refused: it never reaches that block."""
-    with VMServer(chain.c_part(), clock=chain.clock, handed_out_bytes=0) as server, \
-            VMClient(server.address, clock=chain.clock) as client:
+    with (
+        VMServer(chain.c_part(), clock=chain.clock, handed_out_bytes=0) as server,
+        VMClient(server.address, clock=chain.clock) as client,
+    ):
         forged = client.parse_block(next_block.forged)
         honest = client.parse_block(next_block.inner)
         honest.verify()  # processing in the served VM; the server kept nothing
@@ -101,12 +110,15 @@ def test_a_decision_names_the_bytes_it_decides(chain: ServedChain,
 
 
 def test_a_peers_body_does_not_poison_the_full_stack_over_the_boundary(
-        chain: ServedChain, next_block: NextBlock) -> None:
+    chain: ServedChain, next_block: NextBlock
+) -> None:
     """The same through the engine-side stack: the proposer layer over the client parses
     the honest envelope, then a forged envelope over G's header with another body; the
     honest one verifies and is accepted."""
-    with VMServer(chain.c_part(), clock=chain.clock) as server, \
-            VMClient(server.address, clock=chain.clock) as client:
+    with (
+        VMServer(chain.c_part(), clock=chain.clock) as server,
+        VMClient(server.address, clock=chain.clock) as client,
+    ):
         stack = chain.full_stack(out_of_process=client)
         honest = stack.parse_block(next_block.envelope)
         forged = stack.parse_block(next_block.forged_envelope)
@@ -130,21 +142,28 @@ def _variants(block: bytes, count: int, size: int) -> list[bytes]:
         nonce = (index // 2).to_bytes(8, "big")
         items[0] = encode_item([index.to_bytes(4, "big") * (size // 4)])
         payload = b"".join(items)
-        variants.append(block_bytes(AVALANCHE.encode_header(attrs.evolve(header, nonce=nonce)),
-                                    list_prefix(len(payload)) + payload))
+        variants.append(
+            block_bytes(
+                AVALANCHE.encode_header(attrs.evolve(header, nonce=nonce)),
+                list_prefix(len(payload)) + payload,
+            )
+        )
     return variants
 
 
 @pytest.mark.slow
 def test_what_the_server_keeps_of_handed_out_blocks_is_bounded_by_bytes(
-        chain: ServedChain, next_block: NextBlock) -> None:
+    chain: ServedChain, next_block: NextBlock
+) -> None:
     """Parsed blocks that are never decided (1.5 MB each, 3 times the bound in all, under
     new IDs and under IDs already handed out) leave at most the bound behind in the
     serving process, and the first block, no longer kept, still verifies from its bytes."""
     size = 1_500_000
     count = 3 * HANDED_OUT_BYTES // size
-    with VMServer(chain.c_part(), clock=chain.clock) as server, \
-            VMClient(server.address, clock=chain.clock) as client:
+    with (
+        VMServer(chain.c_part(), clock=chain.clock) as server,
+        VMClient(server.address, clock=chain.clock) as client,
+    ):
         first = client.parse_block(next_block.inner)
         gc.collect()
         tracemalloc.start()
@@ -170,14 +189,17 @@ def test_what_the_server_keeps_of_handed_out_blocks_is_bounded_by_bytes(
 
 
 def test_a_rejected_remote_block_refuses_verify_and_accept_as_in_process(
-        chain: ServedChain, next_block: NextBlock) -> None:
+    chain: ServedChain, next_block: NextBlock
+) -> None:
     """verify and accept of a rejected block fail over the boundary as they do in process,
     and the block is not served again."""
     outcomes = []
     for over_boundary in (False, True):
         fresh = build_served_chain(MemoryStore())
-        with VMServer(fresh.c_part(), clock=fresh.clock) as server, \
-                VMClient(server.address, clock=fresh.clock) as client:
+        with (
+            VMServer(fresh.c_part(), clock=fresh.clock) as server,
+            VMClient(server.address, clock=fresh.clock) as client,
+        ):
             vm: ChainVM = client if over_boundary else fresh.c_part()
             block = vm.parse_block(next_block.inner)
             block.verify()

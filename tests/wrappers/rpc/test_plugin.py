@@ -30,12 +30,14 @@ from vmstack.wrappers.rpc.plugin import ENGINE_ADDRESS_VARIABLE
 pytestmark = pytest.mark.slow
 
 CHAIN_ID = 43_112
-GENESIS = json.dumps({
-    "config": {"chainId": CHAIN_ID},
-    "alloc": {address.hex(): {"balance": hex(DEV_BALANCE)} for address in dev_addresses()},
-    "gasLimit": hex(15_000_000),
-    "timestamp": "0x0",
-}).encode()
+GENESIS = json.dumps(
+    {
+        "config": {"chainId": CHAIN_ID},
+        "alloc": {address.hex(): {"balance": hex(DEV_BALANCE)} for address in dev_addresses()},
+        "gasLimit": hex(15_000_000),
+        "timestamp": "0x0",
+    }
+).encode()
 
 
 class Runtime:
@@ -46,15 +48,19 @@ class Runtime:
         self.received = threading.Event()
         self.server = grpc.server(ThreadPoolExecutor(max_workers=2))
         handler = grpc.unary_unary_rpc_method_handler(
-            self._initialize, request_deserializer=runtime_pb2.InitializeRequest.FromString,
-            response_serializer=empty_pb2.Empty.SerializeToString)
-        self.server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
-            "vm.runtime.Runtime", {"Initialize": handler}),))
+            self._initialize,
+            request_deserializer=runtime_pb2.InitializeRequest.FromString,
+            response_serializer=empty_pb2.Empty.SerializeToString,
+        )
+        self.server.add_generic_rpc_handlers(
+            (grpc.method_handlers_generic_handler("vm.runtime.Runtime", {"Initialize": handler}),)
+        )
         self.port = self.server.add_insecure_port("127.0.0.1:0")
         self.server.start()
 
-    def _initialize(self, request: runtime_pb2.InitializeRequest,
-                    context: grpc.ServicerContext) -> empty_pb2.Empty:
+    def _initialize(
+        self, request: runtime_pb2.InitializeRequest, context: grpc.ServicerContext
+    ) -> empty_pb2.Empty:
         self.handshake = request
         self.received.set()
         return empty_pb2.Empty()
@@ -69,9 +75,11 @@ class Node:
     address: str
 
     def call(self, method: str, request: Message, response: type[Message]) -> Message:
-        stub = self.channel.unary_unary(f"/vm.VM/{method}",
-                                        request_serializer=type(request).SerializeToString,
-                                        response_deserializer=response.FromString)
+        stub = self.channel.unary_unary(
+            f"/vm.VM/{method}",
+            request_serializer=type(request).SerializeToString,
+            response_deserializer=response.FromString,
+        )
         answer: Message = stub(request, timeout=30)
         return answer
 
@@ -79,12 +87,16 @@ class Node:
 @pytest.fixture
 def node(tmp_path: Path) -> Iterator[Node]:
     runtime = Runtime()
-    environment = {**os.environ,
-                   ENGINE_ADDRESS_VARIABLE: f"127.0.0.1:{runtime.port}"}
-    process = subprocess.Popen([sys.executable, "-m", "vmstack", "plugin"],
-                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE, env=environment, cwd=tmp_path,
-                               start_new_session=True)
+    environment = {**os.environ, ENGINE_ADDRESS_VARIABLE: f"127.0.0.1:{runtime.port}"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "vmstack", "plugin"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=environment,
+        cwd=tmp_path,
+        start_new_session=True,
+    )
     try:
         assert runtime.received.wait(60), "the plugin made no handshake"
         handshake = runtime.handshake
@@ -100,23 +112,32 @@ def node(tmp_path: Path) -> Iterator[Node]:
         runtime.server.stop(None).wait(10)
 
 
-def test_a_node_drives_the_plugin_from_handshake_to_shutdown(node: Node, tmp_path: Path
-                                                             ) -> None:
+def test_a_node_drives_the_plugin_from_handshake_to_shutdown(node: Node, tmp_path: Path) -> None:
     health = node.channel.unary_unary(
         "/grpc.health.v1.Health/Check",
         request_serializer=health_pb2.HealthCheckRequest.SerializeToString,
-        response_deserializer=health_pb2.HealthCheckResponse.FromString)
+        response_deserializer=health_pb2.HealthCheckResponse.FromString,
+    )
     assert health(health_pb2.HealthCheckRequest(), timeout=30).status == (
-        health_pb2.HealthCheckResponse.SERVING)
+        health_pb2.HealthCheckResponse.SERVING
+    )
 
-    started = node.call("Initialize", vm_pb2.InitializeRequest(
-        network_id=12345, chain_data_dir=str(tmp_path / "chain"), genesis_bytes=GENESIS,
-        config_bytes=b"{}"), vm_pb2.InitializeResponse)
+    started = node.call(
+        "Initialize",
+        vm_pb2.InitializeRequest(
+            network_id=12345,
+            chain_data_dir=str(tmp_path / "chain"),
+            genesis_bytes=GENESIS,
+            config_bytes=b"{}",
+        ),
+        vm_pb2.InitializeResponse,
+    )
     assert isinstance(started, vm_pb2.InitializeResponse)
     assert (started.height, len(started.last_accepted_id)) == (0, 32)
     assert started.bytes
-    state = node.call("SetState", vm_pb2.SetStateRequest(state=vm_pb2.STATE_NORMAL_OP),
-                      vm_pb2.SetStateResponse)
+    state = node.call(
+        "SetState", vm_pb2.SetStateRequest(state=vm_pb2.STATE_NORMAL_OP), vm_pb2.SetStateResponse
+    )
     assert isinstance(state, vm_pb2.SetStateResponse)
     assert state.last_accepted_id == started.last_accepted_id
 
@@ -128,37 +149,53 @@ def test_a_node_drives_the_plugin_from_handshake_to_shutdown(node: Node, tmp_pat
         built = node.call("BuildBlock", vm_pb2.BuildBlockRequest(), vm_pb2.BuildBlockResponse)
         assert isinstance(built, vm_pb2.BuildBlockResponse)
         assert (built.parent_id, built.height) == (tip, height)
-        verified = node.call("BlockVerify", vm_pb2.BlockVerifyRequest(bytes=built.bytes),
-                             vm_pb2.BlockVerifyResponse)
+        verified = node.call(
+            "BlockVerify", vm_pb2.BlockVerifyRequest(bytes=built.bytes), vm_pb2.BlockVerifyResponse
+        )
         assert isinstance(verified, vm_pb2.BlockVerifyResponse)
         assert verified.timestamp.seconds == built.timestamp.seconds
         node.call("SetPreference", vm_pb2.SetPreferenceRequest(id=built.id), empty_pb2.Empty)
         node.call("BlockAccept", vm_pb2.BlockAcceptRequest(id=built.id), empty_pb2.Empty)
         chain.append(built.bytes)
         tip = built.id
-    at = node.call("GetBlockIDAtHeight", vm_pb2.GetBlockIDAtHeightRequest(height=3),
-                   vm_pb2.GetBlockIDAtHeightResponse)
+    at = node.call(
+        "GetBlockIDAtHeight",
+        vm_pb2.GetBlockIDAtHeightRequest(height=3),
+        vm_pb2.GetBlockIDAtHeightResponse,
+    )
     assert isinstance(at, vm_pb2.GetBlockIDAtHeightResponse)
     assert (at.blk_id, at.err) == (tip, vm_pb2.ERROR_UNSPECIFIED)
 
     # The batched protocol, with avalanchego's int32 budgets and nanoseconds.
-    ancestors = node.call("GetAncestors", vm_pb2.GetAncestorsRequest(
-        blk_id=tip, max_blocks_num=3, max_blocks_size=(1 << 31) - 1,
-        max_blocks_retrival_time=5 * 10**9), vm_pb2.GetAncestorsResponse)
+    ancestors = node.call(
+        "GetAncestors",
+        vm_pb2.GetAncestorsRequest(
+            blk_id=tip,
+            max_blocks_num=3,
+            max_blocks_size=(1 << 31) - 1,
+            max_blocks_retrival_time=5 * 10**9,
+        ),
+        vm_pb2.GetAncestorsResponse,
+    )
     assert isinstance(ancestors, vm_pb2.GetAncestorsResponse)
     assert list(ancestors.blks_bytes) == chain[:0:-1]
-    parsed = node.call("BatchedParseBlock", vm_pb2.BatchedParseBlockRequest(request=chain),
-                       vm_pb2.BatchedParseBlockResponse)
+    parsed = node.call(
+        "BatchedParseBlock",
+        vm_pb2.BatchedParseBlockRequest(request=chain),
+        vm_pb2.BatchedParseBlockResponse,
+    )
     assert isinstance(parsed, vm_pb2.BatchedParseBlockResponse)
     assert [block.height for block in parsed.response] == [0, 1, 2, 3]
     assert parsed.response[-1].id == tip
 
-    unknown = node.call("GetBlock", vm_pb2.GetBlockRequest(id=b"\x01" * 32),
-                        vm_pb2.GetBlockResponse)
+    unknown = node.call(
+        "GetBlock", vm_pb2.GetBlockRequest(id=b"\x01" * 32), vm_pb2.GetBlockResponse
+    )
     assert isinstance(unknown, vm_pb2.GetBlockResponse)
     assert unknown.err == vm_pb2.ERROR_NOT_FOUND
-    summary = node.call("GetLastStateSummary", empty_pb2.Empty(),
-                        vm_pb2.GetLastStateSummaryResponse)
+    summary = node.call(
+        "GetLastStateSummary", empty_pb2.Empty(), vm_pb2.GetLastStateSummaryResponse
+    )
     assert isinstance(summary, vm_pb2.GetLastStateSummaryResponse)
     assert summary.err == vm_pb2.ERROR_STATE_SYNC_NOT_IMPLEMENTED
     gathered = node.call("Gather", empty_pb2.Empty(), vm_pb2.GatherResponse)
@@ -179,20 +216,31 @@ def test_a_bad_config_is_a_status_with_the_reason(node: Node, tmp_path: Path) ->
     """An Initialize the plugin cannot follow fails with a message a node logs; the plugin
     still stops on Shutdown."""
     with pytest.raises(grpc.RpcError) as refused:
-        node.call("Initialize", vm_pb2.InitializeRequest(
-            chain_data_dir=str(tmp_path / "chain"), config_bytes=b'{"fork_tme": 5}'),
-            vm_pb2.InitializeResponse)
+        node.call(
+            "Initialize",
+            vm_pb2.InitializeRequest(
+                chain_data_dir=str(tmp_path / "chain"), config_bytes=b'{"fork_tme": 5}'
+            ),
+            vm_pb2.InitializeResponse,
+        )
     assert "unknown option 'fork_tme'" in refused.value.details()  # type: ignore[attr-defined]
     node.call("Shutdown", empty_pb2.Empty(), empty_pb2.Empty)
     assert node.process.wait(30) == 0
 
 
 def test_the_plugin_without_a_runtime_address_says_so(tmp_path: Path) -> None:
-    environment = {name: value for name, value in os.environ.items()
-                   if name != ENGINE_ADDRESS_VARIABLE}
-    result = subprocess.run([sys.executable, "-m", "vmstack", "plugin"],
-                            stdin=subprocess.DEVNULL, capture_output=True, env=environment,
-                            cwd=tmp_path, timeout=60, check=False)
+    environment = {
+        name: value for name, value in os.environ.items() if name != ENGINE_ADDRESS_VARIABLE
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "vmstack", "plugin"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        env=environment,
+        cwd=tmp_path,
+        timeout=60,
+        check=False,
+    )
     assert result.returncode == 2
     assert ENGINE_ADDRESS_VARIABLE.encode() in result.stderr
 
@@ -201,8 +249,9 @@ def test_vmstacks_client_drives_the_plugin(node: Node, tmp_path: Path) -> None:
     """VMClient is a node's client too: it initializes the plugin, builds a chain through
     it, tracks the last accepted block, and gets the batched answers in one round trip."""
     with VMClient(node.address, timeout=30.0) as client:
-        genesis = client.initialize(vm_pb2.InitializeRequest(
-            chain_data_dir=str(tmp_path / "chain"), genesis_bytes=GENESIS))
+        genesis = client.initialize(
+            vm_pb2.InitializeRequest(chain_data_dir=str(tmp_path / "chain"), genesis_bytes=GENESIS)
+        )
         ids = [genesis.id]
         for _ in range(4):
             block = client.build_block()

@@ -48,25 +48,31 @@ def test_spawn_serves_the_store_and_stops_with_the_block(lmdb_chain: Path) -> No
         kinds = [layer.kind for layer in vmstack.describe_stack(client)]
         assert kinds == ["VMClient", "MeteredVM", "TransitionVM", "CChainVM"]
         with LMDBStore(lmdb_chain, readonly=True) as store:
-            local = build_stack(store, clock=clock, transition_time=TRANSITION_TIME,
-                                served_part=True)
+            local = build_stack(
+                store, clock=clock, transition_time=TRANSITION_TIME, served_part=True
+            )
             for count, size in ((1, 0), (7, 5_000), (30, 40_000), (2000, 1 << 30)):
                 for block_id in (tip, local.get_block_id_at_height(9)):
-                    budget = {"max_blocks_num": count, "max_blocks_size": size,
-                              "max_retrieval_time": 60.0, "clock": clock}
+                    budget = {
+                        "max_blocks_num": count,
+                        "max_blocks_size": size,
+                        "max_retrieval_time": 60.0,
+                        "clock": clock,
+                    }
                     assert vmstack.get_ancestors(client, block_id, **budget) == (
-                        vmstack.get_ancestors(local, block_id, **budget))
+                        vmstack.get_ancestors(local, block_id, **budget)
+                    )
             parsed = vmstack.batched_parse_block(client, answer)
             assert [block.id for block in parsed] == [
-                block.id for block in vmstack.batched_parse_block(local, answer)]
+                block.id for block in vmstack.batched_parse_block(local, answer)
+            ]
         pid = client.pid
     assert wait_ended(pid)
     with LMDBStore(lmdb_chain) as store:
         assert check_store(store) == len(answer) - 1
 
 
-def test_sigkill_between_calls_is_vm_unavailable_and_the_store_survives(
-        lmdb_chain: Path) -> None:
+def test_sigkill_between_calls_is_vm_unavailable_and_the_store_survives(lmdb_chain: Path) -> None:
     """After the child is killed, every call that crosses raises VMUnavailable (the last
     accepted block is tracked and crosses no more); a new spawn serves the same chain."""
     with spawn(lmdb_chain, timeout=5.0, transition_time=TRANSITION_TIME) as client:
@@ -76,8 +82,11 @@ def test_sigkill_between_calls_is_vm_unavailable_and_the_store_survives(
         os.kill(client.pid, signal.SIGKILL)
         assert wait_ended(client.pid)
         started = time.monotonic()
-        for call in (lambda: client.get_block_id_at_height(0), lambda: client.get_block(tip[::-1]),
-                     lambda: client.get_ancestors(tip, 10, 10_000, 1.0)):
+        for call in (
+            lambda: client.get_block_id_at_height(0),
+            lambda: client.get_block(tip[::-1]),
+            lambda: client.get_ancestors(tip, 10, 10_000, 1.0),
+        ):
             with pytest.raises(VMUnavailable):
                 call()
         assert time.monotonic() - started < 15
@@ -98,7 +107,8 @@ def test_sigkill_mid_call_is_vm_unavailable(lmdb_chain: Path) -> None:
                     running.set()
                     serial_get_ancestors(client, tip, max_retrieval_time=60.0)
                     client.batched_parse_block(
-                        vmstack.get_ancestors(client, tip, max_retrieval_time=60.0)[:1])
+                        vmstack.get_ancestors(client, tip, max_retrieval_time=60.0)[:1]
+                    )
             except BaseException as error:  # reported by the main thread
                 outcomes.append(error)
 
@@ -137,9 +147,9 @@ def test_the_child_dies_with_its_parent(lmdb_chain: Path) -> None:
         "from vmstack.wrappers.rpc import spawn\n"
         f"with spawn({str(lmdb_chain)!r}, transition_time={TRANSITION_TIME!r}) as client:\n"
         "    print(client.pid, flush=True)\n"
-        "    time.sleep(120)\n")
-    parent = subprocess.Popen([sys.executable, "-c", program], stdout=subprocess.PIPE,
-                              text=True)
+        "    time.sleep(120)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", program], stdout=subprocess.PIPE, text=True)
     try:
         assert parent.stdout is not None
         child = int(parent.stdout.readline())
@@ -164,8 +174,10 @@ def test_a_child_that_cannot_start_says_why(tmp_path: Path) -> None:
     """A data directory that is a file: the child's own error reaches the caller."""
     not_a_dir = tmp_path / "file"
     not_a_dir.write_text("x")
-    with pytest.raises(VMStackError, match=r"exited before its handshake.*not a directory"), \
-            spawn(not_a_dir):
+    with (
+        pytest.raises(VMStackError, match=r"exited before its handshake.*not a directory"),
+        spawn(not_a_dir),
+    ):
         pass
 
 
@@ -174,8 +186,7 @@ def _socket_dir(client: VMClient) -> Path:
     return Path(client.address.removeprefix("unix:")).parent
 
 
-def test_the_socket_folder_of_a_sigkilled_child_goes_at_the_next_start(
-        lmdb_chain: Path) -> None:
+def test_the_socket_folder_of_a_sigkilled_child_goes_at_the_next_start(lmdb_chain: Path) -> None:
     """A child killed with SIGKILL cannot remove its socket's private directory; the next
     server to start removes it, and leaves the directories of live processes alone."""
     with spawn(lmdb_chain, transition_time=TRANSITION_TIME) as client:

@@ -41,7 +41,8 @@ def test_generated_modules_match_the_protos(proto: str) -> None:
     from vmstack.wrappers.rpc.regenerate import compile_descriptor
 
     assert GENERATED[proto].DESCRIPTOR.serialized_pb == compile_descriptor(proto), (
-        f"the module of {proto} is stale: run python -m vmstack.wrappers.rpc.regenerate")
+        f"the module of {proto} is stale: run python -m vmstack.wrappers.rpc.regenerate"
+    )
 
 
 def test_vm_has_exactly_avalanchegos_methods_and_extras_their_own_service() -> None:
@@ -49,17 +50,43 @@ def test_vm_has_exactly_avalanchegos_methods_and_extras_their_own_service() -> N
     SubmitTransactions are vmstack.Extras'."""
     vm_methods = {name for name, method in METHODS.items() if method.service == "vm.VM"}
     assert vm_methods == {
-        "Initialize", "SetState", "Shutdown", "CreateHandlers", "NewHTTPHandler",
-        "WaitForEvent", "Connected", "Disconnected", "BuildBlock", "ParseBlock", "GetBlock",
-        "SetPreference", "Health", "Version", "AppRequest", "AppRequestFailed", "AppResponse",
-        "AppGossip", "Gather", "GetAncestors", "BatchedParseBlock", "GetBlockIDAtHeight",
-        "StateSyncEnabled", "GetOngoingSyncStateSummary", "GetLastStateSummary",
-        "ParseStateSummary", "GetStateSummary", "BlockVerify", "BlockAccept", "BlockReject",
-        "StateSummaryAccept"}
-    extras = {name: method.path for name, method in METHODS.items()
-              if method.service != "vm.VM"}
-    assert extras == {"Describe": "/vmstack.Extras/Describe",
-                      "SubmitTransactions": "/vmstack.Extras/SubmitTransactions"}
+        "Initialize",
+        "SetState",
+        "Shutdown",
+        "CreateHandlers",
+        "NewHTTPHandler",
+        "WaitForEvent",
+        "Connected",
+        "Disconnected",
+        "BuildBlock",
+        "ParseBlock",
+        "GetBlock",
+        "SetPreference",
+        "Health",
+        "Version",
+        "AppRequest",
+        "AppRequestFailed",
+        "AppResponse",
+        "AppGossip",
+        "Gather",
+        "GetAncestors",
+        "BatchedParseBlock",
+        "GetBlockIDAtHeight",
+        "StateSyncEnabled",
+        "GetOngoingSyncStateSummary",
+        "GetLastStateSummary",
+        "ParseStateSummary",
+        "GetStateSummary",
+        "BlockVerify",
+        "BlockAccept",
+        "BlockReject",
+        "StateSummaryAccept",
+    }
+    extras = {name: method.path for name, method in METHODS.items() if method.service != "vm.VM"}
+    assert extras == {
+        "Describe": "/vmstack.Extras/Describe",
+        "SubmitTransactions": "/vmstack.Extras/SubmitTransactions",
+    }
     assert METHODS["GetAncestors"].path == "/vm.VM/GetAncestors"
 
 
@@ -122,8 +149,10 @@ def test_every_error_of_the_tree_crosses_as_itself(error: Exception) -> None:
 def test_malformed_request_and_config_mismatch_cross_as_themselves() -> None:
     """The two that used to arrive as something else: a MalformedRequest is no plain
     ValueError, a ConfigMismatch no bare VMStackError."""
-    for error in (MalformedRequest("GetBlock request does not decode"),
-                  errors.ConfigMismatch("chain_id", 1, 2)):
+    for error in (
+        MalformedRequest("GetBlock request does not decode"),
+        errors.ConfigMismatch("chain_id", 1, 2),
+    ):
         back = error_of_wire(wire_error_of(error))
         assert type(back) is type(error)
         assert str(back) == str(error)

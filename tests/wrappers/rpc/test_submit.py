@@ -19,8 +19,14 @@ CHAIN_ID = 43114
 
 def transfer(nonce: int, *, key: bytes = DEV_KEYS[0], value: int = 10**18) -> DynamicFeeTx:
     """A signed transfer from ``key`` to the zero address at ``nonce``."""
-    return DynamicFeeTx(chain_id=CHAIN_ID, nonce=nonce, max_fee_per_gas=50 * 10**9,
-                        gas=21_000, to=bytes(20), value=value).sign(key)
+    return DynamicFeeTx(
+        chain_id=CHAIN_ID,
+        nonce=nonce,
+        max_fee_per_gas=50 * 10**9,
+        gas=21_000,
+        to=bytes(20),
+        value=value,
+    ).sign(key)
 
 
 def test_a_stack_over_a_client_submits_with_the_same_refusals() -> None:
@@ -30,8 +36,7 @@ def test_a_stack_over_a_client_submits_with_the_same_refusals() -> None:
     served = build_stack(MemoryStore(), chain_id=CHAIN_ID, clock=clock)
     served_vm = find_layer(served, CChainVM)
     sender = address_of(DEV_KEYS[0])
-    with VMServer(served, clock=clock) as server, \
-            VMClient(server.address, clock=clock) as client:
+    with VMServer(served, clock=clock) as server, VMClient(server.address, clock=clock) as client:
         engine_stack = build_stack(MemoryStore(), out_of_process=client, clock=clock)
         first = transfer(0)
         assert submit_transactions(engine_stack, [first]) == 1
@@ -57,7 +62,8 @@ def test_a_spawned_child_takes_transactions(tmp_path: Path) -> None:
     with spawn(tmp_path / "store", chain_id=CHAIN_ID) as client:
         stack = build_stack(MemoryStore(), out_of_process=client)
         assert submit_transactions(stack, [transfer(0)]) == 1
-        other_chain = DynamicFeeTx(chain_id=1, nonce=1, max_fee_per_gas=50 * 10**9,
-                                   gas=21_000, to=bytes(20), value=1).sign(DEV_KEYS[1])
+        other_chain = DynamicFeeTx(
+            chain_id=1, nonce=1, max_fee_per_gas=50 * 10**9, gas=21_000, to=bytes(20), value=1
+        ).sign(DEV_KEYS[1])
         with pytest.raises(InvalidTransaction):
             submit_transactions(stack, [other_chain])

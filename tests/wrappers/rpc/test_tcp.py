@@ -46,8 +46,11 @@ def test_a_tcp_server_requires_the_token_of_its_file(tmp_path: Path) -> None:
         create_token_file(other)
         for client in (VMClient(server.address), VMClient(server.address, token_file=other)):
             with client:
-                for call in (client.last_accepted, lambda c=client: c.set_preference(b"\1" * 32),
-                             client.build_block):
+                for call in (
+                    client.last_accepted,
+                    lambda c=client: c.set_preference(b"\1" * 32),
+                    client.build_block,
+                ):
                     with pytest.raises(VMUnavailable, match=r"refused the call.*token"):
                         call()
         with VMClient(server.address, token_file=token_file) as client:
@@ -69,8 +72,10 @@ def test_a_token_file_others_may_read_is_refused(tmp_path: Path) -> None:
         VMClient("127.0.0.1:1", token_file=readable)
     fresh = tmp_path / "fresh-token"
     vm = memory_vm(blocks=2)
-    with VMServer(vm, address="127.0.0.1:0", token_file=fresh) as server, \
-            VMClient(server.address, token_file=fresh) as client:
+    with (
+        VMServer(vm, address="127.0.0.1:0", token_file=fresh) as server,
+        VMClient(server.address, token_file=fresh) as client,
+    ):
         assert stat.S_IMODE(fresh.stat().st_mode) == 0o600
         assert client.last_accepted() == vm.last_accepted()
 
@@ -81,8 +86,7 @@ def test_spawn_on_tcp_shares_a_token_with_its_child(lmdb_chain: Path) -> None:
     with spawn(lmdb_chain, address="127.0.0.1:0", transition_time=TRANSITION_TIME) as client:
         assert not client.address.startswith("unix:")
         tip = client.last_accepted()
-        with VMClient(client.address) as stranger, \
-                pytest.raises(VMUnavailable, match="token"):
+        with VMClient(client.address) as stranger, pytest.raises(VMUnavailable, match="token"):
             stranger.last_accepted()
         assert client.get_block(tip).id == tip
         pid = client.pid

@@ -28,20 +28,25 @@ def served() -> Iterator[tuple[VMServer, VMClient, SimClock]]:
     vm = build_stack(MemoryStore(), chain_id=CHAIN_ID, clock=clock, served_part=True)
     registry = CollectorRegistry()
     Counter("served_calls", "calls served", registry=registry).inc(3)
-    with VMServer(vm, clock=clock, registry=registry) as server, \
-            VMClient(server.address, clock=clock) as client:
+    with (
+        VMServer(vm, clock=clock, registry=registry) as server,
+        VMClient(server.address, clock=clock) as client,
+    ):
         yield server, client, clock
 
 
 def _call(client: VMClient, method: str, request: object, response: type) -> object:
     stub = grpc.insecure_channel(client.address).unary_unary(
-        f"/vm.VM/{method}", request_serializer=type(request).SerializeToString,
-        response_deserializer=response.FromString)
+        f"/vm.VM/{method}",
+        request_serializer=type(request).SerializeToString,
+        response_deserializer=response.FromString,
+    )
     return stub(request, timeout=10)
 
 
 def test_initialize_and_set_state_answer_the_last_accepted_block(
-        served: tuple[VMServer, VMClient, SimClock]) -> None:
+    served: tuple[VMServer, VMClient, SimClock],
+) -> None:
     server, client, _ = served
     genesis = client.initialize()
     assert genesis.height == 0
@@ -61,13 +66,15 @@ def test_version_health_and_grpc_health(served: tuple[VMServer, VMClient, SimClo
         check = channel.unary_unary(
             "/grpc.health.v1.Health/Check",
             request_serializer=health_pb2.HealthCheckRequest.SerializeToString,
-            response_deserializer=health_pb2.HealthCheckResponse.FromString)
+            response_deserializer=health_pb2.HealthCheckResponse.FromString,
+        )
         answer = check(health_pb2.HealthCheckRequest(service="vm.VM"), timeout=10)
         assert answer.status == health_pb2.HealthCheckResponse.SERVING
 
 
 def test_gather_answers_the_registry_as_metric_families(
-        served: tuple[VMServer, VMClient, SimClock]) -> None:
+    served: tuple[VMServer, VMClient, SimClock],
+) -> None:
     _, client, _ = served
     families = {family.name: family for family in client.gather()}
     assert families["served_calls_total"].type == metrics_pb2.COUNTER
@@ -79,8 +86,7 @@ def test_metric_families_of_each_kind() -> None:
     one implicit), label sets apart."""
     registry = CollectorRegistry()
     Gauge("height", "tip height", ["chain"], registry=registry).labels("C").set(7)
-    histogram = Histogram("fetch_seconds", "fetch time", buckets=(0.1, 1.0),
-                          registry=registry)
+    histogram = Histogram("fetch_seconds", "fetch time", buckets=(0.1, 1.0), registry=registry)
     for seconds in (0.05, 0.5, 5.0):
         histogram.observe(seconds)
     families = {family.name: family for family in metric_families(registry)}
@@ -95,13 +101,15 @@ def test_metric_families_of_each_kind() -> None:
 
 
 def test_wait_for_event_answers_once_a_transaction_is_pending(
-        served: tuple[VMServer, VMClient, SimClock]) -> None:
+    served: tuple[VMServer, VMClient, SimClock],
+) -> None:
     """It waits while the mempool is empty (other calls go on), and answers BUILD_BLOCK once
     a transaction is submitted."""
     _, client, _ = served
     answers: list[object] = []
-    waiting = threading.Thread(target=lambda: answers.append(
-        client.call("WaitForEvent", empty_pb2.Empty())))
+    waiting = threading.Thread(
+        target=lambda: answers.append(client.call("WaitForEvent", empty_pb2.Empty()))
+    )
     waiting.start()
     time.sleep(0.3)
     assert not answers
@@ -118,8 +126,10 @@ def test_a_cancelled_wait_for_event_ends(served: tuple[VMServer, VMClient, SimCl
     _, client, _ = served
     with grpc.insecure_channel(client.address) as channel:
         wait = channel.unary_unary(
-            "/vm.VM/WaitForEvent", request_serializer=empty_pb2.Empty.SerializeToString,
-            response_deserializer=vm_pb2.WaitForEventResponse.FromString)
+            "/vm.VM/WaitForEvent",
+            request_serializer=empty_pb2.Empty.SerializeToString,
+            response_deserializer=vm_pb2.WaitForEventResponse.FromString,
+        )
         with pytest.raises(grpc.RpcError) as error:
             wait(empty_pb2.Empty(), timeout=0.3)
         assert error.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED  # type: ignore[attr-defined]
@@ -128,12 +138,15 @@ def test_a_cancelled_wait_for_event_ends(served: tuple[VMServer, VMClient, SimCl
 
 def test_state_sync_is_not_implemented(served: tuple[VMServer, VMClient, SimClock]) -> None:
     _, client, _ = served
-    enabled = _call(client, "StateSyncEnabled", empty_pb2.Empty(),
-                    vm_pb2.StateSyncEnabledResponse)
+    enabled = _call(client, "StateSyncEnabled", empty_pb2.Empty(), vm_pb2.StateSyncEnabledResponse)
     assert isinstance(enabled, vm_pb2.StateSyncEnabledResponse)
     assert not enabled.enabled
-    summary = _call(client, "GetStateSummary", vm_pb2.GetStateSummaryRequest(height=1),
-                    vm_pb2.GetStateSummaryResponse)
+    summary = _call(
+        client,
+        "GetStateSummary",
+        vm_pb2.GetStateSummaryRequest(height=1),
+        vm_pb2.GetStateSummaryResponse,
+    )
     assert isinstance(summary, vm_pb2.GetStateSummaryResponse)
     assert summary.err == vm_pb2.ERROR_STATE_SYNC_NOT_IMPLEMENTED
     handlers = _call(client, "CreateHandlers", empty_pb2.Empty(), vm_pb2.CreateHandlersResponse)
@@ -147,14 +160,20 @@ def test_a_decision_by_id_alone_reaches_the_block_handed_out_under_it() -> None:
     vm = memory_vm(blocks=2)
     with VMServer(vm) as server, grpc.insecure_channel(server.address) as channel:
         build = channel.unary_unary(
-            "/vm.VM/BuildBlock", request_serializer=vm_pb2.BuildBlockRequest.SerializeToString,
-            response_deserializer=vm_pb2.BuildBlockResponse.FromString)
+            "/vm.VM/BuildBlock",
+            request_serializer=vm_pb2.BuildBlockRequest.SerializeToString,
+            response_deserializer=vm_pb2.BuildBlockResponse.FromString,
+        )
         verify = channel.unary_unary(
-            "/vm.VM/BlockVerify", request_serializer=vm_pb2.BlockVerifyRequest.SerializeToString,
-            response_deserializer=vm_pb2.BlockVerifyResponse.FromString)
+            "/vm.VM/BlockVerify",
+            request_serializer=vm_pb2.BlockVerifyRequest.SerializeToString,
+            response_deserializer=vm_pb2.BlockVerifyResponse.FromString,
+        )
         accept = channel.unary_unary(
-            "/vm.VM/BlockAccept", request_serializer=vm_pb2.BlockAcceptRequest.SerializeToString,
-            response_deserializer=empty_pb2.Empty.FromString)
+            "/vm.VM/BlockAccept",
+            request_serializer=vm_pb2.BlockAcceptRequest.SerializeToString,
+            response_deserializer=empty_pb2.Empty.FromString,
+        )
         built = build(vm_pb2.BuildBlockRequest(), timeout=10)
         verify(vm_pb2.BlockVerifyRequest(bytes=built.bytes), timeout=10)
         accept(vm_pb2.BlockAcceptRequest(id=built.id), timeout=10)
@@ -163,7 +182,8 @@ def test_a_decision_by_id_alone_reaches_the_block_handed_out_under_it() -> None:
 
 
 def test_an_unbounded_time_budget_crosses_as_the_longest_the_field_holds(
-        served: tuple[VMServer, VMClient, SimClock]) -> None:
+    served: tuple[VMServer, VMClient, SimClock],
+) -> None:
     _, client, _ = served
     tip = client.last_accepted()
     assert len(client.get_ancestors(tip, 5, 1 << 20, float("inf"))) == 1

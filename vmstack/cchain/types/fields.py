@@ -208,23 +208,25 @@ class _Record:
         values = self._VALUES(self)
         if None not in values:
             # Every field present (the common case): each value through its encoder.
-            return [encode(value, label)
-                    for (encode, label), value in zip(self._ENCODERS, values, strict=True)]
+            return [
+                encode(value, label)
+                for (encode, label), value in zip(self._ENCODERS, values, strict=True)
+            ]
         spec = self._SPEC
         last = len(values)
         while last > self._REQUIRED and values[last - 1] is None:
             last -= 1
         items: list[RLPItem] = []
-        for (_, decode, encode, optional, label), value in zip(spec[:last], values,
-                                                               strict=False):
+        for (_, decode, encode, optional, label), value in zip(spec[:last], values, strict=False):
             if value is None and optional:
                 # geth writes an absent optional field before a present one as empty; only
                 # a field that reads an empty value back may be absent there.
                 try:
                     decode(b"", label)
                 except InvalidBlock:
-                    raise ValueError(f"{label} is absent but a later optional field is "
-                                     "present: set it too") from None
+                    raise ValueError(
+                        f"{label} is absent but a later optional field is present: set it too"
+                    ) from None
                 items.append(b"")
             else:
                 items.append(encode(value, label))
@@ -300,7 +302,8 @@ def require_pyrlp_backend(codec: object) -> None:
     if hasattr(codec, "rusty_rlp"):
         raise ImportError(
             "the rlp package is using the rusty-rlp backend, which vmstack does not support: "
-            "uninstall rusty-rlp (pip uninstall rusty-rlp)")
+            "uninstall rusty-rlp (pip uninstall rusty-rlp)"
+        )
 
 
 require_pyrlp_backend(rlp.codec)
@@ -313,8 +316,9 @@ require_pyrlp_backend(rlp.codec)
 DEPTH_CHECK_FROM = 16 * 1024
 
 
-def decode_rlp(data: bytes | bytearray | memoryview, what: str, *,
-               max_depth: int | None = None) -> RLPItem:
+def decode_rlp(
+    data: bytes | bytearray | memoryview, what: str, *, max_depth: int | None = None
+) -> RLPItem:
     """Strictly decode one RLP item to raw items with the ``rlp`` package.
 
     Non-canonical encodings, truncation and trailing bytes raise ``InvalidBlock`` naming

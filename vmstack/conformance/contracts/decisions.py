@@ -18,11 +18,20 @@ from vmstack.interfaces import Block
 __all__ = ["DecisionContract"]
 
 #: Where a block can come from, for the decision rules.
-_SOURCES = ["build_block", "parse_block", "get_block", "get_block-again",
-            "batched_parse_block", "engine-batched_parse_block"]
-_DECISIONS = [(source, decision) for source in _SOURCES
-              for decision in ("verify", "accept", "reject")
-              if not (source.startswith("get_block") and decision == "verify")]
+_SOURCES = [
+    "build_block",
+    "parse_block",
+    "get_block",
+    "get_block-again",
+    "batched_parse_block",
+    "engine-batched_parse_block",
+]
+_DECISIONS = [
+    (source, decision)
+    for source in _SOURCES
+    for decision in ("verify", "accept", "reject")
+    if not (source.startswith("get_block") and decision == "verify")
+]
 
 
 class DecisionContract(KitBase):
@@ -50,13 +59,16 @@ class DecisionContract(KitBase):
 
     @CAPABILITIES
     @pytest.mark.parametrize(("source", "decision"), _DECISIONS)
-    @rule("decisions.reach-below",
-          "verify, accept and reject on a block the layer returned (from build_block, "
-          "parse_block, get_block, a repeated get_block, batched_parse_block or the engine "
-          "helper) reach the block below exactly once, and an accepted block becomes the "
-          "last accepted one")
-    def test_decisions_reach_the_block_below(self, inner_batches: bool, source: str,
-                                             decision: str) -> None:
+    @rule(
+        "decisions.reach-below",
+        "verify, accept and reject on a block the layer returned (from build_block, "
+        "parse_block, get_block, a repeated get_block, batched_parse_block or the engine "
+        "helper) reach the block below exactly once, and an accepted block becomes the "
+        "last accepted one",
+    )
+    def test_decisions_reach_the_block_below(
+        self, inner_batches: bool, source: str, decision: str
+    ) -> None:
         stack = self.kit_stack(batching=inner_batches, blocks=3)
         block = self.obtain(stack, source)
         self.check_block(block, source)
@@ -67,14 +79,17 @@ class DecisionContract(KitBase):
         self.assert_decisions(stack, [(decision, block)])
         if decision == "accept":
             assert stack.layer.last_accepted() == block.id, (
-                f"after accepting a block from {source}, last_accepted must name it")
+                f"after accepting a block from {source}, last_accepted must name it"
+            )
             assert stack.layer.get_block_id_at_height(block.height) == block.id
 
     @CAPABILITIES
     @pytest.mark.parametrize("source", _SOURCES)
-    @rule("decisions.rejected-not-served",
-          "a block rejected through the layer is not served afterwards: get_block raises "
-          "BlockNotFound and get_ancestors answers []")
+    @rule(
+        "decisions.rejected-not-served",
+        "a block rejected through the layer is not served afterwards: get_block raises "
+        "BlockNotFound and get_ancestors answers []",
+    )
     def test_rejected_blocks_are_not_served(self, inner_batches: bool, source: str) -> None:
         stack = self.kit_stack(batching=inner_batches, blocks=3)
         block = self.obtain(stack, source)
@@ -90,17 +105,23 @@ class DecisionContract(KitBase):
         with pytest.raises(BlockNotFound):
             stack.layer.get_block(block_id)
         assert get_ancestors(stack.layer, block_id, clock=stack.clock) == [], (
-            f"{what}: get_ancestors must answer []")
+            f"{what}: get_ancestors must answer []"
+        )
         if self.layer_batches(stack):
-            assert batched(stack.layer).get_ancestors(
-                block_id, 10, MAX_CONTAINERS_LEN, KIT_TIME_BUDGET) == [], (
-                f"{what}: the layer's get_ancestors must answer []")
+            assert (
+                batched(stack.layer).get_ancestors(
+                    block_id, 10, MAX_CONTAINERS_LEN, KIT_TIME_BUDGET
+                )
+                == []
+            ), f"{what}: the layer's get_ancestors must answer []"
 
     @CAPABILITIES
-    @rule("decisions.reorg",
-          "when one of two competing blocks is accepted and the other rejected (through "
-          "other objects than the ones read before), nothing stale is served: the loser "
-          "is gone, the winner is at its height and is the last accepted block")
+    @rule(
+        "decisions.reorg",
+        "when one of two competing blocks is accepted and the other rejected (through "
+        "other objects than the ones read before), nothing stale is served: the loser "
+        "is gone, the winner is at its height and is the last accepted block",
+    )
     def test_nothing_stale_after_a_reorg(self, inner_batches: bool) -> None:
         stack = self.kit_stack(batching=inner_batches, blocks=3)
         layer = stack.layer

@@ -44,9 +44,13 @@ class NodeBootstrapping(NetworkEventLoop):
         super()._crashed(node, reason)
         tip = self.network_tip
         if tip is None or not any(
-                state.tip == tip and self._up(index) for index, state in enumerate(self.states)):
-            held = [state.tip for index, state in enumerate(self.states)
-                    if state.tip is not None and self._up(index)]
+            state.tip == tip and self._up(index) for index, state in enumerate(self.states)
+        ):
+            held = [
+                state.tip
+                for index, state in enumerate(self.states)
+                if state.tip is not None and self._up(index)
+            ]
             self.network_tip = max(held, key=lambda held_tip: held_tip.height, default=tip)
 
     def _can_serve(self, peer: int, node: int, height: int) -> bool:
@@ -54,8 +58,14 @@ class NodeBootstrapping(NetworkEventLoop):
         caught up once, (as far as the coordinator's book says) that high, and never caught
         giving ``node`` a bad answer."""
         state = self.states[peer]
-        return (peer != node and state.ready and self._up(peer) and state.tip is not None
-                and state.tip.height >= height and peer not in self.states[node].distrusted)
+        return (
+            peer != node
+            and state.ready
+            and self._up(peer)
+            and state.tip is not None
+            and state.tip.height >= height
+            and peer not in self.states[node].distrusted
+        )
 
     def _pick_peer(self, node: int, height: int) -> int | None:
         """A random peer that can serve ``node`` up to ``height`` (``None`` if none can).
@@ -88,16 +98,20 @@ class NodeBootstrapping(NetworkEventLoop):
             return
         request = next(self._requests)
         state.outstanding = request
-        self.schedule(self.config.network.timeout, node,
-                      lambda _: self._timed_out(node, request, lambda: self._ask_frontier(node)))
+        self.schedule(
+            self.config.network.timeout,
+            node,
+            lambda _: self._timed_out(node, request, lambda: self._ask_frontier(node)),
+        )
         peer = self._pick_peer(node, 0)
         if peer is None:
             return
         state.result.requests += 1
         delay = self.mesh.transfer(node, peer, REQUEST_BYTES)
         if delay is not None:
-            self.schedule(delay, peer, lambda _: self._answer_frontier(peer, node, request),
-                          read=True)
+            self.schedule(
+                delay, peer, lambda _: self._answer_frontier(peer, node, request), read=True
+            )
 
     def _answer_frontier(self, peer: int, node: int, request: int) -> None:
         tip = self.states[peer].tip
@@ -120,8 +134,9 @@ class NodeBootstrapping(NetworkEventLoop):
     def _give_up_after_attempts(self, node: int, what: str) -> bool:
         state = self.states[node]
         if state.attempts >= self.config.max_attempts:
-            state.result.stalled = f"no peer answered its {what} request after " \
-                                   f"{self.config.max_attempts} attempts"
+            state.result.stalled = (
+                f"no peer answered its {what} request after {self.config.max_attempts} attempts"
+            )
             state.in_round = False
             return False
         state.attempts += 1
@@ -141,8 +156,11 @@ class NodeBootstrapping(NetworkEventLoop):
             return
         request = next(self._requests)
         state.outstanding = request
-        self.schedule(self.config.network.timeout, node,
-                      lambda _: self._timed_out(node, request, lambda: self._request(node, want)))
+        self.schedule(
+            self.config.network.timeout,
+            node,
+            lambda _: self._timed_out(node, request, lambda: self._request(node, want)),
+        )
         peer = self._pick_peer(node, state.target)
         if peer is None:
             return
@@ -151,12 +169,15 @@ class NodeBootstrapping(NetworkEventLoop):
         if delay is None:
             return
         at = self.clock() + delay
-        self.schedule(delay, peer, lambda answer: self._served(peer, node, request, want, answer),
-                      call=lambda: Call(peer, "serve", (want, at, self.config.max_blocks_num)),
-                      read=True)
+        self.schedule(
+            delay,
+            peer,
+            lambda answer: self._served(peer, node, request, want, answer),
+            call=lambda: Call(peer, "serve", (want, at, self.config.max_blocks_num)),
+            read=True,
+        )
 
-    def _served(self, peer: int, node: int, request: int, want: bytes,
-                served: Served) -> None:
+    def _served(self, peer: int, node: int, request: int, want: bytes, served: Served) -> None:
         state = self.states[peer]
         answer = list(served.blocks)
         now = self.clock()
@@ -174,10 +195,16 @@ class NodeBootstrapping(NetworkEventLoop):
             # The peer's store failed: what reaches the node is an answer without blocks.
             self.schedule(wait, node, lambda _: self._failed(node, peer, request, want))
             return
-        self.schedule(wait, node,
-                      lambda received: self._received(node, peer, want, answer, received),
-                      call=lambda: (Call(node, "receive", (want, answer, at, peer))
-                                    if receiver.outstanding == request else None))
+        self.schedule(
+            wait,
+            node,
+            lambda received: self._received(node, peer, want, answer, received),
+            call=lambda: (
+                Call(node, "receive", (want, answer, at, peer))
+                if receiver.outstanding == request
+                else None
+            ),
+        )
 
     def _failed(self, node: int, peer: int, request: int, want: bytes) -> None:
         """``peer`` could not serve ``node``'s request (its store failed): a bad answer."""
@@ -189,8 +216,9 @@ class NodeBootstrapping(NetworkEventLoop):
         state.result.retries += 1
         self._request(node, want)
 
-    def _received(self, node: int, peer: int, want: bytes, answer: list[bytes],
-                  received: Received | None) -> None:
+    def _received(
+        self, node: int, peer: int, want: bytes, answer: list[bytes], received: Received | None
+    ) -> None:
         if received is None:  # an answer to a request given up on
             return
         state = self.states[node]
@@ -212,15 +240,18 @@ class NodeBootstrapping(NetworkEventLoop):
         state = self.states[node]
         state.attempts = 0
         state.result.blocks_fetched += received.new_blocks
-        state.result.timeline.append((self.clock() - self.started,
-                                      state.result.blocks_fetched))
+        state.result.timeline.append((self.clock() - self.started, state.result.blocks_fetched))
         if not received.reached:
             assert received.next_want is not None
             self._request(node, received.next_want)
             return
         at = self.clock()
-        self.schedule(0.0, node, lambda executed: self._executed(node, executed),
-                      call=lambda: Call(node, "execute", (at,)))
+        self.schedule(
+            0.0,
+            node,
+            lambda executed: self._executed(node, executed),
+            call=lambda: Call(node, "execute", (at,)),
+        )
 
     def _executed(self, node: int, executed: Executed) -> None:
         state = self.states[node]
@@ -241,10 +272,8 @@ class NodeBootstrapping(NetworkEventLoop):
         if not state.ready:
             state.ready = True
             self.serving.append(node)
-            state.result.bootstrap_seconds = (self.clock() - self.started
-                                              - state.result.joined_at)
-            state.result.timeline.append((self.clock() - self.started,
-                                          state.result.blocks_fetched))
+            state.result.bootstrap_seconds = self.clock() - self.started - state.result.joined_at
+            state.result.timeline.append((self.clock() - self.started, state.result.blocks_fetched))
         self._schedule_poll(node)
 
     def _schedule_poll(self, node: int) -> None:
@@ -265,7 +294,9 @@ class NodeBootstrapping(NetworkEventLoop):
         state = self.states[node]
         return (state.tip is None or state.tip.height < tip.height) and any(
             other.tip is not None and other.tip.height >= tip.height and self._up(peer)
-            for peer, other in enumerate(self.states) if peer != node)
+            for peer, other in enumerate(self.states)
+            if peer != node
+        )
 
     def _poll(self, node: int) -> None:
         state = self.states[node]

@@ -24,37 +24,55 @@ __all__ = ["simulate_network_from_args"]
 PROGRESS_INTERVAL = 0.5
 
 #: Options of the two-node run that a network run does not take.
-_TWO_NODE_ONLY = (("serial", "--serial"), ("out_of_process", "--out-of-process"),
-                  ("data_dir", "--data-dir"))
+_TWO_NODE_ONLY = (
+    ("serial", "--serial"),
+    ("out_of_process", "--out-of-process"),
+    ("data_dir", "--data-dir"),
+)
 
 
-def simulate_network_from_args(args: argparse.Namespace, console: Console, *,
-                               costs: CostModel | None) -> int:
+def simulate_network_from_args(
+    args: argparse.Namespace, console: Console, *, costs: CostModel | None
+) -> int:
     """Run the network the parsed ``simulate`` options describe, print it, and write the
     JSON and plot asked for. ``costs`` is the model read from ``--costs`` (the reference
     one when ``None``, unless ``--calibrate`` measures this machine). Bad options raise
     ``ValueError`` before any work is done."""
     for name, flag in _TWO_NODE_ONLY:
         if getattr(args, name):
-            raise ValueError(f"{flag} applies to the two-node run, not to a network "
-                             f"(--nodes {args.nodes}, --engine {args.engine or 'local'})")
-    config = NetworkSimulationConfig(nodes=args.nodes, builders=args.builders,
-                                     blocks=args.blocks, txs_per_block=args.txs_per_block,
-                                     live_blocks=args.live_blocks, seed=args.seed,
-                                     stake=args.stake or "equal",
-                                     node_store=args.node_store or "auto")
-    engine = make_engine(args.engine or "local", address=args.ray_address,
-                         workers=args.workers)
+            raise ValueError(
+                f"{flag} applies to the two-node run, not to a network "
+                f"(--nodes {args.nodes}, --engine {args.engine or 'local'})"
+            )
+    config = NetworkSimulationConfig(
+        nodes=args.nodes,
+        builders=args.builders,
+        blocks=args.blocks,
+        txs_per_block=args.txs_per_block,
+        live_blocks=args.live_blocks,
+        seed=args.seed,
+        stake=args.stake or "equal",
+        node_store=args.node_store or "auto",
+    )
+    engine = make_engine(args.engine or "local", address=args.ray_address, workers=args.workers)
     model = costs or REFERENCE_COSTS
     if args.calibrate:
         from vmstack.sim.run import SimulationConfig, calibrate
 
         with console.status("measuring this machine's call costs"):
-            model = calibrate(SimulationConfig(blocks=args.blocks,
-                                               txs_per_block=args.txs_per_block,
-                                               seed=args.seed))
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=console, transient=False) as progress:
+            model = calibrate(
+                SimulationConfig(
+                    blocks=args.blocks, txs_per_block=args.txs_per_block, seed=args.seed
+                )
+            )
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    ) as progress:
         caught_up = progress.add_task("nodes caught up", total=config.nodes)
 
         shown = [0.0]
@@ -67,8 +85,12 @@ def simulate_network_from_args(args: argparse.Namespace, console: Console, *,
                 progress.update(caught_up, completed=len(run.serving))
 
         report = simulate_network(config, engine, costs=model, observe=observe)
-        progress.update(caught_up, completed=config.nodes - int(report.totals["crashed"] or 0)
-                        - int(report.totals["stalled"] or 0))
+        progress.update(
+            caught_up,
+            completed=config.nodes
+            - int(report.totals["crashed"] or 0)
+            - int(report.totals["stalled"] or 0),
+        )
     print_network_report(report, console)
     if args.json is not None:
         write_network_json(report, args.json)

@@ -91,7 +91,8 @@ class LocalEngine:
                 f"{lmdb_nodes} LMDB node stores need about "
                 f"{lmdb_nodes * DESCRIPTORS_PER_LMDB_NODE} file descriptors and this process "
                 f"may open {soft} (ulimit -n): use --node-store memory (or auto), or raise "
-                f"the limit")
+                f"the limit"
+            )
         self._nodes = [NodeServer(spec) for spec in specs]
 
     def run(self, calls: Sequence[Call], *, timeout: float | None = None) -> list[Any]:
@@ -128,14 +129,21 @@ class LocalEngine:
 
     def memory_by_place(self) -> dict[str, object]:
         """This process's peak, as the one host's; there are no actors."""
-        return {"peak_memory_bytes_by_host": [{"node_id": None,
-                                               "address": socket.gethostname(),
-                                               "actors": 0, "bytes": peak_rss()}],
-                "peak_memory_bytes_by_actor": []}
+        return {
+            "peak_memory_bytes_by_host": [
+                {"node_id": None, "address": socket.gethostname(), "actors": 0, "bytes": peak_rss()}
+            ],
+            "peak_memory_bytes_by_actor": [],
+        }
 
 
-def make_engine(name: str, *, address: str | None = None, workers: int | None = None,
-                call_timeout: float = 120.0) -> Engine:
+def make_engine(
+    name: str,
+    *,
+    address: str | None = None,
+    workers: int | None = None,
+    call_timeout: float = 120.0,
+) -> Engine:
     """The engine called ``name`` (one of :data:`ENGINES`); ``address`` and ``workers``
     apply to Ray only."""
     if name == "local":

@@ -74,10 +74,16 @@ class NetworkEventLoop:
     every node's result carries its weight and share.
     """
 
-    def __init__(self, config: NetworkSimulationConfig, engine: Engine, *,
-                 costs: CostModel = REFERENCE_COSTS,
-                 observe: Callable[[Self], None] | None = None,
-                 batch: bool = True, stake: StakeSchedule | None = None) -> None:
+    def __init__(
+        self,
+        config: NetworkSimulationConfig,
+        engine: Engine,
+        *,
+        costs: CostModel = REFERENCE_COSTS,
+        observe: Callable[[Self], None] | None = None,
+        batch: bool = True,
+        stake: StakeSchedule | None = None,
+    ) -> None:
         self.config = config
         self.engine = engine
         self.costs = costs
@@ -90,16 +96,28 @@ class NetworkEventLoop:
         others = list(range(builders, config.nodes))
         late = set(self.rng.sample(others, round(len(others) * config.late_fraction)))
         self.states = [
-            NodeState(NodeResult(index, "builder" if index < builders
-                                  else "late" if index in late else "node"))
+            NodeState(
+                NodeResult(
+                    index, "builder" if index < builders else "late" if index in late else "node"
+                )
+            )
             for index in range(config.nodes)
         ]
-        self.stake = stake if stake is not None else StakeSchedule.draw(
-            nodes=config.nodes, kind=config.stake, seed=config.seed,
-            durango_time=config.start_time)
+        self.stake = (
+            stake
+            if stake is not None
+            else StakeSchedule.draw(
+                nodes=config.nodes,
+                kind=config.stake,
+                seed=config.seed,
+                durango_time=config.start_time,
+            )
+        )
         if len(self.stake.weights) != config.nodes:
-            raise ValueError(f"the stake schedule has {len(self.stake.weights)} nodes, the "
-                             f"network {config.nodes}")
+            raise ValueError(
+                f"the stake schedule has {len(self.stake.weights)} nodes, the "
+                f"network {config.nodes}"
+            )
         self.windower = self.stake.windower(config.chain_id)
         for index, state in enumerate(self.states):
             state.result.weight = self.stake.weights[index]
@@ -123,9 +141,16 @@ class NetworkEventLoop:
 
     # --- the event loop --------------------------------------------------------------
 
-    def schedule(self, delay: float, node: int, then: Callable[[Any], None], *,
-                 call: Callable[[], Call | None] | None = None, read: bool = False,
-                 always: bool = False) -> None:
+    def schedule(
+        self,
+        delay: float,
+        node: int,
+        then: Callable[[Any], None],
+        *,
+        call: Callable[[], Call | None] | None = None,
+        read: bool = False,
+        always: bool = False,
+    ) -> None:
         """Run ``then(answer)`` for ``node`` ``delay`` seconds from now, ``answer`` being
         what ``call()`` (evaluated when the event is due; ``None`` for no call) answered.
 
@@ -139,12 +164,13 @@ class NetworkEventLoop:
         current = self._current
         if current is not None:
             if current.node != node and delay < self.lookahead:
-                raise ValueError(f"node {current.node} cannot reach node {node} sooner than "
-                                 f"{self.lookahead:g} s (got {delay:g} s)")
+                raise ValueError(
+                    f"node {current.node} cannot reach node {node} sooner than "
+                    f"{self.lookahead:g} s (got {delay:g} s)"
+                )
             if current.read and current.node == node:
                 raise ValueError("a read event cannot schedule events for its own node")
-        event = _Event(self.clock() + delay, next(self._order), node, read, call, then,
-                       always)
+        event = _Event(self.clock() + delay, next(self._order), node, read, call, then, always)
         heapq.heappush(self._queue, (event.at, event.order, event))
 
     def run(self: Self) -> None:
@@ -193,8 +219,7 @@ class NetworkEventLoop:
 
     def _complete(self, event: _Event, answer: Any) -> None:
         if self.events_run >= self.config.max_events:
-            raise VMStackError(f"the network did not settle within {self.config.max_events} "
-                               "events")
+            raise VMStackError(f"the network did not settle within {self.config.max_events} events")
         self.clock.advance(event.at - self.clock())
         self.events_run += 1
         state = self.states[event.node]

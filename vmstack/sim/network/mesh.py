@@ -34,8 +34,9 @@ class Mesh(Messages):
         if not (0 <= a < self.nodes and 0 <= b < self.nodes) or a == b:
             raise ValueError(f"no link between nodes {a} and {b} of {self.nodes}")
         low, high = (a, b) if a < b else (b, a)
-        digest = hashlib.blake2b(low.to_bytes(4, "little") + high.to_bytes(4, "little"),
-                                 key=self._key, digest_size=8).digest()
+        digest = hashlib.blake2b(
+            low.to_bytes(4, "little") + high.to_bytes(4, "little"), key=self._key, digest_size=8
+        ).digest()
         draw = int.from_bytes(digest, "little") / 2**64
         spread = self.config.latency_spread
         return self.config.latency - spread + 2 * spread * draw

@@ -62,8 +62,20 @@ __all__ = [
 ]
 
 #: The node methods a :class:`Call` may name.
-NODE_METHODS = frozenset({"generate", "export", "import_blocks", "tip", "transactions",
-                          "serve", "receive", "execute", "deliver", "build"})
+NODE_METHODS = frozenset(
+    {
+        "generate",
+        "export",
+        "import_blocks",
+        "tip",
+        "transactions",
+        "serve",
+        "receive",
+        "execute",
+        "deliver",
+        "build",
+    }
+)
 
 
 #: The stores a node can keep its chain in (:attr:`NodeSpec.store`).
@@ -195,8 +207,9 @@ class NodeServer:
     the node lives in.
     """
 
-    def __init__(self, spec: NodeSpec, directory: Path | None = None, *,
-                 remove: bool | None = None) -> None:
+    def __init__(
+        self, spec: NodeSpec, directory: Path | None = None, *, remove: bool | None = None
+    ) -> None:
         self.spec = spec
         self.clock = SimClock(spec.start_time)
         self._owned = False
@@ -206,22 +219,29 @@ class NodeServer:
             self._store = MemoryStore()
         else:
             self._owned = directory is None if remove is None else remove
-            self.directory = (Path(tempfile.mkdtemp(prefix=f"vmstack-node-{spec.index}-"))
-                              if directory is None else directory)
+            self.directory = (
+                Path(tempfile.mkdtemp(prefix=f"vmstack-node-{spec.index}-"))
+                if directory is None
+                else directory
+            )
             self.directory.mkdir(parents=True, exist_ok=True)
             # A node's store lives as long as the run: commits skip the fsync that only an
             # OS crash would need.
             self._store = LMDBStore(self.directory, sync=False)
-        key = (None if spec.staking_seed is None
-               else StakingKey.generate(seed=spec.staking_seed))
+        key = None if spec.staking_seed is None else StakingKey.generate(seed=spec.staking_seed)
         stake = spec.stake
         self._pchain_height = LIVE_PCHAIN_HEIGHT
         self.vm: ChainVM = build_stack(
-            self._store, chain_id=spec.chain_id, fork_time=spec.fork_time,
-            transition_time=spec.transition_time, clock=self.clock, staking_key=key,
+            self._store,
+            chain_id=spec.chain_id,
+            fork_time=spec.fork_time,
+            transition_time=spec.transition_time,
+            clock=self.clock,
+            staking_key=key,
             validators=None if stake is None else stake.windower(spec.chain_id),
             durango_time=0.0 if stake is None else stake.durango_time,
-            pchain_height=lambda: self._pchain_height)
+            pchain_height=lambda: self._pchain_height,
+        )
         self._proposer = find_layer(self.vm, ProposerVM)
         self._fetched: list[tuple[Block, int | None]] = []
 
@@ -238,13 +258,11 @@ class NodeServer:
         """The node's last accepted block."""
         block_id = self.vm.last_accepted()
         block = self._proposer.get_block(block_id)
-        return Tip(block_id, block.height, block.timestamp, block.pchain_height,
-                   block.post_fork)
+        return Tip(block_id, block.height, block.timestamp, block.pchain_height, block.post_fork)
 
     # --- before the run: the chain the builders start with --------------------------
 
-    def generate(self, blocks: int, txs_per_block: int, seed: int,
-                 block_interval: float) -> Tip:
+    def generate(self, blocks: int, txs_per_block: int, seed: int, block_interval: float) -> Tip:
         """Build the first ``blocks`` blocks (deterministic for ``seed``): the chain's
         history, at P-chain height 0 but for its last block, which names the live one."""
 
@@ -253,9 +271,15 @@ class NodeServer:
                 self._pchain_height = LIVE_PCHAIN_HEIGHT
 
         self._pchain_height = HISTORY_PCHAIN_HEIGHT if blocks > 1 else LIVE_PCHAIN_HEIGHT
-        generate_chain(self.vm, blocks=blocks, txs_per_block=txs_per_block, seed=seed,
-                       clock=self.clock, block_interval=block_interval,
-                       progress=reach_live_height)
+        generate_chain(
+            self.vm,
+            blocks=blocks,
+            txs_per_block=txs_per_block,
+            seed=seed,
+            clock=self.clock,
+            block_interval=block_interval,
+            progress=reach_live_height,
+        )
         self._pchain_height = LIVE_PCHAIN_HEIGHT
         return self.tip()
 
@@ -267,8 +291,10 @@ class NodeServer:
     def export(self) -> list[bytes]:
         """Every accepted block above genesis, oldest first."""
         height = self.tip().height
-        return [bytes(self.vm.get_block(self.vm.get_block_id_at_height(h)))
-                for h in range(1, height + 1)]
+        return [
+            bytes(self.vm.get_block(self.vm.get_block_id_at_height(h)))
+            for h in range(1, height + 1)
+        ]
 
     def import_blocks(self, blocks: list[bytes]) -> Tip:
         """Parse, verify and accept ``blocks`` (oldest first) as the chain this node holds."""
@@ -288,16 +314,25 @@ class NodeServer:
         prefix of the true chain)."""
         self._at(now)
         try:
-            return Served(tuple(get_ancestors(self.vm, want, max_blocks_num=max_blocks_num,
-                                              max_blocks_size=MAX_CONTAINERS_LEN,
-                                              clock=self.clock)))
+            return Served(
+                tuple(
+                    get_ancestors(
+                        self.vm,
+                        want,
+                        max_blocks_num=max_blocks_num,
+                        max_blocks_size=MAX_CONTAINERS_LEN,
+                        clock=self.clock,
+                    )
+                )
+            )
         except BlockNotFound:
             return Served(())
         except StoreCorrupted as error:
             return Served((), failure=f"its store failed: {error}")
 
-    def receive(self, want: bytes, answer: list[bytes], now: float,
-                peer: int | None = None) -> Received:
+    def receive(
+        self, want: bytes, answer: list[bytes], now: float, peer: int | None = None
+    ) -> Received:
         """Parse an answer from ``peer`` to a request for ``want`` with
         ``batched_parse_block`` and keep the blocks the node does not have yet, down to its
         last accepted block (remembering which peer sent them)."""
@@ -318,8 +353,12 @@ class NodeServer:
             blocks = blocks[:reached_at]
         self._fetched.extend((block, peer) for block in blocks)
         reached = reached_at is not None or (bool(blocks) and blocks[-1].parent_id == have)
-        return Received(usable=True, new_blocks=len(blocks), reached=reached,
-                        next_want=None if reached else blocks[-1].parent_id)
+        return Received(
+            usable=True,
+            new_blocks=len(blocks),
+            reached=reached,
+            next_want=None if reached else blocks[-1].parent_id,
+        )
 
     def execute(self, now: float) -> Executed:
         """Verify and accept every fetched block, oldest first, and forget them; at the
@@ -332,8 +371,7 @@ class NodeServer:
             try:
                 block.verify()
             except (InvalidBlock, BlockNotFound) as error:
-                return Executed(tuple(sizes), self.tip(), refused=str(error),
-                                refused_from=peer)
+                return Executed(tuple(sizes), self.tip(), refused=str(error), refused_from=peer)
             block.accept()
             sizes.append(len(bytes(block)))
         return Executed(tuple(sizes), self.tip())
@@ -369,8 +407,9 @@ class NodeServer:
         self.vm.set_preference(self.vm.last_accepted())
         mempool = find_mempool(self.vm)
         if txs:
-            mempool.add_transactions(pool_transactions(seed=seed, chain_id=mempool.chain_id,
-                                                       start=position, count=txs))
+            mempool.add_transactions(
+                pool_transactions(seed=seed, chain_id=mempool.chain_id, start=position, count=txs)
+            )
         block = self.vm.build_block()
         block.verify()
         self.vm.set_preference(block.id)

@@ -88,12 +88,12 @@ def _check_reachable(address: str, timeout: float = 10.0) -> str | None:
     if not separator or "://" in address or not port.isdigit():
         return None
     try:
-        with socket.create_connection((host.strip("[]"), int(port)),
-                                      timeout=timeout) as connection:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout) as connection:
             return str(connection.getsockname()[0])
     except OSError as error:
-        raise VMStackError(f"no Ray cluster answers at {address}: "
-                           f"{error.strerror or error}") from None
+        raise VMStackError(
+            f"no Ray cluster answers at {address}: {error.strerror or error}"
+        ) from None
 
 
 def _one_line(error: BaseException) -> str:
@@ -117,8 +117,12 @@ def _actor_death(error: BaseException) -> str:
     """Why Ray says an actor died, on one line: the last line of the traceback it quotes
     (the error its creation raised), else the first sentence of its message."""
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    raised = [line for line in lines if not line.startswith(("File ", "^", "~", "Traceback"))
-              and ("Error" in line.split(":")[0] or "Exception" in line.split(":")[0])]
+    raised = [
+        line
+        for line in lines
+        if not line.startswith(("File ", "^", "~", "Traceback"))
+        and ("Error" in line.split(":")[0] or "Exception" in line.split(":")[0])
+    ]
     return raised[-1] if raised else _one_line(error)
 
 
@@ -181,9 +185,10 @@ def _probe_cluster(ray: Any, address: str, timeout: float = 15.0) -> None:
     try:
         client = _within(timeout, lambda: GcsClient(address=address))
     except TimeoutError:
-        raise VMStackError(f"no Ray cluster answers at {address} within {timeout:g} s: "
-                           f"something listens there, but not Ray's control service"
-                           ) from None
+        raise VMStackError(
+            f"no Ray cluster answers at {address} within {timeout:g} s: "
+            f"something listens there, but not Ray's control service"
+        ) from None
     except ray.exceptions.AuthenticationError as error:
         raise VMStackError(
             f"the Ray cluster at {address} refused this driver: it needs Ray's "
@@ -191,8 +196,10 @@ def _probe_cluster(ray: Any, address: str, timeout: float = 15.0) -> None:
             f"RAY_AUTH_TOKEN_PATH to the cluster's token); Ray says: {_one_line(error)}"
         ) from None
     except Exception as error:  # Ray's client raises bare RuntimeErrors and gRPC errors
-        raise VMStackError(f"no Ray cluster answers at {address}: the service there does "
-                           f"not answer as Ray's: {_one_line(error)}") from None
+        raise VMStackError(
+            f"no Ray cluster answers at {address}: the service there does "
+            f"not answer as Ray's: {_one_line(error)}"
+        ) from None
     try:
         metadata = usage_lib.get_cluster_metadata(client)
     except Exception:  # no metadata (yet): ray.init checks the versions itself
@@ -224,8 +231,7 @@ class _NodeHost:
         self.nodes: dict[int, NodeServer] = {}
 
     def add(self, spec: NodeSpec, root: str) -> None:
-        self.nodes[spec.index] = NodeServer(spec, Path(root) / f"node-{spec.index}",
-                                            remove=True)
+        self.nodes[spec.index] = NodeServer(spec, Path(root) / f"node-{spec.index}", remove=True)
 
     def call(self, node: int, method: str, args: tuple[Any, ...]) -> Any:
         try:
@@ -284,16 +290,25 @@ class RayEngine:
 
     name = "ray"
 
-    def __init__(self, *, address: str | None = None, workers: int | None = None,
-                 num_cpus: int | None = 2, call_timeout: float = 120.0,
-                 actor_cpus: float = 0.0, placement_timeout: float = 120.0,
-                 join_timeout: float = 15.0) -> None:
+    def __init__(
+        self,
+        *,
+        address: str | None = None,
+        workers: int | None = None,
+        num_cpus: int | None = 2,
+        call_timeout: float = 120.0,
+        actor_cpus: float = 0.0,
+        placement_timeout: float = 120.0,
+        join_timeout: float = 15.0,
+    ) -> None:
         if workers is not None and workers < 1:
             raise ValueError(f"workers must be at least 1, got {workers}")
         if not call_timeout > 0 or not placement_timeout > 0 or not join_timeout > 0:
-            raise ValueError(f"call_timeout, placement_timeout and join_timeout must be "
-                             f"positive, got {call_timeout}, {placement_timeout} and "
-                             f"{join_timeout}")
+            raise ValueError(
+                f"call_timeout, placement_timeout and join_timeout must be "
+                f"positive, got {call_timeout}, {placement_timeout} and "
+                f"{join_timeout}"
+            )
         if actor_cpus < 0:
             raise ValueError(f"actor_cpus must be at least 0, got {actor_cpus}")
         try:
@@ -331,12 +346,16 @@ class RayEngine:
                 # This machine's address on the route to the cluster is the one the cluster
                 # reaches the driver at; naming it spares Ray its own guess (a connection
                 # attempt to a public resolver). Loopback is left to Ray.
-                known = ({} if local_address is None or local_address.startswith("127.")
-                         or local_address == "::1" else {"_node_ip_address": local_address})
+                known = (
+                    {}
+                    if local_address is None
+                    or local_address.startswith("127.")
+                    or local_address == "::1"
+                    else {"_node_ip_address": local_address}
+                )
                 ray.init(address=self.address, log_to_driver=False, **known)
             else:
-                ray.init(num_cpus=self.num_cpus, include_dashboard=False,
-                         log_to_driver=False)
+                ray.init(num_cpus=self.num_cpus, include_dashboard=False, log_to_driver=False)
         except (ConnectionError, RuntimeError, ValueError) as error:
             where = self.address or "a local Ray"
             raise VMStackError(f"cannot start or join {where}: {_root_cause(error)}") from None
@@ -372,7 +391,8 @@ class RayEngine:
         if not plan:
             raise VMStackError(
                 f"no host of the Ray cluster has room for an actor of {self.actor_cpus:g} "
-                f"CPUs ({len(self._hosts)} alive)")
+                f"CPUs ({len(self._hosts)} alive)"
+            )
         self._actors, self._actor_hosts = self._place(plan)
         workers = len(self._actors)
         self._worker_count = workers
@@ -380,8 +400,10 @@ class RayEngine:
         # Every node's store under one folder per run: what a killed actor leaves behind on
         # this machine goes when the engine closes.
         self._root = Path(tempfile.gettempdir()) / f"vmstack-ray-{uuid.uuid4().hex[:12]}"
-        adds = [self._actors[self._placement[spec.index]].add.remote(spec, str(self._root))
-                for spec in specs]
+        adds = [
+            self._actors[self._placement[spec.index]].add.remote(spec, str(self._root))
+            for spec in specs
+        ]
         for spec, ref in zip(specs, adds, strict=True):
             self._await(ref, self._placement[spec.index], time.monotonic() + self.call_timeout)
 
@@ -406,15 +428,17 @@ class RayEngine:
             while True:
                 host = placed[index]
                 try:
-                    where = ray.get(actors[index].where.remote(),
-                                    timeout=self.placement_timeout)
+                    where = ray.get(actors[index].where.remote(), timeout=self.placement_timeout)
                     if where == hosts[host].node_id:
                         break
                     problem = f"it ran on {where} instead"
                 except ray.exceptions.GetTimeoutError:
                     problem = f"not up within {self.placement_timeout:g} s"
-                except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError,
-                        ray.exceptions.ActorUnschedulableError) as error:
+                except (
+                    ray.exceptions.RayActorError,
+                    ray.exceptions.ActorUnavailableError,
+                    ray.exceptions.ActorUnschedulableError,
+                ) as error:
                     problem = f"{type(error).__name__}: {_actor_death(error)}"
                 tried.append(f"{hosts[host].address} ({hosts[host].node_id[:8]}): {problem}")
                 with contextlib.suppress(Exception):
@@ -426,8 +450,9 @@ class RayEngine:
                     for actor in actors:
                         with contextlib.suppress(Exception):
                             ray.kill(actor, no_restart=True)
-                    raise VMStackError(f"no host of the Ray cluster takes actor {index}: "
-                                       + "; ".join(tried))
+                    raise VMStackError(
+                        f"no host of the Ray cluster takes actor {index}: " + "; ".join(tried)
+                    )
                 placed[index] = fallback
                 actors[index] = self._actor_on(hosts[fallback])
         return actors, placed
@@ -473,14 +498,18 @@ class RayEngine:
         refs: list[Any] = []
         for call in calls:
             actor = self._placement[call.node]
-            refs.append(None if self._gone(call.node) is not None else
-                        self._actors[actor].call.remote(call.node, call.method, call.args))
+            refs.append(
+                None
+                if self._gone(call.node) is not None
+                else self._actors[actor].call.remote(call.node, call.method, call.args)
+            )
         deadline = time.monotonic() + (self.call_timeout if timeout is None else timeout)
         answers: list[Any] = []
         for call, ref in zip(calls, refs, strict=True):
             actor = self._placement[call.node]
-            answer = None if ref is None or actor in self._dead else \
-                self._await(ref, actor, deadline)
+            answer = (
+                None if ref is None or actor in self._dead else self._await(ref, actor, deadline)
+            )
             if isinstance(answer, _Failed):
                 self._failed[call.node] = answer.reason
             reason = self._gone(call.node)
@@ -492,8 +521,11 @@ class RayEngine:
 
     def close(self) -> None:
         ray = self._ray
-        closing = [(index, actor.close.remote()) for index, actor in enumerate(self._actors)
-                   if index not in self._dead]
+        closing = [
+            (index, actor.close.remote())
+            for index, actor in enumerate(self._actors)
+            if index not in self._dead
+        ]
         deadline = time.monotonic() + self.call_timeout
         for index, ref in closing:
             self._await(ref, index, deadline)
@@ -509,8 +541,11 @@ class RayEngine:
 
     def _peaks(self) -> dict[int, int]:
         """Each live actor's peak resident bytes, by actor index."""
-        live = [(index, actor.peak_memory.remote()) for index, actor in enumerate(self._actors)
-                if index not in self._dead]
+        live = [
+            (index, actor.peak_memory.remote())
+            for index, actor in enumerate(self._actors)
+            if index not in self._dead
+        ]
         deadline = time.monotonic() + self.call_timeout
         answers = [(index, self._await(ref, index, deadline)) for index, ref in live]
         return {index: answer for index, answer in answers if isinstance(answer, int)}
@@ -523,12 +558,17 @@ class RayEngine:
         its actors' peaks (their processes are separate, so the sum bounds what they held
         at once on that host)."""
         peaks = self._peaks()
-        by_actor = [{"actor": index, "node_id": self._hosts[self._actor_hosts[index]].node_id,
-                     "bytes": peak} for index, peak in peaks.items()]
+        by_actor = [
+            {
+                "actor": index,
+                "node_id": self._hosts[self._actor_hosts[index]].node_id,
+                "bytes": peak,
+            }
+            for index, peak in peaks.items()
+        ]
         by_host = []
         for position, host in enumerate(self._hosts):
-            mine = [peak for index, peak in peaks.items()
-                    if self._actor_hosts[index] == position]
+            mine = [peak for index, peak in peaks.items() if self._actor_hosts[index] == position]
             if mine:
                 by_host.append({**host.as_dict(), "actors": len(mine), "bytes": sum(mine)})
         return {"peak_memory_bytes_by_host": by_host, "peak_memory_bytes_by_actor": by_actor}
@@ -538,15 +578,29 @@ class RayEngine:
         actor, its host and the simulated nodes it held. ``workers`` counts the actors over
         the whole cluster (``workers_asked`` what was asked, more when the cluster held
         fewer)."""
-        actors = [{"actor": index, "node_id": self._hosts[host].node_id,
-                   "address": self._hosts[host].address,
-                   "nodes": [node for node, actor in enumerate(self._placement)
-                             if actor == index]}
-                  for index, host in enumerate(self._actor_hosts)]
-        hosts = [{**host.as_dict(),
-                  "actors": [index for index, placed in enumerate(self._actor_hosts)
-                             if placed == position]}
-                 for position, host in enumerate(self._hosts)]
-        return {"name": self.name, "workers": self._worker_count,
-                "workers_asked": self._workers_asked, "address": self.address,
-                "hosts": [host for host in hosts if host["actors"]], "actors": actors}
+        actors = [
+            {
+                "actor": index,
+                "node_id": self._hosts[host].node_id,
+                "address": self._hosts[host].address,
+                "nodes": [node for node, actor in enumerate(self._placement) if actor == index],
+            }
+            for index, host in enumerate(self._actor_hosts)
+        ]
+        hosts = [
+            {
+                **host.as_dict(),
+                "actors": [
+                    index for index, placed in enumerate(self._actor_hosts) if placed == position
+                ],
+            }
+            for position, host in enumerate(self._hosts)
+        ]
+        return {
+            "name": self.name,
+            "workers": self._worker_count,
+            "workers_asked": self._workers_asked,
+            "address": self.address,
+            "hosts": [host for host in hosts if host["actors"]],
+            "actors": actors,
+        }

@@ -19,8 +19,16 @@ from vmstack.sim.network.stake import STAKE_KINDS
 #: The proposer layer's minimum delay between a block and its child (its default).
 MIN_BLOCK_DELAY = 1.0
 
-__all__ = ["DESCRIPTORS_PER_LMDB_NODE", "MISSED_REASONS", "MissedSlot", "NetworkReport",
-           "NetworkSimulationConfig", "NodeResult", "SlotRecord", "lmdb_nodes_fit"]
+__all__ = [
+    "DESCRIPTORS_PER_LMDB_NODE",
+    "MISSED_REASONS",
+    "MissedSlot",
+    "NetworkReport",
+    "NetworkSimulationConfig",
+    "NodeResult",
+    "SlotRecord",
+    "lmdb_nodes_fit",
+]
 
 #: File descriptors one node's LMDB environment holds while it is open.
 DESCRIPTORS_PER_LMDB_NODE = 4
@@ -34,8 +42,10 @@ def lmdb_nodes_fit(nodes: int) -> bool:
     import resource
 
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    return (soft == resource.RLIM_INFINITY
-            or nodes * DESCRIPTORS_PER_LMDB_NODE + SPARE_DESCRIPTORS <= soft)
+    return (
+        soft == resource.RLIM_INFINITY
+        or nodes * DESCRIPTORS_PER_LMDB_NODE + SPARE_DESCRIPTORS <= soft
+    )
 
 
 @attrs.frozen
@@ -77,30 +87,36 @@ class NetworkSimulationConfig:
 
     def __attrs_post_init__(self) -> None:
         if self.node_store not in ("auto", "lmdb", "memory"):
-            raise ValueError(f"node_store must be auto, lmdb or memory, not "
-                             f"{self.node_store!r}")
+            raise ValueError(f"node_store must be auto, lmdb or memory, not {self.node_store!r}")
         if self.nodes < 2:
             raise ValueError(f"a network needs at least 2 nodes, got {self.nodes}")
         if not 1 <= self.builder_count < self.nodes:
-            raise ValueError(f"builders must be between 1 and nodes - 1 ({self.nodes - 1}), "
-                             f"got {self.builder_count}")
+            raise ValueError(
+                f"builders must be between 1 and nodes - 1 ({self.nodes - 1}), "
+                f"got {self.builder_count}"
+            )
         if self.blocks < 1 or self.txs_per_block < 0 or self.live_blocks < 0:
-            raise ValueError("blocks must be at least 1, txs_per_block and live_blocks at "
-                             "least 0")
+            raise ValueError("blocks must be at least 1, txs_per_block and live_blocks at least 0")
         if not 0 <= self.late_fraction <= 1:
             raise ValueError(f"late_fraction must be in [0, 1], got {self.late_fraction}")
         slowest_link = self.network.latency + self.network.latency_spread
         if not self.block_interval > slowest_link:
-            raise ValueError(f"block_interval must exceed the slowest link's latency "
-                             f"({slowest_link:g} s), got {self.block_interval}")
+            raise ValueError(
+                f"block_interval must exceed the slowest link's latency "
+                f"({slowest_link:g} s), got {self.block_interval}"
+            )
         if self.block_interval < MIN_BLOCK_DELAY:
-            raise ValueError(f"block_interval must be at least the proposer layer's minimum "
-                             f"block delay ({MIN_BLOCK_DELAY:g} s), got {self.block_interval}")
+            raise ValueError(
+                f"block_interval must be at least the proposer layer's minimum "
+                f"block delay ({MIN_BLOCK_DELAY:g} s), got {self.block_interval}"
+            )
         if self.stake not in STAKE_KINDS:
             raise ValueError(f"stake is one of {STAKE_KINDS}, not {self.stake!r}")
         if self.max_attempts < 1 or self.max_events < 1:
-            raise ValueError(f"max_attempts and max_events must be at least 1, got "
-                             f"{self.max_attempts} and {self.max_events}")
+            raise ValueError(
+                f"max_attempts and max_events must be at least 1, got "
+                f"{self.max_attempts} and {self.max_events}"
+            )
 
     @property
     def builder_count(self) -> int:
@@ -222,11 +238,14 @@ class SlotRecord:
     tip: list[tuple[float, int]] = attrs.field(factory=list)
 
     def as_dict(self) -> dict[str, object]:
-        return {"built_in_slot": {str(slot): count
-                                  for slot, count in sorted(self.built_in_slot.items())},
-                "delays": {str(delay): count for delay, count in sorted(self.delays.items())},
-                "missed": [missed.as_dict() for missed in self.missed],
-                "tip": [list(point) for point in self.tip]}
+        return {
+            "built_in_slot": {
+                str(slot): count for slot, count in sorted(self.built_in_slot.items())
+            },
+            "delays": {str(delay): count for delay, count in sorted(self.delays.items())},
+            "missed": [missed.as_dict() for missed in self.missed],
+            "tip": [list(point) for point in self.tip],
+        }
 
 
 @attrs.frozen
@@ -257,11 +276,16 @@ class NetworkReport:
             "seed": self.config.seed,
             "config": self.config.as_dict(),
             "costs": self.costs.as_dict(),
-            "simulated": {"nodes": [node.as_dict() for node in self.nodes],
-                          "totals": self.totals, "transactions": self.transactions,
-                          "slots": self.slots.as_dict()},
-            "measured": {"setup_wall_seconds": self.setup_wall_seconds,
-                         "run_wall_seconds": self.run_wall_seconds,
-                         "peak_memory_bytes": list(self.peak_memory_bytes),
-                         **self.memory_by_place},
+            "simulated": {
+                "nodes": [node.as_dict() for node in self.nodes],
+                "totals": self.totals,
+                "transactions": self.transactions,
+                "slots": self.slots.as_dict(),
+            },
+            "measured": {
+                "setup_wall_seconds": self.setup_wall_seconds,
+                "run_wall_seconds": self.run_wall_seconds,
+                "peak_memory_bytes": list(self.peak_memory_bytes),
+                **self.memory_by_place,
+            },
         }

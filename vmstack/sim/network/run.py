@@ -96,8 +96,9 @@ class NetworkRun(NodeBootstrapping):
     def _slot_time(self, parent: Tip, slot: int) -> float:
         """When the proposer of ``slot`` builds the child of ``parent``: ``block_interval``
         after it, or the slot's start if later."""
-        return max(parent.timestamp + self.config.block_interval,
-                   parent.timestamp + WINDOW_DURATION * slot)
+        return max(
+            parent.timestamp + self.config.block_interval, parent.timestamp + WINDOW_DURATION * slot
+        )
 
     def _proposer(self, parent: Tip, slot: int) -> int | None:
         """The node the windows expect to build the child of ``parent`` in ``slot``, or
@@ -106,8 +107,7 @@ class NetworkRun(NodeBootstrapping):
         if not parent.post_fork:
             return None
         try:
-            node_id = self.windower.expected_proposer(parent.height + 1,
-                                                      parent.pchain_height, slot)
+            node_id = self.windower.expected_proposer(parent.height + 1, parent.pchain_height, slot)
         except AnyoneCanPropose:
             return None
         return self.stake.node_of(node_id)
@@ -116,8 +116,12 @@ class NetworkRun(NodeBootstrapping):
         """Whether ``node`` is up, has joined and caught up once, and has ``parent``, the
         network's tip, as its last accepted block."""
         state = self.states[node]
-        return (self._up(node) and state.ready and state.tip is not None
-                and state.tip.block_id == parent.block_id)
+        return (
+            self._up(node)
+            and state.ready
+            and state.tip is not None
+            and state.tip.block_id == parent.block_id
+        )
 
     def _schedule_slot(self, parent: Tip, slot: int, first: int) -> None:
         """Slot ``slot`` for the child of ``parent``: its expected proposer builds if it is
@@ -134,9 +138,9 @@ class NetworkRun(NodeBootstrapping):
             return
         expected = self._proposer(parent, slot)
         if expected is None:
-            candidates = [node for node in range(self.config.nodes)
-                          if self._at_tip(node, parent)] or [
-                node for node in range(self.config.nodes) if self._up(node)]
+            candidates = [
+                node for node in range(self.config.nodes) if self._at_tip(node, parent)
+            ] or [node for node in range(self.config.nodes) if self._up(node)]
             node = candidates[0]
         else:
             node = expected
@@ -146,23 +150,33 @@ class NetworkRun(NodeBootstrapping):
         def build() -> Call | None:
             if not self._at_tip(node, parent):
                 return None
-            return Call(node, "build", (at, config.seed, parent.height * config.txs_per_block,
-                                        config.txs_per_block))
+            return Call(
+                node,
+                "build",
+                (at, config.seed, parent.height * config.txs_per_block, config.txs_per_block),
+            )
 
-        self.schedule(max(0.0, at - self.clock()), node,
-                      lambda built: self._slot_done(node, parent, slot, first, at, built),
-                      call=build, always=True)
+        self.schedule(
+            max(0.0, at - self.clock()),
+            node,
+            lambda built: self._slot_done(node, parent, slot, first, at, built),
+            call=build,
+            always=True,
+        )
 
-    def _slot_done(self, node: int, parent: Tip, slot: int, first: int, at: float,
-                   built: Built | None) -> None:
+    def _slot_done(
+        self, node: int, parent: Tip, slot: int, first: int, at: float, built: Built | None
+    ) -> None:
         state = self.states[node]
         if built is None:
-            reason = ("down" if state.result.crashed else "not joined" if not state.joined
-                      else "behind")
+            reason = (
+                "down" if state.result.crashed else "not joined" if not state.joined else "behind"
+            )
             self.missed_slots += 1
             state.result.slots_missed += 1
-            self.slots.missed.append(MissedSlot(parent.height + 1, slot, at - self.started,
-                                                node, reason))
+            self.slots.missed.append(
+                MissedSlot(parent.height + 1, slot, at - self.started, node, reason)
+            )
             self._schedule_slot(parent, slot + 1, first)
             return
         self.built += 1
@@ -183,26 +197,30 @@ class NetworkRun(NodeBootstrapping):
             self._gossip(other_node, node, built.block, built.tip, transfer)
         self._schedule_height()
 
-    def _gossip(self, node: int, builder: int, block: bytes, block_tip: Tip,
-                delay: float) -> None:
+    def _gossip(self, node: int, builder: int, block: bytes, block_tip: Tip, delay: float) -> None:
         state = self.states[node]
         at = self.clock() + delay
-        self.schedule(delay, node,
-                      lambda delivered: self._delivered(node, builder, block, block_tip,
-                                                        delivered),
-                      call=lambda: (Call(node, "deliver", (block, at))
-                                    if state.ready and not state.in_round else None))
+        self.schedule(
+            delay,
+            node,
+            lambda delivered: self._delivered(node, builder, block, block_tip, delivered),
+            call=lambda: (
+                Call(node, "deliver", (block, at)) if state.ready and not state.in_round else None
+            ),
+        )
 
-    def _delivered(self, node: int, builder: int, block: bytes, block_tip: Tip,
-                   delivered: Delivered | None) -> None:
+    def _delivered(
+        self, node: int, builder: int, block: bytes, block_tip: Tip, delivered: Delivered | None
+    ) -> None:
         state = self.states[node]
         if delivered is None:
             state.result.gossip_ignored += 1
             return
         now = self.clock()
         start = max(now, state.busy_until)
-        state.busy_until = start + self.costs.parse_serial(1, len(block)) + \
-            self.costs.execute(1, len(block))
+        state.busy_until = (
+            start + self.costs.parse_serial(1, len(block)) + self.costs.execute(1, len(block))
+        )
         if delivered.refused is not None:
             self._bad_answer(node, builder)
         elif delivered.accepted:
@@ -231,7 +249,7 @@ class NetworkRun(NodeBootstrapping):
         for builder in range(config.builder_count):
             self._schedule_poll(builder)
         join_window = config.block_interval * config.live_blocks / 2
-        for state in self.states[config.builder_count:]:
+        for state in self.states[config.builder_count :]:
             node = state.result.index
             delay = self.rng.uniform(0.0, join_window) if state.result.role == "late" else 0.0
             self._schedule_join(node, delay)
@@ -244,8 +262,11 @@ class NetworkRun(NodeBootstrapping):
         """The network's figures (all simulated)."""
         results = [state.result for state in self.states]
         tip_height = self.network_tip.height if self.network_tip is not None else 0
-        bootstraps = [r.bootstrap_seconds for r in results
-                      if r.role != "builder" and r.bootstrap_seconds is not None]
+        bootstraps = [
+            r.bootstrap_seconds
+            for r in results
+            if r.role != "builder" and r.bootstrap_seconds is not None
+        ]
         return {
             "requests": sum(r.requests for r in results),
             "retries": sum(r.retries for r in results),
@@ -257,17 +278,22 @@ class NetworkRun(NodeBootstrapping):
             "bytes_sent": self.mesh.bytes_sent,
             "blocks_built": self.built,
             "missed_slots": self.missed_slots,
-            **{f"missed_{reason.replace(' ', '_')}": sum(
-                1 for missed in self.slots.missed if missed.reason == reason)
-               for reason in MISSED_REASONS},
+            **{
+                f"missed_{reason.replace(' ', '_')}": sum(
+                    1 for missed in self.slots.missed if missed.reason == reason
+                )
+                for reason in MISSED_REASONS
+            },
             "tip_height": tip_height,
-            "nodes_at_tip": sum(1 for state in self.states if not state.result.crashed
-                                and state.ready and state.result.height == tip_height),
+            "nodes_at_tip": sum(
+                1
+                for state in self.states
+                if not state.result.crashed and state.ready and state.result.height == tip_height
+            ),
             "crashed": sum(1 for r in results if r.crashed),
             "stalled": sum(1 for r in results if r.stalled is not None),
             "bootstrapped": len(bootstraps),
-            "mean_bootstrap_seconds": (sum(bootstraps) / len(bootstraps)
-                                       if bootstraps else None),
+            "mean_bootstrap_seconds": (sum(bootstraps) / len(bootstraps) if bootstraps else None),
             "max_bootstrap_seconds": max(bootstraps) if bootstraps else None,
             "simulated_seconds": self.clock() - self.started,
             "events": self.events_run,
@@ -279,11 +305,19 @@ class NetworkRun(NodeBootstrapping):
 
 
 def _specs(config: NetworkSimulationConfig, stake: StakeSchedule) -> list[NodeSpec]:
-    return [NodeSpec(index=index, chain_id=config.chain_id, start_time=config.start_time,
-                     fork_time=config.fork_time, transition_time=config.transition_time,
-                     staking_seed=node_staking_seed(config.seed, index), stake=stake,
-                     store=config.node_store_used)
-            for index in range(config.nodes)]
+    return [
+        NodeSpec(
+            index=index,
+            chain_id=config.chain_id,
+            start_time=config.start_time,
+            fork_time=config.fork_time,
+            transition_time=config.transition_time,
+            staking_seed=node_staking_seed(config.seed, index),
+            stake=stake,
+            store=config.node_store_used,
+        )
+        for index in range(config.nodes)
+    ]
 
 
 def _answer(value: Any, what: str) -> Any:
@@ -310,40 +344,64 @@ def simulate_network(
     being set up fails the run with :class:`~vmstack.errors.VMStackError`.
     """
     setup_started = time.perf_counter()
-    drawn = StakeSchedule.draw(nodes=config.nodes, kind=config.stake, seed=config.seed,
-                               durango_time=config.start_time)
+    drawn = StakeSchedule.draw(
+        nodes=config.nodes, kind=config.stake, seed=config.seed, durango_time=config.start_time
+    )
     if stake is None:
         stake = drawn
     elif stake.node_ids != drawn.node_ids or stake.durango_time != drawn.durango_time:
-        raise ValueError("a stake schedule given to a run has its nodes' NodeIDs and Durango "
-                         "time (StakeSchedule.with_weights of the drawn one)")
+        raise ValueError(
+            "a stake schedule given to a run has its nodes' NodeIDs and Durango "
+            "time (StakeSchedule.with_weights of the drawn one)"
+        )
     try:
         engine.start(_specs(config, stake))
-        first = _answer(engine.run([Call(0, "generate", (
-            config.blocks, config.txs_per_block, config.seed, config.block_interval))],
-            timeout=SETUP_TIMEOUT)[0], "building the chain")
-        transactions = _answer(engine.run([Call(0, "transactions", (config.blocks,))],
-                                          timeout=SETUP_TIMEOUT)[0],
-                               "counting the chain's transactions")
-        chain = _answer(engine.run([Call(0, "export")], timeout=SETUP_TIMEOUT)[0],
-                        "exporting the chain")
-        imports = engine.run([Call(builder, "import_blocks", (chain,))
-                              for builder in range(1, config.builder_count)],
-                             timeout=SETUP_TIMEOUT)
+        first = _answer(
+            engine.run(
+                [
+                    Call(
+                        0,
+                        "generate",
+                        (config.blocks, config.txs_per_block, config.seed, config.block_interval),
+                    )
+                ],
+                timeout=SETUP_TIMEOUT,
+            )[0],
+            "building the chain",
+        )
+        transactions = _answer(
+            engine.run([Call(0, "transactions", (config.blocks,))], timeout=SETUP_TIMEOUT)[0],
+            "counting the chain's transactions",
+        )
+        chain = _answer(
+            engine.run([Call(0, "export")], timeout=SETUP_TIMEOUT)[0], "exporting the chain"
+        )
+        imports = engine.run(
+            [
+                Call(builder, "import_blocks", (chain,))
+                for builder in range(1, config.builder_count)
+            ],
+            timeout=SETUP_TIMEOUT,
+        )
         tips = [first] + [_answer(tip, "importing the chain") for tip in imports]
         setup_wall = time.perf_counter() - setup_started
         run_started = time.perf_counter()
-        network = NetworkRun(config, engine, costs=costs, observe=observe, batch=batch,
-                             stake=stake)
+        network = NetworkRun(config, engine, costs=costs, observe=observe, batch=batch, stake=stake)
         network.start(tips)
         network.run()
         run_wall = time.perf_counter() - run_started
-        return NetworkReport(config=config, costs=costs, engine=engine.describe(),
-                             nodes=tuple(state.result for state in network.states),
-                             totals=network.totals(), setup_wall_seconds=setup_wall,
-                             run_wall_seconds=run_wall,
-                             peak_memory_bytes=tuple(engine.peak_memory()),
-                             transactions=transactions, slots=network.slots,
-                             memory_by_place=engine.memory_by_place())
+        return NetworkReport(
+            config=config,
+            costs=costs,
+            engine=engine.describe(),
+            nodes=tuple(state.result for state in network.states),
+            totals=network.totals(),
+            setup_wall_seconds=setup_wall,
+            run_wall_seconds=run_wall,
+            peak_memory_bytes=tuple(engine.peak_memory()),
+            transactions=transactions,
+            slots=network.slots,
+            memory_by_place=engine.memory_by_place(),
+        )
     finally:
         engine.close()

@@ -69,8 +69,9 @@ def draw_weights(kind: str, nodes: int, seed: int) -> list[int]:
         return [MIN_STAKE] * nodes
     if kind == "skewed":
         rng = random.Random(f"vmstack simulate {seed} stake")
-        return [min(MAX_STAKE, int(MIN_STAKE * rng.paretovariate(PARETO_SHAPE)))
-                for _ in range(nodes)]
+        return [
+            min(MAX_STAKE, int(MIN_STAKE * rng.paretovariate(PARETO_SHAPE))) for _ in range(nodes)
+        ]
     raise ValueError(f"stake is one of {STAKE_KINDS}, not {kind!r}")
 
 
@@ -96,8 +97,10 @@ class StakeSchedule:
     def draw(cls, *, nodes: int, kind: str, seed: int, durango_time: float) -> StakeSchedule:
         """The schedule of a run of ``nodes`` nodes: each node's key from
         :func:`node_staking_seed`, its weight from :func:`draw_weights`."""
-        node_ids = [StakingKey.generate(seed=node_staking_seed(seed, index)).node_id
-                    for index in range(nodes)]
+        node_ids = [
+            StakingKey.generate(seed=node_staking_seed(seed, index)).node_id
+            for index in range(nodes)
+        ]
         drawn = cls.of(node_ids, draw_weights(kind, nodes, seed), durango_time=durango_time)
         return attrs.evolve(drawn, recipe=(nodes, kind, seed))
 
@@ -107,8 +110,9 @@ class StakeSchedule:
         return StakeSchedule, (self.node_ids, self.weights, self.durango_time, self.key)
 
     @classmethod
-    def of(cls, node_ids: Sequence[bytes], weights: Sequence[int], *,
-           durango_time: float) -> StakeSchedule:
+    def of(
+        cls, node_ids: Sequence[bytes], weights: Sequence[int], *, durango_time: float
+    ) -> StakeSchedule:
         """The schedule of these NodeIDs and weights; a weight of 0 is a node that does
         not validate (it follows the chain but is in no validator set). ``ValueError`` if
         they differ in number, repeat a NodeID, hold a negative weight or no weight at
@@ -118,13 +122,18 @@ class StakeSchedule:
         if len(set(node_ids)) != len(node_ids):
             raise ValueError("two nodes of a stake schedule have one NodeID")
         if any(weight < 0 for weight in weights) or weights[0] < 1:
-            raise ValueError("the weights of a stake schedule are not negative, and node 0's "
-                             "is at least 1")
+            raise ValueError(
+                "the weights of a stake schedule are not negative, and node 0's is at least 1"
+            )
         digest = hashlib.sha256(repr(durango_time).encode())
         for node_id, weight in zip(node_ids, weights, strict=True):
             digest.update(bytes(node_id) + weight.to_bytes(8, "big"))
-        return cls(tuple(bytes(node_id) for node_id in node_ids), tuple(weights),
-                   float(durango_time), digest.hexdigest())
+        return cls(
+            tuple(bytes(node_id) for node_id in node_ids),
+            tuple(weights),
+            float(durango_time),
+            digest.hexdigest(),
+        )
 
     def with_weights(self, weights: Sequence[int]) -> StakeSchedule:
         """This schedule's nodes with other ``weights``."""
@@ -142,14 +151,19 @@ class StakeSchedule:
         """The validator set (NodeID -> weight) at ``pchain_height``."""
         if pchain_height == HISTORY_PCHAIN_HEIGHT:
             return {self.node_ids[0]: self.weights[0]}
-        return {node_id: weight for node_id, weight in zip(self.node_ids, self.weights,
-                                                            strict=True) if weight}
+        return {
+            node_id: weight
+            for node_id, weight in zip(self.node_ids, self.weights, strict=True)
+            if weight
+        }
 
     def node_of(self, node_id: bytes) -> int:
         """The index of the node whose NodeID is ``node_id`` (``KeyError`` if none)."""
         with _SHARED_LOCK:
-            index = _shared(("index", self.key), lambda: {
-                node_id: index for index, node_id in enumerate(self.node_ids)})
+            index = _shared(
+                ("index", self.key),
+                lambda: {node_id: index for index, node_id in enumerate(self.node_ids)},
+            )
         assert isinstance(index, dict)
         return index[node_id]
 
@@ -157,8 +171,10 @@ class StakeSchedule:
         """The windower over this schedule for ``chain_id``: one per process, shared by
         every node and the coordinator in it."""
         with _SHARED_LOCK:
-            found = _shared(("windower", self.key, chain_id_bytes(chain_id)),
-                            lambda: Windower(self.validators, chain_id))
+            found = _shared(
+                ("windower", self.key, chain_id_bytes(chain_id)),
+                lambda: Windower(self.validators, chain_id),
+            )
         assert isinstance(found, Windower)
         return found
 
@@ -167,9 +183,12 @@ def _drawn_schedule(nodes: int, kind: str, seed: int, durango_time: float) -> St
     """:meth:`StakeSchedule.draw` of these, drawn once per process (how a drawn schedule
     is unpickled)."""
     with _SHARED_LOCK:
-        found = _shared(("drawn", nodes, kind, seed, durango_time),
-                        lambda: StakeSchedule.draw(nodes=nodes, kind=kind, seed=seed,
-                                                   durango_time=durango_time))
+        found = _shared(
+            ("drawn", nodes, kind, seed, durango_time),
+            lambda: StakeSchedule.draw(
+                nodes=nodes, kind=kind, seed=seed, durango_time=durango_time
+            ),
+        )
     assert isinstance(found, StakeSchedule)
     return found
 

@@ -49,7 +49,8 @@ HELD_DATA_MARKER: Final = "data.committed"
 
 _MARKER_TEXT: Final = (
     b"This LMDB environment has committed transactions (written by vmstack's LMDBStore).\n"
-    b"An empty or missing data.mdb beside this file is damage, not a new store.\n")
+    b"An empty or missing data.mdb beside this file is damage, not a new store.\n"
+)
 
 _PAGE_HEADER: Final = struct.Struct("@NHHHH")
 _META: Final = struct.Struct("@IIPN" + "IHHNNNNN" * 2 + "NN")
@@ -96,15 +97,19 @@ def _newest_meta(descriptor: int, data_path: str, size: int) -> MetaPage | None:
     first = _read_meta(descriptor, 0)
     if first is None:
         if size < _META_LEN:
-            raise StoreCorrupted(f"the LMDB data file {data_path} is {size} bytes, too short "
-                                 f"to hold its first meta page ({_META_LEN} bytes)")
+            raise StoreCorrupted(
+                f"the LMDB data file {data_path} is {size} bytes, too short "
+                f"to hold its first meta page ({_META_LEN} bytes)"
+            )
         return None
     page_size = first[_PAGE_SIZE_FIELD]
     if page_size < _META_LEN:
         return None
     if size < page_size + _META_LEN:
-        raise StoreCorrupted(f"the LMDB data file {data_path} is {size} bytes, too short to "
-                             f"hold its two meta pages ({page_size + _META_LEN} bytes)")
+        raise StoreCorrupted(
+            f"the LMDB data file {data_path} is {size} bytes, too short to "
+            f"hold its two meta pages ({page_size + _META_LEN} bytes)"
+        )
     second = _read_meta(descriptor, page_size)
     if second is None:
         return None
@@ -158,7 +163,8 @@ def _check_open_file(path: str, descriptor: int, data_path: str) -> MetaPage | N
             f"the LMDB data file {data_path} is {size} bytes, but its meta page (transaction "
             f"{meta.txnid}) names page {meta.last_page} of {meta.page_size} bytes as the "
             f"last, so it must hold at least {meta.required_size} bytes: the file was cut "
-            "short")
+            "short"
+        )
     return meta
 
 
@@ -168,7 +174,8 @@ def _refuse_if_held(path: str, data_path: str, state: str) -> None:
         raise StoreCorrupted(
             f"the LMDB data file {data_path} is {state}, but {marker} says the store held "
             "committed data: the data file was cut or removed, and the store is not opened "
-            "as a new one")
+            "as a new one"
+        )
 
 
 def mark_held_data(path: str, *, sync: bool) -> bool:
@@ -177,8 +184,7 @@ def mark_held_data(path: str, *, sync: bool) -> bool:
     raised: the data it would protect was committed, and the next commit tries again."""
     marker = os.path.join(path, HELD_DATA_MARKER)
     try:
-        descriptor = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC,
-                             0o644)
+        descriptor = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
         try:
             os.write(descriptor, _MARKER_TEXT)
             if sync:

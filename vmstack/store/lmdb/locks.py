@@ -37,9 +37,11 @@ def take_writer_lock(path: str) -> int:
         fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(descriptor)
-        raise StoreError(f"the LMDB store at {path} is open for writing by another handle "
-                         "(it holds the writer lock); open it with readonly=True to read "
-                         "it") from None
+        raise StoreError(
+            f"the LMDB store at {path} is open for writing by another handle "
+            "(it holds the writer lock); open it with readonly=True to read "
+            "it"
+        ) from None
     except OSError as exc:
         os.close(descriptor)
         raise StoreError(f"cannot lock {lock_path}: {exc}") from exc
@@ -117,4 +119,3 @@ class ReadGate:
         with self._cond:
             self._blocked = False
             self._cond.notify_all()
-

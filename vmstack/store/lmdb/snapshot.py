@@ -125,9 +125,7 @@ class LMDBSnapshot:
             raise StoreClosed("the snapshot is used outside its with-block")
         return self._guarded(scan(self._txn, prefix, start, None))
 
-    def iterate_back(
-        self, prefix: bytes, *, start: bytes
-    ) -> Iterator[tuple[bytes, memoryview]]:
+    def iterate_back(self, prefix: bytes, *, start: bytes) -> Iterator[tuple[bytes, memoryview]]:
         """Pairs under ``prefix`` in descending key order, from the last key at or below
         ``start``, as of the snapshot (one LMDB cursor stepping back; values are zero-copy
         views). What a walk down consecutive heights reads in key order."""
@@ -170,8 +168,9 @@ def scan(
         raise translate_error(exc, "cannot iterate the store") from exc
 
 
-def _scan_back(txn: lmdb.Transaction[memoryview], prefix: bytes, start: bytes
-               ) -> Iterator[tuple[bytes, memoryview]]:
+def _scan_back(
+    txn: lmdb.Transaction[memoryview], prefix: bytes, start: bytes
+) -> Iterator[tuple[bytes, memoryview]]:
     """Pairs of ``txn`` under ``prefix`` in descending key order from the last key at or
     below ``start``."""
     try:

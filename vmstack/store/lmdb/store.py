@@ -296,9 +296,7 @@ class LMDBStore(ClosesOnExit):
         self._check_open()
         return self._iterate_chunks(prefix, start)
 
-    def _iterate_chunks(
-        self, prefix: bytes, start: bytes | None
-    ) -> Iterator[tuple[bytes, bytes]]:
+    def _iterate_chunks(self, prefix: bytes, start: bytes | None) -> Iterator[tuple[bytes, bytes]]:
         after: bytes | None = None
         while True:
             with self._reading(buffers=False) as txn:
@@ -430,5 +428,3 @@ class LMDBStore(ClosesOnExit):
                     raise translate_error(exc, "cannot adopt the grown map size") from exc
             finally:
                 self._gate.exit_exclusive()
-
-

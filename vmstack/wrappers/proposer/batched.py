@@ -45,8 +45,7 @@ from vmstack.wrappers.proposer.verify import decode_envelope
 if TYPE_CHECKING:
     from vmstack.wrappers.proposer.vm import ProposerVM
 
-__all__ = ["ParsedElement", "batched_parse_block", "check_signatures", "get_ancestors",
-           "walk_own"]
+__all__ = ["ParsedElement", "batched_parse_block", "check_signatures", "get_ancestors", "walk_own"]
 
 logger = logging.getLogger(__name__)
 
@@ -54,14 +53,18 @@ logger = logging.getLogger(__name__)
 # --- GetAncestors -----------------------------------------------------------------------
 
 
-def get_ancestors(vm: ProposerVM, block_id: bytes, max_blocks_num: int, max_blocks_size: int,
-                  max_retrieval_time: float) -> list[bytes]:
+def get_ancestors(
+    vm: ProposerVM,
+    block_id: bytes,
+    max_blocks_num: int,
+    max_blocks_size: int,
+    max_retrieval_time: float,
+) -> list[bytes]:
     """``block_id`` and its ancestors, newest first, under one budget for the whole
     answer: the layer's own blocks, then the pre-fork part from the inner VM (one
     batched call, or a serial walk of it when it cannot batch)."""
     block_id = check_block_id(block_id)
-    budget = AncestorBudget(max_blocks_num, max_blocks_size, max_retrieval_time,
-                            clock=vm.clock)
+    budget = AncestorBudget(max_blocks_num, max_blocks_size, max_retrieval_time, clock=vm.clock)
     # The processing blocks are looked at before the snapshot opens: an accept writes
     # its record before it forgets the processing block, so a block accepted in between
     # is in one or the other, never in neither.
@@ -83,9 +86,13 @@ def get_ancestors(vm: ProposerVM, block_id: bytes, max_blocks_num: int, max_bloc
         except Exception:
             if not budget.blocks:
                 raise
-            logger.warning("pre-fork ancestors of %s could not be read below the fork; "
-                           "answering with %d post-fork blocks", block_id.hex(),
-                           len(budget.blocks), exc_info=True)
+            logger.warning(
+                "pre-fork ancestors of %s could not be read below the fork; "
+                "answering with %d post-fork blocks",
+                block_id.hex(),
+                len(budget.blocks),
+                exc_info=True,
+            )
             return budget.blocks
         else:
             budget.extend(answer)
@@ -93,8 +100,12 @@ def get_ancestors(vm: ProposerVM, block_id: bytes, max_blocks_num: int, max_bloc
     return walk_ancestors(fetch_through(inner), handoff, budget).blocks
 
 
-def walk_own(snapshot: ReadSnapshot, processing: Mapping[bytes, Block], block_id: bytes,
-             budget: AncestorBudget) -> bytes | None:
+def walk_own(
+    snapshot: ReadSnapshot,
+    processing: Mapping[bytes, Block],
+    block_id: bytes,
+    budget: AncestorBudget,
+) -> bytes | None:
     """Walk the layer's own blocks (``processing``, then the accepted ones in
     ``snapshot``) into ``budget``; return the ID of the first block that is not one of
     them (where the inner VM takes over), or ``None`` if the walk stopped for another
@@ -106,8 +117,7 @@ def walk_own(snapshot: ReadSnapshot, processing: Mapping[bytes, Block], block_id
             return bytes(block), block.parent_id
         stored = stored_block(snapshot, wanted)
         if stored is None:
-            raise BlockNotFound(f"block {wanted.hex()} is not a post-fork block of the "
-                                "layer")
+            raise BlockNotFound(f"block {wanted.hex()} is not a post-fork block of the layer")
         return stored
 
     walk = walk_ancestors(fetch, block_id, budget)
@@ -161,16 +171,22 @@ def _parse_run(vm: ProposerVM, batch: Sequence[bytes], start: int) -> list[Parse
     verdicts = start_signature_checks(vm.parse_pool, envelopes, vm.chain_id)
     parse_inner = vm.inner.parse_block
     try:
-        inner_blocks: list[Block | None] = list(
-            batching.batched_parse_block(vm.inner, inner_bytes))
+        inner_blocks: list[Block | None] = list(batching.batched_parse_block(vm.inner, inner_bytes))
     except InvalidBlock as error:
         # A failed run needs few of the checks: the ones it needs run here, serially.
         verdicts.cancel()
         if error.index is None:
             raise
         bad = error.index
-        check_signatures(envelopes, raws, [None] * len(envelopes), start, bad + 1,
-                         chain_id=vm.chain_id, parse_inner=parse_inner)
+        check_signatures(
+            envelopes,
+            raws,
+            [None] * len(envelopes),
+            start,
+            bad + 1,
+            chain_id=vm.chain_id,
+            parse_inner=parse_inner,
+        )
         if failure is not None and bad == len(inner_bytes) - 1:
             raise failure.at_index(start + bad) from error
         if start == 0:
@@ -180,8 +196,16 @@ def _parse_run(vm: ProposerVM, batch: Sequence[bytes], start: int) -> list[Parse
         verdicts.cancel()
         raise
     try:
-        check_signatures(envelopes, raws, inner_blocks, start, len(envelopes),
-                         chain_id=vm.chain_id, parse_inner=parse_inner, verdicts=verdicts)
+        check_signatures(
+            envelopes,
+            raws,
+            inner_blocks,
+            start,
+            len(envelopes),
+            chain_id=vm.chain_id,
+            parse_inner=parse_inner,
+            verdicts=verdicts,
+        )
     finally:
         verdicts.cancel()  # checks that stopped early (a bad element) give the pool back
     parsed: list[ParsedElement] = []
@@ -191,10 +215,17 @@ def _parse_run(vm: ProposerVM, batch: Sequence[bytes], start: int) -> list[Parse
     return parsed
 
 
-def check_signatures(envelopes: list[PostForkBlock | None], raws: Sequence[bytes],
-                     inner_blocks: list[Block | None], start: int, stop: int, *,
-                     chain_id: bytes, parse_inner: Callable[[bytes], Block],
-                     verdicts: SignatureVerdicts | None = None) -> None:
+def check_signatures(
+    envelopes: list[PostForkBlock | None],
+    raws: Sequence[bytes],
+    inner_blocks: list[Block | None],
+    start: int,
+    stop: int,
+    *,
+    chain_id: bytes,
+    parse_inner: Callable[[bytes], Block],
+    verdicts: SignatureVerdicts | None = None,
+) -> None:
     """Check the envelopes ``[0, stop)`` of a run (epoch and signature) in order.
 
     An envelope that fails is, as in ``parse_block``, tried as pre-fork bytes: if
@@ -210,8 +241,7 @@ def check_signatures(envelopes: list[PostForkBlock | None], raws: Sequence[bytes
         if envelope is None:
             continue
         try:
-            envelope.verify(chain_id,
-                            check_signature=None if verdicts is None else verdicts.check)
+            envelope.verify(chain_id, check_signature=None if verdicts is None else verdicts.check)
         except InvalidBlock as failure:
             try:
                 inner_block = parse_inner(raws[index])

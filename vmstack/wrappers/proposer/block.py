@@ -168,11 +168,11 @@ class Header:
         if version != CODEC_VERSION:
             raise InvalidBlock(f"unknown codec version {version}")
         if len(data) < HEADER_LEN:
-            raise InvalidBlock(f"insufficient length: a header is {HEADER_LEN} bytes, "
-                               f"got {len(data)}")
+            raise InvalidBlock(
+                f"insufficient length: a header is {HEADER_LEN} bytes, got {len(data)}"
+            )
         if len(data) > HEADER_LEN:
-            raise InvalidBlock(f"trailing bytes: a header is {HEADER_LEN} bytes, "
-                               f"got {len(data)}")
+            raise InvalidBlock(f"trailing bytes: a header is {HEADER_LEN} bytes, got {len(data)}")
         _, chain_id, parent_id, body_id = _HEADER.unpack(data)
         return cls(chain_id, parent_id, body_id)
 
@@ -182,8 +182,9 @@ def _certificate(der: bytes) -> Certificate | None:
         return None
     if len(der) > MAX_CERTIFICATE_LEN:
         # Refused on its length alone, before the parser (and its cache) hashes it.
-        raise InvalidBlock(f"invalid certificate: {len(der)} bytes, more than "
-                           f"{MAX_CERTIFICATE_LEN}")
+        raise InvalidBlock(
+            f"invalid certificate: {len(der)} bytes, more than {MAX_CERTIFICATE_LEN}"
+        )
     try:
         return Certificate.parse(der)
     except InvalidCertificate as error:
@@ -230,8 +231,9 @@ class PostForkBlock:
             _packed(self.inner),
         ]
         if self.epoch is not None:
-            parts.append(_EPOCH.pack(self.epoch.pchain_height, self.epoch.number,
-                                     self.epoch.start_time))
+            parts.append(
+                _EPOCH.pack(self.epoch.pchain_height, self.epoch.number, self.epoch.start_time)
+            )
         unsigned = b"".join(parts)
         object.__setattr__(self, "_unsigned_len", len(unsigned))
         object.__setattr__(self, "_encoded", unsigned + _packed(self.signature))
@@ -239,16 +241,31 @@ class PostForkBlock:
         object.__setattr__(self, "certificate_info", _certificate(self.certificate))
 
     @classmethod
-    def _decoded(cls, data: bytes, unsigned_len: int, parent_id: bytes, timestamp: int,
-                 pchain_height: int, certificate: bytes, inner: bytes, signature: bytes,
-                 epoch: Epoch | None) -> PostForkBlock:
+    def _decoded(
+        cls,
+        data: bytes,
+        unsigned_len: int,
+        parent_id: bytes,
+        timestamp: int,
+        pchain_height: int,
+        certificate: bytes,
+        inner: bytes,
+        signature: bytes,
+        epoch: Epoch | None,
+    ) -> PostForkBlock:
         """Build from fields just decoded off ``data``: no range checks, no re-encoding."""
         block = object.__new__(cls)
         for name, value in (
-            ("parent_id", parent_id), ("timestamp", timestamp),
-            ("pchain_height", pchain_height), ("certificate", certificate), ("inner", inner),
-            ("signature", signature), ("epoch", epoch), ("_encoded", data),
-            ("_unsigned_len", unsigned_len), ("id", hashlib.sha256(data[:unsigned_len]).digest()),
+            ("parent_id", parent_id),
+            ("timestamp", timestamp),
+            ("pchain_height", pchain_height),
+            ("certificate", certificate),
+            ("inner", inner),
+            ("signature", signature),
+            ("epoch", epoch),
+            ("_encoded", data),
+            ("_unsigned_len", unsigned_len),
+            ("id", hashlib.sha256(data[:unsigned_len]).digest()),
             ("certificate_info", _certificate(certificate)),
         ):
             object.__setattr__(block, name, value)
@@ -286,9 +303,12 @@ class PostForkBlock:
         """The header this block's proposer signs on ``chain_id``."""
         return Header(chain_id, self.parent_id, self.id)
 
-    def verify(self, chain_id: bytes, *,
-               check_signature: Callable[[Certificate, bytes, bytes], None] | None = None,
-               ) -> None:
+    def verify(
+        self,
+        chain_id: bytes,
+        *,
+        check_signature: Callable[[Certificate, bytes, bytes], None] | None = None,
+    ) -> None:
         """The checks of avalanchego's ``Parse`` beyond decoding, in its order.
 
         A Granite block must not carry the zero epoch; an unsigned block must carry no
@@ -333,7 +353,8 @@ class OptionBlock:
         _check_id("parent_id", self.parent_id)
         _check_bytes("inner", self.inner)
         encoded = _OPTION_HEAD.pack(CODEC_VERSION, TYPE_OPTION, self.parent_id) + _packed(
-            self.inner)
+            self.inner
+        )
         object.__setattr__(self, "_encoded", encoded)
         object.__setattr__(self, "id", hashlib.sha256(encoded).digest())
 
@@ -343,8 +364,12 @@ class OptionBlock:
     def _decoded(cls, data: bytes, parent_id: bytes, inner: bytes) -> OptionBlock:
         """Build from fields just decoded off ``data``."""
         block = object.__new__(cls)
-        for name, value in (("parent_id", parent_id), ("inner", inner), ("_encoded", data),
-                            ("id", hashlib.sha256(data).digest())):
+        for name, value in (
+            ("parent_id", parent_id),
+            ("inner", inner),
+            ("_encoded", data),
+            ("id", hashlib.sha256(data).digest()),
+        ):
             object.__setattr__(block, name, value)
         return block
 
@@ -370,8 +395,9 @@ def _span(data: bytes, offset: int, what: str) -> int:
         raise InvalidBlock(f"insufficient length: the length of the {what} runs past the end")
     stop: int = start + _U32.unpack_from(data, offset)[0]
     if stop > len(data):
-        raise InvalidBlock(f"insufficient length: the {what} ({stop - start} bytes) runs past "
-                           "the end")
+        raise InvalidBlock(
+            f"insufficient length: the {what} ({stop - start} bytes) runs past the end"
+        )
     return stop
 
 
@@ -400,8 +426,9 @@ def _frame(data: bytes) -> _Frame:
         raise InvalidBlock(f"unknown type ID {type_id}")
     offset = _PREFIX.size + _FIXED.size
     if offset > size:
-        raise InvalidBlock("insufficient length: the parent ID, timestamp and P-chain height "
-                           "run past the end")
+        raise InvalidBlock(
+            "insufficient length: the parent ID, timestamp and P-chain height run past the end"
+        )
     certificate_end = _span(data, offset, "certificate")
     inner_end = _span(data, certificate_end, "inner block")
     unsigned_len = inner_end
@@ -429,17 +456,25 @@ def decode_block(data: bytes) -> PostForkBlock | OptionBlock:
     data = bytes(data)
     type_id, certificate_end, inner_end, unsigned_len = _frame(data)
     if type_id == TYPE_OPTION:
-        return OptionBlock._decoded(data, data[_PREFIX.size:_OPTION_HEAD.size],
-                                    data[_OPTION_HEAD.size + 4:inner_end])
+        return OptionBlock._decoded(
+            data, data[_PREFIX.size : _OPTION_HEAD.size], data[_OPTION_HEAD.size + 4 : inner_end]
+        )
     parent_id, timestamp, pchain_height = _FIXED.unpack_from(data, _PREFIX.size)
     certificate_start = _PREFIX.size + _FIXED.size + 4
     epoch = None
     if type_id == TYPE_GRANITE:
         epoch = Epoch(*_EPOCH.unpack_from(data, inner_end))
     return PostForkBlock._decoded(
-        data, unsigned_len, parent_id, timestamp, pchain_height,
-        data[certificate_start:certificate_end], data[certificate_end + 4:inner_end],
-        data[unsigned_len + 4:], epoch)
+        data,
+        unsigned_len,
+        parent_id,
+        timestamp,
+        pchain_height,
+        data[certificate_start:certificate_end],
+        data[certificate_end + 4 : inner_end],
+        data[unsigned_len + 4 :],
+        epoch,
+    )
 
 
 def peek_block(data: bytes) -> tuple[bytes, bytes]:
@@ -450,7 +485,7 @@ def peek_block(data: bytes) -> tuple[bytes, bytes]:
     ``InvalidBlock`` as :func:`decode_block` does.
     """
     unsigned_len = _frame(data)[3]
-    parent_id = bytes(data[_PREFIX.size:_PREFIX.size + _ID_LEN])
+    parent_id = bytes(data[_PREFIX.size : _PREFIX.size + _ID_LEN])
     return hashlib.sha256(data[:unsigned_len]).digest(), parent_id
 
 
@@ -461,22 +496,31 @@ def parse_block(data: bytes, chain_id: bytes) -> PostForkBlock | OptionBlock:
     return block
 
 
-def build_unsigned(parent_id: bytes, timestamp: int, pchain_height: int, inner: bytes,
-                   epoch: Epoch | None = None) -> PostForkBlock:
+def build_unsigned(
+    parent_id: bytes, timestamp: int, pchain_height: int, inner: bytes, epoch: Epoch | None = None
+) -> PostForkBlock:
     """An unsigned post-fork block; a zero ``epoch`` gives type 0, as ``BuildUnsigned`` does."""
     if epoch is not None and epoch.is_zero:
         epoch = None
     return PostForkBlock(parent_id, timestamp, pchain_height, b"", inner, b"", epoch)
 
 
-def build_signed(parent_id: bytes, timestamp: int, pchain_height: int, inner: bytes, *,
-                 key: StakingKey, chain_id: bytes, epoch: Epoch | None = None,
-                 ) -> PostForkBlock:
+def build_signed(
+    parent_id: bytes,
+    timestamp: int,
+    pchain_height: int,
+    inner: bytes,
+    *,
+    key: StakingKey,
+    chain_id: bytes,
+    epoch: Epoch | None = None,
+) -> PostForkBlock:
     """A post-fork block signed by ``key`` for ``chain_id``, as avalanchego's ``Build``."""
     if epoch is not None and epoch.is_zero:
         epoch = None
-    unsigned = PostForkBlock(parent_id, timestamp, pchain_height, key.certificate.raw, inner,
-                             b"", epoch)
+    unsigned = PostForkBlock(
+        parent_id, timestamp, pchain_height, key.certificate.raw, inner, b"", epoch
+    )
     signature = key.sign(bytes(unsigned.header(chain_id)))
     return attrs.evolve(unsigned, signature=signature)
 

@@ -72,9 +72,11 @@ _SHA256_DIGEST_INFO = bytes.fromhex("3031300d060960864801650304020105000420")
 _P256_P = 2**256 - 2**224 + 2**192 + 2**96 - 1
 _P256_B = 0x5AC635D8AA3A93E7B3EBBD55769886BC651D06B0CC53B0F63BCE3C3E27D2604B
 _P256_N = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551
-_P256_G = EccPoint(0x6B17D1F2E12C4247F8BCE6E563A440F277037D812DEB33A0F4A13945D898C296,
-                   0x4FE342E2FE1A7F9B8EE7EB4A7C0F9E162BCE33576B315ECECBB6406837BF51F5,
-                   curve="P-256")
+_P256_G = EccPoint(
+    0x6B17D1F2E12C4247F8BCE6E563A440F277037D812DEB33A0F4A13945D898C296,
+    0x4FE342E2FE1A7F9B8EE7EB4A7C0F9E162BCE33576B315ECECBB6406837BF51F5,
+    curve="P-256",
+)
 
 #: The DER tags the reader and the certificate writer share.
 TAG_INTEGER = 0x02
@@ -137,7 +139,7 @@ def parse_node_id(text: str) -> bytes:
     """Inverse of :func:`format_node_id`; ``ValueError`` for anything else."""
     if not text.startswith("NodeID-"):
         raise ValueError(f"a NodeID starts with 'NodeID-', got {text!r}")
-    node_id = cb58decode(text[len("NodeID-"):])
+    node_id = cb58decode(text[len("NodeID-") :])
     if len(node_id) != NODE_ID_LEN:
         raise ValueError(f"a NodeID is {NODE_ID_LEN} bytes, got {len(node_id)}")
     return node_id
@@ -162,7 +164,7 @@ def _read_tlv(data: bytes, offset: int, reason: str) -> tuple[int, int, int]:
         count = first & 0x7F
         if count == 0 or count > 4 or start + count > end:
             raise InvalidCertificate(reason)
-        length = int.from_bytes(data[start:start + count], "big")
+        length = int.from_bytes(data[start : start + count], "big")
         if data[start] == 0 or length < 0x80:
             raise InvalidCertificate(reason)
         start += count
@@ -225,11 +227,12 @@ def _spki(der: bytes) -> tuple[bytes, bytes]:
     start, stop = _expect(tbs, offset, TAG_SEQUENCE, "staking: malformed spki")
     spki = tbs[:stop]
     algo_start, algo_stop = _expect(
-        spki, start, TAG_SEQUENCE, "staking: malformed public key algorithm identifier")
-    oid_start, oid_stop = _expect(
-        spki[:algo_stop], algo_start, TAG_OID, "staking: malformed oid")
+        spki, start, TAG_SEQUENCE, "staking: malformed public key algorithm identifier"
+    )
+    oid_start, oid_stop = _expect(spki[:algo_stop], algo_start, TAG_OID, "staking: malformed oid")
     key_start, key_stop = _expect(
-        spki, algo_stop, TAG_BIT_STRING, "staking: malformed subject public key")
+        spki, algo_stop, TAG_BIT_STRING, "staking: malformed subject public key"
+    )
     return spki[oid_start:oid_stop], _bit_string_bytes(spki[key_start:key_stop])
 
 
@@ -238,16 +241,14 @@ def _rsa_numbers(key: bytes) -> tuple[int, int]:
     sequence = key[:stop]
     n_start, n_stop = _expect(sequence, start, TAG_INTEGER, "staking: invalid RSA modulus")
     modulus = _der_integer(sequence[n_start:n_stop], "staking: invalid RSA modulus")
-    e_start, e_stop = _expect(
-        sequence, n_stop, TAG_INTEGER, "staking: invalid RSA public exponent")
+    e_start, e_stop = _expect(sequence, n_stop, TAG_INTEGER, "staking: invalid RSA public exponent")
     if e_stop - e_start > 8:
         raise InvalidCertificate("staking: invalid RSA public exponent")
     exponent = _der_integer(sequence[e_start:e_stop], "staking: invalid RSA public exponent")
     if modulus <= 0:
         raise InvalidCertificate("staking: RSA modulus is not a positive number")
     if modulus.bit_length() not in RSA_MODULUS_BITS:
-        raise InvalidCertificate(
-            f"staking: unsupported RSA modulus bitlen: {modulus.bit_length()}")
+        raise InvalidCertificate(f"staking: unsupported RSA modulus bitlen: {modulus.bit_length()}")
     if modulus % 2 == 0:
         raise InvalidCertificate("staking: RSA modulus is an even number")
     if exponent != RSA_EXPONENT:
@@ -402,7 +403,8 @@ class Certificate:
 def _parse_certificate(der: bytes) -> Certificate:
     if len(der) > MAX_CERTIFICATE_LEN:
         raise InvalidCertificate(
-            f"staking: certificate length is greater than {MAX_CERTIFICATE_LEN}")
+            f"staking: certificate length is greater than {MAX_CERTIFICATE_LEN}"
+        )
     oid, key = _spki(der)
     verifier: Any
     if oid == _OID_RSA:

@@ -62,20 +62,27 @@ def _self_signed_certificate(private_key: Any) -> bytes:
     """
     is_rsa = isinstance(private_key, RSA.RsaKey)
     if is_rsa:
-        algorithm = der_element(TAG_SEQUENCE, der_element(TAG_OID, _OID_SHA256_RSA)
-                                + der_element(_TAG_NULL, b""))
+        algorithm = der_element(
+            TAG_SEQUENCE, der_element(TAG_OID, _OID_SHA256_RSA) + der_element(_TAG_NULL, b"")
+        )
         spki = private_key.publickey().export_key(format="DER")
     else:
         algorithm = der_element(TAG_SEQUENCE, der_element(TAG_OID, _OID_SHA256_ECDSA))
         spki = private_key.public_key().export_key(format="DER")
     empty_name = der_element(TAG_SEQUENCE, b"")
-    validity = der_element(TAG_SEQUENCE, der_element(_TAG_UTC_TIME, b"000101000000Z")
-                    + der_element(_TAG_GENERALIZED_TIME, b"99991231235959Z"))
-    tbs = der_element(TAG_SEQUENCE, der_element(TAG_INTEGER, b"\0") + algorithm + empty_name
-                      + validity + empty_name + spki)
+    validity = der_element(
+        TAG_SEQUENCE,
+        der_element(_TAG_UTC_TIME, b"000101000000Z")
+        + der_element(_TAG_GENERALIZED_TIME, b"99991231235959Z"),
+    )
+    tbs = der_element(
+        TAG_SEQUENCE,
+        der_element(TAG_INTEGER, b"\0") + algorithm + empty_name + validity + empty_name + spki,
+    )
     signature = _sign(private_key, tbs)
-    return der_element(TAG_SEQUENCE,
-                       tbs + algorithm + der_element(TAG_BIT_STRING, b"\0" + signature))
+    return der_element(
+        TAG_SEQUENCE, tbs + algorithm + der_element(TAG_BIT_STRING, b"\0" + signature)
+    )
 
 
 def _sign(private_key: Any, message: bytes) -> bytes:
@@ -108,33 +115,40 @@ class StakingKey:
         elif isinstance(private_key, ECC.EccKey):
             if not private_key.has_private():
                 raise ValueError("a staking key must be a private key")
-            if private_key.curve not in ("NIST P-256", "p256", "P-256", "prime256v1",
-                                         "secp256r1"):
+            if private_key.curve not in ("NIST P-256", "p256", "P-256", "prime256v1", "secp256r1"):
                 raise ValueError(f"an ECDSA staking key is on P-256, got {private_key.curve}")
             numbers = (int(private_key.pointQ.x), int(private_key.pointQ.y))
         else:
             raise ValueError(
-                f"a staking key is a pycryptodome RsaKey or EccKey, got {type(private_key)!r}")
+                f"a staking key is a pycryptodome RsaKey or EccKey, got {type(private_key)!r}"
+            )
         if certificate is None:
             certificate = _self_signed_certificate(private_key)
-        parsed = certificate if isinstance(certificate, Certificate) else (
-            Certificate.parse(certificate))
+        parsed = (
+            certificate
+            if isinstance(certificate, Certificate)
+            else (Certificate.parse(certificate))
+        )
         if parsed.public_numbers != numbers:
             raise ValueError("the certificate does not carry this key's public key")
         self._private_key = private_key
         self.certificate: Certificate = parsed
 
     @classmethod
-    def generate(cls, *, algorithm: Literal["ECDSA", "RSA"] = "ECDSA",
-                 seed: bytes | None = None, rsa_bits: int = 2048) -> StakingKey:
+    def generate(
+        cls,
+        *,
+        algorithm: Literal["ECDSA", "RSA"] = "ECDSA",
+        seed: bytes | None = None,
+        rsa_bits: int = 2048,
+    ) -> StakingKey:
         """A fresh identity with a self-signed certificate.
 
         ECDSA P-256 by default (quick to make, and what avalanchego's ``NewTLSCert`` makes);
         RSA with ``rsa_bits`` of 2048 or 4096 on request. With ``seed`` the key is derived
         from it deterministically, so the same seed gives the same NodeID.
         """
-        randfunc = SHAKE256.new(b"vmstack staking key\0" + seed).read if seed is not None \
-            else None
+        randfunc = SHAKE256.new(b"vmstack staking key\0" + seed).read if seed is not None else None
         if algorithm == "ECDSA":
             return cls(ECC.generate(curve="P-256", randfunc=randfunc))
         if algorithm == "RSA":
@@ -144,8 +158,11 @@ class StakingKey:
         raise ValueError(f"algorithm must be 'ECDSA' or 'RSA', got {algorithm!r}")
 
     @classmethod
-    def from_pem(cls, key_pem: str | bytes, certificate_pem: str | bytes | None = None,
-                 ) -> StakingKey:
+    def from_pem(
+        cls,
+        key_pem: str | bytes,
+        certificate_pem: str | bytes | None = None,
+    ) -> StakingKey:
         """Load a PEM private key (PKCS#1, PKCS#8 or SEC1) and, optionally, its certificate."""
         try:
             key: Any = RSA.import_key(key_pem)
@@ -170,8 +187,12 @@ class StakingKey:
         return f"StakingKey({self.certificate.key_type}, {self.certificate.node_id_str})"
 
 
-def signing_identity(staking_key: StakingKey | Any, certificate: Certificate | bytes | None,
-                     *, signer: StakingKey | Any = None) -> StakingKey | None:
+def signing_identity(
+    staking_key: StakingKey | Any,
+    certificate: Certificate | bytes | None,
+    *,
+    signer: StakingKey | Any = None,
+) -> StakingKey | None:
     """The identity a layer signs with, from what its caller passed: a :class:`StakingKey`
     (no ``certificate``), a pycryptodome key with its certificate (or ``None`` for a
     self-signed one), or nothing (``None``: the node builds unsigned blocks). ``signer``

@@ -59,8 +59,9 @@ def _framed(key: bytes, value: bytes) -> bytes:
     return frame(STORE_PREFIX + key, value)
 
 
-def _unframed(key: bytes, stored: bytes | memoryview, what: str, *,
-              length: int | None = None) -> memoryview:
+def _unframed(
+    key: bytes, stored: bytes | memoryview, what: str, *, length: int | None = None
+) -> memoryview:
     """The value :func:`_framed` stored under ``key``; ``StoreCorrupted`` naming ``what``
     for a damaged or misplaced one."""
     return unframe(STORE_PREFIX + key, stored, what, length=length)
@@ -86,8 +87,11 @@ def _record_parts(block_id: bytes, record: bytes | memoryview) -> tuple[bytes, b
     body = _unframed(_BLOCK + block_id, record, what)
     if len(body) <= _RECORD_HEAD:
         raise StoreCorrupted(f"{what} is truncated")
-    return (bytes(body[:BLOCK_ID_LEN]), bytes(body[BLOCK_ID_LEN:_RECORD_HEAD]),
-            bytes(body[_RECORD_HEAD:]))
+    return (
+        bytes(body[:BLOCK_ID_LEN]),
+        bytes(body[BLOCK_ID_LEN:_RECORD_HEAD]),
+        bytes(body[_RECORD_HEAD:]),
+    )
 
 
 def is_block_id(value: object) -> bool:
@@ -114,11 +118,9 @@ def _decode_record(block_id: bytes, record: bytes) -> tuple[bytes, PostForkBlock
     try:
         envelope = decode_block(data)
     except InvalidBlock as error:
-        raise StoreCorrupted(f"stored post-fork block {block_id.hex()}: "
-                             f"{error.reason}") from None
+        raise StoreCorrupted(f"stored post-fork block {block_id.hex()}: {error.reason}") from None
     if not isinstance(envelope, PostForkBlock) or envelope.id != block_id:
-        raise StoreCorrupted(f"stored post-fork block {block_id.hex()} does not hash to "
-                             "its ID")
+        raise StoreCorrupted(f"stored post-fork block {block_id.hex()} does not hash to its ID")
     return inner_id, envelope
 
 
@@ -163,8 +165,7 @@ class ProposerState:
             value = self._store.get(key)
         except KeyError:
             return None
-        return _decode_pointer(key, value, f"index entry of inner block "
-                               f"{bytes(inner_id).hex()}")
+        return _decode_pointer(key, value, f"index entry of inner block {bytes(inner_id).hex()}")
 
     def newest_parent(self) -> bytes | None:
         """The parent ID of the newest post-fork block written (accepted or being
@@ -179,8 +180,9 @@ class ProposerState:
             try:
                 record = snapshot.get(_BLOCK + newest)
             except KeyError:
-                raise StoreCorrupted(f"the newest post-fork block pointer names "
-                                     f"{newest.hex()}, which has no record") from None
+                raise StoreCorrupted(
+                    f"the newest post-fork block pointer names {newest.hex()}, which has no record"
+                ) from None
             return _record_parts(newest, record)[1]
 
     def first_post_fork_height(self) -> int | None:
@@ -189,12 +191,12 @@ class ProposerState:
             value = self._store.get(_FIRST)
         except KeyError:
             return None
-        encoded = _unframed(_FIRST, value, "the stored first post-fork height",
-                            length=_HEIGHT_LEN)
+        encoded = _unframed(_FIRST, value, "the stored first post-fork height", length=_HEIGHT_LEN)
         return int.from_bytes(encoded, "big")
 
-    def write_accepted(self, block_id: bytes, inner_id: bytes, envelope: PostForkBlock,
-                       height: int) -> None:
+    def write_accepted(
+        self, block_id: bytes, inner_id: bytes, envelope: PostForkBlock, height: int
+    ) -> None:
         """Write the record of a post-fork block being accepted, its index entry and the
         newest-block pointer (and the first post-fork height for the first one) in one
         batch, ahead of the inner VM's accept."""
@@ -229,12 +231,14 @@ class ProposerState:
         try:
             record = self._store.get(_BLOCK + last)
         except KeyError:
-            raise StoreCorrupted(f"the newest post-fork block pointer names {last.hex()}, "
-                                 "which has no record") from None
+            raise StoreCorrupted(
+                f"the newest post-fork block pointer names {last.hex()}, which has no record"
+            ) from None
         inner_id, envelope = _decode_record(last, record)
         if not inner_accepted(inner_id):
-            logger.warning("undoing post-fork block %s: its inner block was never accepted",
-                           last.hex())
+            logger.warning(
+                "undoing post-fork block %s: its inner block was never accepted", last.hex()
+            )
             self.undo_record(last, inner_id, envelope.parent_id)
 
     def _read_last_pointer(self) -> bytes | None:

@@ -50,10 +50,12 @@ class SignatureVerdicts:
 
     __slots__ = ("_pending", "_verdicts")
 
-    def __init__(self, jobs: Sequence[SignatureJob],
-                 pending: PendingResults[str | None] | None) -> None:
+    def __init__(
+        self, jobs: Sequence[SignatureJob], pending: PendingResults[str | None] | None
+    ) -> None:
         self._pending: tuple[Sequence[SignatureJob], PendingResults[str | None]] | None = (
-            None if pending is None else (jobs, pending))
+            None if pending is None else (jobs, pending)
+        )
         self._verdicts: dict[SignatureJob, str | None] = {}
 
     def check(self, certificate: Certificate, message: bytes, signature: bytes) -> None:
@@ -88,8 +90,9 @@ class SignatureVerdicts:
             self._verdicts = dict(zip(jobs, results, strict=True))
 
 
-def start_signature_checks(pool: ParsePool | None, envelopes: Sequence[PostForkBlock | None],
-                           chain_id: bytes) -> SignatureVerdicts:
+def start_signature_checks(
+    pool: ParsePool | None, envelopes: Sequence[PostForkBlock | None], chain_id: bytes
+) -> SignatureVerdicts:
     """Hand the signature checks of the signed ``envelopes`` (``None`` entries skipped) to
     ``pool`` and return their verdicts-to-be; with no pool, or a batch the pool leaves
     serial, every check runs when :meth:`SignatureVerdicts.check` is asked."""

@@ -193,8 +193,7 @@ def block_facts(chain: ProposerChain, block_id: bytes) -> BlockFacts:
     if facts is not None:
         return facts
     if chain.envelope_of_inner(block_id) is not None:
-        raise BlockNotFound(f"block {block_id.hex()} is the inner block of a post-fork "
-                            "block")
+        raise BlockNotFound(f"block {block_id.hex()} is the inner block of a post-fork block")
     seen = chain.pre_fork_facts(block_id)
     if seen is not None:
         return seen
@@ -232,8 +231,10 @@ def pchain_height_source(pchain_height: Callable[[], int] | int) -> Callable[[],
 # --- which kind of block bytes are ------------------------------------------------------
 
 
-def try_envelope(data: bytes, chain_id: bytes,
-                 ) -> tuple[PostForkBlock | None, InvalidBlock | None]:
+def try_envelope(
+    data: bytes,
+    chain_id: bytes,
+) -> tuple[PostForkBlock | None, InvalidBlock | None]:
     """``(envelope, None)`` for a valid post-fork block; ``(None, failure)`` for bytes
     that look like an envelope but fail; ``(None, None)`` for anything else."""
     decoded, failure = decode_envelope(data)
@@ -254,8 +255,9 @@ def decode_envelope(data: bytes) -> tuple[PostForkBlock | None, InvalidBlock | N
     except InvalidBlock as error:
         return None, (error if data[:2] == b"\0\0" else None)
     if isinstance(decoded, OptionBlock):
-        return None, InvalidBlock("option blocks follow oracle blocks, which no inner VM "
-                                  "of this stack builds")
+        return None, InvalidBlock(
+            "option blocks follow oracle blocks, which no inner VM of this stack builds"
+        )
     return decoded, None
 
 
@@ -268,14 +270,22 @@ def parent_facts(chain: ProposerChain, child: ProposerBlock) -> BlockFacts:
     try:
         return block_facts(chain, child.parent_id)
     except BlockNotFound:
-        raise InvalidBlock(f"block {child.id.hex()}: parent {child.parent_id.hex()} is "
-                           "not known") from None
+        raise InvalidBlock(
+            f"block {child.id.hex()}: parent {child.parent_id.hex()} is not known"
+        ) from None
 
 
-def check_post_fork(chain: ProposerChain, block: ProposerBlock, envelope: PostForkBlock, *,
-                    fork_time: float, clock: Callable[[], float],
-                    pchain_height: Callable[[], int], windower: Windower | None,
-                    durango_time: float) -> None:
+def check_post_fork(
+    chain: ProposerChain,
+    block: ProposerBlock,
+    envelope: PostForkBlock,
+    *,
+    fork_time: float,
+    clock: Callable[[], float],
+    pchain_height: Callable[[], int],
+    windower: Windower | None,
+    durango_time: float,
+) -> None:
     """The rules of a post-fork block ``block`` (its ``envelope``) against its parent, the
     accepted chain, the clock and the P-chain: ``fork_time`` and ``durango_time`` are the
     layer's, ``clock`` and ``pchain_height`` are read (once each, late) for the current
@@ -285,43 +295,62 @@ def check_post_fork(chain: ProposerChain, block: ProposerBlock, envelope: PostFo
     check_extends_accepted_chain(chain, block, parent)
     if not parent.post_fork:
         if parent.timestamp < fork_time:
-            raise InvalidBlock(f"block {block.id.hex()}: post-fork block before the fork "
-                               f"(parent timestamp {parent.timestamp} < fork time "
-                               f"{fork_time})")
+            raise InvalidBlock(
+                f"block {block.id.hex()}: post-fork block before the fork "
+                f"(parent timestamp {parent.timestamp} < fork time "
+                f"{fork_time})"
+            )
         if envelope.certificate or envelope.signature:
-            raise InvalidBlock(f"block {block.id.hex()}: the first post-fork block is "
-                               "unsigned")
+            raise InvalidBlock(f"block {block.id.hex()}: the first post-fork block is unsigned")
     elif envelope.pchain_height < parent.pchain_height:
-        raise InvalidBlock(f"block {block.id.hex()}: P-chain height "
-                           f"{envelope.pchain_height} is below its parent's "
-                           f"{parent.pchain_height}")
+        raise InvalidBlock(
+            f"block {block.id.hex()}: P-chain height "
+            f"{envelope.pchain_height} is below its parent's "
+            f"{parent.pchain_height}"
+        )
     if block.inner.parent_id != parent.inner_id:
-        raise InvalidBlock(f"block {block.id.hex()}: its inner block's parent "
-                           f"{block.inner.parent_id.hex()} is not the inner block of its "
-                           f"parent ({parent.inner_id.hex()})")
+        raise InvalidBlock(
+            f"block {block.id.hex()}: its inner block's parent "
+            f"{block.inner.parent_id.hex()} is not the inner block of its "
+            f"parent ({parent.inner_id.hex()})"
+        )
     if envelope.timestamp < parent.timestamp:
-        raise InvalidBlock(f"block {block.id.hex()}: timestamp {envelope.timestamp} is "
-                           f"before its parent's {parent.timestamp}")
+        raise InvalidBlock(
+            f"block {block.id.hex()}: timestamp {envelope.timestamp} is "
+            f"before its parent's {parent.timestamp}"
+        )
     if envelope.timestamp > clock() + MAX_CLOCK_SKEW:
-        raise InvalidBlock(f"block {block.id.hex()}: timestamp {envelope.timestamp} is "
-                           "too far in the future")
+        raise InvalidBlock(
+            f"block {block.id.hex()}: timestamp {envelope.timestamp} is too far in the future"
+        )
     current = pchain_height()
     if envelope.pchain_height > current:
-        raise InvalidBlock(f"block {block.id.hex()}: P-chain height "
-                           f"{envelope.pchain_height} is ahead of the P-chain ({current})")
+        raise InvalidBlock(
+            f"block {block.id.hex()}: P-chain height "
+            f"{envelope.pchain_height} is ahead of the P-chain ({current})"
+        )
     if windower is not None and parent.post_fork:
-        check_proposer_window(windower, durango_time=durango_time, block_id=block.id,
-                              height=block.height, timestamp=envelope.timestamp,
-                              proposer=envelope.proposer, parent_timestamp=parent.timestamp,
-                              parent_pchain_height=parent.pchain_height)
+        check_proposer_window(
+            windower,
+            durango_time=durango_time,
+            block_id=block.id,
+            height=block.height,
+            timestamp=envelope.timestamp,
+            proposer=envelope.proposer,
+            parent_timestamp=parent.timestamp,
+            parent_pchain_height=parent.pchain_height,
+        )
     inner_id = block.inner.id
     if chain.accepted_envelope_of_inner(inner_id) is not None:
-        raise InvalidBlock(f"block {block.id.hex()}: its inner block {inner_id.hex()} is "
-                           "already accepted (in another post-fork block)")
+        raise InvalidBlock(
+            f"block {block.id.hex()}: its inner block {inner_id.hex()} is "
+            "already accepted (in another post-fork block)"
+        )
 
 
-def check_extends_accepted_chain(chain: ProposerChain, block: ProposerBlock,
-                                 parent: BlockFacts) -> None:
+def check_extends_accepted_chain(
+    chain: ProposerChain, block: ProposerBlock, parent: BlockFacts
+) -> None:
     """A post-fork block builds on a processing block or on the last accepted block:
     a child of any other accepted block conflicts with the accepted chain (it would
     re-decide an accepted height), so it is ``InvalidBlock``."""
@@ -332,9 +361,11 @@ def check_extends_accepted_chain(chain: ProposerChain, block: ProposerBlock,
     if parent_id == last:
         return
     if parent.post_fork or inner_accepted(chain.inner, parent.inner_id):
-        raise InvalidBlock(f"block {block.id.hex()}: it conflicts with the accepted chain "
-                           f"(its parent {parent_id.hex()} is accepted but the last "
-                           f"accepted block is {last.hex()})")
+        raise InvalidBlock(
+            f"block {block.id.hex()}: it conflicts with the accepted chain "
+            f"(its parent {parent_id.hex()} is accepted but the last "
+            f"accepted block is {last.hex()})"
+        )
 
 
 # --- pre-fork blocks --------------------------------------------------------------------
@@ -349,21 +380,26 @@ def check_pre_fork(chain: ProposerChain, block: ProposerBlock, *, fork_time: flo
     backwards from parent to child (the inner VM's verify checks that).
     """
     parent_id = block.parent_id
-    if (chain.processing_facts(parent_id) is not None or chain.is_accepted(parent_id)
-            or chain.envelope_of_inner(parent_id) is not None):
-        raise InvalidBlock(f"block {block.id.hex()}: a post-fork block never has a "
-                           "pre-fork child")
+    if (
+        chain.processing_facts(parent_id) is not None
+        or chain.is_accepted(parent_id)
+        or chain.envelope_of_inner(parent_id) is not None
+    ):
+        raise InvalidBlock(f"block {block.id.hex()}: a post-fork block never has a pre-fork child")
     if block.timestamp >= fork_time:
         parent = parent_facts(chain, block)
         if parent.timestamp >= fork_time:
-            raise InvalidBlock(f"block {block.id.hex()}: pre-fork block after the fork "
-                               f"(parent timestamp {parent.timestamp} >= fork time "
-                               f"{fork_time})")
+            raise InvalidBlock(
+                f"block {block.id.hex()}: pre-fork block after the fork "
+                f"(parent timestamp {parent.timestamp} >= fork time "
+                f"{fork_time})"
+            )
     check_pre_fork_extends_accepted_chain(chain, block)
 
 
-def check_pre_fork_extends_accepted_chain(chain: ProposerChain, block: ProposerBlock, *,
-                                          accepting: bool = False) -> None:
+def check_pre_fork_extends_accepted_chain(
+    chain: ProposerChain, block: ProposerBlock, *, accepting: bool = False
+) -> None:
     """A pre-fork block that is not accepted itself builds on the last accepted block
     or (to be verified) on a block that is not accepted, processing below: a new child
     of an older accepted block conflicts with the accepted chain, and only a child of
@@ -377,24 +413,39 @@ def check_pre_fork_extends_accepted_chain(chain: ProposerChain, block: ProposerB
     if inner_accepted(chain.inner, block.id, block.height):
         return
     if accepting:
-        raise InvalidBlock(f"block {block.id.hex()}: its parent {parent_id.hex()} is "
-                           f"not the last accepted block {last.hex()}")
-    raise InvalidBlock(f"block {block.id.hex()}: it conflicts with the accepted chain "
-                       f"(its parent {parent_id.hex()} is accepted but the last accepted "
-                       f"block is {last.hex()})")
+        raise InvalidBlock(
+            f"block {block.id.hex()}: its parent {parent_id.hex()} is "
+            f"not the last accepted block {last.hex()}"
+        )
+    raise InvalidBlock(
+        f"block {block.id.hex()}: it conflicts with the accepted chain "
+        f"(its parent {parent_id.hex()} is accepted but the last accepted "
+        f"block is {last.hex()})"
+    )
 
 
 # --- proposer windows -------------------------------------------------------------------
 
 
 def _who(node_id: bytes | None) -> str:
-    return "unsigned" if node_id is None or node_id == EMPTY_NODE_ID else (
-        f"signed by {format_node_id(node_id)}")
+    return (
+        "unsigned"
+        if node_id is None or node_id == EMPTY_NODE_ID
+        else (f"signed by {format_node_id(node_id)}")
+    )
 
 
-def check_proposer_window(windower: Windower, *, durango_time: float, block_id: bytes,
-                          height: int, timestamp: int, proposer: bytes | None,
-                          parent_timestamp: int, parent_pchain_height: int) -> None:
+def check_proposer_window(
+    windower: Windower,
+    *,
+    durango_time: float,
+    block_id: bytes,
+    height: int,
+    timestamp: int,
+    proposer: bytes | None,
+    parent_timestamp: int,
+    parent_pchain_height: int,
+) -> None:
     """The proposer windows of a post-fork block over a post-fork parent, as avalanchego's
     ``verifyPostDurangoBlockDelay`` / ``verifyPreDurangoBlockDelay``, against the set at
     the parent's P-chain height. Durango applies from a parent at or after
@@ -416,28 +467,35 @@ def check_proposer_window(windower: Windower, *, durango_time: float, block_id: 
             expected = windower.expected_proposer(height, parent_pchain_height, slot)
         except AnyoneCanPropose:
             if proposer is not None:
-                raise InvalidBlock(f"block {name}: {_who(proposer)} in slot {slot}, but no "
-                                   f"validator is at P-chain height {parent_pchain_height}: "
-                                   "anyone may propose, and the block must be unsigned"
-                                   ) from None
+                raise InvalidBlock(
+                    f"block {name}: {_who(proposer)} in slot {slot}, but no "
+                    f"validator is at P-chain height {parent_pchain_height}: "
+                    "anyone may propose, and the block must be unsigned"
+                ) from None
             return
         except ValueError as error:
             raise InvalidBlock(f"block {name}: {error}") from None
         if expected != proposer:
-            raise InvalidBlock(f"block {name}: slot {slot} of height {height} expects "
-                               f"{format_node_id(expected)}, the block is {_who(proposer)}")
+            raise InvalidBlock(
+                f"block {name}: slot {slot} of height {height} expects "
+                f"{format_node_id(expected)}, the block is {_who(proposer)}"
+            )
         return
     signer = EMPTY_NODE_ID if proposer is None else proposer
     min_delay = windower.delay(height, parent_pchain_height, signer, MAX_VERIFY_WINDOWS)
     delay = timestamp - parent_timestamp
     if delay < min_delay:
-        raise InvalidBlock(f"block {name}: proposer window not started: a block "
-                           f"{_who(proposer)} at height {height} comes from {min_delay:g} s "
-                           f"after its parent, this one {delay:g} s after")
+        raise InvalidBlock(
+            f"block {name}: proposer window not started: a block "
+            f"{_who(proposer)} at height {height} comes from {min_delay:g} s "
+            f"after its parent, this one {delay:g} s after"
+        )
     if (delay < MAX_VERIFY_DELAY) != (proposer is not None):
-        raise InvalidBlock(f"block {name}: {delay:g} s after its parent it must be "
-                           f"{'signed' if delay < MAX_VERIFY_DELAY else 'unsigned'} (signed "
-                           f"within {MAX_VERIFY_DELAY:g} s), it is {_who(proposer)}")
+        raise InvalidBlock(
+            f"block {name}: {delay:g} s after its parent it must be "
+            f"{'signed' if delay < MAX_VERIFY_DELAY else 'unsigned'} (signed "
+            f"within {MAX_VERIFY_DELAY:g} s), it is {_who(proposer)}"
+        )
 
 
 @attrs.frozen
@@ -450,9 +508,17 @@ class ProposerTurn:
     reason: str
 
 
-def proposer_turn(windower: Windower, *, durango_time: float, min_block_delay: float,
-                  node_id: bytes | None, height: int, timestamp: int,
-                  parent_timestamp: int, parent_pchain_height: int) -> ProposerTurn:
+def proposer_turn(
+    windower: Windower,
+    *,
+    durango_time: float,
+    min_block_delay: float,
+    node_id: bytes | None,
+    height: int,
+    timestamp: int,
+    parent_timestamp: int,
+    parent_pchain_height: int,
+) -> ProposerTurn:
     """When ``node_id`` (``None``: a node without a key) may build the child at ``height``
     of a post-fork parent, for a block stamped ``timestamp``, as avalanchego's
     ``timeToBuild`` and ``buildChild`` decide it, with the set at the parent's P-chain
@@ -474,23 +540,34 @@ def proposer_turn(windower: Windower, *, durango_time: float, min_block_delay: f
         try:
             delay = windower.min_delay_for_proposer(height, parent_pchain_height, me, slot)
         except AnyoneCanPropose:
-            return ProposerTurn(earliest, False, f"no validator is at P-chain height "
-                                f"{parent_pchain_height}: anyone may build height {height}, "
-                                f"unsigned, from {earliest:g}")
+            return ProposerTurn(
+                earliest,
+                False,
+                f"no validator is at P-chain height "
+                f"{parent_pchain_height}: anyone may build height {height}, "
+                f"unsigned, from {earliest:g}",
+            )
         start = max(parent_timestamp + delay, earliest)
         now_slot = time_to_slot(parent_timestamp, timestamp)
         expected = windower.expected_proposer(height, parent_pchain_height, now_slot)
         if me not in windower.validator_set(parent_pchain_height).members:
-            whose = (f"{me_name} is not a validator at P-chain height {parent_pchain_height}, so "
-                     "it has no slot")
+            whose = (
+                f"{me_name} is not a validator at P-chain height {parent_pchain_height}, so "
+                "it has no slot"
+            )
         else:
-            whose = (f"its next slot is {time_to_slot(parent_timestamp, start)}, from "
-                     f"{start:g}")
-        return ProposerTurn(start, True, f"slot {now_slot} of height {height} expects "
-                            f"{format_node_id(expected)}; {whose}")
+            whose = f"its next slot is {time_to_slot(parent_timestamp, start)}, from {start:g}"
+        return ProposerTurn(
+            start,
+            True,
+            f"slot {now_slot} of height {height} expects {format_node_id(expected)}; {whose}",
+        )
     delay = windower.delay(height, parent_pchain_height, me, MAX_BUILD_WINDOWS)
     start = parent_timestamp + max(delay, min_block_delay)
-    return ProposerTurn(start, timestamp - parent_timestamp < MAX_VERIFY_DELAY,
-                        f"height {height}: the window of {me_name} opens {delay:g} s "
-                        f"after its parent ({delay / WINDOW_DURATION:g} windows), at "
-                        f"{start:g}")
+    return ProposerTurn(
+        start,
+        timestamp - parent_timestamp < MAX_VERIFY_DELAY,
+        f"height {height}: the window of {me_name} opens {delay:g} s "
+        f"after its parent ({delay / WINDOW_DURATION:g} windows), at "
+        f"{start:g}",
+    )

@@ -87,6 +87,7 @@ __all__ = [
     "ProposerVM",
 ]
 
+
 @attrs.define
 class _SharedInner:
     """A verified, undecided inner block and the processing post-fork blocks that wrap it.
@@ -123,8 +124,7 @@ class _LayerChain:
         if processing is None or processing.envelope is None:
             return None
         envelope = processing.envelope
-        return BlockFacts(True, envelope.timestamp, envelope.pchain_height,
-                          processing.inner.id)
+        return BlockFacts(True, envelope.timestamp, envelope.pchain_height, processing.inner.id)
 
     def accepted_facts(self, block_id: bytes) -> BlockFacts | None:
         record = self._vm._state.record(block_id)
@@ -266,10 +266,24 @@ class ProposerVM:
     over a read-only handle, or beside a live writer, it writes nothing.
     """
 
-    __slots__ = ("_chain_id", "_clock", "_durango_time", "_fork_time", "_inner",
-                 "_inner_batched", "_min_block_delay", "_parse_pool", "_pchain_height",
-                 "_pre_fork_facts", "_preferred", "_processing", "_shared", "_signer",
-                 "_state", "_windower")
+    __slots__ = (
+        "_chain_id",
+        "_clock",
+        "_durango_time",
+        "_fork_time",
+        "_inner",
+        "_inner_batched",
+        "_min_block_delay",
+        "_parse_pool",
+        "_pchain_height",
+        "_pre_fork_facts",
+        "_preferred",
+        "_processing",
+        "_shared",
+        "_signer",
+        "_state",
+        "_windower",
+    )
 
     def __init__(
         self,
@@ -290,20 +304,25 @@ class ProposerVM:
     ) -> None:
         if parse_pool is not None and not isinstance(parse_pool, ParsePool):
             raise ValueError(f"parse_pool must be a ParsePool or None, got {parse_pool!r}")
-        if isinstance(fork_time, bool) or not isinstance(fork_time, int | float) or (
-                math.isnan(fork_time)):
+        if (
+            isinstance(fork_time, bool)
+            or not isinstance(fork_time, int | float)
+            or (math.isnan(fork_time))
+        ):
             raise ValueError(f"fork_time must be a number of seconds, got {fork_time!r}")
-        for name, value in (("durango_time", durango_time),
-                            ("min_block_delay", min_block_delay)):
-            if isinstance(value, bool) or not isinstance(value, int | float) or (
-                    math.isnan(value)):
+        for name, value in (("durango_time", durango_time), ("min_block_delay", min_block_delay)):
+            if isinstance(value, bool) or not isinstance(value, int | float) or (math.isnan(value)):
                 raise ValueError(f"{name} must be a number of seconds, got {value!r}")
         if min_block_delay < 0 or math.isinf(min_block_delay):
-            raise ValueError(f"min_block_delay must be finite and not negative, got "
-                             f"{min_block_delay!r}")
+            raise ValueError(
+                f"min_block_delay must be finite and not negative, got {min_block_delay!r}"
+            )
         self._chain_id = chain_id_bytes(chain_id)
-        self._windower = (validators if validators is None or isinstance(validators, Windower)
-                          else Windower(validators, self._chain_id))
+        self._windower = (
+            validators
+            if validators is None or isinstance(validators, Windower)
+            else Windower(validators, self._chain_id)
+        )
         self._durango_time = durango_time
         self._min_block_delay = min_block_delay
         self._pchain_height = pchain_height_source(pchain_height)
@@ -400,14 +419,18 @@ class ProposerVM:
             inner_id, envelope = record
             return ProposerBlock(self, self._inner.get_block(inner_id), envelope)
         if self._envelope_of_inner(block_id) is not None:
-            raise BlockNotFound(f"block {block_id.hex()} is the inner block of a post-fork "
-                                "block; only the post-fork block is served")
+            raise BlockNotFound(
+                f"block {block_id.hex()} is the inner block of a post-fork "
+                "block; only the post-fork block is served"
+            )
         inner_block = self._inner.get_block(block_id)
         first = self._state.first_post_fork_height()
         if first is not None and inner_block.height >= first:
-            raise BlockNotFound(f"block {block_id.hex()} is at height {inner_block.height}, "
-                                f"after the fork (from {first}): only post-fork blocks are "
-                                "served there")
+            raise BlockNotFound(
+                f"block {block_id.hex()} is at height {inner_block.height}, "
+                f"after the fork (from {first}): only post-fork blocks are "
+                "served there"
+            )
         return ProposerBlock(self, inner_block, None)
 
     def parse_block(self, data: bytes) -> ProposerBlock:
@@ -454,15 +477,23 @@ class ProposerVM:
             if timestamp < turn.start:
                 raise ProposerWindowNotStarted(
                     f"not this node's turn to build on {parent_id.hex()} at {timestamp}: "
-                    f"{turn.reason}", build_time=turn.start)
+                    f"{turn.reason}",
+                    build_time=turn.start,
+                )
             signed = turn.signed and self._signer is not None
         inner_block = self._inner.build_block()
         pchain_height = max(self._pchain_height(), parent.pchain_height)
         if not signed or self._signer is None:
             envelope = build_unsigned(parent_id, timestamp, pchain_height, bytes(inner_block))
         else:
-            envelope = build_signed(parent_id, timestamp, pchain_height, bytes(inner_block),
-                                    key=self._signer, chain_id=self._chain_id)
+            envelope = build_signed(
+                parent_id,
+                timestamp,
+                pchain_height,
+                bytes(inner_block),
+                key=self._signer,
+                chain_id=self._chain_id,
+            )
         return ProposerBlock(self, inner_block, envelope)
 
     def build_time(self) -> float:
@@ -494,13 +525,21 @@ class ProposerVM:
         ``timestamp``."""
         assert self._windower is not None
         processing = self._processing.get(parent_id)
-        parent_height = (processing.height if processing is not None
-                         else self._inner.get_block(parent.inner_id).height)
-        return proposer_turn(self._windower, durango_time=self._durango_time,
-                             min_block_delay=self._min_block_delay, node_id=self.node_id,
-                             height=parent_height + 1, timestamp=timestamp,
-                             parent_timestamp=parent.timestamp,
-                             parent_pchain_height=parent.pchain_height)
+        parent_height = (
+            processing.height
+            if processing is not None
+            else self._inner.get_block(parent.inner_id).height
+        )
+        return proposer_turn(
+            self._windower,
+            durango_time=self._durango_time,
+            min_block_delay=self._min_block_delay,
+            node_id=self.node_id,
+            height=parent_height + 1,
+            timestamp=timestamp,
+            parent_timestamp=parent.timestamp,
+            parent_pchain_height=parent.pchain_height,
+        )
 
     def set_preference(self, block_id: bytes) -> None:
         """Prefer ``block_id`` (served, else ``BlockNotFound``) and its inner block below."""
@@ -509,8 +548,9 @@ class ProposerVM:
             self._inner.set_preference(facts.inner_id)
         else:
             if is_block_id(block_id) and self._envelope_of_inner(bytes(block_id)) is not None:
-                raise BlockNotFound(f"block {bytes(block_id).hex()} is the inner block of a "
-                                    "post-fork block")
+                raise BlockNotFound(
+                    f"block {bytes(block_id).hex()} is the inner block of a post-fork block"
+                )
             self._inner.set_preference(block_id)
         self._preferred = bytes(block_id)
 
@@ -531,8 +571,10 @@ class ProposerVM:
             # unchanged answer means the index lost the entry of a post-fork block.
             again = self._inner.last_accepted()
             if again == inner_id:
-                raise StoreCorrupted(f"the last accepted block {inner_id.hex()} is after the "
-                                     "fork but has no entry in the post-fork index")
+                raise StoreCorrupted(
+                    f"the last accepted block {inner_id.hex()} is after the "
+                    "fork but has no entry in the post-fork index"
+                )
             inner_id = again
 
     def get_block_id_at_height(self, height: int) -> bytes:
@@ -544,20 +586,24 @@ class ProposerVM:
             return found
         first = self._state.first_post_fork_height()
         if first is not None and height >= first:
-            raise StoreCorrupted(f"accepted height {height} is after the fork (from {first}) "
-                                 "but has no entry in the post-fork index")
+            raise StoreCorrupted(
+                f"accepted height {height} is after the fork (from {first}) "
+                "but has no entry in the post-fork index"
+            )
         return inner_id
 
     # --- BatchedChainVM ------------------------------------------------------------------
 
-    def get_ancestors(self, block_id: bytes, max_blocks_num: int, max_blocks_size: int,
-                      max_retrieval_time: float) -> list[bytes]:
+    def get_ancestors(
+        self, block_id: bytes, max_blocks_num: int, max_blocks_size: int, max_retrieval_time: float
+    ) -> list[bytes]:
         """``block_id`` and its ancestors, newest first, under one budget for the whole
         answer: the layer's own blocks, then the pre-fork part from the inner VM (one
         batched call, or a serial walk of it when it cannot batch); see
         :func:`vmstack.wrappers.proposer.batched.get_ancestors`."""
-        return batched.get_ancestors(self, block_id, max_blocks_num, max_blocks_size,
-                                     max_retrieval_time)
+        return batched.get_ancestors(
+            self, block_id, max_blocks_num, max_blocks_size, max_retrieval_time
+        )
 
     def batched_parse_block(self, blocks: Sequence[bytes]) -> list[ProposerBlock]:
         """Parse ``blocks`` in input order as :meth:`parse_block` parses each, with all
@@ -568,8 +614,9 @@ class ProposerVM:
         parsed: list[ProposerBlock] = []
         for inner_block, envelope in batched.batched_parse_block(self, blocks):
             existing = None if envelope is None else self._processing.get(envelope.id)
-            parsed.append(existing if existing is not None
-                          else ProposerBlock(self, inner_block, envelope))
+            parsed.append(
+                existing if existing is not None else ProposerBlock(self, inner_block, envelope)
+            )
         return parsed
 
     # --- the model behind them -----------------------------------------------------------
@@ -602,9 +649,16 @@ class ProposerVM:
             return
         if block.id in self._processing or self._state.is_accepted(block.id):
             return
-        check_post_fork(self._chain(), block, envelope, fork_time=self._fork_time,
-                        clock=self._clock, pchain_height=self._pchain_height,
-                        windower=self._windower, durango_time=self._durango_time)
+        check_post_fork(
+            self._chain(),
+            block,
+            envelope,
+            fork_time=self._fork_time,
+            clock=self._clock,
+            pchain_height=self._pchain_height,
+            windower=self._windower,
+            durango_time=self._durango_time,
+        )
         inner_id = block.inner.id
         shared = self._shared.get(inner_id)
         if shared is None:
@@ -614,8 +668,10 @@ class ProposerVM:
             # Another processing post-fork block wraps the same inner block: share its
             # verified object, so one decision reaches the inner VM once.
             if bytes(shared.block) != bytes(block.inner):
-                raise InvalidBlock(f"block {block.id.hex()}: its inner block's bytes differ "
-                                   f"from the processing inner block {inner_id.hex()}")
+                raise InvalidBlock(
+                    f"block {block.id.hex()}: its inner block's bytes differ "
+                    f"from the processing inner block {inner_id.hex()}"
+                )
             block._inner = shared.block
             shared.wrappers = (*shared.wrappers, block.id)
         self._processing[block.id] = block
@@ -636,8 +692,10 @@ class ProposerVM:
             raise InvalidBlock(f"block {block.id.hex()} is not processing: verify it first")
         last = self.last_accepted()
         if envelope.parent_id != last:
-            raise InvalidBlock(f"block {block.id.hex()}: its parent {envelope.parent_id.hex()} "
-                               f"is not the last accepted block {last.hex()}")
+            raise InvalidBlock(
+                f"block {block.id.hex()}: its parent {envelope.parent_id.hex()} "
+                f"is not the last accepted block {last.hex()}"
+            )
         # Write ahead: the layer's record goes to the store before the inner block is
         # accepted, so the inner VM's last accepted block always has its envelope (a reader
         # never sees an inner block the layer does not serve). A crash between the two
@@ -691,4 +749,3 @@ class ProposerVM:
         """Prefer the last accepted block, in this layer and in the inner VM."""
         self._preferred = None
         self._inner.set_preference(self._inner.last_accepted())
-

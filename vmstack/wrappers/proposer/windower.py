@@ -405,10 +405,14 @@ class Windower:
 
     __slots__ = ("_cache", "_cache_heights", "_chain_source", "_fixed", "_lock", "_source")
 
-    def __init__(self, validators: ValidatorSource, chain_id: bytes | int, *,
-                 cache_heights: int = 64) -> None:
-        if isinstance(cache_heights, bool) or not isinstance(cache_heights, int) or (
-                cache_heights < 1):
+    def __init__(
+        self, validators: ValidatorSource, chain_id: bytes | int, *, cache_heights: int = 64
+    ) -> None:
+        if (
+            isinstance(cache_heights, bool)
+            or not isinstance(cache_heights, int)
+            or (cache_heights < 1)
+        ):
             raise ValueError(f"cache_heights must be a positive int, got {cache_heights!r}")
         self._chain_source = int.from_bytes(chain_id_bytes(chain_id)[:8], "big")
         self._fixed: ValidatorSet | None = None
@@ -418,8 +422,10 @@ class Windower:
         elif callable(validators):
             self._source = validators
         else:
-            raise ValueError("validators is a mapping of NodeIDs to weights or a callable "
-                             f"of the P-chain height, got {validators!r}")
+            raise ValueError(
+                "validators is a mapping of NodeIDs to weights or a callable "
+                f"of the P-chain height, got {validators!r}"
+            )
         self._cache: dict[int, ValidatorSet] = {}
         self._cache_heights = cache_heights
         self._lock = threading.Lock()
@@ -454,8 +460,7 @@ class Windower:
         ``max_windows`` NodeIDs, one per window, drawn by stake without replacement of
         weight units; fewer when the set has less weight than that."""
         _u64(height, "a height")
-        if isinstance(max_windows, bool) or not isinstance(max_windows, int) or (
-                max_windows < 0):
+        if isinstance(max_windows, bool) or not isinstance(max_windows, int) or (max_windows < 0):
             raise ValueError(f"max_windows must be a non-negative int, got {max_windows!r}")
         validators = self.validator_set(p_chain_height)
         source = MersenneTwister(self._chain_source ^ height)
@@ -465,16 +470,17 @@ class Windower:
             raise ValueError("the sampler ran out of weight units")
         return [validators.node_ids[index] for index in indices]
 
-    def delay(self, height: int, p_chain_height: int, node_id: bytes,
-              max_windows: int) -> float:
+    def delay(self, height: int, p_chain_height: int, node_id: bytes, max_windows: int) -> float:
         """Seconds after its parent from which ``node_id`` may propose the block at
         ``height`` (pre-Durango): its first window in :meth:`proposers`, the windows
         listed when it is not there, ``max_windows`` windows for the empty NodeID."""
         if node_id == EMPTY_NODE_ID:
-            if isinstance(max_windows, bool) or not isinstance(max_windows, int) or (
-                    max_windows < 0):
-                raise ValueError(f"max_windows must be a non-negative int, got "
-                                 f"{max_windows!r}")
+            if (
+                isinstance(max_windows, bool)
+                or not isinstance(max_windows, int)
+                or (max_windows < 0)
+            ):
+                raise ValueError(f"max_windows must be a non-negative int, got {max_windows!r}")
             return max_windows * WINDOW_DURATION
         proposers = self.proposers(height, p_chain_height, max_windows)
         node_id = bytes(node_id)
@@ -488,20 +494,23 @@ class Windower:
         (post-Durango); :class:`AnyoneCanPropose` when the set is empty."""
         validators = self.validator_set(p_chain_height)
         if not validators.node_ids:
-            raise AnyoneCanPropose(f"no validator at P-chain height {p_chain_height}: "
-                                   "anyone can propose")
+            raise AnyoneCanPropose(
+                f"no validator at P-chain height {p_chain_height}: anyone can propose"
+            )
         return self._expected(validators, _u64(height, "a height"), _u64(slot, "a slot"))
 
-    def min_delay_for_proposer(self, height: int, p_chain_height: int, node_id: bytes,
-                               start_slot: int) -> float:
+    def min_delay_for_proposer(
+        self, height: int, p_chain_height: int, node_id: bytes, start_slot: int
+    ) -> float:
         """Seconds after the parent at which the first slot of ``node_id`` from
         ``start_slot`` on begins (post-Durango), looking :data:`MAX_LOOK_AHEAD_SLOTS`
         slots ahead; the end of that look-ahead when it has none there.
         :class:`AnyoneCanPropose` when the set is empty."""
         validators = self.validator_set(p_chain_height)
         if not validators.node_ids:
-            raise AnyoneCanPropose(f"no validator at P-chain height {p_chain_height}: "
-                                   "anyone can propose")
+            raise AnyoneCanPropose(
+                f"no validator at P-chain height {p_chain_height}: anyone can propose"
+            )
         _u64(height, "a height")
         if _u64(start_slot, "a slot") > _U64 - MAX_LOOK_AHEAD_SLOTS:
             raise ValueError(f"start_slot {start_slot} leaves no room for the look-ahead")
@@ -519,8 +528,10 @@ class Windower:
         source = MersenneTwister64(self._chain_source ^ height ^ reverse_bits64(slot))
         total = validators.heap.total
         if total == 0:
-            raise ValueError("the validator set has no weight: no proposer can be drawn "
-                             "(avalanchego's unexpected sampler failure)")
+            raise ValueError(
+                "the validator set has no weight: no proposer can be drawn "
+                "(avalanchego's unexpected sampler failure)"
+            )
         index = validators.heap.sample(uint64_inclusive(source.uint64, total - 1))
         assert index is not None  # a unit below the total always falls in a weight
         return validators.node_ids[index]

@@ -25,5 +25,13 @@ from vmstack.wrappers.rpc.process import spawn
 from vmstack.wrappers.rpc.protocol import MAX_MESSAGE_SIZE, MAX_REQUEST_SIZE, PROTOCOL_VERSION
 from vmstack.wrappers.rpc.server import VMServer
 
-__all__ = ["MAX_MESSAGE_SIZE", "MAX_REQUEST_SIZE", "PROTOCOL_VERSION", "RemoteBlock",
-           "RoundTrips", "VMClient", "VMServer", "spawn"]
+__all__ = [
+    "MAX_MESSAGE_SIZE",
+    "MAX_REQUEST_SIZE",
+    "PROTOCOL_VERSION",
+    "RemoteBlock",
+    "RoundTrips",
+    "VMClient",
+    "VMServer",
+    "spawn",
+]

@@ -103,18 +103,35 @@ class RoundTrips:
 
     def as_dict(self) -> dict[str, dict[str, float]]:
         """``{method: {"calls": n, "seconds": s}}``, for JSON output."""
-        return {method: {"calls": count, "seconds": self.seconds[method]}
-                for method, count in sorted(self.calls.items())}
+        return {
+            method: {"calls": count, "seconds": self.seconds[method]}
+            for method, count in sorted(self.calls.items())
+        }
 
 
 class RemoteBlock:
     """A block of the served VM: its facts, and decisions that are calls to the server."""
 
-    __slots__ = ("_bytes", "_client", "_digest", "_rejected", "height", "id", "parent_id",
-                 "timestamp")
+    __slots__ = (
+        "_bytes",
+        "_client",
+        "_digest",
+        "_rejected",
+        "height",
+        "id",
+        "parent_id",
+        "timestamp",
+    )
 
-    def __init__(self, client: VMClient, block_id: bytes, parent_id: bytes, height: int,
-                 timestamp: int, data: bytes) -> None:
+    def __init__(
+        self,
+        client: VMClient,
+        block_id: bytes,
+        parent_id: bytes,
+        height: int,
+        timestamp: int,
+        data: bytes,
+    ) -> None:
         self._client = client
         self.id = block_id
         self.parent_id = parent_id
@@ -144,18 +161,21 @@ class RemoteBlock:
         """Accept the served block of these bytes; it becomes the client's last accepted.
         ``InvalidBlock`` once this block is rejected."""
         if self._rejected:
-            raise InvalidBlock(f"block {self.id.hex()} is rejected: only a verified block "
-                               "can be accepted")
-        self._client.call("BlockAccept", vm_pb2.BlockAcceptRequest(id=self.id),
-                          metadata=self._decision())
+            raise InvalidBlock(
+                f"block {self.id.hex()} is rejected: only a verified block can be accepted"
+            )
+        self._client.call(
+            "BlockAccept", vm_pb2.BlockAcceptRequest(id=self.id), metadata=self._decision()
+        )
         self._client._accepted(self)
 
     def reject(self) -> None:
         """Reject the served block of these bytes (again: nothing)."""
         if self._rejected:
             return
-        self._client.call("BlockReject", vm_pb2.BlockRejectRequest(id=self.id),
-                          metadata=self._decision())
+        self._client.call(
+            "BlockReject", vm_pb2.BlockRejectRequest(id=self.id), metadata=self._decision()
+        )
         self._rejected = True
 
     def __repr__(self) -> str:
@@ -184,11 +204,19 @@ class VMClient:
 
     batching = True
 
-    def __init__(self, address: str, *, timeout: float = 10.0,
-                 clock: Clock | None = None,
-                 token_file: str | os.PathLike[str] | None = None) -> None:
-        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not (
-                math.isfinite(timeout) and timeout > 0):
+    def __init__(
+        self,
+        address: str,
+        *,
+        timeout: float = 10.0,
+        clock: Clock | None = None,
+        token_file: str | os.PathLike[str] | None = None,
+    ) -> None:
+        if (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, int | float)
+            or not (math.isfinite(timeout) and timeout > 0)
+        ):
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
         if not isinstance(address, str) or not address:
             raise ValueError(f"address must be a non-empty string, got {address!r}")
@@ -204,12 +232,18 @@ class VMClient:
         self._last_accepted: bytes | None = None
         self._decided: OrderedDict[bytes, RemoteBlock] = OrderedDict()
         self._channel = grpc.insecure_channel(
-            address, options=[("grpc.max_receive_message_length", MAX_RESPONSE_SIZE),
-                              ("grpc.max_send_message_length", MAX_REQUEST_SIZE)])
+            address,
+            options=[
+                ("grpc.max_receive_message_length", MAX_RESPONSE_SIZE),
+                ("grpc.max_send_message_length", MAX_REQUEST_SIZE),
+            ],
+        )
         self._stubs: dict[str, Callable[..., Message]] = {
             name: self._channel.unary_unary(
-                method.path, request_serializer=method.request.SerializeToString,
-                response_deserializer=method.response.FromString)
+                method.path,
+                request_serializer=method.request.SerializeToString,
+                response_deserializer=method.response.FromString,
+            )
             for name, method in METHODS.items()
         }
         self._closed = False
@@ -238,8 +272,12 @@ class VMClient:
     def __enter__(self) -> VMClient:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 traceback: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
         self.close()
 
     def __repr__(self) -> str:
@@ -252,16 +290,17 @@ class VMClient:
 
     # --- one round trip -----------------------------------------------------------------
 
-    def call(self, method: str, request: Message,
-             metadata: Iterable[tuple[str, str | bytes]] = ()) -> Message:
+    def call(
+        self, method: str, request: Message, metadata: Iterable[tuple[str, str | bytes]] = ()
+    ) -> Message:
         """One round trip of ``method`` with ``request`` (and call ``metadata``); the
         response, or the served VM's error raised here (see the module's docstring)."""
         response, _ = self._call(method, request, metadata)
         return response
 
-    def _call(self, method: str, request: Message,
-              metadata: Iterable[tuple[str, str | bytes]] = ()
-              ) -> tuple[Message, Exception | None]:
+    def _call(
+        self, method: str, request: Message, metadata: Iterable[tuple[str, str | bytes]] = ()
+    ) -> tuple[Message, Exception | None]:
         """The response and the typed error a vmstack server sent in band with it."""
         if self._closed:
             raise VMUnavailable(f"the client of {self._address} is closed")
@@ -270,12 +309,15 @@ class VMClient:
             sent.append((NOW_METADATA_KEY, repr(float(self._clock()))))
         size = request.ByteSize()
         if size > MAX_REQUEST_SIZE:
-            raise ValueError(f"{method} request of {size} bytes is over the "
-                             f"{MAX_REQUEST_SIZE}-byte message limit")
+            raise ValueError(
+                f"{method} request of {size} bytes is over the "
+                f"{MAX_REQUEST_SIZE}-byte message limit"
+            )
         started = time.perf_counter()
         try:
             response, rpc = self._stubs[method].with_call(  # type: ignore[attr-defined]
-                request, timeout=self._timeout, metadata=sent)
+                request, timeout=self._timeout, metadata=sent
+            )
         except grpc.RpcError as error:
             raise self._failure(method, error) from None
         finally:
@@ -295,52 +337,61 @@ class VMClient:
         if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
             return ValueError(f"{method}: a message is over the limit: {details}")
         if code == grpc.StatusCode.UNIMPLEMENTED and METHODS[method].service == EXTRAS_SERVICE:
-            return VMStackError(f"{method}: the VM at {self._address} does not offer "
-                                f"vmstack's extras ({EXTRAS_SERVICE})")
+            return VMStackError(
+                f"{method}: the VM at {self._address} does not offer "
+                f"vmstack's extras ({EXTRAS_SERVICE})"
+            )
         if code == grpc.StatusCode.UNAUTHENTICATED:
-            return VMUnavailable(f"{method}: the VM at {self._address} refused the call: "
-                                 f"{details}")
+            return VMUnavailable(f"{method}: the VM at {self._address} refused the call: {details}")
         if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-            return VMUnavailable(f"{method}: the VM at {self._address} did not answer within "
-                                 f"{self._timeout:g} s")
+            return VMUnavailable(
+                f"{method}: the VM at {self._address} did not answer within {self._timeout:g} s"
+            )
         status = code.name if code is not None else "no status"
-        return VMUnavailable(f"{method}: the VM at {self._address} is unavailable "
-                             f"({status}: {details})")
+        return VMUnavailable(
+            f"{method}: the VM at {self._address} is unavailable ({status}: {details})"
+        )
 
     # --- what an answer must be -------------------------------------------------------
 
     def _broken(self, method: str, rule: str, what: str) -> VMUnavailable:
         """The error for an answer that breaks the protocol: it is not passed on."""
-        return VMUnavailable(f"{method}: the VM at {self._address} broke the protocol "
-                             f"({rule}): {what}")
+        return VMUnavailable(
+            f"{method}: the VM at {self._address} broke the protocol ({rule}): {what}"
+        )
 
     def _check_id(self, method: str, what: str, block_id: bytes) -> None:
         if len(block_id) != _ID_LENGTH:
-            raise self._broken(method, "a block ID is 32 bytes",
-                               f"{what} of {len(block_id)} bytes")
+            raise self._broken(method, "a block ID is 32 bytes", f"{what} of {len(block_id)} bytes")
 
     def _remote(self, method: str, block_id: bytes, facts: Any, data: bytes) -> RemoteBlock:
         """A block from an answer's facts (``parent_id``, ``height``, ``timestamp``)."""
         self._check_id(method, "a block ID", block_id)
         self._check_id(method, "a parent ID", facts.parent_id)
-        return RemoteBlock(self, block_id, facts.parent_id, facts.height,
-                           facts.timestamp.seconds, data)
+        return RemoteBlock(
+            self, block_id, facts.parent_id, facts.height, facts.timestamp.seconds, data
+        )
 
     def _check_batch_failure(self, error: Exception, size: int) -> None:
         if not isinstance(error, InvalidBlock):
             return
         if error.index is None or error.index >= size:
-            raise self._broken("BatchedParseBlock", "rule 7: InvalidBlock names the index of "
-                               "the bad element",
-                               f"index {error.index} in a batch of {size}") from None
+            raise self._broken(
+                "BatchedParseBlock",
+                "rule 7: InvalidBlock names the index of the bad element",
+                f"index {error.index} in a batch of {size}",
+            ) from None
 
     # --- the last accepted block, as chain.State tracks it ----------------------------
 
     def _learn(self, method: str, response: Any) -> RemoteBlock:
         block_id = response.last_accepted_id
         if not response.bytes:
-            raise self._broken(method, "the last accepted block is sent with its bytes",
-                               f"block {block_id.hex()} without bytes")
+            raise self._broken(
+                method,
+                "the last accepted block is sent with its bytes",
+                f"block {block_id.hex()} without bytes",
+            )
         block = self._remote(method, block_id, _LastAcceptedFacts(response), response.bytes)
         self._accepted(block)
         return block
@@ -363,8 +414,7 @@ class VMClient:
     def set_state(self, state: vm_pb2.State.ValueType) -> RemoteBlock:
         """Tell the served VM its state (bootstrapping, normal operation, ...) and learn its
         last accepted block, which this returns."""
-        return self._learn("SetState", self.call("SetState",
-                                                 vm_pb2.SetStateRequest(state=state)))
+        return self._learn("SetState", self.call("SetState", vm_pb2.SetStateRequest(state=state)))
 
     # --- ChainVM ------------------------------------------------------------------------
 
@@ -381,11 +431,13 @@ class VMClient:
                 raise in_band
             raise BlockNotFound(f"block {wire_id.hex()} is not served")
         if response.err != vm_pb2.ERROR_UNSPECIFIED:
-            raise VMStackError("GetBlock: the served VM answered "
-                               f"{vm_pb2.Error.Name(response.err)}")
+            raise VMStackError(
+                f"GetBlock: the served VM answered {vm_pb2.Error.Name(response.err)}"
+            )
         if not response.bytes:
-            raise self._broken("GetBlock", "a block is sent with its bytes",
-                               f"block {wire_id.hex()} without bytes")
+            raise self._broken(
+                "GetBlock", "a block is sent with its bytes", f"block {wire_id.hex()} without bytes"
+            )
         self._check_id("GetBlock", "a block ID", wire_id)
         return self._remote("GetBlock", wire_id, response, response.bytes)
 
@@ -401,8 +453,11 @@ class VMClient:
         response = self.call("BuildBlock", vm_pb2.BuildBlockRequest())
         assert isinstance(response, vm_pb2.BuildBlockResponse)
         if not response.bytes:
-            raise self._broken("BuildBlock", "a block is sent with its bytes",
-                               f"block {response.id.hex()} without bytes")
+            raise self._broken(
+                "BuildBlock",
+                "a block is sent with its bytes",
+                f"block {response.id.hex()} without bytes",
+            )
         return self._remote("BuildBlock", response.id, response, response.bytes)
 
     def set_preference(self, block_id: bytes) -> None:
@@ -421,8 +476,9 @@ class VMClient:
             raise ValueError(f"a height is a non-negative int, got {height!r}")
         if height >= _UINT64_LIMIT:
             raise BlockNotFound(f"no block at height {height}")
-        response, in_band = self._call("GetBlockIDAtHeight",
-                                       vm_pb2.GetBlockIDAtHeightRequest(height=height))
+        response, in_band = self._call(
+            "GetBlockIDAtHeight", vm_pb2.GetBlockIDAtHeightRequest(height=height)
+        )
         assert isinstance(response, vm_pb2.GetBlockIDAtHeightResponse)
         if response.err == vm_pb2.ERROR_NOT_FOUND:
             if isinstance(in_band, BlockNotFound):
@@ -433,31 +489,43 @@ class VMClient:
 
     # --- BatchedChainVM: one round trip each ------------------------------------------
 
-    def get_ancestors(self, block_id: bytes, max_blocks_num: int, max_blocks_size: int,
-                      max_retrieval_time: float) -> list[bytes]:
+    def get_ancestors(
+        self, block_id: bytes, max_blocks_num: int, max_blocks_size: int, max_retrieval_time: float
+    ) -> list[bytes]:
         # The rule's own checks judge what a request cannot carry; the answer is held to it.
-        budget = AncestorBudget(max_blocks_num, max_blocks_size, max_retrieval_time,
-                                clock=_zero)
-        for name, count in (("max_blocks_num", max_blocks_num),
-                            ("max_blocks_size", max_blocks_size)):
+        budget = AncestorBudget(max_blocks_num, max_blocks_size, max_retrieval_time, clock=_zero)
+        for name, count in (
+            ("max_blocks_num", max_blocks_num),
+            ("max_blocks_size", max_blocks_size),
+        ):
             if count > INT32_MAX:
-                raise ValueError(f"{name}={count} does not fit the protocol's int32 "
-                                 f"(at most {INT32_MAX})")
+                raise ValueError(
+                    f"{name}={count} does not fit the protocol's int32 (at most {INT32_MAX})"
+                )
         # An int64 of nanoseconds, as a Go Duration; a longer budget (infinite included) is
         # the longest one the field holds.
-        nanoseconds = (_INT64_MAX if max_retrieval_time * 1e9 >= _INT64_MAX
-                       else int(max_retrieval_time * 1e9))
-        response = self.call("GetAncestors", vm_pb2.GetAncestorsRequest(
-            blk_id=_wire_id(block_id), max_blocks_num=max_blocks_num,
-            max_blocks_size=max_blocks_size, max_blocks_retrival_time=nanoseconds))
+        nanoseconds = (
+            _INT64_MAX if max_retrieval_time * 1e9 >= _INT64_MAX else int(max_retrieval_time * 1e9)
+        )
+        response = self.call(
+            "GetAncestors",
+            vm_pb2.GetAncestorsRequest(
+                blk_id=_wire_id(block_id),
+                max_blocks_num=max_blocks_num,
+                max_blocks_size=max_blocks_size,
+                max_blocks_retrival_time=nanoseconds,
+            ),
+        )
         assert isinstance(response, vm_pb2.GetAncestorsResponse)
         blocks = list(response.blks_bytes)
         for data in blocks:
             if not budget.admit(data):
                 raise self._broken(
-                    "GetAncestors", "rule 4: the budget",
+                    "GetAncestors",
+                    "rule 4: the budget",
                     f"{len(blocks)} blocks of {sum(map(len, blocks))} bytes for "
-                    f"max_blocks_num={max_blocks_num}, max_blocks_size={max_blocks_size}")
+                    f"max_blocks_num={max_blocks_num}, max_blocks_size={max_blocks_size}",
+                )
         return blocks
 
     def batched_parse_block(self, blocks: Sequence[bytes]) -> list[RemoteBlock]:
@@ -465,18 +533,23 @@ class VMClient:
         if not batch:
             return []
         try:
-            response = self.call("BatchedParseBlock",
-                                 vm_pb2.BatchedParseBlockRequest(request=batch))
+            response = self.call(
+                "BatchedParseBlock", vm_pb2.BatchedParseBlockRequest(request=batch)
+            )
         except InvalidBlock as error:
             self._check_batch_failure(error, len(batch))
             raise
         assert isinstance(response, vm_pb2.BatchedParseBlockResponse)
         if len(response.response) != len(batch):
-            raise self._broken("BatchedParseBlock", "rule 7: one block per element, in "
-                               "input order",
-                               f"{len(response.response)} blocks for {len(batch)}")
-        return [self._remote("BatchedParseBlock", facts.id, facts, data)
-                for facts, data in zip(response.response, batch, strict=True)]
+            raise self._broken(
+                "BatchedParseBlock",
+                "rule 7: one block per element, in input order",
+                f"{len(response.response)} blocks for {len(batch)}",
+            )
+        return [
+            self._remote("BatchedParseBlock", facts.id, facts, data)
+            for facts, data in zip(response.response, batch, strict=True)
+        ]
 
     # --- the server itself --------------------------------------------------------------
 
@@ -515,13 +588,16 @@ class VMClient:
         the number queued. The served mempool's refusal arrives as
         :class:`~vmstack.errors.InvalidTransaction` with its reason, nothing queued."""
         request = vmstack_pb2.SubmitTransactionsRequest(
-            transactions=[tx.encode() for tx in transactions])
+            transactions=[tx.encode() for tx in transactions]
+        )
         response = self.call("SubmitTransactions", request)
         assert isinstance(response, vmstack_pb2.SubmitTransactionsResponse)
         if response.queued != len(request.transactions):
-            raise VMUnavailable(f"SubmitTransactions: the VM at {self._address} broke the "
-                                f"protocol (all or none): it queued {response.queued} of "
-                                f"{len(request.transactions)}")
+            raise VMUnavailable(
+                f"SubmitTransactions: the VM at {self._address} broke the "
+                f"protocol (all or none): it queued {response.queued} of "
+                f"{len(request.transactions)}"
+            )
         return response.queued
 
     def _describe(self) -> vmstack_pb2.DescribeResponse:
@@ -532,10 +608,16 @@ class VMClient:
     def describe_served(self) -> StackDescription:
         """The served stack, top to bottom, as :func:`vmstack.describe_stack` reads it on
         the server; ``describe_stack`` of a stack over this client includes it."""
-        return StackDescription(tuple(
-            LayerInfo(kind=layer.kind, name=layer.name if layer.HasField("name") else None,
-                      batching=layer.batching)
-            for layer in self._describe().layers))
+        return StackDescription(
+            tuple(
+                LayerInfo(
+                    kind=layer.kind,
+                    name=layer.name if layer.HasField("name") else None,
+                    batching=layer.batching,
+                )
+                for layer in self._describe().layers
+            )
+        )
 
     def served_metrics(self) -> str:
         """The served stack's Prometheus metrics, in the text exposition format ("" when

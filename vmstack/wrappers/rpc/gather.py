@@ -29,8 +29,7 @@ _Labels = tuple[tuple[str, str], ...]
 
 
 def _labels(sample: Sample, *, without: str = "") -> _Labels:
-    return tuple(sorted((name, value) for name, value in sample.labels.items()
-                        if name != without))
+    return tuple(sorted((name, value) for name, value in sample.labels.items() if name != without))
 
 
 def _label_pairs(labels: _Labels) -> list[metrics_pb2.LabelPair]:
@@ -42,8 +41,7 @@ def _timestamp(seconds: float) -> Timestamp:
     return Timestamp(seconds=whole, nanos=int((seconds - whole) * 1e9))
 
 
-def _metric(metrics: dict[_Labels, metrics_pb2.Metric], labels: _Labels
-            ) -> metrics_pb2.Metric:
+def _metric(metrics: dict[_Labels, metrics_pb2.Metric], labels: _Labels) -> metrics_pb2.Metric:
     if labels not in metrics:
         metrics[labels] = metrics_pb2.Metric(label=_label_pairs(labels))
     return metrics[labels]
@@ -57,14 +55,18 @@ def _counter(family: Metric) -> metrics_pb2.MetricFamily:
             metric.counter.created_timestamp.CopyFrom(_timestamp(sample.value))
         else:
             metric.counter.value = sample.value
-    return metrics_pb2.MetricFamily(name=f"{family.name}_total", help=family.documentation,
-                                    type=metrics_pb2.COUNTER, metric=list(metrics.values()))
+    return metrics_pb2.MetricFamily(
+        name=f"{family.name}_total",
+        help=family.documentation,
+        type=metrics_pb2.COUNTER,
+        metric=list(metrics.values()),
+    )
 
 
 def _histogram(family: Metric) -> metrics_pb2.MetricFamily:
     metrics: dict[_Labels, metrics_pb2.Metric] = {}
     for sample in family.samples:
-        suffix = sample.name[len(family.name):]
+        suffix = sample.name[len(family.name) :]
         metric = _metric(metrics, _labels(sample, without="le"))
         histogram = metric.histogram
         if suffix == "_bucket":
@@ -77,14 +79,18 @@ def _histogram(family: Metric) -> metrics_pb2.MetricFamily:
             histogram.sample_sum = sample.value
         elif suffix == "_created":
             histogram.created_timestamp.CopyFrom(_timestamp(sample.value))
-    return metrics_pb2.MetricFamily(name=family.name, help=family.documentation,
-                                    type=metrics_pb2.HISTOGRAM, metric=list(metrics.values()))
+    return metrics_pb2.MetricFamily(
+        name=family.name,
+        help=family.documentation,
+        type=metrics_pb2.HISTOGRAM,
+        metric=list(metrics.values()),
+    )
 
 
 def _summary(family: Metric) -> metrics_pb2.MetricFamily:
     metrics: dict[_Labels, metrics_pb2.Metric] = {}
     for sample in family.samples:
-        suffix = sample.name[len(family.name):]
+        suffix = sample.name[len(family.name) :]
         metric = _metric(metrics, _labels(sample, without="quantile"))
         summary = metric.summary
         if suffix == "_count":
@@ -95,17 +101,26 @@ def _summary(family: Metric) -> metrics_pb2.MetricFamily:
             summary.created_timestamp.CopyFrom(_timestamp(sample.value))
         elif "quantile" in sample.labels:
             summary.quantile.add(quantile=float(sample.labels["quantile"]), value=sample.value)
-    return metrics_pb2.MetricFamily(name=family.name, help=family.documentation,
-                                    type=metrics_pb2.SUMMARY, metric=list(metrics.values()))
+    return metrics_pb2.MetricFamily(
+        name=family.name,
+        help=family.documentation,
+        type=metrics_pb2.SUMMARY,
+        metric=list(metrics.values()),
+    )
 
 
 def _samples(family: Metric) -> Iterable[metrics_pb2.MetricFamily]:
     gauge = family.type == "gauge"
     by_name: dict[str, metrics_pb2.MetricFamily] = {}
     for sample in family.samples:
-        out = by_name.setdefault(sample.name, metrics_pb2.MetricFamily(
-            name=sample.name, help=family.documentation,
-            type=metrics_pb2.GAUGE if gauge else metrics_pb2.UNTYPED))
+        out = by_name.setdefault(
+            sample.name,
+            metrics_pb2.MetricFamily(
+                name=sample.name,
+                help=family.documentation,
+                type=metrics_pb2.GAUGE if gauge else metrics_pb2.UNTYPED,
+            ),
+        )
         metric = out.metric.add(label=_label_pairs(_labels(sample)))
         if gauge:
             metric.gauge.value = sample.value

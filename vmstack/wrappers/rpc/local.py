@@ -25,8 +25,14 @@ import stat
 import tempfile
 from pathlib import Path
 
-__all__ = ["PRIVATE_DIR_PREFIX", "TOKEN_METADATA_KEY", "create_token_file",
-           "make_private_dir", "read_token_file", "remove_stale_private_dirs"]
+__all__ = [
+    "PRIVATE_DIR_PREFIX",
+    "TOKEN_METADATA_KEY",
+    "create_token_file",
+    "make_private_dir",
+    "read_token_file",
+    "remove_stale_private_dirs",
+]
 
 #: The start of every private directory's name.
 PRIVATE_DIR_PREFIX = "vmstack-vm-"
@@ -34,7 +40,8 @@ PRIVATE_DIR_PREFIX = "vmstack-vm-"
 TOKEN_METADATA_KEY = "vmstack-token"
 
 _PRIVATE_DIR_NAME = re.compile(
-    rf"{re.escape(PRIVATE_DIR_PREFIX)}([0-9a-z]+)-([0-9a-z]+)-([0-9a-z]+)-[^/]+")
+    rf"{re.escape(PRIVATE_DIR_PREFIX)}([0-9a-z]+)-([0-9a-z]+)-([0-9a-z]+)-[^/]+"
+)
 _TOKEN = re.compile(r"[A-Za-z0-9._~+/=-]{32,1024}")
 _PROC = Path("/proc")
 
@@ -136,8 +143,7 @@ def create_token_file(path: Path) -> str:
     ``ValueError`` if ``path`` exists or cannot be created."""
     token = secrets.token_hex(32)
     try:
-        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
-                             0o600)
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     except OSError as error:
         raise ValueError(f"cannot create the token file {path}: {error.strerror}") from None
     with os.fdopen(descriptor, "w") as file:
@@ -158,10 +164,14 @@ def read_token_file(path: Path) -> str:
         if not stat.S_ISREG(facts.st_mode):
             raise ValueError(f"the token file {path} is not a regular file")
         if facts.st_mode & 0o077:
-            raise ValueError(f"the token file {path} has mode {facts.st_mode & 0o777:#o}: "
-                             "other users may read it; it must be 0600")
+            raise ValueError(
+                f"the token file {path} has mode {facts.st_mode & 0o777:#o}: "
+                "other users may read it; it must be 0600"
+            )
         text = file.read(2048).decode("ascii", errors="replace").strip()
     if _TOKEN.fullmatch(text) is None:
-        raise ValueError(f"the token file {path} does not hold a token (32 to 1024 "
-                         "characters of letters, digits and ._~+/=-)")
+        raise ValueError(
+            f"the token file {path} does not hold a token (32 to 1024 "
+            "characters of letters, digits and ._~+/=-)"
+        )
     return text

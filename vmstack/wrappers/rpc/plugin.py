@@ -43,8 +43,9 @@ HANDSHAKE_TIMEOUT = 5.0
 #: to append what the plugin closes after ``Shutdown`` (a store); returns the VM and the
 #: registry of its metrics. A request it cannot follow raises ``ValueError`` (or an error
 #: of vmstack's tree) saying why, which the node receives.
-PluginBuilder = Callable[["vm_pb2.InitializeRequest", list[Any]],
-                         "tuple[ChainVM, CollectorRegistry | None]"]
+PluginBuilder = Callable[
+    ["vm_pb2.InitializeRequest", list[Any]], "tuple[ChainVM, CollectorRegistry | None]"
+]
 
 
 def _handshake(engine: str, address: str) -> None:
@@ -57,19 +58,25 @@ def _handshake(engine: str, address: str) -> None:
         initialize = channel.unary_unary(
             "/vm.runtime.Runtime/Initialize",
             request_serializer=runtime_pb2.InitializeRequest.SerializeToString,
-            response_deserializer=lambda data: data)
+            response_deserializer=lambda data: data,
+        )
         try:
-            initialize(runtime_pb2.InitializeRequest(protocol_version=PROTOCOL_VERSION,
-                                                     addr=address),
-                       timeout=HANDSHAKE_TIMEOUT, wait_for_ready=True)
+            initialize(
+                runtime_pb2.InitializeRequest(protocol_version=PROTOCOL_VERSION, addr=address),
+                timeout=HANDSHAKE_TIMEOUT,
+                wait_for_ready=True,
+            )
         except grpc.RpcError as error:
             details = error.details() if isinstance(error, grpc.Call) else str(error)
-            raise VMStackError(f"the runtime at {engine} did not take the handshake within "
-                               f"{HANDSHAKE_TIMEOUT:g} s: {details}") from None
+            raise VMStackError(
+                f"the runtime at {engine} did not take the handshake within "
+                f"{HANDSHAKE_TIMEOUT:g} s: {details}"
+            ) from None
 
 
-def run(builder: PluginBuilder, environ: Mapping[str, str] | None = None,
-        err: IO[str] = sys.stderr) -> int:
+def run(
+    builder: PluginBuilder, environ: Mapping[str, str] | None = None, err: IO[str] = sys.stderr
+) -> int:
     """Run as a plugin serving the VM ``builder`` makes from the node's ``Initialize``;
     the exit status (0 after Shutdown, 1 when the handshake fails, 2 without the runtime's
     address)."""
@@ -78,16 +85,24 @@ def run(builder: PluginBuilder, environ: Mapping[str, str] | None = None,
     environ = os.environ if environ is None else environ
     engine = environ.get(ENGINE_ADDRESS_VARIABLE)
     if not engine:
-        print(f"vmstack plugin: {ENGINE_ADDRESS_VARIABLE} is not set; a node starts this "
-              "plugin with the address of its runtime service there", file=err)
+        print(
+            f"vmstack plugin: {ENGINE_ADDRESS_VARIABLE} is not set; a node starts this "
+            "plugin with the address of its runtime service there",
+            file=err,
+        )
         return 2
-    restore = {number: signal.signal(number, signal.SIG_IGN)
-               for number in (signal.SIGINT, signal.SIGTERM)}
+    restore = {
+        number: signal.signal(number, signal.SIG_IGN) for number in (signal.SIGINT, signal.SIGTERM)
+    }
     closing: list[Any] = []
     done = threading.Event()
-    server = VMServer(None, address="127.0.0.1:0", require_token=False,
-                      initializer=lambda request: builder(request, closing),
-                      on_shutdown=done.set)
+    server = VMServer(
+        None,
+        address="127.0.0.1:0",
+        require_token=False,
+        initializer=lambda request: builder(request, closing),
+        on_shutdown=done.set,
+    )
     try:
         try:
             _handshake(engine, server.address)

@@ -77,13 +77,20 @@ def _option_text(name: str, value: object) -> str:
     return repr(value)
 
 
-def _command(data_dir: Path, address: str | None, clock: Clock | None, readonly: bool,
-             stack_options: Mapping[str, object], token_file: Path | None = None
-             ) -> list[str]:
+def _command(
+    data_dir: Path,
+    address: str | None,
+    clock: Clock | None,
+    readonly: bool,
+    stack_options: Mapping[str, object],
+    token_file: Path | None = None,
+) -> list[str]:
     unknown = sorted(set(stack_options) - set(STACK_OPTIONS))
     if unknown:
-        raise ValueError(f"spawn cannot pass {', '.join(unknown)} to another process; it "
-                         f"takes {', '.join(STACK_OPTIONS)} and clock")
+        raise ValueError(
+            f"spawn cannot pass {', '.join(unknown)} to another process; it "
+            f"takes {', '.join(STACK_OPTIONS)} and clock"
+        )
     command = [sys.executable, "-m", "vmstack", "serve", "--data-dir", str(data_dir)]
     for name, value in stack_options.items():
         if value is not None:
@@ -97,8 +104,10 @@ def _command(data_dir: Path, address: str | None, clock: Clock | None, readonly:
     if isinstance(clock, SimClock):
         command += ["--sim-clock", repr(clock())]
     elif clock is not None:
-        raise ValueError("spawn's clock is a SimClock (the child follows it) or None "
-                         "(both sides on the wall clock)")
+        raise ValueError(
+            "spawn's clock is a SimClock (the child follows it) or None "
+            "(both sides on the wall clock)"
+        )
     return command
 
 
@@ -147,10 +156,16 @@ def _stderr_tail(log: IO[bytes]) -> str:
 
 
 @contextlib.contextmanager
-def spawn(data_dir: str | os.PathLike[str], *, timeout: float = 10.0,
-          startup_timeout: float = 60.0, address: str | None = None,
-          clock: Clock | None = None, readonly: bool = False,
-          **stack_options: Any) -> Iterator[VMClient]:
+def spawn(
+    data_dir: str | os.PathLike[str],
+    *,
+    timeout: float = 10.0,
+    startup_timeout: float = 60.0,
+    address: str | None = None,
+    clock: Clock | None = None,
+    readonly: bool = False,
+    **stack_options: Any,
+) -> Iterator[VMClient]:
     """Serve the stack over the LMDB store in ``data_dir`` from a child process.
 
     The child runs ``vmstack serve``: it opens the store (creating it if need be; with
@@ -170,16 +185,25 @@ def spawn(data_dir: str | os.PathLike[str], *, timeout: float = 10.0,
             cleanup.callback(shutil.rmtree, private_dir, ignore_errors=True)
             token_file = private_dir / "token"
             create_token_file(token_file)
-        command = _command(Path(data_dir), address, clock, readonly, stack_options,
-                           token_file)
+        command = _command(Path(data_dir), address, clock, readonly, stack_options, token_file)
         yield from _run_child(command, timeout, startup_timeout, clock, token_file)
 
 
-def _run_child(command: list[str], timeout: float, startup_timeout: float,
-               clock: Clock | None, token_file: Path | None) -> Iterator[VMClient]:
+def _run_child(
+    command: list[str],
+    timeout: float,
+    startup_timeout: float,
+    clock: Clock | None,
+    token_file: Path | None,
+) -> Iterator[VMClient]:
     with tempfile.TemporaryFile(prefix="vmstack-serve-") as log:
-        process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                   stderr=log, start_new_session=True)
+        process = subprocess.Popen(
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            start_new_session=True,
+        )
         try:
             try:
                 served_at = _read_handshake(process, startup_timeout)
@@ -196,10 +220,17 @@ def _run_child(command: list[str], timeout: float, startup_timeout: float,
             _stop(process, 5.0)
 
 
-def serve_vm(vm: ChainVM, *, source: str, address: str | None = None,
-             clock: SimClock | None = None, registry: CollectorRegistry | None = None,
-             out: IO[str] = sys.stdout, stop_on_stdin_close: bool = True,
-             token_file: Path | None = None) -> None:
+def serve_vm(
+    vm: ChainVM,
+    *,
+    source: str,
+    address: str | None = None,
+    clock: SimClock | None = None,
+    registry: CollectorRegistry | None = None,
+    out: IO[str] = sys.stdout,
+    stop_on_stdin_close: bool = True,
+    token_file: Path | None = None,
+) -> None:
     """Serve the ready ``vm`` (built over ``source``, which the log line names) until
     stopped: the serving side of :func:`spawn`, which ``vmstack serve`` runs
     (:func:`vmstack.serving.serve` builds the stack and calls this).
@@ -220,17 +251,26 @@ def serve_vm(vm: ChainVM, *, source: str, address: str | None = None,
     from vmstack.wrappers.rpc.server import VMServer
 
     stopped = threading.Event()
-    with VMServer(vm, address=address, clock=clock, registry=registry,
-                  token_file=token_file) as server:
-        print(f"{HANDSHAKE} {_PROTOCOL_VERSION} {server.address} {os.getpid()}",
-              file=out, flush=True)
+    with VMServer(
+        vm, address=address, clock=clock, registry=registry, token_file=token_file
+    ) as server:
+        print(
+            f"{HANDSHAKE} {_PROTOCOL_VERSION} {server.address} {os.getpid()}", file=out, flush=True
+        )
         layers = " > ".join(layer.label for layer in describe_stack(vm))
-        print(f"vmstack serve: serving {layers} from {source} at {server.address}; "
-              "SIGTERM or Ctrl-C stops it", file=sys.stderr, flush=True)
+        print(
+            f"vmstack serve: serving {layers} from {source} at {server.address}; "
+            "SIGTERM or Ctrl-C stops it",
+            file=sys.stderr,
+            flush=True,
+        )
         if server.token_file is not None:
-            print(f"vmstack serve: every call must present the token in "
-                  f"{server.token_file} (VMClient(address, token_file=...))",
-                  file=sys.stderr, flush=True)
+            print(
+                f"vmstack serve: every call must present the token in "
+                f"{server.token_file} (VMClient(address, token_file=...))",
+                file=sys.stderr,
+                flush=True,
+            )
         if stop_on_stdin_close:
             threading.Thread(target=_wait_for_eof, args=(stopped,), daemon=True).start()
         while not (stopped.wait(0.5) or server.shut_down.is_set()):

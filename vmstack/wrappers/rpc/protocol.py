@@ -118,10 +118,12 @@ def _methods() -> dict[str, Method]:
             if method.name in methods:
                 raise RuntimeError(f"{method.name} is a method of two services")
             methods[method.name] = Method(
-                name=method.name, service=service.full_name,
+                name=method.name,
+                service=service.full_name,
                 path=f"/{service.full_name}/{method.name}",
                 request=_message_class(method.input_type.full_name),
-                response=_message_class(method.output_type.full_name))
+                response=_message_class(method.output_type.full_name),
+            )
     return methods
 
 
@@ -138,8 +140,8 @@ def decode_request(method: Method, data: bytes) -> Message:
     """
     if len(data) > MAX_REQUEST_SIZE:
         raise MalformedRequest(
-            f"{method.name} request of {len(data)} bytes is over the {MAX_REQUEST_SIZE}-byte "
-            "limit")
+            f"{method.name} request of {len(data)} bytes is over the {MAX_REQUEST_SIZE}-byte limit"
+        )
     request = method.request()
     try:
         request.ParseFromString(data)
@@ -160,8 +162,10 @@ def caller_time(method: str, metadata: Mapping[str, str | bytes]) -> float | Non
     except ValueError:
         now = math.nan
     if not (math.isfinite(now) and 0 <= now <= MAX_CALLER_TIME):
-        raise MalformedRequest(f"{method} request: the caller's time {text[:40]!r} is not a "
-                               f"time from 0 to {MAX_CALLER_TIME:.0f} seconds")
+        raise MalformedRequest(
+            f"{method} request: the caller's time {text[:40]!r} is not a "
+            f"time from 0 to {MAX_CALLER_TIME:.0f} seconds"
+        )
     return now
 
 

@@ -36,8 +36,7 @@ def _protoc(*arguments: str) -> None:
     from grpc_tools import protoc
 
     well_known = Path(grpc_tools.__file__).parent / "_proto"
-    status = protoc.main(["grpc_tools.protoc", f"-I{ROOT}", f"-I{well_known}", *arguments,
-                          *PROTOS])
+    status = protoc.main(["grpc_tools.protoc", f"-I{ROOT}", f"-I{well_known}", *arguments, *PROTOS])
     if status != 0:
         raise RuntimeError(f"protoc failed on {', '.join(PROTOS)} (status {status})")
 

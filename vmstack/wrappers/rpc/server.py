@@ -145,18 +145,28 @@ class VMServer:
     keeps of the blocks it handed out.
     """
 
-    def __init__(self, vm: ChainVM | None = None, *, address: str | None = None,
-                 clock: SimClock | None = None,
-                 registry: CollectorRegistry | None = None, workers: int = 4,
-                 token_file: str | os.PathLike[str] | None = None,
-                 handed_out_bytes: int = HANDED_OUT_BYTES,
-                 initializer: Initializer | None = None,
-                 on_shutdown: Callable[[], None] | None = None,
-                 require_token: bool = True) -> None:
-        if isinstance(handed_out_bytes, bool) or not isinstance(handed_out_bytes, int) or (
-                handed_out_bytes < 0):
-            raise ValueError("handed_out_bytes must be a non-negative int, got "
-                             f"{handed_out_bytes!r}")
+    def __init__(
+        self,
+        vm: ChainVM | None = None,
+        *,
+        address: str | None = None,
+        clock: SimClock | None = None,
+        registry: CollectorRegistry | None = None,
+        workers: int = 4,
+        token_file: str | os.PathLike[str] | None = None,
+        handed_out_bytes: int = HANDED_OUT_BYTES,
+        initializer: Initializer | None = None,
+        on_shutdown: Callable[[], None] | None = None,
+        require_token: bool = True,
+    ) -> None:
+        if (
+            isinstance(handed_out_bytes, bool)
+            or not isinstance(handed_out_bytes, int)
+            or (handed_out_bytes < 0)
+        ):
+            raise ValueError(
+                f"handed_out_bytes must be a non-negative int, got {handed_out_bytes!r}"
+            )
         if vm is None and initializer is None:
             raise ValueError("VMServer serves a vm, or builds one with an initializer")
         self._vm = vm
@@ -183,9 +193,11 @@ class VMServer:
         try:
             if token_file is not None:
                 self._token_file = Path(token_file)
-                self._token = (read_token_file(self._token_file)
-                               if os.path.lexists(self._token_file)
-                               else create_token_file(self._token_file))
+                self._token = (
+                    read_token_file(self._token_file)
+                    if os.path.lexists(self._token_file)
+                    else create_token_file(self._token_file)
+                )
             elif needs_token:
                 assert self._private_dir is not None
                 self._token_file = self._private_dir / "token"
@@ -197,36 +209,45 @@ class VMServer:
         if self._handlers.keys() | {"WaitForEvent"} != METHODS.keys():
             raise RuntimeError("VMServer's handlers do not match the services' methods")
         interceptors: list[grpc.ServerInterceptor[Any, Any]] = (
-            [] if self._token is None else [_TokenCheck(self._token, self._token_file)])
+            [] if self._token is None else [_TokenCheck(self._token, self._token_file)]
+        )
         self._server = grpc.server(
             ThreadPoolExecutor(max_workers=workers, thread_name_prefix="vmstack-vm"),
             interceptors=interceptors,
-            options=[("grpc.max_receive_message_length", MAX_REQUEST_SIZE),
-                     ("grpc.max_send_message_length", MAX_RESPONSE_SIZE),
-                     # A port another server holds is an error, never shared.
-                     ("grpc.so_reuseport", 0)])
+            options=[
+                ("grpc.max_receive_message_length", MAX_REQUEST_SIZE),
+                ("grpc.max_send_message_length", MAX_RESPONSE_SIZE),
+                # A port another server holds is an error, never shared.
+                ("grpc.so_reuseport", 0),
+            ],
+        )
         by_service: dict[str, dict[str, grpc.RpcMethodHandler[Any, Any]]] = {}
         for name, method in METHODS.items():
-            by_service.setdefault(method.service, {})[name] = (
-                grpc.unary_unary_rpc_method_handler(self._rpc(name)))
-        self._server.add_generic_rpc_handlers(tuple(
-            grpc.method_handlers_generic_handler(service, handlers)
-            for service, handlers in by_service.items()))
+            by_service.setdefault(method.service, {})[name] = grpc.unary_unary_rpc_method_handler(
+                self._rpc(name)
+            )
+        self._server.add_generic_rpc_handlers(
+            tuple(
+                grpc.method_handlers_generic_handler(service, handlers)
+                for service, handlers in by_service.items()
+            )
+        )
         self._add_health_service()
         socket_path = address.removeprefix("unix:") if address.startswith("unix:") else ""
         if len(os.fsencode(socket_path)) > MAX_SOCKET_PATH:
             self._remove_private_dir()
-            raise ValueError(f"cannot serve at {address}: a Unix socket's path holds at most "
-                             f"{MAX_SOCKET_PATH} bytes (this one {len(os.fsencode(socket_path))}"
-                             "); set TMPDIR to a shorter directory")
+            raise ValueError(
+                f"cannot serve at {address}: a Unix socket's path holds at most "
+                f"{MAX_SOCKET_PATH} bytes (this one {len(os.fsencode(socket_path))}"
+                "); set TMPDIR to a shorter directory"
+            )
         try:
             port = self._server.add_insecure_port(address)
         except RuntimeError:  # grpcio raises where older versions returned port 0
             port = 0
         if port == 0:
             self._remove_private_dir()
-            raise ValueError(f"cannot serve at {address}: the address is in use or cannot "
-                             "be bound")
+            raise ValueError(f"cannot serve at {address}: the address is in use or cannot be bound")
         if not address.startswith("unix:") and address.endswith(":0"):
             address = f"{address.rsplit(':', 1)[0]}:{port}"
         self._address = address
@@ -236,27 +257,40 @@ class VMServer:
     def _handler_table(self) -> dict[str, _Handler]:
         taken = self._taken
         return {
-            "Initialize": self._initialize, "SetState": self._set_state,
-            "Shutdown": self._shutdown, "CreateHandlers": self._create_handlers,
+            "Initialize": self._initialize,
+            "SetState": self._set_state,
+            "Shutdown": self._shutdown,
+            "CreateHandlers": self._create_handlers,
             "NewHTTPHandler": lambda request, call: vm_pb2.NewHTTPHandlerResponse(),
-            "Connected": taken, "Disconnected": taken, "AppRequest": taken,
-            "AppRequestFailed": taken, "AppResponse": taken, "AppGossip": taken,
-            "BuildBlock": self._build_block, "ParseBlock": self._parse_block,
-            "GetBlock": self._get_block, "SetPreference": self._set_preference,
-            "Health": self._health, "Version": self._version, "Gather": self._gather,
+            "Connected": taken,
+            "Disconnected": taken,
+            "AppRequest": taken,
+            "AppRequestFailed": taken,
+            "AppResponse": taken,
+            "AppGossip": taken,
+            "BuildBlock": self._build_block,
+            "ParseBlock": self._parse_block,
+            "GetBlock": self._get_block,
+            "SetPreference": self._set_preference,
+            "Health": self._health,
+            "Version": self._version,
+            "Gather": self._gather,
             "GetAncestors": self._get_ancestors,
             "BatchedParseBlock": self._batched_parse_block,
             "GetBlockIDAtHeight": self._get_block_id_at_height,
             "StateSyncEnabled": lambda request, call: vm_pb2.StateSyncEnabledResponse(),
             "GetOngoingSyncStateSummary": self._no_state_sync(
-                vm_pb2.GetOngoingSyncStateSummaryResponse),
+                vm_pb2.GetOngoingSyncStateSummaryResponse
+            ),
             "GetLastStateSummary": self._no_state_sync(vm_pb2.GetLastStateSummaryResponse),
             "ParseStateSummary": self._no_state_sync(vm_pb2.ParseStateSummaryResponse),
             "GetStateSummary": self._no_state_sync(vm_pb2.GetStateSummaryResponse),
             "StateSummaryAccept": self._no_state_sync(vm_pb2.StateSummaryAcceptResponse),
-            "BlockVerify": self._block_verify, "BlockAccept": self._block_accept,
+            "BlockVerify": self._block_verify,
+            "BlockAccept": self._block_accept,
             "BlockReject": self._block_reject,
-            "SubmitTransactions": self._submit_transactions, "Describe": self._describe,
+            "SubmitTransactions": self._submit_transactions,
+            "Describe": self._describe,
         }
 
     def _add_health_service(self) -> None:
@@ -307,8 +341,12 @@ class VMServer:
     def __enter__(self) -> VMServer:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 traceback: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
         self.close()
 
     def __repr__(self) -> str:
@@ -327,18 +365,20 @@ class VMServer:
                 answer = self._answer(name, request, call)
             except Exception as error:
                 context.set_trailing_metadata(
-                    ((ERROR_METADATA_KEY, wire_error_of(error).SerializeToString()),))
+                    ((ERROR_METADATA_KEY, wire_error_of(error).SerializeToString()),)
+                )
                 context.abort(status_of(error), str(error) or type(error).__name__)
             if call.in_band_error is not None:
-                context.set_trailing_metadata(((
-                    ERROR_METADATA_KEY,
-                    wire_error_of(call.in_band_error).SerializeToString()),))
+                context.set_trailing_metadata(
+                    ((ERROR_METADATA_KEY, wire_error_of(call.in_band_error).SerializeToString()),)
+                )
             return answer
 
         return handle
 
-    def answer(self, method: str, request: bytes,
-               metadata: Mapping[str, str | bytes] | None = None) -> bytes:
+    def answer(
+        self, method: str, request: bytes, metadata: Mapping[str, str | bytes] | None = None
+    ) -> bytes:
         """The serialized response to the serialized ``request`` of ``method``, with the
         call's ``metadata``: everything the server does for one call, transport aside. An
         error the served VM (or the request) gives is raised, as the call's status would
@@ -396,9 +436,13 @@ class VMServer:
     def _last_accepted_fields(self) -> dict[str, Any]:
         vm = self._served()
         block = vm.get_block(vm.last_accepted())
-        return {"last_accepted_id": block.id, "last_accepted_parent_id": block.parent_id,
-                "height": block.height, "bytes": bytes(block),
-                "timestamp": _timestamp(block.timestamp)}
+        return {
+            "last_accepted_id": block.id,
+            "last_accepted_parent_id": block.parent_id,
+            "height": block.height,
+            "bytes": bytes(block),
+            "timestamp": _timestamp(block.timestamp),
+        }
 
     def _initialize(self, request: Message, call: _Call) -> Message:
         assert isinstance(request, vm_pb2.InitializeRequest)
@@ -438,8 +482,12 @@ class VMServer:
         return answer
 
     def _block_facts(self, block: Block) -> dict[str, Any]:
-        return {"id": block.id, "parent_id": block.parent_id, "height": block.height,
-                "timestamp": _timestamp(block.timestamp)}
+        return {
+            "id": block.id,
+            "parent_id": block.parent_id,
+            "height": block.height,
+            "timestamp": _timestamp(block.timestamp),
+        }
 
     def _build_block(self, request: Message, call: _Call) -> Message:
         block = self._hand_out(self._served().build_block())
@@ -457,9 +505,12 @@ class VMServer:
         except BlockNotFound as error:
             call.in_band_error = error
             return vm_pb2.GetBlockResponse(err=vm_pb2.ERROR_NOT_FOUND)
-        return vm_pb2.GetBlockResponse(parent_id=block.parent_id, bytes=bytes(block),
-                                       height=block.height,
-                                       timestamp=_timestamp(block.timestamp))
+        return vm_pb2.GetBlockResponse(
+            parent_id=block.parent_id,
+            bytes=bytes(block),
+            height=block.height,
+            timestamp=_timestamp(block.timestamp),
+        )
 
     def _set_preference(self, request: Message, call: _Call) -> Message:
         assert isinstance(request, vm_pb2.SetPreferenceRequest)
@@ -489,12 +540,12 @@ class VMServer:
             block.verify()
         return vm_pb2.BlockVerifyResponse(timestamp=_timestamp(block.timestamp))
 
-    def _decide(self, block_id: bytes, call: _Call, decision: Callable[[Block], None]
-                ) -> Message:
+    def _decide(self, block_id: bytes, call: _Call, decision: Callable[[Block], None]) -> Message:
         digest = call.metadata.get(DIGEST_METADATA_KEY)
         if digest is not None and (not isinstance(digest, bytes) or len(digest) != 32):
-            raise MalformedRequest("a decision names its block's bytes by their 32-byte "
-                                   "SHA-256 digest")
+            raise MalformedRequest(
+                "a decision names its block's bytes by their 32-byte SHA-256 digest"
+            )
         if digest is None:
             digest = self._latest_by_id.get(block_id)
         kept = None if digest is None else self._handed.get(digest)
@@ -503,8 +554,10 @@ class VMServer:
         else:
             block = self._served().get_block(block_id)
             if digest is not None and block_digest(bytes(block)) != digest:
-                raise InvalidBlock(f"block {block_id.hex()}: the served block with this ID "
-                                   "has other bytes than the caller's (verify those first)")
+                raise InvalidBlock(
+                    f"block {block_id.hex()}: the served block with this ID "
+                    "has other bytes than the caller's (verify those first)"
+                )
         decision(block)
         if digest is not None:
             self._forget(digest)
@@ -522,18 +575,25 @@ class VMServer:
         assert isinstance(request, vm_pb2.GetAncestorsRequest)
         clock = time.monotonic if self._clock is None else self._clock
         blocks = batching.get_ancestors(
-            self._served(), request.blk_id, max_blocks_num=request.max_blocks_num,
+            self._served(),
+            request.blk_id,
+            max_blocks_num=request.max_blocks_num,
             max_blocks_size=request.max_blocks_size,
-            max_retrieval_time=request.max_blocks_retrival_time / 1e9, clock=clock)
+            max_retrieval_time=request.max_blocks_retrival_time / 1e9,
+            clock=clock,
+        )
         return vm_pb2.GetAncestorsResponse(blks_bytes=blocks)
 
     def _batched_parse_block(self, request: Message, call: _Call) -> Message:
         assert isinstance(request, vm_pb2.BatchedParseBlockRequest)
         batch = list(request.request)
         parsed: Sequence[Block] = batching.batched_parse_block(self._served(), batch)
-        return vm_pb2.BatchedParseBlockResponse(response=[
-            vm_pb2.ParseBlockResponse(**self._block_facts(self._hand_out(block, data)))
-            for block, data in zip(parsed, batch, strict=True)])
+        return vm_pb2.BatchedParseBlockResponse(
+            response=[
+                vm_pb2.ParseBlockResponse(**self._block_facts(self._hand_out(block, data)))
+                for block, data in zip(parsed, batch, strict=True)
+            ]
+        )
 
     def _health(self, request: Message, call: _Call) -> Message:
         serving = "nothing yet" if self._vm is None else type(self._vm).__name__
@@ -590,9 +650,10 @@ class VMServer:
             from prometheus_client import generate_latest
 
             metrics = generate_latest(self._registry).decode()
-        layers = [vmstack_pb2.LayerDescription(kind=layer.kind, name=layer.name,
-                                               batching=layer.batching)
-                  for layer in describe_stack(self._served())]
+        layers = [
+            vmstack_pb2.LayerDescription(kind=layer.kind, name=layer.name, batching=layer.batching)
+            for layer in describe_stack(self._served())
+        ]
         return vmstack_pb2.DescribeResponse(layers=layers, metrics=metrics, pid=os.getpid())
 
 
@@ -623,9 +684,11 @@ class _TokenCheck(grpc.ServerInterceptor):  # type: ignore[type-arg]
                     return continuation(details)
                 break
         method = details.method
-        message = (f"{method}: this VM server requires the token of its token file "
-                   f"({self._token_file}) as the call's {TOKEN_METADATA_KEY!r} metadata "
-                   "(VMClient(token_file=...))")
+        message = (
+            f"{method}: this VM server requires the token of its token file "
+            f"({self._token_file}) as the call's {TOKEN_METADATA_KEY!r} metadata "
+            "(VMClient(token_file=...))"
+        )
 
         def refuse(request: bytes, context: grpc.ServicerContext) -> bytes:
             context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
