@@ -1,4 +1,5 @@
-"""Shared fixtures: the block vectors in ``../shared/vectors`` (or ``$VMSTACK_VECTORS``)."""
+"""Shared fixtures: the block vectors in ``../shared/vectors`` (or ``$VMSTACK_VECTORS``) and
+the two Sepolia era1 files in its ``era1`` folder."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ from typing import Any
 import pytest
 
 _DEFAULT_VECTORS = Path(__file__).resolve().parents[2] / "shared" / "vectors"
+
+#: The shared era1 files: Sepolia's epochs 0 and 21.
+ERA1_FIRST, ERA1_SECOND = "sepolia-00000-643a00f7.era1", "sepolia-00021-b8814b14.era1"
 
 
 def vectors_dir() -> Path:
@@ -31,4 +35,13 @@ def vectors_path() -> Path:
     path = vectors_dir()
     if not path.is_dir():
         pytest.skip(f"block vectors not found at {path} (set VMSTACK_VECTORS to the folder)")
+    return path
+
+
+@pytest.fixture(scope="module")
+def era_dir() -> Path:
+    """The shared era1 folder, or a skip with the reason."""
+    path = vectors_dir() / "era1"
+    if not (path / ERA1_FIRST).is_file() or not (path / ERA1_SECOND).is_file():
+        pytest.skip(f"era1 vectors not found at {path} (set VMSTACK_VECTORS to the folder)")
     return path

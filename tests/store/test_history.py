@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import load_vectors, vectors_dir
+from tests.conftest import ERA1_FIRST as FIRST
+from tests.conftest import ERA1_SECOND as SECOND
+from tests.conftest import load_vectors
 from vmstack.cchain import block_bytes, header_parent_hash, keccak256
 from vmstack.cchain.rlpbytes import encode_item
 from vmstack.errors import BlockNotFound, StoreCorrupted
@@ -22,16 +24,6 @@ from vmstack.store.history import (
 )
 
 SEPOLIA_GENESIS = bytes.fromhex("25a5cc106eea7138acab33231d7160d69cb777ee0c2c553fcddf5138993e6dd9")
-FIRST, SECOND = "sepolia-00000-643a00f7.era1", "sepolia-00021-b8814b14.era1"
-
-
-@pytest.fixture(scope="module")
-def era_dir() -> Path:
-    """The shared era1 folder, or a skip with the reason."""
-    path = vectors_dir() / "era1"
-    if not (path / FIRST).is_file() or not (path / SECOND).is_file():
-        pytest.skip(f"era1 vectors not found at {path} (set VMSTACK_VECTORS to the folder)")
-    return path
 
 
 @pytest.fixture(scope="module")

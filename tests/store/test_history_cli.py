@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import ERA1_FIRST as FIRST
+from tests.conftest import ERA1_SECOND as SECOND
 from tests.sim.commands import first_line, signal_and_wait, start_command
-from tests.store.test_history import FIRST, SECOND
-from tests.store.test_history import era_dir as era_dir  # the shared folder, or a skip
 from vmstack.cchain import ETHEREUM, CChainVM, generate_chain
 from vmstack.cli import main
 from vmstack.clock import SimClock
