@@ -474,7 +474,7 @@ def _progress(console: Console) -> Progress:
 
 def _simulate(args: argparse.Namespace, console: Console) -> int:
     from vmstack.sim.costs import REFERENCE_COSTS
-    from vmstack.sim.report import plural, print_report, write_json, write_plot
+    from vmstack.sim.report import plural, print_report, show_and_write, write_json, write_plot
     from vmstack.sim.run import MODES, SimulationConfig, calibrate, simulate, stored_chain
 
     if args.history is not None:
@@ -531,19 +531,21 @@ def _simulate(args: argparse.Namespace, console: Console) -> int:
             on_peer=None if peers is None else lambda n: progress.update(peers, completed=n),
         )
         progress.update(build, completed=config.blocks)
-    print_report(report, console)
-    if args.json is not None:
-        write_json(report, args.json)
-        console.print(f"wrote {args.json}", markup=False)
-    if args.plot is not None:
-        write_plot(report, args.plot)
-        console.print(f"wrote {args.plot}", markup=False)
+    show_and_write(
+        report,
+        console,
+        show=print_report,
+        json_path=args.json,
+        write_json=write_json,
+        plot_path=args.plot,
+        write_plot=write_plot,
+    )
     return 0
 
 
 def _simulate_history(args: argparse.Namespace, console: Console) -> int:
     from vmstack.sim.costs import REFERENCE_COSTS
-    from vmstack.sim.report import print_report, write_json, write_plot
+    from vmstack.sim.report import print_report, show_and_write, write_json, write_plot
     from vmstack.sim.run import MODES
 
     refused = [
@@ -580,13 +582,15 @@ def _simulate_history(args: argparse.Namespace, console: Console) -> int:
             costs=costs,
             on_fetch=lambda mode, n: progress.update(fetch[mode], completed=n),
         )
-    print_report(report, console)
-    if args.json is not None:
-        write_json(report, args.json)
-        console.print(f"wrote {args.json}", markup=False)
-    if args.plot is not None:
-        write_plot(report, args.plot)
-        console.print(f"wrote {args.plot}", markup=False)
+    show_and_write(
+        report,
+        console,
+        show=print_report,
+        json_path=args.json,
+        write_json=write_json,
+        plot_path=args.plot,
+        write_plot=write_plot,
+    )
     return 0
 
 

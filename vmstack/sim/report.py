@@ -3,14 +3,46 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from rich.console import Console
 from rich.table import Table
 
 from vmstack.sim.run import SimulationReport
 
-__all__ = ["plural", "print_report", "transactions_per_block", "write_json", "write_plot"]
+__all__ = [
+    "plural",
+    "print_report",
+    "show_and_write",
+    "transactions_per_block",
+    "write_json",
+    "write_plot",
+]
+
+Report = TypeVar("Report")
+
+
+def show_and_write(
+    report: Report,
+    console: Console,
+    *,
+    show: Callable[[Report, Console], None],
+    json_path: Path | None,
+    write_json: Callable[[Report, Path], None],
+    plot_path: Path | None,
+    write_plot: Callable[[Report, Path], None],
+) -> None:
+    """What every simulate command does with its report: print it with ``show``, then write
+    the JSON and the plot where asked, saying so."""
+    show(report, console)
+    if json_path is not None:
+        write_json(report, json_path)
+        console.print(f"wrote {json_path}", markup=False)
+    if plot_path is not None:
+        write_plot(report, plot_path)
+        console.print(f"wrote {plot_path}", markup=False)
 
 
 def plural(count: int, noun: str) -> str:

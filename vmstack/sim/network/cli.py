@@ -17,6 +17,7 @@ from vmstack.sim.network.report import (
     write_network_plot,
 )
 from vmstack.sim.network.run import NetworkRun, simulate_network
+from vmstack.sim.report import show_and_write
 
 __all__ = ["simulate_network_from_args"]
 
@@ -91,11 +92,13 @@ def simulate_network_from_args(
             - int(report.totals["crashed"] or 0)
             - int(report.totals["stalled"] or 0),
         )
-    print_network_report(report, console)
-    if args.json is not None:
-        write_network_json(report, args.json)
-        console.print(f"wrote {args.json}", markup=False)
-    if args.plot is not None:
-        write_network_plot(report, args.plot)
-        console.print(f"wrote {args.plot}", markup=False)
+    show_and_write(
+        report,
+        console,
+        show=print_network_report,
+        json_path=args.json,
+        write_json=write_network_json,
+        plot_path=args.plot,
+        write_plot=write_network_plot,
+    )
     return 0
