@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.store.test_history import SECOND
-from tests.store.test_history import era_dir as era_dir  # the shared folder, or a skip
+from tests.conftest import ERA1_SECOND as SECOND
 from vmstack.benchmarks.history import cursor_walk, gets_walk
 from vmstack.cchain import ETHEREUM, CChainVM
 from vmstack.cchain.history import import_history
