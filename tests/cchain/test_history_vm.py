@@ -23,6 +23,9 @@ from vmstack.stack import build_stack
 from vmstack.store import LMDBStore, MemoryStore
 from vmstack.store.history import EraArchive, EraRecord, write_era1
 
+#: Seconds each (VMs over the real era1 files): the quick loop leaves them out.
+pytestmark = pytest.mark.slow
+
 SEPOLIA_GENESIS = bytes.fromhex("25a5cc106eea7138acab33231d7160d69cb777ee0c2c553fcddf5138993e6dd9")
 SEPOLIA_CHAIN_ID = 11155111
 BIG = 2**40

@@ -19,6 +19,9 @@ from vmstack.store import LMDBStore
 from vmstack.store.history import EraArchive
 from vmstack.wrappers.rpc import VMClient
 
+#: Seconds each (commands over the real era1 files): the quick loop leaves them out.
+pytestmark = pytest.mark.slow
+
 SEPOLIA_CHAIN_ID = 11155111
 
 

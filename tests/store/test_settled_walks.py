@@ -17,6 +17,9 @@ from vmstack.store import LMDBStore
 from vmstack.store.history import EraArchive
 from vmstack.store.lmdb.snapshot import LMDBSnapshot
 
+#: Seconds each (walks imported from the real era1 files): the quick loop leaves them out.
+pytestmark = pytest.mark.slow
+
 COUNT = 300
 
 

@@ -44,6 +44,8 @@ class TestConformanceBeforeTheFork(LayerConformance):
         )
 
 
+# The whole kit over the proposer layer: the quick loop leaves it to the full suite.
+@pytest.mark.slow
 class TestConformanceForkAtGenesis(LayerConformance):
     """With the fork at genesis every block the kit grows is a signed post-fork block: an
     envelope of the layer's own, which it serves from its own store."""
