@@ -545,7 +545,7 @@ def proposer_turn(
                 False,
                 f"no validator is at P-chain height "
                 f"{parent_pchain_height}: anyone may build height {height}, "
-                f"unsigned, from {earliest:g}",
+                f"unsigned, from {earliest!r}",
             )
         start = max(parent_timestamp + delay, earliest)
         now_slot = time_to_slot(parent_timestamp, timestamp)
@@ -556,7 +556,7 @@ def proposer_turn(
                 "it has no slot"
             )
         else:
-            whose = f"its next slot is {time_to_slot(parent_timestamp, start)}, from {start:g}"
+            whose = f"its next slot is {time_to_slot(parent_timestamp, start)}, from {start!r}"
         return ProposerTurn(
             start,
             True,
@@ -569,5 +569,5 @@ def proposer_turn(
         timestamp - parent_timestamp < MAX_VERIFY_DELAY,
         f"height {height}: the window of {me_name} opens {delay:g} s "
         f"after its parent ({delay / WINDOW_DURATION:g} windows), at "
-        f"{start:g}",
+        f"{start!r}",
     )
