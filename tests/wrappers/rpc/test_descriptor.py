@@ -47,7 +47,8 @@ vm.NetworkUpgrades
     etna_time 14 google.protobuf.Timestamp
     fortuna_time 15 google.protobuf.Timestamp
     granite_time 16 google.protobuf.Timestamp
-    helicon_time 17 google.protobuf.Timestamp
+    granite_epoch_duration 17 google.protobuf.Duration
+    helicon_time 18 google.protobuf.Timestamp
 vm.InitializeResponse
     last_accepted_id 1 bytes
     last_accepted_parent_id 2 bytes
@@ -390,3 +391,24 @@ def test_the_packages_and_the_protocol_version() -> None:
     assert [service.full_name for service in vm_pb2.DESCRIPTOR.services_by_name.values()] == [
         "vm.VM"
     ]
+
+
+def test_fujis_epoch_duration_reads_as_the_duration_it_is() -> None:
+    """avalanchego (v1.14.2 and later) sends Granite's epoch duration as field 17, a
+    ``google.protobuf.Duration``, and Helicon's time as field 18: Fuji's five minutes read
+    as five minutes here, not as a Helicon time of 1970-01-01 00:05."""
+    from google.protobuf.duration_pb2 import Duration
+    from google.protobuf.timestamp_pb2 import Timestamp
+
+    # Field 17 (length-delimited), then field 18, as a Go node encodes them.
+    duration = Duration(seconds=300).SerializeToString()
+    helicon = Timestamp(seconds=1_760_000_000).SerializeToString()
+    wire = (
+        bytes([(17 << 3) | 2, 0x01, len(duration)])
+        + duration
+        + bytes([(18 << 3) | 2, 0x01, len(helicon)])
+        + helicon
+    )
+    upgrades = vm_pb2.NetworkUpgrades.FromString(wire)
+    assert upgrades.granite_epoch_duration.seconds == 300
+    assert upgrades.helicon_time.seconds == 1_760_000_000

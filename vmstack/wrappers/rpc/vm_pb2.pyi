@@ -16,6 +16,7 @@ Regenerate the *_pb2 modules with `python -m vmstack.wrappers.rpc.regenerate`.
 
 from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
+from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import message as _message
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
@@ -170,6 +171,7 @@ class NetworkUpgrades(_message.Message):
     ETNA_TIME_FIELD_NUMBER: _builtins.int
     FORTUNA_TIME_FIELD_NUMBER: _builtins.int
     GRANITE_TIME_FIELD_NUMBER: _builtins.int
+    GRANITE_EPOCH_DURATION_FIELD_NUMBER: _builtins.int
     HELICON_TIME_FIELD_NUMBER: _builtins.int
     apricot_phase_4_min_p_chain_height: _builtins.int
     cortina_x_chain_stop_vertex_id: _builtins.bytes
@@ -202,6 +204,8 @@ class NetworkUpgrades(_message.Message):
     @_builtins.property
     def granite_time(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
+    def granite_epoch_duration(self) -> _duration_pb2.Duration: ...
+    @_builtins.property
     def helicon_time(self) -> _timestamp_pb2.Timestamp: ...
     def __init__(
         self,
@@ -222,11 +226,12 @@ class NetworkUpgrades(_message.Message):
         etna_time: _timestamp_pb2.Timestamp | None = ...,
         fortuna_time: _timestamp_pb2.Timestamp | None = ...,
         granite_time: _timestamp_pb2.Timestamp | None = ...,
+        granite_epoch_duration: _duration_pb2.Duration | None = ...,
         helicon_time: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["apricot_phase_1_time", b"apricot_phase_1_time", "apricot_phase_2_time", b"apricot_phase_2_time", "apricot_phase_3_time", b"apricot_phase_3_time", "apricot_phase_4_time", b"apricot_phase_4_time", "apricot_phase_5_time", b"apricot_phase_5_time", "apricot_phase_6_time", b"apricot_phase_6_time", "apricot_phase_post_6_time", b"apricot_phase_post_6_time", "apricot_phase_pre_6_time", b"apricot_phase_pre_6_time", "banff_time", b"banff_time", "cortina_time", b"cortina_time", "durango_time", b"durango_time", "etna_time", b"etna_time", "fortuna_time", b"fortuna_time", "granite_time", b"granite_time", "helicon_time", b"helicon_time"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["apricot_phase_1_time", b"apricot_phase_1_time", "apricot_phase_2_time", b"apricot_phase_2_time", "apricot_phase_3_time", b"apricot_phase_3_time", "apricot_phase_4_time", b"apricot_phase_4_time", "apricot_phase_5_time", b"apricot_phase_5_time", "apricot_phase_6_time", b"apricot_phase_6_time", "apricot_phase_post_6_time", b"apricot_phase_post_6_time", "apricot_phase_pre_6_time", b"apricot_phase_pre_6_time", "banff_time", b"banff_time", "cortina_time", b"cortina_time", "durango_time", b"durango_time", "etna_time", b"etna_time", "fortuna_time", b"fortuna_time", "granite_epoch_duration", b"granite_epoch_duration", "granite_time", b"granite_time", "helicon_time", b"helicon_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["apricot_phase_1_time", b"apricot_phase_1_time", "apricot_phase_2_time", b"apricot_phase_2_time", "apricot_phase_3_time", b"apricot_phase_3_time", "apricot_phase_4_min_p_chain_height", b"apricot_phase_4_min_p_chain_height", "apricot_phase_4_time", b"apricot_phase_4_time", "apricot_phase_5_time", b"apricot_phase_5_time", "apricot_phase_6_time", b"apricot_phase_6_time", "apricot_phase_post_6_time", b"apricot_phase_post_6_time", "apricot_phase_pre_6_time", b"apricot_phase_pre_6_time", "banff_time", b"banff_time", "cortina_time", b"cortina_time", "cortina_x_chain_stop_vertex_id", b"cortina_x_chain_stop_vertex_id", "durango_time", b"durango_time", "etna_time", b"etna_time", "fortuna_time", b"fortuna_time", "granite_time", b"granite_time", "helicon_time", b"helicon_time"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["apricot_phase_1_time", b"apricot_phase_1_time", "apricot_phase_2_time", b"apricot_phase_2_time", "apricot_phase_3_time", b"apricot_phase_3_time", "apricot_phase_4_min_p_chain_height", b"apricot_phase_4_min_p_chain_height", "apricot_phase_4_time", b"apricot_phase_4_time", "apricot_phase_5_time", b"apricot_phase_5_time", "apricot_phase_6_time", b"apricot_phase_6_time", "apricot_phase_post_6_time", b"apricot_phase_post_6_time", "apricot_phase_pre_6_time", b"apricot_phase_pre_6_time", "banff_time", b"banff_time", "cortina_time", b"cortina_time", "cortina_x_chain_stop_vertex_id", b"cortina_x_chain_stop_vertex_id", "durango_time", b"durango_time", "etna_time", b"etna_time", "fortuna_time", b"fortuna_time", "granite_epoch_duration", b"granite_epoch_duration", "granite_time", b"granite_time", "helicon_time", b"helicon_time"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
