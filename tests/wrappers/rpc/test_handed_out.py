@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import gc
 import tracemalloc
+from typing import Any
 
 import attrs
+import grpc
 import pytest
+from google.protobuf import empty_pb2
+from google.protobuf.message import Message
 
 from tests.wrappers.rpc.conftest import BLOCKS, ServedChain, build_served_chain
 from vmstack.cchain import AVALANCHE, block_bytes, header_slice, split_block
@@ -16,7 +20,7 @@ from vmstack.errors import BlockNotFound, InvalidBlock
 from vmstack.interfaces import ChainVM
 from vmstack.store import MemoryStore
 from vmstack.wrappers.proposer.block import build_unsigned, decode_block
-from vmstack.wrappers.rpc import VMClient, VMServer
+from vmstack.wrappers.rpc import VMClient, VMServer, vm_pb2
 from vmstack.wrappers.rpc.server import HANDED_OUT_BYTES, HANDED_OUT_OVERHEAD
 
 
@@ -213,3 +217,80 @@ def test_a_rejected_remote_block_refuses_verify_and_accept_as_in_process(
             assert vm.get_ancestors(block.id, 10, 1 << 20, 1.0) == []  # type: ignore[attr-defined]
             outcomes.append((str(verify_error.value), str(accept_error.value)))
     assert outcomes[0] == outcomes[1]
+
+
+def _plain_call(
+    channel: grpc.Channel, method: str, request: Message, response: type[Message]
+) -> Any:
+    """One vm.VM call as avalanchego's client makes it: no vmstack metadata (no digest)."""
+    stub = channel.unary_unary(
+        f"/vm.VM/{method}",
+        request_serializer=type(request).SerializeToString,
+        response_deserializer=response.FromString,
+    )
+    return stub(request, timeout=30)
+
+
+def test_avalanchegos_accept_by_id_reaches_the_block_it_verified(
+    chain: ServedChain, next_block: NextBlock
+) -> None:
+    """avalanchego's exact sequence, with no digest beside the decision: ParseBlock(G),
+    ParseBlock(B: G's header over another body, from a peer), BlockVerify(G's bytes),
+    BlockAccept(G's ID). G is accepted, as vm_server.go accepts the block it verified."""
+    with (
+        VMServer(chain.c_part(), clock=chain.clock) as server,
+        grpc.insecure_channel(server.address) as channel,
+    ):
+        parsed = [
+            _plain_call(
+                channel,
+                "ParseBlock",
+                vm_pb2.ParseBlockRequest(bytes=data),
+                vm_pb2.ParseBlockResponse,
+            )
+            for data in (next_block.inner, next_block.forged)
+        ]
+        assert parsed[0].id == parsed[1].id
+        _plain_call(
+            channel,
+            "BlockVerify",
+            vm_pb2.BlockVerifyRequest(bytes=next_block.inner),
+            vm_pb2.BlockVerifyResponse,
+        )
+        _plain_call(
+            channel, "BlockAccept", vm_pb2.BlockAcceptRequest(id=parsed[0].id), empty_pb2.Empty
+        )
+        assert server.vm.last_accepted() == parsed[0].id
+        assert bytes(server.vm.get_block(parsed[0].id)) == next_block.inner
+
+
+def test_avalanchegos_reject_by_id_reaches_the_block_it_verified(
+    chain: ServedChain, next_block: NextBlock
+) -> None:
+    """The same with BlockReject(G's ID): G, the verified block, is rejected and no longer
+    served."""
+    with (
+        VMServer(chain.c_part(), clock=chain.clock) as server,
+        grpc.insecure_channel(server.address) as channel,
+    ):
+        first = _plain_call(
+            channel,
+            "ParseBlock",
+            vm_pb2.ParseBlockRequest(bytes=next_block.inner),
+            vm_pb2.ParseBlockResponse,
+        )
+        _plain_call(
+            channel,
+            "ParseBlock",
+            vm_pb2.ParseBlockRequest(bytes=next_block.forged),
+            vm_pb2.ParseBlockResponse,
+        )
+        _plain_call(
+            channel,
+            "BlockVerify",
+            vm_pb2.BlockVerifyRequest(bytes=next_block.inner),
+            vm_pb2.BlockVerifyResponse,
+        )
+        _plain_call(channel, "BlockReject", vm_pb2.BlockRejectRequest(id=first.id), empty_pb2.Empty)
+        with pytest.raises(BlockNotFound):
+            server.vm.get_block(first.id)

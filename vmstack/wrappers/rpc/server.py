@@ -18,13 +18,14 @@ A failed call is a gRPC status with the error's message (what an avalanchego cli
 and vmstack's typed error in its trailing metadata (see :mod:`vmstack.wrappers.rpc.protocol`).
 
 The server keeps the blocks it has handed out and not yet seen decided, under the digest of
-the bytes the caller holds (and, for a decision that names only an ID, as the latest block
-handed out under that ID), so ``verify``, ``accept`` and ``reject`` reach the very block
+the bytes the caller holds, so ``verify``, ``accept`` and ``reject`` reach the very block
 object the served VM returned for those bytes, as they would in process, and a block with
-the same ID and another body (a peer's) never takes its place. What it keeps is bounded by
-bytes (:data:`HANDED_OUT_BYTES`, least recently handed out first to go): a block it no
-longer holds is found again by parsing its bytes (verify) or by ``get_block`` (decisions,
-which refuse a block whose bytes are not the caller's).
+the same ID and another body (a peer's) never takes its place. A decision that names only
+an ID (avalanchego's client sends no digest) reaches the block last verified under that ID,
+as ``vm_server.go``'s verified blocks do, else the latest handed out under it. What it keeps
+is bounded by bytes (:data:`HANDED_OUT_BYTES`, least recently handed out first to go): a
+block it no longer holds is found again by parsing its bytes (verify) or by ``get_block``
+(decisions, which refuse a block whose bytes are not the caller's).
 
 One lock keeps the VM to one call at a time. A server on TCP requires a token
 (:mod:`vmstack.wrappers.rpc.local`) unless told otherwise (the plugin, which a node calls
@@ -177,6 +178,7 @@ class VMServer:
         self._lock = threading.Lock()
         self._handed: OrderedDict[bytes, tuple[Block, int]] = OrderedDict()
         self._latest_by_id: dict[bytes, bytes] = {}
+        self._verified_by_id: dict[bytes, bytes] = {}
         self._handed_bytes = 0
         self._handed_limit = handed_out_bytes
         self._state = vm_pb2.STATE_UNSPECIFIED
@@ -415,16 +417,20 @@ class VMServer:
         while self._handed_bytes > self._handed_limit:
             gone, (gone_block, gone_cost) = handed.popitem(last=False)
             self._handed_bytes -= gone_cost
-            if self._latest_by_id.get(gone_block.id) == gone:
-                del self._latest_by_id[gone_block.id]
+            self._unindex(gone_block.id, gone)
         return block
+
+    def _unindex(self, block_id: bytes, digest: bytes) -> None:
+        """Drop the ID's entries that name ``digest`` (a block no longer kept)."""
+        for index in (self._latest_by_id, self._verified_by_id):
+            if index.get(block_id) == digest:
+                del index[block_id]
 
     def _forget(self, digest: bytes) -> None:
         kept = self._handed.pop(digest, None)
         if kept is not None:
             self._handed_bytes -= kept[1]
-            if self._latest_by_id.get(kept[0].id) == digest:
-                del self._latest_by_id[kept[0].id]
+            self._unindex(kept[0].id, digest)
 
     # --- handlers -----------------------------------------------------------------------
 
@@ -528,7 +534,8 @@ class VMServer:
 
     def _block_verify(self, request: Message, call: _Call) -> Message:
         assert isinstance(request, vm_pb2.BlockVerifyRequest)
-        kept = self._handed.get(block_digest(request.bytes))
+        digest = block_digest(request.bytes)
+        kept = self._handed.get(digest)
         if kept is not None:
             block = kept[0]
         else:
@@ -538,6 +545,10 @@ class VMServer:
             verify_with_context(request.p_chain_height)
         else:
             block.verify()
+        if digest in self._handed:
+            # A decision that names only the ID reaches this block (vm_server.go's
+            # verifiedBlocks), whatever was parsed under the ID since.
+            self._verified_by_id[block.id] = digest
         return vm_pb2.BlockVerifyResponse(timestamp=_timestamp(block.timestamp))
 
     def _decide(self, block_id: bytes, call: _Call, decision: Callable[[Block], None]) -> Message:
@@ -547,7 +558,7 @@ class VMServer:
                 "a decision names its block's bytes by their 32-byte SHA-256 digest"
             )
         if digest is None:
-            digest = self._latest_by_id.get(block_id)
+            digest = self._verified_by_id.get(block_id, self._latest_by_id.get(block_id))
         kept = None if digest is None else self._handed.get(digest)
         if kept is not None and kept[0].id == block_id:
             block = kept[0]
