@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import grpc
 import pytest
@@ -86,6 +87,27 @@ def test_a_served_vm_that_cannot_batch_still_costs_one_round_trip() -> None:
         assert client.round_trips.calls == {"GetAncestors": 1, "BatchedParseBlock": 1}
     assert answer == serial_get_ancestors(vm, tip, max_blocks_num=30)
     assert [block.id for block in parsed] == [vm.parse_block(data).id for data in answer]
+
+
+def test_the_servers_fallback_walk_runs_on_the_stacks_clock() -> None:
+    """A served stack on simulated time, behind a server given no clock of its own, walks
+    the fallback ancestors on that simulated time: a slow ``get_block`` (wall time) never
+    cuts the answer short of what the same walk gives in process."""
+    clock = SimClock(0.0)
+    vm = memory_vm(batching=False, blocks=30, clock=clock)
+    tip = vm.last_accepted()
+    expected = serial_get_ancestors(vm, tip, max_blocks_num=30, max_retrieval_time=0.05)
+    assert len(expected) == 30
+    get_block = vm.get_block
+
+    def slow_get_block(block_id: bytes) -> Any:
+        time.sleep(0.01)
+        return get_block(block_id)
+
+    vm.get_block = slow_get_block  # type: ignore[method-assign]
+    with VMServer(vm) as server, VMClient(server.address) as client:
+        answer = client.get_ancestors(tip, 30, 1 << 20, 0.05)
+    assert answer == expected
 
 
 def test_invalid_block_in_a_batch_crosses_with_its_index(

@@ -584,7 +584,10 @@ class VMServer:
 
     def _get_ancestors(self, request: Message, call: _Call) -> Message:
         assert isinstance(request, vm_pb2.GetAncestorsRequest)
-        clock = time.monotonic if self._clock is None else self._clock
+        # The fallback walk's budget runs on the stack's clock (the server's, else the one
+        # the served stack's layers measure with), as in process: never on wall time under
+        # a simulated clock.
+        clock = batching.stack_clock(self._served()) if self._clock is None else self._clock
         blocks = batching.get_ancestors(
             self._served(),
             request.blk_id,
