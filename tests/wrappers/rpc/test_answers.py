@@ -175,6 +175,41 @@ BAD_ANSWERS: list[tuple[str, Call, str, Message, str]] = [
         "32 bytes",
     ),
     (
+        "a fetched block answered with err=42, no such value",
+        lambda c: c.get_block(ASKED),
+        "GetBlock",
+        vm_pb2.GetBlockResponse(err=42),  # type: ignore[arg-type]
+        "one of vm.Error's values",
+    ),
+    (
+        "a fetched block with ERROR_NOT_FOUND beside its bytes",
+        lambda c: c.get_block(ASKED),
+        "GetBlock",
+        vm_pb2.GetBlockResponse(err=vm_pb2.ERROR_NOT_FOUND, parent_id=PARENT, bytes=b"block"),
+        "error or data",
+    ),
+    (
+        "an ID at a height with ERROR_CLOSED beside it",
+        lambda c: c.get_block_id_at_height(3),
+        "GetBlockIDAtHeight",
+        vm_pb2.GetBlockIDAtHeightResponse(blk_id=ASKED, err=vm_pb2.ERROR_CLOSED),
+        "error or data",
+    ),
+    (
+        "an ID at a height with err=42 beside it",
+        lambda c: c.get_block_id_at_height(3),
+        "GetBlockIDAtHeight",
+        vm_pb2.GetBlockIDAtHeightResponse(blk_id=ASKED, err=42),  # type: ignore[arg-type]
+        "one of vm.Error's values",
+    ),
+    (
+        "an ID at a height answered with err=42 alone",
+        lambda c: c.get_block_id_at_height(3),
+        "GetBlockIDAtHeight",
+        vm_pb2.GetBlockIDAtHeightResponse(err=42),  # type: ignore[arg-type]
+        "one of vm.Error's values",
+    ),
+    (
         "3 parsed blocks for 2",
         lambda c: c.batched_parse_block([b"a", b"b"]),
         "BatchedParseBlock",
@@ -259,6 +294,11 @@ def test_a_server_that_is_not_vmstacks_gives_messages_and_not_found(
         err=vm_pb2.ERROR_NOT_FOUND
     )
     with pytest.raises(BlockNotFound):
+        client.get_block_id_at_height(9)
+    servicer.answers["GetBlockIDAtHeight"] = vm_pb2.GetBlockIDAtHeightResponse(
+        err=vm_pb2.ERROR_CLOSED
+    )
+    with pytest.raises(VMUnavailable, match="closed"):
         client.get_block_id_at_height(9)
     with pytest.raises(VMStackError, match="does not offer vmstack's extras"):
         client.describe_served()

@@ -20,8 +20,8 @@ a block in process does. Budgets cross as avalanchego's client casts them: count
 Answers are checked against the protocol before anything is returned: an ancestors answer
 within the budget (rule 4 of ARCHITECTURE.md section 3: the count and the size), a batch
 answered one block per element and an ``InvalidBlock`` naming one of its elements (rule
-7), block IDs of 32 bytes, a fetched or built block with its bytes. A server that breaks
-one is :class:`~vmstack.errors.VMUnavailable` naming the rule: its answers are not passed on.
+7), block IDs of 32 bytes, a fetched or built block with its bytes, an in-band ``err`` one of
+``vm.Error``'s values and never beside data. A server that breaks one is :class:`~vmstack.errors.VMUnavailable` naming the rule: its answers are not passed on.
 
 Failures: a vmstack server's errors arrive as themselves (the typed error rides in the
 call's trailing metadata: ``BlockNotFound``, ``InvalidBlock`` with its index,
@@ -372,6 +372,37 @@ class VMClient:
             self, block_id, facts.parent_id, facts.height, facts.timestamp.seconds, data
         )
 
+    def _check_in_band(
+        self,
+        method: str,
+        err: int,
+        in_band: Exception | None,
+        with_data: bool,
+        not_found: str,
+    ) -> None:
+        """Hold an answer's in-band ``err`` to the protocol: none, or one of ``vm.Error``'s
+        values with no data beside it; ``ERROR_NOT_FOUND`` is :class:`BlockNotFound` (the
+        server's own when it sent one), ``ERROR_CLOSED`` :class:`VMUnavailable`, another
+        known value ``VMStackError`` naming it."""
+        if err == vm_pb2.ERROR_UNSPECIFIED:
+            return
+        known = vm_pb2.Error.DESCRIPTOR.values_by_number.get(err)
+        if known is None:
+            raise self._broken(method, "an in-band error is one of vm.Error's values", f"err={err}")
+        if with_data:
+            raise self._broken(
+                method,
+                "an answer carries an error or data, never both",
+                f"{known.name} beside data",
+            )
+        if err == vm_pb2.ERROR_NOT_FOUND:
+            if isinstance(in_band, BlockNotFound):
+                raise in_band
+            raise BlockNotFound(not_found)
+        if err == vm_pb2.ERROR_CLOSED:
+            raise VMUnavailable(f"{method}: the VM at {self._address} is closed ({known.name})")
+        raise VMStackError(f"{method}: the served VM answered {known.name}")
+
     def _check_batch_failure(self, error: Exception, size: int) -> None:
         if not isinstance(error, InvalidBlock):
             return
@@ -426,14 +457,14 @@ class VMClient:
             return decided
         response, in_band = self._call("GetBlock", vm_pb2.GetBlockRequest(id=wire_id))
         assert isinstance(response, vm_pb2.GetBlockResponse)
-        if response.err == vm_pb2.ERROR_NOT_FOUND:
-            if isinstance(in_band, BlockNotFound):
-                raise in_band
-            raise BlockNotFound(f"block {wire_id.hex()} is not served")
-        if response.err != vm_pb2.ERROR_UNSPECIFIED:
-            raise VMStackError(
-                f"GetBlock: the served VM answered {vm_pb2.Error.Name(response.err)}"
-            )
+        self._check_in_band(
+            "GetBlock",
+            response.err,
+            in_band,
+            bool(response.parent_id or response.bytes or response.height)
+            or response.HasField("timestamp"),
+            f"block {wire_id.hex()} is not served",
+        )
         if not response.bytes:
             raise self._broken(
                 "GetBlock", "a block is sent with its bytes", f"block {wire_id.hex()} without bytes"
@@ -480,10 +511,13 @@ class VMClient:
             "GetBlockIDAtHeight", vm_pb2.GetBlockIDAtHeightRequest(height=height)
         )
         assert isinstance(response, vm_pb2.GetBlockIDAtHeightResponse)
-        if response.err == vm_pb2.ERROR_NOT_FOUND:
-            if isinstance(in_band, BlockNotFound):
-                raise in_band
-            raise BlockNotFound(f"no block at height {height}")
+        self._check_in_band(
+            "GetBlockIDAtHeight",
+            response.err,
+            in_band,
+            bool(response.blk_id),
+            f"no block at height {height}",
+        )
         self._check_id("GetBlockIDAtHeight", "a block ID", response.blk_id)
         return response.blk_id
 
