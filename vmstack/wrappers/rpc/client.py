@@ -21,7 +21,10 @@ Answers are checked against the protocol before anything is returned: an ancesto
 within the budget (rule 4 of ARCHITECTURE.md section 3: the count and the size), a batch
 answered one block per element and an ``InvalidBlock`` naming one of its elements (rule
 7), block IDs of 32 bytes, a fetched or built block with its bytes, an in-band ``err`` one of
-``vm.Error``'s values and never beside data. A server that breaks one is :class:`~vmstack.errors.VMUnavailable` naming the rule: its answers are not passed on.
+``vm.Error``'s values and never beside data, a typed error one of the error tree's own
+(:func:`~vmstack.wrappers.rpc.protocol.error_of_wire`: bounded, each attribute of its
+declared type). A server that breaks one is :class:`~vmstack.errors.VMUnavailable` naming
+the rule: its answers are not passed on.
 
 Failures: a vmstack server's errors arrive as themselves (the typed error rides in the
 call's trailing metadata: ``BlockNotFound``, ``InvalidBlock`` with its index,
@@ -67,17 +70,32 @@ from vmstack.wrappers.rpc.protocol import (
     MAX_RESPONSE_SIZE,
     METHODS,
     NOW_METADATA_KEY,
+    BrokenWireError,
     block_digest,
+    json_depth,
     trailing_error,
 )
 
 if TYPE_CHECKING:
     from vmstack.cchain.types import Transaction
 
-__all__ = ["DECIDED_CACHE_SIZE", "INT32_MAX", "RemoteBlock", "RoundTrips", "VMClient"]
+__all__ = [
+    "DECIDED_CACHE_SIZE",
+    "HEALTH_DEPTH",
+    "HEALTH_TEXT",
+    "INT32_MAX",
+    "RemoteBlock",
+    "RoundTrips",
+    "VMClient",
+]
 
 #: Accepted blocks the client keeps, as avalanchego's ``chain.State`` keeps decided ones.
 DECIDED_CACHE_SIZE = 2048
+#: The longest health details :meth:`VMClient.health` reads as JSON, in characters (longer
+#: ones are returned as text, cut there).
+HEALTH_TEXT = 64 * 1024
+#: The deepest nesting of health details read as JSON (deeper ones are returned as text).
+HEALTH_DEPTH = 32
 #: The largest count a GetAncestors budget carries (its fields are int32).
 INT32_MAX = (1 << 31) - 1
 _INT64_MAX = (1 << 63) - 1
@@ -323,13 +341,33 @@ class VMClient:
         finally:
             with self._lock:
                 self.round_trips.add(method, time.perf_counter() - started)
-        return response, trailing_error(rpc.trailing_metadata())
+        in_band = self._typed(method, rpc.trailing_metadata())
+        if in_band is not None and not isinstance(in_band, BlockNotFound):
+            raise self._broken(
+                method,
+                "an answer carries no error beside it but BlockNotFound",
+                type(in_band).__name__,
+            )
+        return response, in_band
+
+    def _typed(
+        self, method: str, metadata: Iterable[tuple[str, str | bytes]] | None
+    ) -> Exception | None:
+        """The typed error in a call's trailing ``metadata`` (``None`` without one); one that
+        is not of the error tree's own types is ``VMUnavailable`` naming the rule."""
+        try:
+            return trailing_error(metadata)
+        except BrokenWireError as broken:
+            raise self._broken(method, broken.rule, broken.what) from None
 
     def _failure(self, method: str, error: grpc.RpcError) -> Exception:
         call = error if isinstance(error, grpc.Call) else None
         code = call.code() if call is not None else None
         details = call.details() if call is not None else str(error)
-        typed = trailing_error(call.trailing_metadata()) if call is not None else None
+        try:
+            typed = self._typed(method, call.trailing_metadata()) if call is not None else None
+        except VMUnavailable as broken:
+            return broken
         if typed is not None:
             return typed
         if code == grpc.StatusCode.UNKNOWN:
@@ -406,11 +444,12 @@ class VMClient:
     def _check_batch_failure(self, error: Exception, size: int) -> None:
         if not isinstance(error, InvalidBlock):
             return
-        if error.index is None or error.index >= size:
+        index = error.index
+        if type(index) is not int or not 0 <= index < size:
             raise self._broken(
                 "BatchedParseBlock",
                 "rule 7: InvalidBlock names the index of the bad element",
-                f"index {error.index} in a batch of {size}",
+                f"index {index!r} in a batch of {size}",
             ) from None
 
     # --- the last accepted block, as chain.State tracks it ----------------------------
@@ -592,10 +631,14 @@ class VMClient:
         does not answer."""
         response = self.call("Health", empty_pb2.Empty())
         assert isinstance(response, vm_pb2.HealthResponse)
+        text = response.details.decode(errors="replace")
+        if len(text) > HEALTH_TEXT or json_depth(text) > HEALTH_DEPTH:
+            # Read as text, never parsed: nothing a server sends can recurse here.
+            return text[:HEALTH_TEXT]
         try:
-            details = json.loads(response.details)
-        except ValueError:
-            return response.details.decode(errors="replace")
+            details = json.loads(text)
+        except (ValueError, RecursionError):
+            return text
         if isinstance(details, dict) and "serving" in details:
             return f"serving {details['serving']} (pid {details.get('pid')})"
         return json.dumps(details)

@@ -24,9 +24,13 @@ of those bytes even when another block with the same ID and other bytes was pars
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import math
-from collections.abc import Iterable, Mapping
+import types
+import typing
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 import attrs
 import grpc
@@ -37,6 +41,11 @@ from vmstack.errors import MalformedRequest, VMStackError
 from vmstack.wrappers.rpc import vm_pb2, vmstack_pb2
 
 __all__ = [
+    "MAX_ATTRIBUTE_DEPTH",
+    "MAX_WIRE_ATTRIBUTES",
+    "MAX_WIRE_ERROR_SIZE",
+    "WIRE_ATTRIBUTES",
+    "BrokenWireError",
     "DIGEST_METADATA_KEY",
     "ERROR_METADATA_KEY",
     "EXTRAS_SERVICE",
@@ -54,7 +63,9 @@ __all__ = [
     "caller_time",
     "decode_request",
     "error_of_wire",
+    "json_depth",
     "status_of",
+    "trailing_error",
     "wire_error_of",
 ]
 
@@ -211,28 +222,154 @@ def wire_error_of(error: BaseException) -> vmstack_pb2.WireError:
             continue
         try:
             attributes[name] = json.dumps(value)
-        except (TypeError, ValueError):
-            attributes[name] = json.dumps(repr(value))
+        except (TypeError, ValueError, RecursionError):
+            attributes[name] = json.dumps(f"<{type(value).__name__}>")
     return vmstack_pb2.WireError(kind=cls.__name__, message=str(error), attributes=attributes)
+
+
+#: The largest typed error a client reads from a call's trailing metadata, in bytes.
+MAX_WIRE_ERROR_SIZE = 16 * 1024
+#: The most attributes a typed error carries.
+MAX_WIRE_ATTRIBUTES = 16
+#: The deepest nesting of lists and objects in an attribute of a typed error.
+MAX_ATTRIBUTE_DEPTH = 8
+_INT_RANGE = range(-(1 << 63), 1 << 64)
+
+
+class BrokenWireError(ValueError):
+    """A typed error that is not one of the tree's: ``rule`` names what it breaks, ``what``
+    what was sent. The client raises it as :class:`~vmstack.errors.VMUnavailable`."""
+
+    def __init__(self, rule: str, what: str) -> None:
+        self.rule = rule
+        self.what = what
+        super().__init__(f"{rule}: {what}")
+
+
+def _own_init(cls: type[Exception]) -> Callable[..., None] | None:
+    """The ``__init__`` the tree defines for ``cls`` (``None``: the message alone)."""
+    for klass in cls.__mro__:
+        if klass is VMStackError or not issubclass(klass, VMStackError):
+            return None
+        if "__init__" in vars(klass):
+            init: Callable[..., None] = vars(klass)["__init__"]
+            return init
+    return None
+
+
+def _declared_attributes(cls: type[Exception]) -> dict[str, tuple[Any, object]]:
+    """The attributes an error of ``cls`` has: its ``__init__``'s parameters (each kept as
+    the attribute of its name), with their types and defaults (``inspect.Parameter.empty``:
+    none)."""
+    init = _own_init(cls)
+    if init is None:
+        return {}
+    hints = typing.get_type_hints(init)
+    return {
+        name: (hints.get(name, object), parameter.default)
+        for name, parameter in inspect.signature(init).parameters.items()
+        if name != "self"
+    }
+
+
+#: Every wire kind's attributes: name -> (type, default).
+WIRE_ATTRIBUTES: Mapping[str, Mapping[str, tuple[Any, object]]] = {
+    name: _declared_attributes(cls) for name, cls in WIRE_ERRORS.items()
+}
+
+
+def _fits(value: object, hint: Any) -> bool:
+    """Whether a decoded JSON ``value`` is of the declared type ``hint`` (an ``int`` no
+    ``bool`` and within 64 bits, a ``float`` finite and also any such ``int``)."""
+    if hint is object:
+        return True
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        return any(_fits(value, arg) for arg in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if hint is int:
+        return type(value) is int and value in _INT_RANGE
+    if hint is float:
+        return (type(value) is int and value in _INT_RANGE) or (
+            type(value) is float and math.isfinite(value)
+        )
+    if hint is str or hint is bool:
+        return type(value) is hint
+    return False
+
+
+def json_depth(text: str) -> int:
+    """How deeply ``text``'s lists and objects nest (0 for a scalar), read without
+    recursion, strings skipped: what may be handed to ``json.loads`` is judged first."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
 
 
 def error_of_wire(wire: vmstack_pb2.WireError) -> Exception:
     """The error a client raises for ``wire``: the same class, message and attributes the
     served VM raised (an error outside the tree, or a kind this side does not know, arrives
-    as :class:`VMStackError` with the message)."""
+    as :class:`VMStackError` with the message).
+
+    Only the tree's own types come back: each attribute the class declares, of its declared
+    type (an ``int`` an int, not ``1.5`` or ``"0"``), at most :data:`MAX_WIRE_ATTRIBUTES`
+    of them nested at most :data:`MAX_ATTRIBUTE_DEPTH` deep; attributes the class does not
+    declare are dropped. Anything else is :class:`BrokenWireError` naming the rule."""
     cls = WIRE_ERRORS.get(wire.kind)
     if cls is None:
         prefix = "the served VM failed: " if wire.kind == "" else ""
         return VMStackError(f"{prefix}{wire.message}")
     if cls is ValueError:
         return ValueError(wire.message)
+    if len(wire.attributes) > MAX_WIRE_ATTRIBUTES:
+        raise BrokenWireError(
+            f"a typed error has at most {MAX_WIRE_ATTRIBUTES} attributes",
+            f"{wire.kind} with {len(wire.attributes)}",
+        )
     error = cls.__new__(cls)
     Exception.__init__(error, wire.message)
-    for name, text in wire.attributes.items():
-        try:
-            setattr(error, name, json.loads(text))
-        except (ValueError, AttributeError):
+    for name, (hint, default) in WIRE_ATTRIBUTES[wire.kind].items():
+        text = wire.attributes.get(name)
+        if text is None:
+            if default is inspect.Parameter.empty:
+                raise BrokenWireError(
+                    "a typed error carries every attribute of its class",
+                    f"{wire.kind} without {name}",
+                )
+            setattr(error, name, default)
             continue
+        if json_depth(text) > MAX_ATTRIBUTE_DEPTH:
+            raise BrokenWireError(
+                f"an attribute nests at most {MAX_ATTRIBUTE_DEPTH} deep",
+                f"{wire.kind}.{name} nested deeper",
+            )
+        try:
+            value = json.loads(text)
+        except (ValueError, RecursionError):
+            raise BrokenWireError(
+                "an attribute is JSON", f"{wire.kind}.{name} = {text[:40]!r}"
+            ) from None
+        if not _fits(value, hint):
+            raise BrokenWireError(
+                "an attribute is of its declared type",
+                f"{wire.kind}.{name} = {text[:40]!r}, not {getattr(hint, '__name__', hint)}",
+            )
+        setattr(error, name, value)
     return error
 
 
@@ -246,11 +383,22 @@ def status_of(error: BaseException) -> grpc.StatusCode:
 
 def trailing_error(metadata: Iterable[tuple[str, str | bytes]] | None) -> Exception | None:
     """The typed error in a call's trailing ``metadata``, ``None`` without one (a server that
-    is not vmstack's, or a wire form that does not decode)."""
+    is not vmstack's); :class:`BrokenWireError` for one over :data:`MAX_WIRE_ERROR_SIZE`,
+    one that does not decode, or one :func:`error_of_wire` refuses."""
     for key, value in metadata or ():
-        if key == ERROR_METADATA_KEY and isinstance(value, bytes):
-            try:
-                return error_of_wire(vmstack_pb2.WireError.FromString(value))
-            except DecodeError:
-                return None
+        if key != ERROR_METADATA_KEY:
+            continue
+        if not isinstance(value, bytes):
+            raise BrokenWireError("a typed error is binary metadata", "text")
+        if len(value) > MAX_WIRE_ERROR_SIZE:
+            raise BrokenWireError(
+                f"a typed error is at most {MAX_WIRE_ERROR_SIZE} bytes", f"{len(value)} bytes"
+            )
+        try:
+            wire = vmstack_pb2.WireError.FromString(value)
+        except DecodeError:
+            raise BrokenWireError(
+                "a typed error is a vmstack.WireError", "bytes that do not decode"
+            ) from None
+        return error_of_wire(wire)
     return None
