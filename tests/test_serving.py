@@ -4,11 +4,14 @@ name them; ``vmstack serve`` and ``vmstack plugin`` themselves run in tests/wrap
 from __future__ import annotations
 
 import importlib
+import json
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from vmstack.errors import ConfigMismatch
 from vmstack.serving import build_from_initialize, plugin_main
 from vmstack.wrappers.rpc import vm_pb2
 
@@ -47,3 +50,57 @@ def test_an_initialize_it_cannot_follow_says_why(tmp_path: Path, config: bytes, 
         build_from_initialize(request, closing)
     assert closing == []
     assert list(tmp_path.iterdir()) == []
+
+
+def _genesis(balance: int, nonce: int) -> bytes:
+    account = {"balance": hex(balance), "nonce": hex(nonce)}
+    return json.dumps(
+        {"config": {"chainId": 43_112}, "alloc": {"11" * 20: account}, "gasLimit": hex(15_000_000)}
+    ).encode()
+
+
+@pytest.mark.parametrize(
+    ("balance", "nonce", "says"),
+    [(1 << 256, 0, "uint256"), (1, 1 << 64, "2\\^64 - 1")],
+)
+def test_a_genesis_beyond_its_bounds_is_refused(
+    tmp_path: Path, balance: int, nonce: int, says: str
+) -> None:
+    """A genesis balance beyond uint256 or a nonce beyond 2^64 - 1 (EIP-2681) is refused
+    before a store is opened; the largest of each is taken."""
+    request = vm_pb2.InitializeRequest(
+        chain_data_dir=str(tmp_path / "refused"), genesis_bytes=_genesis(balance, nonce)
+    )
+    closing: list[Any] = []
+    with pytest.raises(ValueError, match=says):
+        build_from_initialize(request, closing)
+    assert closing == []
+    largest = vm_pb2.InitializeRequest(
+        chain_data_dir=str(tmp_path / "largest"),
+        genesis_bytes=_genesis((1 << 256) - 1, (1 << 64) - 1),
+    )
+    vm, _ = build_from_initialize(largest, closing)
+    assert vm.last_accepted()
+    for resource in closing:
+        resource.close()
+
+
+def test_a_refused_initialize_releases_the_store(tmp_path: Path) -> None:
+    """An Initialize refused after its store is open (the store was written for another
+    chain ID) closes that store, so the corrected retry opens it."""
+
+    def initialize(chain_id: int) -> list[Any]:
+        closing: list[Any] = []
+        config = json.dumps({"chain_id": chain_id}).encode()
+        request = vm_pb2.InitializeRequest(chain_data_dir=str(tmp_path), config_bytes=config)
+        build_from_initialize(request, closing)
+        return closing
+
+    for resource in initialize(43_112):
+        resource.close()
+    with pytest.raises(ConfigMismatch, match="chain_id"):
+        initialize(1)
+    opened = initialize(43_112)
+    assert len(opened) == 1
+    for resource in opened:
+        resource.close()

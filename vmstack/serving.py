@@ -113,7 +113,8 @@ def build_from_initialize(
     in ``genesis_bytes`` (empty: the default genesis) with the stack options of the JSON
     object in ``config_bytes`` (:data:`CONFIG_OPTIONS`; empty: none). The store is appended
     to ``closing``, for the plugin to close after ``Shutdown``; a request that cannot be
-    followed is ``ValueError`` saying why."""
+    followed (a genesis balance beyond uint256 or nonce beyond 2^64 - 1 among them) is
+    ``ValueError`` saying why, and leaves the store closed."""
     from prometheus_client import CollectorRegistry
 
     from vmstack.cchain.genesis import Genesis
@@ -124,13 +125,38 @@ def build_from_initialize(
         raise ValueError("Initialize: chain_data_dir names the folder of the VM's store")
     config = _config(request.config_bytes)
     genesis = Genesis.from_json(request.genesis_bytes) if request.genesis_bytes else None
+    if genesis is not None:
+        _check_genesis_bounds(genesis)
     directory = Path(request.chain_data_dir) / "vmstack"
     directory.mkdir(parents=True, exist_ok=True)
     store = LMDBStore(directory)
+    try:
+        registry = CollectorRegistry()
+        vm = build_stack(store, genesis=genesis, served_part="fork_time" not in config, **config)
+        served = wrap_layers(vm, name="served", registry=registry)
+    except BaseException:
+        # A refused Initialize leaves nothing open: the store's writer lock goes with it,
+        # so the node's corrected retry opens the same store.
+        store.close()
+        raise
     closing.append(store)
-    registry = CollectorRegistry()
-    vm = build_stack(store, genesis=genesis, served_part="fork_time" not in config, **config)
-    return wrap_layers(vm, name="served", registry=registry), registry
+    return served, registry
+
+
+def _check_genesis_bounds(genesis: Any) -> None:
+    """Refuse (``ValueError``) a genesis account whose balance is beyond uint256 or whose
+    nonce is beyond 2^64 - 1 (EIP-2681)."""
+    for address, account in genesis.alloc.items():
+        if account.balance >= 1 << 256:
+            raise ValueError(
+                f"genesis account 0x{address.hex()}: a balance is a uint256, "
+                f"got {account.balance}"
+            )
+        if account.nonce > (1 << 64) - 1:
+            raise ValueError(
+                f"genesis account 0x{address.hex()}: a nonce is at most 2^64 - 1 "
+                f"(EIP-2681), got {account.nonce}"
+            )
 
 
 def run_plugin(environ: Mapping[str, str] | None = None, err: IO[str] = sys.stderr) -> int:
