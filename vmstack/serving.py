@@ -149,8 +149,7 @@ def _check_genesis_bounds(genesis: Any) -> None:
     for address, account in genesis.alloc.items():
         if account.balance >= 1 << 256:
             raise ValueError(
-                f"genesis account 0x{address.hex()}: a balance is a uint256, "
-                f"got {account.balance}"
+                f"genesis account 0x{address.hex()}: a balance is a uint256, got {account.balance}"
             )
         if account.nonce > (1 << 64) - 1:
             raise ValueError(

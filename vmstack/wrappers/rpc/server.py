@@ -27,7 +27,10 @@ is bounded by bytes (:data:`HANDED_OUT_BYTES`, least recently handed out first t
 block it no longer holds is found again by parsing its bytes (verify) or by ``get_block``
 (decisions, which refuse a block whose bytes are not the caller's).
 
-One lock keeps the VM to one call at a time. A server on TCP requires a token
+One lock keeps the VM to one call at a time (Health and Version answer without it).
+WaitForEvent calls wait on threads of their own (at most :data:`MAX_WAITERS`), never on the
+workers the other calls are answered on, so Health and Shutdown are answered however many
+wait; ``on_refusal`` hears of every call the server refuses. A server on TCP requires a token
 (:mod:`vmstack.wrappers.rpc.local`) unless told otherwise (the plugin, which a node calls
 without one, on the loopback address): every call must present it as call metadata, and one
 that does not is refused (``UNAUTHENTICATED``) before its request is read. A port another
@@ -41,7 +44,6 @@ import json
 import os
 import shutil
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -90,7 +92,14 @@ from vmstack.wrappers.rpc.protocol import (
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
-__all__ = ["HANDED_OUT_BYTES", "HANDED_OUT_OVERHEAD", "Initializer", "VMServer"]
+__all__ = [
+    "HANDED_OUT_BYTES",
+    "HANDED_OUT_OVERHEAD",
+    "MAX_WAITERS",
+    "Initializer",
+    "RefusalLog",
+    "VMServer",
+]
 
 #: The bytes of handed-out, undecided blocks the server keeps for their decisions (each
 #: costs its length and :data:`HANDED_OUT_OVERHEAD`): 32 MiB, 16 messages' worth.
@@ -101,6 +110,14 @@ HANDED_OUT_OVERHEAD = 2048
 MAX_SOCKET_PATH = 107
 #: How often a waiting WaitForEvent looks at the mempool, in seconds.
 WAIT_FOR_EVENT_POLL = 0.05
+#: The WaitForEvent calls that may wait at once; each holds a thread of its own, beside the
+#: server's workers, and one more is refused (``RESOURCE_EXHAUSTED``) at once.
+MAX_WAITERS = 32
+#: The calls answered without the VM's lock, whatever the VM is doing.
+_UNLOCKED = frozenset({"Health", "Version"})
+
+#: What the server is told of each call it refuses: the method and the error.
+RefusalLog = Callable[[str, BaseException], None]
 
 #: What builds the served VM from an ``InitializeRequest`` when the server starts without
 #: one (the plugin): the VM and the Prometheus registry of its stack.
@@ -159,6 +176,7 @@ class VMServer:
         initializer: Initializer | None = None,
         on_shutdown: Callable[[], None] | None = None,
         require_token: bool = True,
+        on_refusal: RefusalLog | None = None,
     ) -> None:
         if (
             isinstance(handed_out_bytes, bool)
@@ -173,6 +191,9 @@ class VMServer:
         self._vm = vm
         self._initializer = initializer
         self._on_shutdown = on_shutdown
+        self._on_refusal = on_refusal
+        self._waiters = 0
+        self._waiters_lock = threading.Lock()
         self._clock = clock
         self._registry = registry
         self._lock = threading.Lock()
@@ -214,7 +235,9 @@ class VMServer:
             [] if self._token is None else [_TokenCheck(self._token, self._token_file)]
         )
         self._server = grpc.server(
-            ThreadPoolExecutor(max_workers=workers, thread_name_prefix="vmstack-vm"),
+            # The waiters' threads come on top of the workers, so waiting calls never take
+            # the threads Health, Shutdown and the rest are answered on.
+            ThreadPoolExecutor(max_workers=workers + MAX_WAITERS, thread_name_prefix="vmstack-vm"),
             interceptors=interceptors,
             options=[
                 ("grpc.max_receive_message_length", MAX_REQUEST_SIZE),
@@ -361,11 +384,13 @@ class VMServer:
         def handle(request: bytes, context: grpc.ServicerContext) -> bytes:
             metadata = dict(context.invocation_metadata())
             call = _Call(metadata)
+            if name == "WaitForEvent":
+                return self._wait_for_event(context).SerializeToString()
             try:
-                if name == "WaitForEvent":
-                    return self._wait_for_event(context).SerializeToString()
                 answer = self._answer(name, request, call)
             except Exception as error:
+                if self._on_refusal is not None:
+                    self._on_refusal(name, error)
                 context.set_trailing_metadata(
                     ((ERROR_METADATA_KEY, wire_error_of(error).SerializeToString()),)
                 )
@@ -394,6 +419,8 @@ class VMServer:
         spec = METHODS[method]
         message = decode_request(spec, request)
         now = caller_time(method, call.metadata)
+        if method in _UNLOCKED:
+            return self._handlers[method](message, call).SerializeToString()
         with self._lock:
             if now is not None and self._clock is not None and now > self._clock():
                 self._clock.advance(now - self._clock())
@@ -465,8 +492,15 @@ class VMServer:
         self._state = request.state
         return vm_pb2.SetStateResponse(**self._last_accepted_fields())
 
+    def shutdown(self) -> None:
+        """What a ``Shutdown`` call does: close the served stack (once), end the waiting
+        WaitForEvent calls, set :attr:`shut_down` and run ``on_shutdown``. The server
+        itself still answers until :meth:`close`."""
+        with self._lock:
+            self._shutdown(empty_pb2.Empty(), _Call({}))
+
     def _shutdown(self, request: Message, call: _Call) -> Message:
-        if self._vm is not None:
+        if self._vm is not None and not self.shut_down.is_set():
             close_stack(self._vm)
         self.shut_down.set()
         if self._on_shutdown is not None:
@@ -631,19 +665,31 @@ class VMServer:
 
     def _wait_for_event(self, context: grpc.ServicerContext) -> Message:
         """Answer ``MESSAGE_BUILD_BLOCK`` once the served mempool holds a transaction;
-        while it waits, the VM is not locked. A cancelled call (or a closing server) ends
-        the wait with nothing to build."""
-        while context.is_active() and not self._closed:
-            with self._lock:
-                vm = self._vm
-                try:
-                    pending = _pending(vm) if vm is not None else 0
-                except ValueError:
-                    pending = 0
-            if pending:
-                return vm_pb2.WaitForEventResponse(message=vm_pb2.MESSAGE_BUILD_BLOCK)
-            time.sleep(WAIT_FOR_EVENT_POLL)
-        return vm_pb2.WaitForEventResponse()
+        while it waits, the VM is not locked. A cancelled call, a Shutdown or a closing
+        server ends the wait with nothing to build. At most :data:`MAX_WAITERS` wait at
+        once, on threads of their own beside the workers; one more is refused."""
+        with self._waiters_lock:
+            if self._waiters >= MAX_WAITERS:
+                refused = f"WaitForEvent: {MAX_WAITERS} calls are waiting already"
+                if self._on_refusal is not None:
+                    self._on_refusal("WaitForEvent", VMStackError(refused))
+                context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, refused)
+            self._waiters += 1
+        try:
+            while context.is_active() and not self._closed and not self.shut_down.is_set():
+                with self._lock:
+                    vm = None if self.shut_down.is_set() else self._vm
+                    try:
+                        pending = _pending(vm) if vm is not None else 0
+                    except ValueError:
+                        pending = 0
+                if pending:
+                    return vm_pb2.WaitForEventResponse(message=vm_pb2.MESSAGE_BUILD_BLOCK)
+                self.shut_down.wait(WAIT_FOR_EVENT_POLL)
+            return vm_pb2.WaitForEventResponse()
+        finally:
+            with self._waiters_lock:
+                self._waiters -= 1
 
     def _submit_transactions(self, request: Message, call: _Call) -> Message:
         from vmstack.cchain.types import decode_transaction
