@@ -4,6 +4,7 @@ messages over a plain gRPC channel, as avalanchego's rpcchainvm client sends the
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -25,7 +26,11 @@ from grpc_health.v1 import health_pb2
 from tests.processes import wait_ended
 from vmstack.cchain.genesis import DEV_BALANCE, dev_addresses
 from vmstack.wrappers.rpc import PROTOCOL_VERSION, VMClient, runtime_pb2, vm_pb2
-from vmstack.wrappers.rpc.plugin import ENGINE_ADDRESS_VARIABLE
+from vmstack.wrappers.rpc.plugin import (
+    ENGINE_ADDRESS_VARIABLE,
+    PROTOCOL_VARIABLE,
+    TERMINATION_GRACE,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -73,6 +78,7 @@ class Node:
     process: subprocess.Popen[bytes]
     channel: grpc.Channel
     address: str
+    protocol_version: int
 
     def call(self, method: str, request: Message, response: type[Message]) -> Message:
         stub = self.channel.unary_unary(
@@ -84,10 +90,16 @@ class Node:
         return answer
 
 
-@pytest.fixture
-def node(tmp_path: Path) -> Iterator[Node]:
+@contextlib.contextmanager
+def start_node(tmp_path: Path, environment: dict[str, str] | None = None) -> Iterator[Node]:
+    """A plugin started as a node starts it (with ``environment`` added), its handshake
+    taken; the plugin is killed if it still runs at the end."""
     runtime = Runtime()
-    environment = {**os.environ, ENGINE_ADDRESS_VARIABLE: f"127.0.0.1:{runtime.port}"}
+    environment = {
+        **os.environ,
+        ENGINE_ADDRESS_VARIABLE: f"127.0.0.1:{runtime.port}",
+        **(environment or {}),
+    }
     process = subprocess.Popen(
         [sys.executable, "-m", "vmstack", "plugin"],
         stdin=subprocess.DEVNULL,
@@ -101,15 +113,21 @@ def node(tmp_path: Path) -> Iterator[Node]:
         assert runtime.received.wait(60), "the plugin made no handshake"
         handshake = runtime.handshake
         assert handshake is not None
-        assert handshake.protocol_version == PROTOCOL_VERSION == 45
         assert handshake.addr.startswith("127.0.0.1:")
         with grpc.insecure_channel(handshake.addr) as channel:
-            yield Node(process, channel, handshake.addr)
+            yield Node(process, channel, handshake.addr, handshake.protocol_version)
     finally:
         if process.poll() is None:
             process.kill()
         process.wait(30)
         runtime.server.stop(None).wait(10)
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Iterator[Node]:
+    with start_node(tmp_path) as started:
+        assert started.protocol_version == PROTOCOL_VERSION == 45
+        yield started
 
 
 def test_a_node_drives_the_plugin_from_handshake_to_shutdown(node: Node, tmp_path: Path) -> None:
@@ -269,3 +287,117 @@ def test_vmstacks_client_drives_the_plugin(node: Node, tmp_path: Path) -> None:
         assert "CChainVM" in [layer.kind for layer in client.describe_served()]
         client.shutdown()
     assert node.process.wait(30) == 0
+
+
+def _stderr(process: subprocess.Popen[bytes]) -> str:
+    """What the plugin wrote to standard error, once it has exited."""
+    assert process.stderr is not None
+    return process.stderr.read().decode()
+
+
+def test_the_plugin_logs_its_address_and_every_refusal(node: Node, tmp_path: Path) -> None:
+    """Standard error names where the plugin listens and each call it refused with why."""
+    with pytest.raises(grpc.RpcError):
+        node.call(
+            "Initialize",
+            vm_pb2.InitializeRequest(
+                chain_data_dir=str(tmp_path / "chain"), config_bytes=b'{"fork_tme": 5}'
+            ),
+            vm_pb2.InitializeResponse,
+        )
+    node.call("Shutdown", empty_pb2.Empty(), empty_pb2.Empty)
+    assert node.process.wait(30) == 0
+    log = _stderr(node.process)
+    assert f"serving vm.VM at {node.address}" in log
+    assert f"pid {node.process.pid}" in log
+    assert "Initialize refused: ValueError: config_bytes: unknown option 'fork_tme'" in log
+
+
+def test_a_refused_genesis_leaves_the_store_for_the_corrected_retry(
+    node: Node, tmp_path: Path
+) -> None:
+    """A genesis balance of 2^256 is refused with the reason; the node's retry with a
+    corrected genesis over the same chain_data_dir initializes."""
+    chain_dir = str(tmp_path / "chain")
+    for refused in (1 << 256, None):
+        genesis = json.loads(GENESIS)
+        if refused is not None:
+            genesis["alloc"]["11" * 20] = {"balance": hex(refused)}
+        request = vm_pb2.InitializeRequest(
+            chain_data_dir=chain_dir, genesis_bytes=json.dumps(genesis).encode()
+        )
+        if refused is not None:
+            with pytest.raises(grpc.RpcError) as error:
+                node.call("Initialize", request, vm_pb2.InitializeResponse)
+            assert "uint256" in error.value.details()  # type: ignore[attr-defined]
+        else:
+            started = node.call("Initialize", request, vm_pb2.InitializeResponse)
+            assert isinstance(started, vm_pb2.InitializeResponse)
+            assert started.height == 0
+    node.call("Shutdown", empty_pb2.Empty(), empty_pb2.Empty)
+    assert node.process.wait(30) == 0
+
+
+def test_sigterm_without_shutdown_stops_the_plugin_after_the_grace_period(
+    node: Node, tmp_path: Path
+) -> None:
+    """A node that sends SIGTERM and never Shutdown: the plugin waits the grace period,
+    shuts its stack down, closes its store and exits 0 (the store opens again at once)."""
+    chain_dir = tmp_path / "chain"
+    node.call(
+        "Initialize",
+        vm_pb2.InitializeRequest(chain_data_dir=str(chain_dir), genesis_bytes=GENESIS),
+        vm_pb2.InitializeResponse,
+    )
+    os.kill(node.process.pid, signal.SIGTERM)
+    assert node.process.wait(TERMINATION_GRACE + 30) == 0
+    log = _stderr(node.process)
+    assert "no Shutdown came; shutting down" in log
+    from vmstack.store import LMDBStore
+
+    with LMDBStore(chain_dir / "vmstack") as store:
+        assert store is not None
+
+
+def test_the_plugin_answers_health_and_shutdown_while_eight_wait(node: Node) -> None:
+    """Eight WaitForEvent calls from the node leave Health and Shutdown answered."""
+    wait = node.channel.unary_unary(
+        "/vm.VM/WaitForEvent",
+        request_serializer=empty_pb2.Empty.SerializeToString,
+        response_deserializer=vm_pb2.WaitForEventResponse.FromString,
+    )
+    waiting = [wait.future(empty_pb2.Empty(), timeout=60) for _ in range(8)]
+    time.sleep(0.5)
+    health = node.call("Health", empty_pb2.Empty(), vm_pb2.HealthResponse)
+    assert isinstance(health, vm_pb2.HealthResponse)
+    assert b"serving" in health.details
+    node.call("Shutdown", empty_pb2.Empty(), empty_pb2.Empty)
+    assert node.process.wait(30) == 0
+    for future in waiting:
+        with contextlib.suppress(grpc.RpcError):
+            future.result(timeout=10)
+
+
+@pytest.mark.parametrize("version", [45, 46])
+def test_the_plugin_announces_the_protocol_version_it_is_set_to(
+    tmp_path: Path, version: int
+) -> None:
+    with start_node(tmp_path, {PROTOCOL_VARIABLE: str(version)}) as started:
+        assert started.protocol_version == version
+        started.call("Shutdown", empty_pb2.Empty(), empty_pb2.Empty)
+        assert started.process.wait(30) == 0
+
+
+def test_a_protocol_version_it_does_not_speak_is_refused(tmp_path: Path) -> None:
+    environment = {**os.environ, ENGINE_ADDRESS_VARIABLE: "127.0.0.1:1", PROTOCOL_VARIABLE: "47"}
+    result = subprocess.run(
+        [sys.executable, "-m", "vmstack", "plugin"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        env=environment,
+        cwd=tmp_path,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert b"45, 46, got '47'" in result.stderr

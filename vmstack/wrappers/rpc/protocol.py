@@ -57,10 +57,12 @@ __all__ = [
     "Method",
     "NOW_METADATA_KEY",
     "PROTOCOL_VERSION",
+    "PROTOCOL_VERSIONS",
     "SERVICE",
     "WIRE_ERRORS",
     "block_digest",
     "caller_time",
+    "check_protocol_version",
     "decode_request",
     "error_of_wire",
     "json_depth",
@@ -69,9 +71,29 @@ __all__ = [
     "wire_error_of",
 ]
 
-#: avalanchego's RPC chain VM protocol version this boundary speaks (``version.
-#: RPCChainVMProtocol``): a plugin announces it to the node's runtime service.
+#: avalanchego's RPC chain VM protocol version this boundary speaks by default (``version.
+#: RPCChainVMProtocol`` of avalanchego v1.14.x): a plugin announces it to the node's runtime
+#: service, which refuses a plugin of another version.
 PROTOCOL_VERSION = 45
+#: The protocol versions this boundary can speak, ``vm.proto`` being the same for each: 45
+#: (avalanchego v1.14.x) and 46 (v1.15.x).
+PROTOCOL_VERSIONS = (45, 46)
+
+
+def check_protocol_version(version: object) -> int:
+    """``version`` as a protocol version this boundary speaks (an int of
+    :data:`PROTOCOL_VERSIONS`, or its decimal text), else ``ValueError`` saying which."""
+    number = version
+    if isinstance(version, str) and version.strip().isdigit():
+        number = int(version)
+    if type(number) is not int or number not in PROTOCOL_VERSIONS:
+        raise ValueError(
+            f"the RPC chain VM protocol version is one of "
+            f"{', '.join(map(str, PROTOCOL_VERSIONS))}, got {version!r}"
+        )
+    return number
+
+
 #: avalanchego's cap on one network message (2 MiB); an Ancestors message (at most
 #: ``MAX_CONTAINERS_LEN`` bytes of blocks) fits in it.
 MAX_MESSAGE_SIZE = 2 * 1024 * 1024
