@@ -25,7 +25,8 @@ from grpc_health.v1 import health_pb2
 
 from tests.processes import wait_ended
 from vmstack.cchain.genesis import DEV_BALANCE, dev_addresses
-from vmstack.wrappers.rpc import PROTOCOL_VERSION, VMClient, runtime_pb2, vm_pb2
+from vmstack.errors import VMUnavailable
+from vmstack.wrappers.rpc import PROTOCOL_VERSION, VMClient, runtime_pb2, start_plugin, vm_pb2
 from vmstack.wrappers.rpc.plugin import (
     ENGINE_ADDRESS_VARIABLE,
     PROTOCOL_VARIABLE,
@@ -401,3 +402,43 @@ def test_a_protocol_version_it_does_not_speak_is_refused(tmp_path: Path) -> None
     )
     assert result.returncode == 2
     assert b"45, 46, got '47'" in result.stderr
+
+
+@pytest.mark.parametrize("version", [45, 46])
+def test_vmclient_takes_the_handshake_of_its_protocol_version(tmp_path: Path, version: int) -> None:
+    """start_plugin is the node's side: the plugin set to the client's version hands over
+    its address, and the client speaks to it; Shutdown at the end stops the plugin."""
+    environment = {**os.environ, PROTOCOL_VARIABLE: str(version)}
+    with start_plugin(
+        [sys.executable, "-m", "vmstack", "plugin"],
+        protocol_version=version,
+        environ=environment,
+        cwd=tmp_path,
+        timeout=30.0,
+    ) as client:
+        assert client.protocol_version == version
+        genesis = client.initialize(
+            vm_pb2.InitializeRequest(chain_data_dir=str(tmp_path / "chain"), genesis_bytes=GENESIS)
+        )
+        assert genesis.height == 0
+        pid = client.pid
+    assert pid is not None and wait_ended(pid)
+
+
+def test_vmclient_refuses_a_plugin_of_another_protocol_version(tmp_path: Path) -> None:
+    """A client of protocol 46 refuses a plugin announcing 45, as a node of avalanchego
+    v1.15 refuses it; the plugin hears the refusal and exits."""
+    with (
+        pytest.raises(VMUnavailable, match="protocol version 45, this client 46"),
+        start_plugin(
+            [sys.executable, "-m", "vmstack", "plugin"], protocol_version=46, cwd=tmp_path
+        ),
+    ):
+        pytest.fail("the handshake of another version was taken")
+
+
+def test_vmclient_speaks_only_the_versions_it_knows() -> None:
+    with pytest.raises(ValueError, match="45, 46, got 47"):
+        VMClient("unix:/nowhere", protocol_version=47)
+    with VMClient("unix:/nowhere") as client:
+        assert client.protocol_version == PROTOCOL_VERSION == 45

@@ -1,6 +1,6 @@
 """The process boundary: a VM stack served over avalanchego's rpcchainvm protocol (the
-``vm.VM`` gRPC service, RPC chain VM protocol version 45), with the batched protocol in one
-round trip per call.
+``vm.VM`` gRPC service, RPC chain VM protocol version 45 by default, or 46), with the
+batched protocol in one round trip per call.
 
 - :class:`VMServer` serves any ``ChainVM`` (usually a whole stack) as ``vm.VM``, with
   ``grpc.health.v1.Health`` and vmstack's ``Extras`` beside it;
@@ -9,6 +9,8 @@ round trip per call.
   round trip;
 - :func:`spawn` runs ``vmstack serve`` in a child process over an LMDB store and yields a
   connected client;
+- :func:`start_plugin` starts any plugin (vmstack's or another) as an avalanchego node
+  does, takes its runtime handshake (the protocol versions must match) and yields a client;
 - :mod:`vmstack.wrappers.rpc.plugin` serves a VM as a plugin an avalanchego node starts
   (``vmstack plugin``, with the stack :mod:`vmstack.serving` builds).
 
@@ -21,17 +23,25 @@ beside this module; :mod:`vmstack.wrappers.rpc.protocol` holds what both sides a
 """
 
 from vmstack.wrappers.rpc.client import RemoteBlock, RoundTrips, VMClient
+from vmstack.wrappers.rpc.launch import start_plugin
 from vmstack.wrappers.rpc.process import spawn
-from vmstack.wrappers.rpc.protocol import MAX_MESSAGE_SIZE, MAX_REQUEST_SIZE, PROTOCOL_VERSION
+from vmstack.wrappers.rpc.protocol import (
+    MAX_MESSAGE_SIZE,
+    MAX_REQUEST_SIZE,
+    PROTOCOL_VERSION,
+    PROTOCOL_VERSIONS,
+)
 from vmstack.wrappers.rpc.server import VMServer
 
 __all__ = [
     "MAX_MESSAGE_SIZE",
     "MAX_REQUEST_SIZE",
     "PROTOCOL_VERSION",
+    "PROTOCOL_VERSIONS",
     "RemoteBlock",
     "RoundTrips",
     "VMClient",
     "VMServer",
     "spawn",
+    "start_plugin",
 ]

@@ -70,8 +70,10 @@ from vmstack.wrappers.rpc.protocol import (
     MAX_RESPONSE_SIZE,
     METHODS,
     NOW_METADATA_KEY,
+    PROTOCOL_VERSION,
     BrokenWireError,
     block_digest,
+    check_protocol_version,
     json_depth,
     trailing_error,
 )
@@ -214,7 +216,9 @@ class VMClient:
     every call carries its time, so a vmstack server running its VM on simulated time
     follows it. ``pid`` is the served process's ID when :func:`~vmstack.wrappers.rpc.spawn`
     started it. ``token_file`` holds the token a server that requires one wants with each
-    call (see :mod:`vmstack.wrappers.rpc.local`). :attr:`round_trips` counts the calls made.
+    call (see :mod:`vmstack.wrappers.rpc.local`). ``protocol_version`` is the RPC chain VM
+    protocol version it speaks (45, the default, or 46). :attr:`round_trips` counts the
+    calls made.
     The client learns the last accepted block from the first call that needs it
     (``Initialize`` with an empty request, which a vmstack server serving a built stack
     answers) unless :meth:`initialize` was called first.
@@ -229,7 +233,9 @@ class VMClient:
         timeout: float = 10.0,
         clock: Clock | None = None,
         token_file: str | os.PathLike[str] | None = None,
+        protocol_version: int = PROTOCOL_VERSION,
     ) -> None:
+        self._protocol_version = check_protocol_version(protocol_version)
         if (
             isinstance(timeout, bool)
             or not isinstance(timeout, int | float)
@@ -270,6 +276,13 @@ class VMClient:
     def address(self) -> str:
         """Where the served VM listens."""
         return self._address
+
+    @property
+    def protocol_version(self) -> int:
+        """The RPC chain VM protocol version this client speaks (45 or 46; ``vm.proto`` is
+        the same for both): the one :func:`~vmstack.wrappers.rpc.launch.start_plugin` holds
+        a plugin's handshake to."""
+        return self._protocol_version
 
     @property
     def clock(self) -> Clock | None:
