@@ -21,7 +21,7 @@ from vmstack.interfaces import ChainVM
 from vmstack.store import MemoryStore
 from vmstack.wrappers.proposer.block import build_unsigned, decode_block
 from vmstack.wrappers.rpc import VMClient, VMServer, vm_pb2
-from vmstack.wrappers.rpc.server import HANDED_OUT_BYTES, HANDED_OUT_OVERHEAD
+from vmstack.wrappers.rpc.handed import HANDED_OUT_BYTES, HANDED_OUT_OVERHEAD
 
 
 @attrs.frozen

@@ -23,9 +23,10 @@ object the served VM returned for those bytes, as they would in process, and a b
 the same ID and another body (a peer's) never takes its place. A decision that names only
 an ID (avalanchego's client sends no digest) reaches the block last verified under that ID,
 as ``vm_server.go``'s verified blocks do, else the latest handed out under it. What it keeps
-is bounded by bytes (:data:`HANDED_OUT_BYTES`, least recently handed out first to go): a
-block it no longer holds is found again by parsing its bytes (verify) or by ``get_block``
-(decisions, which refuse a block whose bytes are not the caller's).
+is bounded by bytes (:data:`HANDED_OUT_BYTES`, least recently handed out first to go;
+:mod:`vmstack.wrappers.rpc.handed`): a block it no longer holds is found again by parsing
+its bytes (verify) or by ``get_block`` (decisions, which refuse a block whose bytes are not
+the caller's).
 
 One lock keeps the VM to one call at a time (Health and Version answer without it).
 WaitForEvent calls wait on threads of their own (at most :data:`MAX_WAITERS`), never on the
@@ -44,7 +45,6 @@ import json
 import os
 import shutil
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -70,6 +70,7 @@ from vmstack.errors import (
 from vmstack.interfaces import Block, ChainVM
 from vmstack.submission import submit_transactions
 from vmstack.wrappers.rpc import vm_pb2, vmstack_pb2
+from vmstack.wrappers.rpc.handed import HANDED_OUT_BYTES, HandedOut
 from vmstack.wrappers.rpc.local import (
     TOKEN_METADATA_KEY,
     create_token_file,
@@ -93,19 +94,12 @@ if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
 __all__ = [
-    "HANDED_OUT_BYTES",
-    "HANDED_OUT_OVERHEAD",
     "MAX_WAITERS",
     "Initializer",
     "RefusalLog",
     "VMServer",
 ]
 
-#: The bytes of handed-out, undecided blocks the server keeps for their decisions (each
-#: costs its length and :data:`HANDED_OUT_OVERHEAD`): 32 MiB, 16 messages' worth.
-HANDED_OUT_BYTES = 32 * 1024 * 1024
-#: What a kept block costs beyond its bytes, in the count against :data:`HANDED_OUT_BYTES`.
-HANDED_OUT_OVERHEAD = 2048
 #: The longest path a Unix socket can have (``sun_path`` holds 108 bytes with its NUL).
 MAX_SOCKET_PATH = 107
 #: How often a waiting WaitForEvent looks at the mempool, in seconds.
@@ -197,11 +191,7 @@ class VMServer:
         self._clock = clock
         self._registry = registry
         self._lock = threading.Lock()
-        self._handed: OrderedDict[bytes, tuple[Block, int]] = OrderedDict()
-        self._latest_by_id: dict[bytes, bytes] = {}
-        self._verified_by_id: dict[bytes, bytes] = {}
-        self._handed_bytes = 0
-        self._handed_limit = handed_out_bytes
+        self._handed = HandedOut(handed_out_bytes)
         self._state = vm_pb2.STATE_UNSPECIFIED
         self.shut_down = threading.Event()
         self._private_dir: Path | None = None
@@ -341,7 +331,7 @@ class VMServer:
         """``(blocks, bytes)`` of the handed-out blocks kept, the bytes as counted against
         ``handed_out_bytes``."""
         with self._lock:
-            return len(self._handed), self._handed_bytes
+            return self._handed.counted
 
     @property
     def vm(self) -> ChainVM:
@@ -426,39 +416,6 @@ class VMServer:
                 self._clock.advance(now - self._clock())
             return self._handlers[method](message, call).SerializeToString()
 
-    # --- handed-out blocks --------------------------------------------------------------
-
-    def _hand_out(self, block: Block, data: bytes | None = None) -> Block:
-        """Keep ``block`` for its decisions, under the digest of ``data`` (the bytes its
-        caller holds: those sent to parse it, else its own)."""
-        data = bytes(block) if data is None else data
-        digest = block_digest(data)
-        handed = self._handed
-        cost = len(data) + HANDED_OUT_OVERHEAD
-        kept = handed.pop(digest, None)
-        if kept is not None:
-            self._handed_bytes -= kept[1]
-        handed[digest] = (block, cost)
-        self._latest_by_id[block.id] = digest
-        self._handed_bytes += cost
-        while self._handed_bytes > self._handed_limit:
-            gone, (gone_block, gone_cost) = handed.popitem(last=False)
-            self._handed_bytes -= gone_cost
-            self._unindex(gone_block.id, gone)
-        return block
-
-    def _unindex(self, block_id: bytes, digest: bytes) -> None:
-        """Drop the ID's entries that name ``digest`` (a block no longer kept)."""
-        for index in (self._latest_by_id, self._verified_by_id):
-            if index.get(block_id) == digest:
-                del index[block_id]
-
-    def _forget(self, digest: bytes) -> None:
-        kept = self._handed.pop(digest, None)
-        if kept is not None:
-            self._handed_bytes -= kept[1]
-            self._unindex(kept[0].id, digest)
-
     # --- handlers -----------------------------------------------------------------------
 
     def _served(self) -> ChainVM:
@@ -530,18 +487,18 @@ class VMServer:
         }
 
     def _build_block(self, request: Message, call: _Call) -> Message:
-        block = self._hand_out(self._served().build_block())
+        block = self._handed.keep(self._served().build_block())
         return vm_pb2.BuildBlockResponse(bytes=bytes(block), **self._block_facts(block))
 
     def _parse_block(self, request: Message, call: _Call) -> Message:
         assert isinstance(request, vm_pb2.ParseBlockRequest)
-        block = self._hand_out(self._served().parse_block(request.bytes), request.bytes)
+        block = self._handed.keep(self._served().parse_block(request.bytes), request.bytes)
         return vm_pb2.ParseBlockResponse(**self._block_facts(block))
 
     def _get_block(self, request: Message, call: _Call) -> Message:
         assert isinstance(request, vm_pb2.GetBlockRequest)
         try:
-            block = self._hand_out(self._served().get_block(request.id))
+            block = self._handed.keep(self._served().get_block(request.id))
         except BlockNotFound as error:
             call.in_band_error = error
             return vm_pb2.GetBlockResponse(err=vm_pb2.ERROR_NOT_FOUND)
@@ -571,18 +528,17 @@ class VMServer:
         digest = block_digest(request.bytes)
         kept = self._handed.get(digest)
         if kept is not None:
-            block = kept[0]
+            block = kept
         else:
-            block = self._hand_out(self._served().parse_block(request.bytes), request.bytes)
+            block = self._handed.keep(self._served().parse_block(request.bytes), request.bytes)
         verify_with_context = getattr(block, "verify_with_context", None)
         if request.HasField("p_chain_height") and callable(verify_with_context):
             verify_with_context(request.p_chain_height)
         else:
             block.verify()
-        if digest in self._handed:
-            # A decision that names only the ID reaches this block (vm_server.go's
-            # verifiedBlocks), whatever was parsed under the ID since.
-            self._verified_by_id[block.id] = digest
+        # A decision that names only the ID reaches this block (vm_server.go's
+        # verifiedBlocks), whatever was parsed under the ID since.
+        self._handed.verified(block, digest)
         return vm_pb2.BlockVerifyResponse(timestamp=_timestamp(block.timestamp))
 
     def _decide(self, block_id: bytes, call: _Call, decision: Callable[[Block], None]) -> Message:
@@ -592,10 +548,10 @@ class VMServer:
                 "a decision names its block's bytes by their 32-byte SHA-256 digest"
             )
         if digest is None:
-            digest = self._verified_by_id.get(block_id, self._latest_by_id.get(block_id))
+            digest = self._handed.digest_for(block_id)
         kept = None if digest is None else self._handed.get(digest)
-        if kept is not None and kept[0].id == block_id:
-            block = kept[0]
+        if kept is not None and kept.id == block_id:
+            block = kept
         else:
             block = self._served().get_block(block_id)
             if digest is not None and block_digest(bytes(block)) != digest:
@@ -605,7 +561,7 @@ class VMServer:
                 )
         decision(block)
         if digest is not None:
-            self._forget(digest)
+            self._handed.forget(digest)
         return empty_pb2.Empty()
 
     def _block_accept(self, request: Message, call: _Call) -> Message:
@@ -638,7 +594,7 @@ class VMServer:
         parsed: Sequence[Block] = batching.batched_parse_block(self._served(), batch)
         return vm_pb2.BatchedParseBlockResponse(
             response=[
-                vm_pb2.ParseBlockResponse(**self._block_facts(self._hand_out(block, data)))
+                vm_pb2.ParseBlockResponse(**self._block_facts(self._handed.keep(block, data)))
                 for block, data in zip(parsed, batch, strict=True)
             ]
         )
