@@ -15,7 +15,7 @@ from tests.wrappers.rpc.test_submit import CHAIN_ID
 from vmstack import SimClock, build_stack
 from vmstack.store import MemoryStore
 from vmstack.wrappers.rpc import VMClient, VMServer, vm_pb2
-from vmstack.wrappers.rpc.server import MAX_WAITERS
+from vmstack.wrappers.rpc.waiting import MAX_WAITERS
 
 
 @pytest.fixture

@@ -17,17 +17,23 @@ that other users may read or write is refused: the secret is only as private as 
 
 from __future__ import annotations
 
+import hmac
 import os
 import re
 import secrets
 import shutil
 import stat
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+import grpc
 
 __all__ = [
     "PRIVATE_DIR_PREFIX",
     "TOKEN_METADATA_KEY",
+    "TokenCheck",
     "create_token_file",
     "make_private_dir",
     "read_token_file",
@@ -175,3 +181,33 @@ def read_token_file(path: Path) -> str:
             "characters of letters, digits and ._~+/=-)"
         )
     return text
+
+
+class TokenCheck(grpc.ServerInterceptor):  # type: ignore[type-arg]
+    """A server's interceptor that refuses (``UNAUTHENTICATED``) every call, of every
+    service, that does not present ``token`` (of ``token_file``) as its
+    :data:`TOKEN_METADATA_KEY` metadata, before its request is read."""
+
+    def __init__(self, token: str, token_file: Path | None) -> None:
+        self._expected = token.encode()
+        self._token_file = token_file
+
+    def intercept_service(self, continuation: Callable[[Any], Any], details: Any) -> Any:
+        for key, value in details.invocation_metadata or ():
+            if key == TOKEN_METADATA_KEY:
+                presented = value.encode() if isinstance(value, str) else bytes(value)
+                if hmac.compare_digest(presented, self._expected):
+                    return continuation(details)
+                break
+        method = details.method
+        message = (
+            f"{method}: this VM server requires the token of its token file "
+            f"({self._token_file}) as the call's {TOKEN_METADATA_KEY!r} metadata "
+            "(VMClient(token_file=...))"
+        )
+
+        def refuse(request: bytes, context: grpc.ServicerContext) -> bytes:
+            context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
+            raise AssertionError("unreachable")  # abort raises
+
+        return grpc.unary_unary_rpc_method_handler(refuse)

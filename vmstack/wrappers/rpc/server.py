@@ -40,7 +40,6 @@ server holds is an error, never shared.
 
 from __future__ import annotations
 
-import hmac
 import json
 import os
 import shutil
@@ -72,7 +71,7 @@ from vmstack.submission import submit_transactions
 from vmstack.wrappers.rpc import vm_pb2, vmstack_pb2
 from vmstack.wrappers.rpc.handed import HANDED_OUT_BYTES, HandedOut
 from vmstack.wrappers.rpc.local import (
-    TOKEN_METADATA_KEY,
+    TokenCheck,
     create_token_file,
     make_private_dir,
     read_token_file,
@@ -89,12 +88,12 @@ from vmstack.wrappers.rpc.protocol import (
     status_of,
     wire_error_of,
 )
+from vmstack.wrappers.rpc.waiting import MAX_WAITERS, Waiters
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
 __all__ = [
-    "MAX_WAITERS",
     "Initializer",
     "RefusalLog",
     "VMServer",
@@ -102,11 +101,6 @@ __all__ = [
 
 #: The longest path a Unix socket can have (``sun_path`` holds 108 bytes with its NUL).
 MAX_SOCKET_PATH = 107
-#: How often a waiting WaitForEvent looks at the mempool, in seconds.
-WAIT_FOR_EVENT_POLL = 0.05
-#: The WaitForEvent calls that may wait at once; each holds a thread of its own, beside the
-#: server's workers, and one more is refused (``RESOURCE_EXHAUSTED``) at once.
-MAX_WAITERS = 32
 #: The calls answered without the VM's lock, whatever the VM is doing.
 _UNLOCKED = frozenset({"Health", "Version"})
 
@@ -186,14 +180,20 @@ class VMServer:
         self._initializer = initializer
         self._on_shutdown = on_shutdown
         self._on_refusal = on_refusal
-        self._waiters = 0
-        self._waiters_lock = threading.Lock()
         self._clock = clock
         self._registry = registry
         self._lock = threading.Lock()
         self._handed = HandedOut(handed_out_bytes)
         self._state = vm_pb2.STATE_UNSPECIFIED
         self.shut_down = threading.Event()
+        self._closed = False
+        self._waiters = Waiters(
+            self._lock,
+            served=lambda: None if self.shut_down.is_set() else self._vm,
+            stopped=lambda: self._closed or self.shut_down.is_set(),
+            stop_event=self.shut_down,
+            on_refusal=on_refusal,
+        )
         self._private_dir: Path | None = None
         on_tcp = address is not None and not address.startswith("unix:")
         needs_token = on_tcp and require_token
@@ -222,7 +222,7 @@ class VMServer:
         if self._handlers.keys() | {"WaitForEvent"} != METHODS.keys():
             raise RuntimeError("VMServer's handlers do not match the services' methods")
         interceptors: list[grpc.ServerInterceptor[Any, Any]] = (
-            [] if self._token is None else [_TokenCheck(self._token, self._token_file)]
+            [] if self._token is None else [TokenCheck(self._token, self._token_file)]
         )
         self._server = grpc.server(
             # The waiters' threads come on top of the workers, so waiting calls never take
@@ -375,7 +375,7 @@ class VMServer:
             metadata = dict(context.invocation_metadata())
             call = _Call(metadata)
             if name == "WaitForEvent":
-                return self._wait_for_event(context).SerializeToString()
+                return self._waiters.wait(context).SerializeToString()
             try:
                 answer = self._answer(name, request, call)
             except Exception as error:
@@ -619,34 +619,6 @@ class VMServer:
         families = [] if self._registry is None else metric_families(self._registry)
         return vm_pb2.GatherResponse(metric_families=families)
 
-    def _wait_for_event(self, context: grpc.ServicerContext) -> Message:
-        """Answer ``MESSAGE_BUILD_BLOCK`` once the served mempool holds a transaction;
-        while it waits, the VM is not locked. A cancelled call, a Shutdown or a closing
-        server ends the wait with nothing to build. At most :data:`MAX_WAITERS` wait at
-        once, on threads of their own beside the workers; one more is refused."""
-        with self._waiters_lock:
-            if self._waiters >= MAX_WAITERS:
-                refused = f"WaitForEvent: {MAX_WAITERS} calls are waiting already"
-                if self._on_refusal is not None:
-                    self._on_refusal("WaitForEvent", VMStackError(refused))
-                context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, refused)
-            self._waiters += 1
-        try:
-            while context.is_active() and not self._closed and not self.shut_down.is_set():
-                with self._lock:
-                    vm = None if self.shut_down.is_set() else self._vm
-                    try:
-                        pending = _pending(vm) if vm is not None else 0
-                    except ValueError:
-                        pending = 0
-                if pending:
-                    return vm_pb2.WaitForEventResponse(message=vm_pb2.MESSAGE_BUILD_BLOCK)
-                self.shut_down.wait(WAIT_FOR_EVENT_POLL)
-            return vm_pb2.WaitForEventResponse()
-        finally:
-            with self._waiters_lock:
-                self._waiters -= 1
-
     def _submit_transactions(self, request: Message, call: _Call) -> Message:
         from vmstack.cchain.types import decode_transaction
 
@@ -671,43 +643,3 @@ class VMServer:
             for layer in describe_stack(self._served())
         ]
         return vmstack_pb2.DescribeResponse(layers=layers, metrics=metrics, pid=os.getpid())
-
-
-def _pending(vm: ChainVM) -> int:
-    """How many transactions the served stack's mempool holds (``ValueError`` without one)."""
-    from vmstack.submission import find_mempool
-
-    pending = getattr(find_mempool(vm), "pending_transactions", None)
-    if not callable(pending):
-        raise ValueError("the served stack's mempool does not say how many are pending")
-    count: int = pending()
-    return count
-
-
-class _TokenCheck(grpc.ServerInterceptor):  # type: ignore[type-arg]
-    """Refuses (``UNAUTHENTICATED``) every call, of every service, that does not present
-    the token as its ``vmstack-token`` metadata, before its request is read."""
-
-    def __init__(self, token: str, token_file: Path | None) -> None:
-        self._expected = token.encode()
-        self._token_file = token_file
-
-    def intercept_service(self, continuation: Callable[[Any], Any], details: Any) -> Any:
-        for key, value in details.invocation_metadata or ():
-            if key == TOKEN_METADATA_KEY:
-                presented = value.encode() if isinstance(value, str) else bytes(value)
-                if hmac.compare_digest(presented, self._expected):
-                    return continuation(details)
-                break
-        method = details.method
-        message = (
-            f"{method}: this VM server requires the token of its token file "
-            f"({self._token_file}) as the call's {TOKEN_METADATA_KEY!r} metadata "
-            "(VMClient(token_file=...))"
-        )
-
-        def refuse(request: bytes, context: grpc.ServicerContext) -> bytes:
-            context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
-            raise AssertionError("unreachable")  # abort raises
-
-        return grpc.unary_unary_rpc_method_handler(refuse)
