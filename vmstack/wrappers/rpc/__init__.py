@@ -22,7 +22,7 @@ beside this module; :mod:`vmstack.wrappers.rpc.protocol` holds what both sides a
 (methods, message limits, how errors and vmstack's extras cross).
 """
 
-from vmstack.wrappers.rpc.client import RemoteBlock, RoundTrips, VMClient
+from vmstack.wrappers.rpc.client import VMClient
 from vmstack.wrappers.rpc.launch import start_plugin
 from vmstack.wrappers.rpc.process import spawn
 from vmstack.wrappers.rpc.protocol import (
@@ -31,6 +31,7 @@ from vmstack.wrappers.rpc.protocol import (
     PROTOCOL_VERSION,
     PROTOCOL_VERSIONS,
 )
+from vmstack.wrappers.rpc.remote import RemoteBlock, RoundTrips
 from vmstack.wrappers.rpc.server import VMServer
 
 __all__ = [

@@ -52,7 +52,6 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-import attrs
 import grpc
 from google.protobuf import empty_pb2
 from google.protobuf.message import Message
@@ -64,7 +63,6 @@ from vmstack.errors import BlockNotFound, InvalidBlock, VMStackError, VMUnavaila
 from vmstack.wrappers.rpc import metrics_pb2, vm_pb2, vmstack_pb2
 from vmstack.wrappers.rpc.local import TOKEN_METADATA_KEY, read_token_file
 from vmstack.wrappers.rpc.protocol import (
-    DIGEST_METADATA_KEY,
     EXTRAS_SERVICE,
     MAX_REQUEST_SIZE,
     MAX_RESPONSE_SIZE,
@@ -72,11 +70,11 @@ from vmstack.wrappers.rpc.protocol import (
     NOW_METADATA_KEY,
     PROTOCOL_VERSION,
     BrokenWireError,
-    block_digest,
     check_protocol_version,
     json_depth,
     trailing_error,
 )
+from vmstack.wrappers.rpc.remote import RemoteBlock, RoundTrips
 
 if TYPE_CHECKING:
     from vmstack.cchain.types import Transaction
@@ -86,8 +84,6 @@ __all__ = [
     "HEALTH_DEPTH",
     "HEALTH_TEXT",
     "INT32_MAX",
-    "RemoteBlock",
-    "RoundTrips",
     "VMClient",
 ]
 
@@ -103,103 +99,6 @@ INT32_MAX = (1 << 31) - 1
 _INT64_MAX = (1 << 63) - 1
 _UINT64_LIMIT = 1 << 64
 _ID_LENGTH = 32
-
-
-@attrs.define
-class RoundTrips:
-    """Round trips made by one client: how many, and their wall seconds, per method."""
-
-    calls: dict[str, int] = attrs.field(factory=dict)
-    seconds: dict[str, float] = attrs.field(factory=dict)
-
-    def add(self, method: str, seconds: float) -> None:
-        self.calls[method] = self.calls.get(method, 0) + 1
-        self.seconds[method] = self.seconds.get(method, 0.0) + seconds
-
-    @property
-    def total(self) -> int:
-        """Round trips of every method together."""
-        return sum(self.calls.values())
-
-    def as_dict(self) -> dict[str, dict[str, float]]:
-        """``{method: {"calls": n, "seconds": s}}``, for JSON output."""
-        return {
-            method: {"calls": count, "seconds": self.seconds[method]}
-            for method, count in sorted(self.calls.items())
-        }
-
-
-class RemoteBlock:
-    """A block of the served VM: its facts, and decisions that are calls to the server."""
-
-    __slots__ = (
-        "_bytes",
-        "_client",
-        "_digest",
-        "_rejected",
-        "height",
-        "id",
-        "parent_id",
-        "timestamp",
-    )
-
-    def __init__(
-        self,
-        client: VMClient,
-        block_id: bytes,
-        parent_id: bytes,
-        height: int,
-        timestamp: int,
-        data: bytes,
-    ) -> None:
-        self._client = client
-        self.id = block_id
-        self.parent_id = parent_id
-        self.height = height
-        self.timestamp = timestamp
-        self._bytes = data
-        self._digest: bytes | None = None
-        self._rejected = False
-
-    def __bytes__(self) -> bytes:
-        return self._bytes
-
-    def _decision(self) -> tuple[tuple[str, bytes]]:
-        if self._digest is None:
-            self._digest = block_digest(self._bytes)
-        return ((DIGEST_METADATA_KEY, self._digest),)
-
-    def verify(self) -> None:
-        """Verify the served block of these bytes (BlockVerify sends them, so the server
-        finds that block or parses them again); ``InvalidBlock`` once this block is
-        rejected."""
-        if self._rejected:
-            raise InvalidBlock(f"block {self.id.hex()} was rejected")
-        self._client.call("BlockVerify", vm_pb2.BlockVerifyRequest(bytes=self._bytes))
-
-    def accept(self) -> None:
-        """Accept the served block of these bytes; it becomes the client's last accepted.
-        ``InvalidBlock`` once this block is rejected."""
-        if self._rejected:
-            raise InvalidBlock(
-                f"block {self.id.hex()} is rejected: only a verified block can be accepted"
-            )
-        self._client.call(
-            "BlockAccept", vm_pb2.BlockAcceptRequest(id=self.id), metadata=self._decision()
-        )
-        self._client._accepted(self)
-
-    def reject(self) -> None:
-        """Reject the served block of these bytes (again: nothing)."""
-        if self._rejected:
-            return
-        self._client.call(
-            "BlockReject", vm_pb2.BlockRejectRequest(id=self.id), metadata=self._decision()
-        )
-        self._rejected = True
-
-    def __repr__(self) -> str:
-        return f"RemoteBlock(id={self.id.hex()[:16]}…, height={self.height})"
 
 
 def _wire_id(block_id: object) -> bytes:
