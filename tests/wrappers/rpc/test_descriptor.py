@@ -1,8 +1,8 @@
 """avalanchego's protocol facts, kept here as data, against the compiled descriptors of the
 project's own .proto files: every message's fields (name, number, type, label), every enum's
-values and every method of vm.VM (RPC chain VM protocol 45), vm.runtime.Runtime and the
-Prometheus client_model messages Gather answers with. A change to a .proto file that moves
-one of them away from avalanchego's wire fails here."""
+values and every method of vm.VM (RPC chain VM protocols 45 and 46, one vm.proto),
+vm.runtime.Runtime and the Prometheus client_model messages Gather answers with. A change
+to a .proto file that moves one of them away from avalanchego's wire fails here."""
 
 from __future__ import annotations
 
