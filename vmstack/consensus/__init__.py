@@ -1,0 +1,30 @@
+"""Snowman consensus as a library, bit-exact with avalanchego: the parameters, the snowball
+instances and bit tree (:mod:`vmstack.consensus.snowball`), the block tree
+(:class:`Topological`) and the engine's polls (:mod:`vmstack.consensus.poll`).
+
+docs/consensus.md is the reference; a simulator drives the block tree with its own network.
+"""
+
+from __future__ import annotations
+
+from vmstack.consensus.parameters import DEFAULT_PARAMETERS, Parameters
+from vmstack.consensus.poll import EarlyTermPoll, PollSet
+from vmstack.consensus.snowball import SNOWBALL, SNOWFLAKE, Tree
+from vmstack.consensus.topological import ConsensusBlock, Topological
+from vmstack.errors import ConsensusError, DuplicateBlock, ParametersInvalid, UnknownParentBlock
+
+__all__ = [
+    "DEFAULT_PARAMETERS",
+    "SNOWBALL",
+    "SNOWFLAKE",
+    "ConsensusBlock",
+    "ConsensusError",
+    "DuplicateBlock",
+    "EarlyTermPoll",
+    "Parameters",
+    "ParametersInvalid",
+    "PollSet",
+    "Topological",
+    "Tree",
+    "UnknownParentBlock",
+]
