@@ -411,6 +411,22 @@ CASES: list[Case] = [
         ],
     },
     {
+        # Not upstream's: a chain whose blocks gather confidence in the same polls; the
+        # second poll finalizes the parent's tree and then the child's, so both are
+        # accepted at once (the child, voted through its parent, must not falter).
+        "name": "ChainAcceptedInOnePoll",
+        "params": (1, 1, 1, 2),
+        "blocks": [("a", "G"), ("b", "a")],
+        "steps": [
+            ("add", "a"),
+            ("add", "b"),
+            ("poll", {"b": 1}),
+            _expect(processing_count=2, status={"a": "undecided", "b": "undecided"}),
+            ("poll", {"b": 1}),
+            _expect(processing_count=0, status={"a": "accepted", "b": "accepted"}),
+        ],
+    },
+    {
         # Not upstream's: a block added twice while processing.
         "name": "DuplicateAdd",
         "params": ONE_BETA_3,
