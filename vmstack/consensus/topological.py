@@ -146,7 +146,8 @@ class Topological:
         return node.block.parent_id
 
     def _is_decided(self, node: _Node) -> bool:
-        return node.block is None or node.block.height <= self._last_accepted_height
+        block = node.block
+        return block is None or block.height <= self._last_accepted_height
 
     # --- adding -------------------------------------------------------------------------
 
@@ -216,14 +217,15 @@ class Topological:
         ancestors, and the entries no child points to (the leaves, in insertion order)."""
         kahn: dict[bytes, _Kahn] = {}
         leaves: dict[bytes, None] = {}
+        blocks, last_height = self._blocks, self._last_accepted_height
         for voted_id, count in votes.items():
             if count <= 0:
                 continue
-            voted = self._blocks.get(voted_id)
-            if voted is None or self._is_decided(voted):
+            voted = blocks.get(voted_id)
+            voted_block = None if voted is None else voted.block
+            if voted_block is None or voted_block.height <= last_height:
                 continue
-            assert voted.block is not None
-            parent_id = voted.block.parent_id
+            parent_id = voted_block.parent_id
             entry = kahn.get(parent_id)
             seen = entry is not None
             if entry is None:
@@ -232,10 +234,9 @@ class Topological:
             if seen:
                 continue
             leaves[parent_id] = None
-            node = self._blocks[parent_id]
-            while not self._is_decided(node):
-                assert node.block is not None
-                parent_id = node.block.parent_id
+            block = blocks[parent_id].block
+            while block is not None and block.height > last_height:
+                parent_id = block.parent_id
                 entry = kahn.get(parent_id)
                 seen = entry is not None
                 if entry is None:
@@ -244,7 +245,7 @@ class Topological:
                 if seen:
                     leaves.pop(parent_id, None)
                     break
-                node = self._blocks[parent_id]
+                block = blocks[parent_id].block
         return kahn, leaves
 
     def _push_votes(
@@ -253,18 +254,18 @@ class Topological:
         """The blocks whose trees record this poll (at least ``alpha_preference`` votes
         for their children, each vote pushed up to every ancestor), descendants first."""
         alpha = self.params.alpha_preference
+        blocks, last_height = self._blocks, self._last_accepted_height
         stack: list[tuple[bytes, dict[bytes, int]]] = []
         while leaves:
             leaf_id, _ = leaves.popitem()
             entry = kahn[leaf_id]
-            node = self._blocks[leaf_id]
             total = sum(entry.votes.values())
             if total >= alpha:
                 stack.append((leaf_id, entry.votes))
-            if self._is_decided(node):
+            block = blocks[leaf_id].block
+            if block is None or block.height <= last_height:
                 continue
-            assert node.block is not None
-            parent_id = node.block.parent_id
+            parent_id = block.parent_id
             parent = kahn[parent_id]
             parent.in_degree -= 1
             parent.votes[leaf_id] = parent.votes.get(leaf_id, 0) + total

@@ -58,10 +58,6 @@ def first_difference_subset(start: int, stop: int, first: bytes, second: bytes) 
     return start + (differ & -differ).bit_length() - 1
 
 
-def _total(votes: Mapping[bytes, int]) -> int:
-    return sum(votes.values())
-
-
 class _Node:
     """A node of the tree: a unary run of bits or a binary split."""
 
@@ -76,7 +72,11 @@ class _Node:
     def add(self, choice: bytes) -> _Node:
         raise NotImplementedError
 
-    def record_poll(self, votes: Mapping[bytes, int], reset: bool) -> tuple[_Node, bool]:
+    def record_poll(
+        self, votes: Mapping[bytes, int], count: int, reset: bool
+    ) -> tuple[_Node, bool]:
+        """Apply ``votes`` (``count`` in all), resetting first when ``reset``; the node
+        that takes this one's place and whether the poll reached ``alpha_preference``."""
         raise NotImplementedError
 
     def finalized(self) -> bool:
@@ -164,18 +164,19 @@ class _UnaryNode(_Node):
         split.children[1 - kept] = fresh
         return _UnaryNode(self.tree, self.preferred, first_decided, index, self.snow.clone(), split)
 
-    def record_poll(self, votes: Mapping[bytes, int], reset: bool) -> tuple[_Node, bool]:
+    def record_poll(
+        self, votes: Mapping[bytes, int], count: int, reset: bool
+    ) -> tuple[_Node, bool]:
         if reset:
             self.snow.record_unsuccessful_poll()
             self.should_reset = True
-        count = _total(votes)
         if count < self.tree.params.alpha_preference:
             self.snow.record_unsuccessful_poll()
             self.should_reset = True
             return self, False
         self.snow.record_poll(count)
         if self.child is not None:
-            new_child, _ = self.child.record_poll(votes, self.should_reset)
+            new_child, _ = self.child.record_poll(votes, count, self.should_reset)
             if self.snow.finalized():
                 return new_child, True
             self.preferred = self.child.preference()
@@ -216,19 +217,29 @@ class _BinaryNode(_Node):
             self.children[side] = child.add(choice)
         return self
 
-    def record_poll(self, votes: Mapping[bytes, int], reset: bool) -> tuple[_Node, bool]:
-        index = self.index
-        split: tuple[dict[bytes, int], dict[bytes, int]] = ({}, {})
-        for choice, count in votes.items():
-            split[bit(choice, index)][choice] = count
+    def record_poll(
+        self, votes: Mapping[bytes, int], count: int, reset: bool
+    ) -> tuple[_Node, bool]:
+        byte, shift = self.index >> 3, self.index & 7
+        zeros: dict[bytes, int] = {}
+        ones: dict[bytes, int] = {}
+        ones_total = 0
+        for choice, votes_for in votes.items():
+            if (choice[byte] >> shift) & 1:
+                ones[choice] = votes_for
+                ones_total += votes_for
+            else:
+                zeros[choice] = votes_for
+        split = (zeros, ones)
+        totals = (count - ones_total, ones_total)
         alpha = self.tree.params.alpha_preference
-        side = 1 if _total(split[1]) >= alpha else 0
+        side = 1 if ones_total >= alpha else 0
         if reset:
             self.snow.record_unsuccessful_poll()
             self.should_reset[side] = True
         self.should_reset[1 - side] = True
         pruned = split[side]
-        count = _total(pruned)
+        count = totals[side]
         if count < alpha:
             self.snow.record_unsuccessful_poll()
             self.should_reset[side] = True
@@ -236,7 +247,7 @@ class _BinaryNode(_Node):
         self.snow.record_poll(count, side)
         child = self.children[side]
         if child is not None:
-            new_child, _ = child.record_poll(pruned, self.should_reset[side])
+            new_child, _ = child.record_poll(pruned, count, self.should_reset[side])
             if self.snow.finalized():
                 return new_child, True
             self.preferences[side] = new_child.preference()
@@ -285,7 +296,10 @@ class Tree:
                 for choice, count in votes.items()
                 if equal_subset(0, decided, preferred, choice)
             }
-        self.root, successful = self.root.record_poll(votes, self.should_reset)
+        total = 0
+        for count in votes.values():
+            total += count
+        self.root, successful = self.root.record_poll(votes, total, self.should_reset)
         self.should_reset = False
         return successful
 
