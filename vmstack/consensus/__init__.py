@@ -7,6 +7,7 @@ docs/consensus.md is the reference; a simulator drives the block tree with its o
 
 from __future__ import annotations
 
+from vmstack.consensus.blocks import PlainBlock
 from vmstack.consensus.parameters import DEFAULT_PARAMETERS, Parameters
 from vmstack.consensus.poll import EarlyTermPoll, PollSet
 from vmstack.consensus.snowball import SNOWBALL, SNOWFLAKE, Tree
@@ -14,16 +15,17 @@ from vmstack.consensus.topological import ConsensusBlock, Topological
 from vmstack.errors import ConsensusError, DuplicateBlock, ParametersInvalid, UnknownParentBlock
 
 __all__ = [
-    "DEFAULT_PARAMETERS",
-    "SNOWBALL",
-    "SNOWFLAKE",
     "ConsensusBlock",
     "ConsensusError",
+    "DEFAULT_PARAMETERS",
     "DuplicateBlock",
     "EarlyTermPoll",
     "Parameters",
     "ParametersInvalid",
+    "PlainBlock",
     "PollSet",
+    "SNOWBALL",
+    "SNOWFLAKE",
     "Topological",
     "Tree",
     "UnknownParentBlock",

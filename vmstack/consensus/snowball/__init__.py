@@ -22,14 +22,14 @@ from vmstack.consensus.snowball.instances import (
 from vmstack.consensus.snowball.tree import NUM_BITS, Tree, bit
 
 __all__ = [
-    "NUM_BITS",
-    "SNOWBALL",
-    "SNOWFLAKE",
     "BinarySnowball",
     "BinarySnowflake",
     "Factory",
+    "NUM_BITS",
     "NnarySnowball",
     "NnarySnowflake",
+    "SNOWBALL",
+    "SNOWFLAKE",
     "TerminationCondition",
     "Tree",
     "UnarySnowball",

@@ -15,13 +15,13 @@ from vmstack.consensus.parameters import Parameters
 from vmstack.wrappers.proposer.certificate import cb58encode
 
 __all__ = [
-    "SNOWBALL",
-    "SNOWFLAKE",
     "BinarySnowball",
     "BinarySnowflake",
     "Factory",
     "NnarySnowball",
     "NnarySnowflake",
+    "SNOWBALL",
+    "SNOWFLAKE",
     "TerminationCondition",
     "UnarySnowball",
     "UnarySnowflake",
