@@ -1,6 +1,7 @@
 """Snowman consensus as a library, bit-exact with avalanchego: the parameters, the snowball
 instances and bit tree (:mod:`vmstack.consensus.snowball`), the block tree
-(:class:`Topological`) and the engine's polls (:mod:`vmstack.consensus.poll`).
+(:class:`Topological`), the engine's polls (:mod:`vmstack.consensus.poll`) and the engine
+loop over a whole stack (:class:`SnowmanEngine`, :mod:`vmstack.consensus.engine`).
 
 docs/consensus.md is the reference; a simulator drives the block tree with its own network.
 """
@@ -8,6 +9,7 @@ docs/consensus.md is the reference; a simulator drives the block tree with its o
 from __future__ import annotations
 
 from vmstack.consensus.blocks import PlainBlock
+from vmstack.consensus.engine import SnowmanEngine, StakeSampler
 from vmstack.consensus.parameters import DEFAULT_PARAMETERS, Parameters
 from vmstack.consensus.poll import EarlyTermPoll, PollSet
 from vmstack.consensus.snowball import SNOWBALL, SNOWFLAKE, Tree
@@ -26,6 +28,8 @@ __all__ = [
     "PollSet",
     "SNOWBALL",
     "SNOWFLAKE",
+    "SnowmanEngine",
+    "StakeSampler",
     "Topological",
     "Tree",
     "UnknownParentBlock",
