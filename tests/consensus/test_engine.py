@@ -12,6 +12,7 @@ from vmstack import BlockNotFound, SimClock, build_stack, submit_transactions
 from vmstack.cchain import DEV_KEYS, DynamicFeeTx, keccak256
 from vmstack.consensus import Parameters
 from vmstack.consensus.engine import (
+    Chits,
     Get,
     Message,
     PullQuery,
@@ -179,3 +180,24 @@ def test_stake_sampler_draws_with_multiplicity() -> None:
     assert sampler.sample(21) is None
     with pytest.raises(ValueError, match="positive stake"):
         StakeSampler({b"a": 0})
+
+
+def test_a_block_at_an_accepted_height_is_never_issued() -> None:
+    """A rival of an accepted block, pushed late, is not verified (the stack does not serve
+    it) and not added; the query is still answered with the accepted chain."""
+    network = Network(2)
+    network.clock.advance(2.0)
+    network.engines[0].notify_pending()
+    network.deliver()
+    accepted = network.engines[0].accepted_ids[0]
+    outsider = build_stack(MemoryStore(), clock=network.clock)
+    submit_transactions(outsider, [_transfer(5, 0)])
+    rival = outsider.build_block()
+    assert rival.height == 1 and rival.id != accepted
+    engine = network.engines[1]
+    engine.receive(b"outsider", PushQuery(7, bytes(rival), 1))
+    assert engine.consensus.num_processing() == 0
+    with pytest.raises(BlockNotFound):
+        network.vms[1].get_block(rival.id)
+    (answer,) = [m for source, to, m in network.sent if to == b"outsider"]
+    assert isinstance(answer, Chits) and answer.preferred_id_at_height == accepted
