@@ -121,6 +121,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     ("the transition layer", ("vmstack.transition",)),
     ("the wrapper layers", ("vmstack.wrappers",)),
+    ("the consensus library, driving any stack", ("vmstack.consensus",)),
     ("the process boundary", ("vmstack.wrappers.rpc",)),
     ("the layer order", ("vmstack.stack",)),
     (

@@ -17,6 +17,8 @@ __all__ = [
     "BatchingNotImplemented",
     "BlockNotFound",
     "ConfigMismatch",
+    "ConsensusError",
+    "DuplicateBlock",
     "InvalidBlock",
     "InvalidCertificate",
     "InvalidSignature",
@@ -24,10 +26,12 @@ __all__ = [
     "KitDeclarationError",
     "MalformedRequest",
     "NodeCrashed",
+    "ParametersInvalid",
     "ProposerWindowNotStarted",
     "StoreClosed",
     "StoreCorrupted",
     "StoreError",
+    "UnknownParentBlock",
     "VMStackError",
     "VMUnavailable",
 ]
@@ -163,3 +167,27 @@ class ProposerWindowNotStarted(VMStackError):
 class KitDeclarationError(VMStackError, TypeError):
     """A conformance test class declares something the kit does not know (or no longer
     knows)."""
+
+
+class ConsensusError(VMStackError):
+    """The consensus library refuses an operation on its block tree (``vmstack.consensus``)."""
+
+
+class UnknownParentBlock(ConsensusError):
+    """A block added to the block tree whose parent is neither processing nor the last
+    accepted block (avalanchego's ``errUnknownParentBlock``)."""
+
+
+class DuplicateBlock(ConsensusError):
+    """A block added to the block tree while it is already processing there (avalanchego's
+    ``errDuplicateAdd``)."""
+
+
+class ParametersInvalid(VMStackError, ValueError):
+    """Consensus parameters that break one or more of avalanchego's rules
+    (``snowball.Parameters.Verify``); ``reasons`` holds one line per broken rule, in the
+    order upstream checks them."""
+
+    def __init__(self, reasons: list[str]) -> None:
+        self.reasons = tuple(reasons)
+        super().__init__("parameters invalid: " + "; ".join(reasons))
