@@ -4,18 +4,22 @@ processing siblings and their descendants, one inner verify serves every wrapper
 inner block (even after an earlier wrapper was rejected), and a pre-fork reject is the
 inner reject.
 
-Every scenario runs over the memory VM and over the full stack (the C-chain VM below),
-with a recording layer directly below the proposer layer that sees every decision that
+Every scenario runs over the memory VM, over the full stack (the C-chain VM below) and
+over the C-chain part served by another process (the proposer layer in this one, its
+inner VM a ``VMClient`` speaking protocol 45), with a recording layer directly below the
+proposer layer that sees every decision that
 reaches the inner VM and refuses to accept an object that was never verified (as
 upstream's ``wrappedBlock`` does). The scenarios named after upstream tests are ported
-from them (notice below); the process boundary runs them in
-``tests/wrappers/rpc/test_plugin_decisions.py``.
+from them (notice below); ``tests/wrappers/rpc/test_plugin_decisions.py`` drives two
+plugins through the transition and the fork with plain vm.VM messages.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -30,6 +34,7 @@ from vmstack.wrappers.passthrough import PassThroughBlock, PassThroughVM
 from vmstack.wrappers.proposer.block import build_signed, build_unsigned
 from vmstack.wrappers.proposer.staking import StakingKey
 from vmstack.wrappers.proposer.vm import ProposerBlock, ProposerVM
+from vmstack.wrappers.rpc import spawn
 
 from . import CHAIN_ID, node_key
 
@@ -165,7 +170,9 @@ def memory_node(fork_time: float, clock: SimClock, pchain_height: int) -> Node:
     return Node(vm, log, clock)
 
 
-def full_stack_node(fork_time: float, clock: SimClock, pchain_height: int) -> Node:
+def full_stack_node(
+    fork_time: float, clock: SimClock, pchain_height: int, out_of_process: ChainVM | None = None
+) -> Node:
     logs: list[DecisionLog] = []
 
     def log_below(inner: ChainVM) -> ChainVM:
@@ -179,6 +186,7 @@ def full_stack_node(fork_time: float, clock: SimClock, pchain_height: int) -> No
         staking_key=node_key(),
         pchain_height=pchain_height,
         extra_layers={"C": [log_below]},
+        out_of_process=out_of_process,
     )
     assert isinstance(vm, ProposerVM)
     return Node(vm, logs[0], clock)
@@ -187,10 +195,29 @@ def full_stack_node(fork_time: float, clock: SimClock, pchain_height: int) -> No
 MakeNode = Callable[[float, SimClock, int], Node]
 
 
-@pytest.fixture(params=[memory_node, full_stack_node], ids=["memory", "full-stack"])
-def make_node(request: pytest.FixtureRequest) -> MakeNode:
-    maker: MakeNode = request.param
-    return maker
+@pytest.fixture(
+    params=[
+        "memory",
+        "full-stack",
+        pytest.param("out-of-process", marks=pytest.mark.slow),
+    ]
+)
+def make_node(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MakeNode]:
+    """How a node is made: over the memory VM, over the full stack, or over the C-chain
+    part served by another process (``spawn``), the proposer layer in this one."""
+    if request.param == "memory":
+        yield memory_node
+        return
+    if request.param == "full-stack":
+        yield full_stack_node
+        return
+    with ExitStack() as processes:
+
+        def out_of_process_node(fork_time: float, clock: SimClock, pchain_height: int) -> Node:
+            client = processes.enter_context(spawn(tmp_path / "served", clock=clock))
+            return full_stack_node(fork_time, clock, pchain_height, out_of_process=client)
+
+        yield out_of_process_node
 
 
 def forked(make_node: MakeNode, *, blocks: int = 3, pchain_height: int = 0) -> Node:
@@ -219,7 +246,7 @@ def test_reject_post_fork_block_inner_block_is_not_rejected(make_node: MakeNode)
 def test_reject_pre_fork_block_inner_block_is_rejected(make_node: MakeNode) -> None:
     """TestBlockReject_PreForkBlock_InnerBlockIsRejected."""
     clock = SimClock(START)
-    node = make_node(math.inf if make_node is memory_node else 10**12, clock, 0)
+    node = make_node(math.inf if make_node is memory_node else 10.0**12, clock, 0)
     node.grow(2)
     block = node.build()
     assert not block.post_fork

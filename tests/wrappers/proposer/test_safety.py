@@ -476,6 +476,26 @@ class Engine:
             assert vm.get_block_id_at_height(height) == block_id
         rejected_inner = {call.args[0] for call in self.inner.calls_to("block.reject")}
         assert not rejected_inner & self.accepted_inner
+        decided = [
+            call.args[0]
+            for call in self.inner.calls
+            if call.method in ("block.accept", "block.reject")
+        ]
+        assert len(decided) == len(set(decided)), "an inner block was decided twice"
+        # An undecided inner block can still be accepted: it descends from the last
+        # accepted inner block through undecided ones (its envelopes may all have lost,
+        # but another may still wrap it; the accepted sibling of it or of an ancestor
+        # rejects it).
+        verified = {call.args[0] for call in self.inner.calls_to("block.verify")}
+        last_inner = self.inner.last_accepted()
+        undecided = verified - set(decided) - {last_inner}
+        for block_id in undecided:
+            below = self.inner.known_block(block_id)
+            while below is not None and below.parent_id in undecided:
+                below = self.inner.known_block(below.parent_id)
+            assert below is not None and below.parent_id == last_inner, (
+                "a verified inner block that can no longer be accepted was left undecided"
+            )
         for block_id in self.processing:
             assert vm.get_block(block_id).id == block_id
         for block_id in self.rejected:
