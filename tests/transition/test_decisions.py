@@ -4,14 +4,20 @@ decisions that follow reach the post VM."""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 
-from vmstack import SimClock, build_stack, submit_transactions
+from vmstack import InvalidBlock, SimClock, build_stack, submit_transactions
 from vmstack.cchain import CChainVM
 from vmstack.cchain.generate import dev_transactions
+from vmstack.conformance import memory_vm
 from vmstack.interfaces import Block, ChainVM
 from vmstack.store import MemoryStore
-from vmstack.transition import TransitionVM
+from vmstack.transition import SerialChainVM, TransitionVM
+from vmstack.wrappers.passthrough import PassThroughVM
 
 START = 1_000.0
 TRANSITION_TIME = START + 10
@@ -118,9 +124,44 @@ def test_siblings_on_the_transition_block_are_handed_to_the_post_vm() -> None:
     post = layer.post
     assert isinstance(post, CChainVM)
     assert {block.id for block in post.processing()} == {loser.id, winner.id}
+    clock.advance(1)
+    assert vm.build_block().parent_id == winner.id, "the preferred block is preferred in post"
     winner.accept()
     loser.reject()
     assert vm.last_accepted() == winner.id
     assert post.processing() == ()
     clock.advance(2)
     assert vm.build_block().parent_id == winner.id
+
+
+class RefusesOne(PassThroughVM):
+    """A post VM that judges one block otherwise than the pre VM did."""
+
+    refused: bytes = b""
+
+    def intercept(self, method: str, forward: Callable[..., Any], *args: Any) -> Any:
+        if method == "block.verify" and args[0].id == self.refused:
+            raise InvalidBlock("the post VM's rules refuse it")
+        return forward(*args)
+
+
+def test_a_block_the_post_vm_refuses_stays_with_the_pre_vm(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A processing descendant the post VM refuses at the hand-over is logged and decided
+    through the pre VM that verified it."""
+    memory = memory_vm(batching=True, blocks=5, clock=SimClock(22.0))
+    post = RefusesOne(memory)
+    transition = TransitionVM(SerialChainVM(memory), post, transition_time=21)
+    block = transition.build_block()
+    block.verify()
+    transition.set_preference(block.id)
+    child = transition.build_block()
+    child.verify()
+    post.refused = child.id
+    with caplog.at_level(logging.WARNING, logger="vmstack.transition.vm"):
+        block.accept()
+    assert transition.transitioned
+    assert "is refused after it" in caplog.text
+    child.accept()
+    assert memory.last_accepted() == child.id
