@@ -37,7 +37,7 @@ import grpc
 from google.protobuf.message import DecodeError, Message
 
 from vmstack import errors as _errors
-from vmstack.errors import MalformedRequest, VMStackError
+from vmstack.errors import MalformedRequest, VMStackError, VMUnavailable
 from vmstack.wrappers.rpc import vm_pb2, vmstack_pb2
 
 __all__ = [
@@ -258,9 +258,9 @@ MAX_ATTRIBUTE_DEPTH = 8
 _INT_RANGE = range(-(1 << 63), 1 << 64)
 
 
-class BrokenWireError(ValueError):
+class BrokenWireError(VMUnavailable):
     """A typed error that is not one of the tree's: ``rule`` names what it breaks, ``what``
-    what was sent. The client raises it as :class:`~vmstack.errors.VMUnavailable`."""
+    what was sent. A :class:`~vmstack.errors.VMUnavailable`: the peer broke the protocol."""
 
     def __init__(self, rule: str, what: str) -> None:
         self.rule = rule
