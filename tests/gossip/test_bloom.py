@@ -112,9 +112,13 @@ def test_the_module_passes_every_vector() -> None:
 
 #: Deliberately wrong formulas: (what, text in bloom.py, its replacement).
 MUTATIONS = [
-    ("the hash read little-endian", 'digest()[:8], "big")', 'digest()[:8], "little")'),
-    ("the salt hashed before the key", "sha256(key + salt)", "sha256(salt + key)"),
-    ("the last 8 bytes of the digest", "digest()[:8]", "digest()[-8:]"),
+    ("the hash read little-endian", 'struct.Struct(">Q")', 'struct.Struct("<Q")'),
+    ("the salt hashed before the key", "_sha256(key + salt)", "_sha256(salt + key)"),
+    (
+        "the last 8 bytes of the digest",
+        "unpack_from(_sha256(key + salt).digest())",
+        "unpack_from(_sha256(key + salt).digest(), 24)",
+    ),
     ("a rotation of 16", "_HASH_ROTATION: Final = 17", "_HASH_ROTATION: Final = 16"),
     ("the seed added, not xored", ") ^ seed", ") + seed & _MASK64"),
     ("bits counted from the top of a byte", "|= 1 << (index & 7)", "|= 0x80 >> (index & 7)"),

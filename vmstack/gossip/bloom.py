@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import struct
 import threading
 from collections.abc import Sequence
 from typing import Final, Self
@@ -50,12 +51,15 @@ _MASK64: Final = (1 << 64) - 1
 #: Go's ``math.MaxInt`` on a 64-bit machine: what the sizing functions saturate at.
 _MAX_INT: Final = (1 << 63) - 1
 _LN2_SQUARED: Final = math.log(2) * math.log(2)
+_UINT64_BE: Final = struct.Struct(">Q")
+_sha256 = hashlib.sha256
 
 
 def bloom_hash(key: bytes, salt: bytes) -> int:
     """The 64-bit hash of ``key`` under ``salt``: the first 8 bytes of
     ``sha256(key || salt)`` read big-endian (upstream's ``bloom.Hash``)."""
-    return int.from_bytes(hashlib.sha256(key + salt).digest()[:8], "big")
+    first: int = _UINT64_BE.unpack_from(_sha256(key + salt).digest())[0]
+    return first
 
 
 def _check_hashes(count: int) -> None:
