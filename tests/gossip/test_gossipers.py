@@ -362,14 +362,14 @@ def test_the_bloom_filter_resets_after_coreths_count() -> None:
     """coreth's filter (8,192, 1%, reset at 5%) takes 11,836 additions; the next resets it
     with a new salt, sized for twice the set, and refilled from it."""
     inner = SetDouble()
-    salts = iter(bytes([n]) * 32 for n in range(1, 10))
+    draws = iter(bytes([n]) * (8 * 7 + 32) for n in range(1, 10))
     item_set = SetWithBloomFilter(
         inner,
         Marshaller(),
         min_target_elements=8_192,
         target_false_positive=0.01,
         reset_false_positive=0.05,
-        salt_source=lambda size: next(salts),
+        random_bytes=lambda size: next(draws)[:size],
     )
     bloom, salt = item_set.bloom_filter()
     assert (bloom.num_hashes, bloom.num_entries, item_set.max_count) == (7, 9_815, 11_836)

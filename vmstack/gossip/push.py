@@ -205,6 +205,18 @@ class PushGossiper(Generic[T]):
         """Items sent and queued to be sent again."""
         return len(self._to_regossip)
 
+    def next_due(self) -> float | None:
+        """The earliest time a cycle can send something: now when an item was never sent,
+        else when the longest-waiting sent item may be sent again (``None``: nothing is
+        tracked). A dropped item may make that cycle send nothing."""
+        with self._lock:
+            if self._to_gossip:
+                return self._clock()
+            if not self._to_regossip:
+                return None
+            first = self._marshaller.gossip_id(self._to_regossip[0])
+            return self._tracking[first].last_gossiped + self._max_regossip_frequency
+
     def add(self, items: Sequence[T]) -> None:
         """Queue ``items`` not yet tracked; an item discarded lately goes to the sent
         queue as if just sent."""

@@ -85,7 +85,8 @@ class SetWithBloomFilter(GossipSet[T]):
     ``estimate_count(hashes, entries, reset_false_positive)`` it is made anew with a fresh
     salt and refilled from ``inner`` (``resets`` counts that). With coreth's parameters
     (8,192 items, 1%, reset at 5%) the filter is 9,815 bytes with 7 hashes and resets on
-    the 11,837th addition. ``salt_source(n)`` gives the salt's bytes (``os.urandom``).
+    the 11,837th addition. ``random_bytes(n)`` gives the bytes of every filter's seeds and
+    salt (``os.urandom``; a seeded source makes a run repeat exactly).
     """
 
     def __init__(
@@ -97,7 +98,7 @@ class SetWithBloomFilter(GossipSet[T]):
         target_false_positive: float,
         reset_false_positive: float,
         target_multiplier: int = 2,
-        salt_source: Callable[[int], bytes] = os.urandom,
+        random_bytes: Callable[[int], bytes] = os.urandom,
     ) -> None:
         if min_target_elements < 1:
             raise ValueError(f"min_target_elements must be at least 1, not {min_target_elements}")
@@ -111,7 +112,7 @@ class SetWithBloomFilter(GossipSet[T]):
         self._target_false_positive = target_false_positive
         self._reset_false_positive = reset_false_positive
         self._target_multiplier = target_multiplier
-        self._salt_source = salt_source
+        self._random_bytes = random_bytes
         self._lock = threading.RLock()
         self.resets = 0
         self._bloom, self._salt, self.max_count = self._fresh()
@@ -119,10 +120,12 @@ class SetWithBloomFilter(GossipSet[T]):
     def _fresh(self) -> tuple[BloomFilter, bytes, int]:
         target = max(self._target_multiplier * len(self._inner), self._min_target_elements)
         num_hashes, num_entries = optimal_parameters(target, self._target_false_positive)
-        bloom = BloomFilter(num_hashes, num_entries)
-        salt = bytes(self._salt_source(32))
-        if len(salt) != 32:
-            raise ValueError(f"salt_source gave {len(salt)} bytes, not 32")
+        raw = bytes(self._random_bytes(8 * num_hashes + 32))
+        if len(raw) != 8 * num_hashes + 32:
+            raise ValueError(f"random_bytes gave {len(raw)} bytes, not {8 * num_hashes + 32}")
+        seeds = [int.from_bytes(raw[8 * i : 8 * i + 8], "big") for i in range(num_hashes)]
+        bloom = BloomFilter(num_hashes, num_entries, seeds=seeds)
+        salt = raw[8 * num_hashes :]
         for item in self._inner.iterate():
             bloom.add(bloom_hash(self._marshaller.gossip_id(item), salt))
         return bloom, salt, estimate_count(num_hashes, num_entries, self._reset_false_positive)

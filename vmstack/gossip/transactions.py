@@ -11,6 +11,7 @@ forgets what an accepted block included (:meth:`TransactionGossip.on_accepted`).
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -180,7 +181,8 @@ class TransactionGossip:
     response)`` with the answer); the caller hands what peers send to :meth:`app_gossip`
     and :meth:`app_request`, runs :meth:`push` every ``config.push_frequency`` seconds and
     :meth:`pull` every ``config.pull_frequency``, and reports accepted blocks'
-    transactions to :meth:`on_accepted`.
+    transactions to :meth:`on_accepted`. ``random_bytes`` draws the bloom filters' seeds
+    and salts (``os.urandom``).
     """
 
     def __init__(
@@ -192,6 +194,7 @@ class TransactionGossip:
         send_request: Callable[[bytes, ResponseCallback], None],
         clock: Clock,
         config: GossipConfig = CORETH_GOSSIP,
+        random_bytes: Callable[[int], bytes] = os.urandom,
     ) -> None:
         self.vm = vm
         self.config = config
@@ -204,6 +207,7 @@ class TransactionGossip:
             target_false_positive=config.bloom_target_false_positive,
             reset_false_positive=config.bloom_reset_false_positive,
             target_multiplier=config.bloom_churn_multiplier,
+            random_bytes=random_bytes,
         )
         self.push_gossiper = PushGossiper(
             marshaller,
