@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Final
 import attrs
 
 from vmstack.cchain import CChainVM
-from vmstack.cchain.generate import pool_transactions
+from vmstack.cchain.generate import transaction_pool
+from vmstack.cchain.genesis import dev_addresses
 from vmstack.clock import SimClock
 from vmstack.errors import BlockNotFound, InvalidTransaction, MalformedRequest
 from vmstack.gossip import ResponseCallback, SendConfig, TransactionGossip
@@ -49,6 +50,7 @@ GOSSIP_METHODS: Final = frozenset(
         "gossip_request",
         "gossip_response",
         "gossip_counts",
+        "gossip_nonces",
     }
 )
 
@@ -164,13 +166,23 @@ class NodeGossip:
         self._gossip_state.on_accepted(included)
         return tuple(included)
 
-    def gossip_submit(self, now: float, seed: int, position: int, count: int) -> GossipOut:
-        """Submit ``count`` transactions of the seed's pool from ``position`` here."""
+    def gossip_nonces(self) -> tuple[int, ...]:
+        """The development keys' nonces in the state of the node's last accepted block."""
+        chain = find_layer(self.vm, CChainVM)
+        return tuple(chain.account(address).nonce for address in dev_addresses())
+
+    def gossip_submit(
+        self, now: float, seed: int, start_nonces: tuple[int, ...], size: int, index: int
+    ) -> GossipOut:
+        """Submit transaction ``index`` of the development keys' pool of ``size`` for
+        ``seed`` whose nonces count on from ``start_nonces`` (the same pool on every node,
+        signed once per process)."""
         self._at(now)
         gossip = self._gossip()
-        transactions = pool_transactions(
-            seed=seed, chain_id=find_mempool(self.vm).chain_id, start=position, count=count
+        pool = transaction_pool(
+            seed=seed, chain_id=find_mempool(self.vm).chain_id, size=size, start_nonces=start_nonces
         )
+        transactions = [pool.transactions[index]]
         try:
             gossip.submit(transactions)
         except InvalidTransaction as error:

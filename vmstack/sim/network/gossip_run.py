@@ -3,9 +3,10 @@ push and pull over the simulated links, and what the report says of them.
 
 While blocks are built, ``R`` transactions a simulated second (across the network, at
 times drawn from a seeded exponential) are submitted, each at a node drawn at random
-among those up and caught up (when the one drawn is not, the submission goes to another
-one link latency later); the transactions are the chain seed's pool from where the
-chain's history left off, so they are valid in order. A node's gossip
+(when it is not up and caught up, the submission goes to one that is, one link latency
+later); the transactions are a pool of the development keys' signed
+for the run's seed, their nonces following on from the state the chain's history left
+(the same pool at every node), so they are valid in order. A node's gossip
 (:mod:`vmstack.sim.network.gossip_node`, coreth's parameters) pushes what was submitted
 there every 0.1 s while it has something to send; every caught-up node pulls from one
 random caught-up peer every second. Each push and pull message crosses the simulated link
@@ -37,10 +38,12 @@ from vmstack.sim.network.events import NetworkEventLoop
 from vmstack.sim.network.gossip_node import GossipCounts, GossipOut, node_id_of, node_of_id
 from vmstack.sim.network.node import Built, Call
 
-__all__ = ["DRAIN_INTERVALS", "TransactionGossipping", "percentile"]
+__all__ = ["DRAIN_INTERVALS", "SUBMISSION_SEED_OFFSET", "TransactionGossipping", "percentile"]
 
 #: Block intervals before the end of building in which no transaction is submitted.
 DRAIN_INTERVALS = 3
+#: The submitted transactions are the development keys' pool of the run's seed plus this.
+SUBMISSION_SEED_OFFSET = 7_919
 
 
 def percentile(values: list[float], fraction: float) -> float | None:
@@ -64,6 +67,7 @@ class TransactionGossipping(NetworkEventLoop):
         self.submissions_refused = 0
         self._push_due: dict[int, float] = {}
         self._ids = [node_id_of(node) for node in range(self.config.nodes)]
+        self._pool: tuple[int, tuple[int, ...], int] = (0, (), 0)
 
     def _ready(self, node: int) -> bool:
         state = self.states[node]
@@ -74,13 +78,16 @@ class TransactionGossipping(NetworkEventLoop):
         config = self.config
         self._gossip_setup()
         window = config.block_interval * max(1, config.live_blocks - DRAIN_INTERVALS)
-        position = config.blocks * config.txs_per_block
+        arrivals: list[tuple[float, int]] = []
         at = self.gossip_rng.expovariate(config.tx_rate)
         while at < window:
-            node = self.gossip_rng.randrange(config.nodes)
-            self._schedule_submission(at, node, position, tries=0)
-            position += 1
+            arrivals.append((at, self.gossip_rng.randrange(config.nodes)))
             at += self.gossip_rng.expovariate(config.tx_rate)
+        if arrivals:
+            (nonces,) = self.engine.run([Call(0, "gossip_nonces")])
+            self._pool = (config.seed + SUBMISSION_SEED_OFFSET, tuple(nonces), len(arrivals))
+        for index, (at, node) in enumerate(arrivals):
+            self._schedule_submission(at, node, index, tries=0)
         for node in range(config.nodes):
             self._schedule_pull(node, self.gossip_rng.uniform(0.0, CORETH_GOSSIP.pull_frequency))
 
@@ -90,7 +97,8 @@ class TransactionGossipping(NetworkEventLoop):
         def submit() -> Call | None:
             if not self._ready(node):
                 return None
-            return Call(node, "gossip_submit", (self.clock(), self.config.seed, position, 1))
+            seed, nonces, size = self._pool
+            return Call(node, "gossip_submit", (self.clock(), seed, nonces, size, position))
 
         self.schedule(
             delay,
@@ -102,9 +110,11 @@ class TransactionGossipping(NetworkEventLoop):
 
     def _submitted(self, node: int, position: int, tries: int, out: GossipOut | None) -> None:
         if out is None:
-            if tries < self.config.nodes:
-                other = self.gossip_rng.randrange(self.config.nodes)
-                self._schedule_submission(self.lookahead, other, position, tries + 1)
+            # Not up or not caught up: to one that is now, a link latency later (a later
+            # transaction of the same sender would otherwise wait for it for ever).
+            ready = [other for other in range(self.config.nodes) if self._ready(other)]
+            other = ready[self.gossip_rng.randrange(len(ready))] if ready else node
+            self._schedule_submission(self.lookahead, other, position, tries + 1)
             return
         if out.refused is not None:
             self.submissions_refused += 1
