@@ -397,3 +397,17 @@ def test_choose_peers_resolves_a_send_config() -> None:
     assert len(chosen) == 4 and len(set(chosen)) == 4 and nodes[3] not in chosen
     assert sum(node in validators for node in chosen[1:3]) == 2
     assert chosen[3] not in validators
+
+
+def test_next_due_says_when_a_cycle_can_send() -> None:
+    held, sent, clock = SetDouble(), [], ManualClock()
+    gossiper = _gossiper(held, sent, clock)
+    assert gossiper.next_due() is None
+    held.add(tx(1))
+    gossiper.add([tx(1)])
+    assert gossiper.next_due() == clock.now  # never sent: now
+    gossiper.gossip()
+    assert gossiper.next_due() == clock.now + 30.0  # sent: after the regossip period
+    clock.now += 10
+    gossiper.gossip()
+    assert len(sent) == 1 and gossiper.next_due() == clock.now + 20.0
