@@ -131,11 +131,9 @@ class NodeGossip:
         return self._gossip_state
 
     def _height(self) -> int:
-        return (
-            find_layer(self.vm, CChainVM)
-            .get_block(find_layer(self.vm, CChainVM).last_accepted())
-            .height
-        )
+        """The height of the C-chain VM's last accepted block."""
+        chain = find_layer(self.vm, CChainVM)
+        return chain.get_block(chain.last_accepted()).height
 
     def _out(self, **fields: object) -> GossipOut:
         gossip = self._gossip()
