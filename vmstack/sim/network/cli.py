@@ -54,6 +54,7 @@ def simulate_network_from_args(
         seed=args.seed,
         stake=args.stake or "equal",
         node_store=args.node_store or "auto",
+        tx_rate=args.tx_rate or 0.0,
     )
     engine = make_engine(args.engine or "local", address=args.ray_address, workers=args.workers)
     model = costs or REFERENCE_COSTS

@@ -8,6 +8,8 @@ figure they hold is simulated except the wall times and memory the report says a
 
 from __future__ import annotations
 
+import math
+
 import attrs
 
 from vmstack.batching import DEFAULT_MAX_BLOCKS_NUM
@@ -84,6 +86,7 @@ class NetworkSimulationConfig:
     max_events: int = 10_000_000
     stake: str = "equal"
     node_store: str = "auto"
+    tx_rate: float = 0.0
 
     def __attrs_post_init__(self) -> None:
         if self.node_store not in ("auto", "lmdb", "memory"):
@@ -112,6 +115,8 @@ class NetworkSimulationConfig:
             )
         if self.stake not in STAKE_KINDS:
             raise ValueError(f"stake is one of {STAKE_KINDS}, not {self.stake!r}")
+        if not (self.tx_rate >= 0 and math.isfinite(self.tx_rate)):
+            raise ValueError(f"tx_rate must be a finite rate of 0 or more, got {self.tx_rate}")
         if self.max_attempts < 1 or self.max_events < 1:
             raise ValueError(
                 f"max_attempts and max_events must be at least 1, got "
@@ -256,7 +261,9 @@ class NetworkReport:
     ``transactions`` how many the first ``blocks`` blocks hold (a block holds what its gas
     limit pays for, which may be fewer than ``txs_per_block``). ``slots`` is what the
     proposer windows did (:class:`SlotRecord`); ``memory_by_place`` the peaks by host and
-    by actor (:meth:`~vmstack.sim.network.engines.Engine.memory_by_place`)."""
+    by actor (:meth:`~vmstack.sim.network.engines.Engine.memory_by_place`); ``gossip`` the
+    transaction gossip figures of a run with a ``tx_rate`` (``simulated.gossip``,
+    :mod:`vmstack.sim.network.gossip_run`)."""
 
     config: NetworkSimulationConfig
     costs: CostModel
@@ -269,19 +276,23 @@ class NetworkReport:
     transactions: int | None = None
     slots: SlotRecord = attrs.field(factory=lambda: SlotRecord())
     memory_by_place: dict[str, object] = attrs.field(factory=dict)
+    gossip: dict[str, object] | None = None
 
     def as_dict(self) -> dict[str, object]:
+        simulated: dict[str, object] = {
+            "nodes": [node.as_dict() for node in self.nodes],
+            "totals": self.totals,
+            "transactions": self.transactions,
+            "slots": self.slots.as_dict(),
+        }
+        if self.gossip is not None:
+            simulated["gossip"] = self.gossip
         return {
             "engine": self.engine,
             "seed": self.config.seed,
             "config": self.config.as_dict(),
             "costs": self.costs.as_dict(),
-            "simulated": {
-                "nodes": [node.as_dict() for node in self.nodes],
-                "totals": self.totals,
-                "transactions": self.transactions,
-                "slots": self.slots.as_dict(),
-            },
+            "simulated": simulated,
             "measured": {
                 "setup_wall_seconds": self.setup_wall_seconds,
                 "run_wall_seconds": self.run_wall_seconds,
