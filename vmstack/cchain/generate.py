@@ -3,10 +3,11 @@
 Blocks are built with ``build_block`` on the VM handed in (the top of a stack, so every
 layer wraps and, for the proposer, signs its blocks), then verified, preferred and accepted
 through it, as an engine would. Their transactions come from a
-:class:`TransactionSequence` of pre-signed transactions (signing is the expensive part of making a chain: a pool keeps
-10,000 blocks of 10 transactions well under a minute), handed to the mempool of the VM at
-the bottom of the stack, found by following ``inner`` from the top (re-found for every
-block, since a transition layer's ``inner`` changes at the transition).
+:class:`TransactionSequence` of pre-signed transactions (signing is the expensive part of
+making a chain: a sequence signed once per process keeps 10,000 blocks of 10 transactions
+well under a minute), handed to the mempool of the VM at the bottom of the stack, found by
+following ``inner`` from the top (re-found for every block, since a transition layer's
+``inner`` changes at the transition).
 
 The pool mixes what a C-chain carries: legacy (EIP-155), EIP-2930 and EIP-1559
 transactions from the funded development keys (:data:`~vmstack.cchain.genesis.DEV_KEYS`)

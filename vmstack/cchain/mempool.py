@@ -74,12 +74,14 @@ class Mempool:
         chain_id: int,
         gas_limit: int,
         avalanche: bool,
+        base_fee: int = 0,
         max_per_sender: int = MAX_PER_SENDER,
         max_pending: int = MAX_PENDING,
     ) -> None:
         self._chain_id = chain_id
         self._gas_limit = gas_limit
         self._avalanche = avalanche
+        self._base_fee = base_fee
         self._max_per_sender = max_per_sender
         self._max_pending = max_pending
         self._lock = threading.Lock()
@@ -111,6 +113,12 @@ class Mempool:
             raise InvalidTransaction(
                 error.reason.replace("transaction 0", "transaction", 1)
             ) from None
+        cap = max_price(tx)
+        if cap < self._base_fee:
+            raise InvalidTransaction(
+                f"transaction 0x{tx_hash.hex()}: fee cap {cap} wei/gas is below the base "
+                f"fee {self._base_fee}: no block could carry it"
+            )
         try:
             sender = self.sender(tx, encoding)
         except InvalidBlock as error:

@@ -85,6 +85,8 @@ from vmstack.cchain.history import HistoryTier
 from vmstack.cchain.mempool import Mempool
 from vmstack.cchain.rlpbytes import block_bytes, first_item_offset, frame_body_fields, header_slice
 from vmstack.cchain.rules import (
+    base_fee_rule,
+    check_fee_rules,
     check_header_rules,
     check_receipts_commitments,
     check_received_body,
@@ -235,7 +237,10 @@ class CChainVM:
             if not self._stateless:
                 self._accepted_base(snap)
         self._mempool = Mempool(
-            chain_id=chain_id, gas_limit=self._gas_limit, avalanche=self._avalanche
+            chain_id=chain_id,
+            gas_limit=self._gas_limit,
+            avalanche=self._avalanche,
+            base_fee=BASE_FEE,  # every block's, by the chain's static fee rule
         )
 
     # --- opening ---------------------------------------------------------------------------
@@ -426,11 +431,15 @@ class CChainVM:
         parent_id: bytes,
         transactions: Sequence[Transaction],
         withdrawals: Sequence[Withdrawal] = (),
+        *,
+        coinbase: bytes = BLACKHOLE_ADDRESS,
+        base_fee: int = BASE_FEE,
     ) -> bytes:
         """The state root of a block over ``parent_id`` (processing or the last accepted
-        block) carrying ``transactions`` and ``withdrawals``, by the rules ``verify``
-        applies (``InvalidBlock`` for a transaction they refuse): what a block crafted
-        outside ``build_block`` must state."""
+        block) carrying ``transactions`` and ``withdrawals``, with ``coinbase`` credited the
+        fees at ``base_fee``, by the rules ``verify`` applies (``InvalidBlock`` for a
+        transaction they refuse): what a block crafted outside ``build_block`` must
+        state."""
         found = self._state_of(check_block_id(parent_id))
         parent = None if isinstance(found, AcceptedState) else found
         base = found if isinstance(found, AcceptedState) else self._base
@@ -444,8 +453,8 @@ class CChainVM:
             transactions,
             senders,
             execute_transactions(transactions),
-            coinbase=BLACKHOLE_ADDRESS,
-            base_fee=BASE_FEE,
+            coinbase=coinbase,
+            base_fee=base_fee,
             withdrawals=withdrawals,
         )
         return state.root
@@ -745,7 +754,7 @@ class CChainVM:
                 senders,
                 receipts,
                 coinbase=BLACKHOLE_ADDRESS,
-                base_fee=BASE_FEE,
+                base_fee=base_fee_rule(parent),
                 withdrawals=withdrawals,
             )
 
@@ -777,8 +786,9 @@ class CChainVM:
                     return
                 parent = self._processing.get(block.parent_id)
                 base = None if self._stateless else self._accepted_base(snap)
+                parent_header: AnyHeader
                 if parent is not None:
-                    parent_number, parent_time = parent.height, parent.timestamp
+                    parent_header = parent.header
                 else:
                     last = self._chain.last_accepted(snap)
                     if block.parent_id != last:
@@ -790,15 +800,19 @@ class CChainVM:
                     parent_header = self._chain.stored_header(
                         snap, self._chain.number_of(snap, last), last
                     )
-                    parent_number, parent_time = parent_header.number, parent_header.time
             check_header_rules(
                 block.header,
-                parent_number=parent_number,
-                parent_time=parent_time,
+                parent_number=parent_header.number,
+                parent_time=parent_header.time,
                 now=self._clock(),
                 gas_limit=None if self._replay else self._gas_limit,
             )
-            self._check_body(block, None if parent is None else parent._state, base)
+            self._check_body(
+                block,
+                None if parent is None else parent._state,
+                base,
+                None if self._replay else base_fee_rule(parent_header),
+            )
             block._status = BlockStatus.PROCESSING
             self._processing[block.id] = block
             self._chain.remember_header(block.id, block.header)
@@ -817,11 +831,18 @@ class CChainVM:
         )
 
     def _check_body(
-        self, block: CChainBlock, parent_state: State | None, base: AcceptedState | None
+        self,
+        block: CChainBlock,
+        parent_state: State | None,
+        base: AcceptedState | None,
+        base_fee: int | None,
     ) -> None:
         """The body rules, cheapest first, so that hostile bytes cost little to refuse: the
         rules of the body as received (:func:`~vmstack.cchain.rules.check_received_body`:
-        sizes, decode, transaction rules, the header's commitments to the body); then that
+        sizes, decode, transaction rules, the header's commitments to the body); the fee
+        rules (:func:`~vmstack.cchain.rules.check_fee_rules` against ``base_fee``, the
+        chain's fee rule's; not when replaying: real history follows coreth's dynamic fee
+        rule, which is not modelled); then that
         the header commits to what executing the block produces: gas used, receipts root
         and bloom (:func:`check_receipts_commitments`; not when replaying); and last, that
         every sender recovers (:meth:`Mempool.check_senders
@@ -840,6 +861,8 @@ class CChainVM:
             body, encodings = check_received_body(
                 block.header, block._raw, spans, lambda: block.body, chain_id=self._chain_id
             )
+            if base_fee is not None:
+                check_fee_rules(block.header, body.transactions, base_fee=base_fee)
             if not self._replay:
                 if receipts is None or not block._built:
                     receipts = execute_transactions(body.transactions)
