@@ -686,8 +686,18 @@ class CChainVM:
         self._mempool.add_withdrawals(withdrawals)
 
     def pending_transactions(self) -> int:
-        """How many transactions are pending in the mempool."""
+        """How many transactions wait in the mempool (pending and queued)."""
+        return self._mempool.count()
+
+    def pending(self) -> list[Transaction]:
+        """The mempool's pending (executable) transactions, in nonce order per sender; read
+        without draining (:meth:`Mempool.pending <vmstack.cchain.mempool.Mempool.pending>`)."""
         return self._mempool.pending()
+
+    def queued(self) -> list[Transaction]:
+        """The mempool's queued (nonce-gapped) transactions, in nonce order per sender; read
+        without draining."""
+        return self._mempool.queued()
 
     def take_transactions(self) -> list[Transaction]:
         """Remove every pending transaction from the mempool and return them in arrival
