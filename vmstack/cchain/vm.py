@@ -54,6 +54,7 @@ keeps no account state: those blocks were executed by an EVM it does not run.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -123,7 +124,11 @@ from vmstack.store.format import check_format
 if TYPE_CHECKING:
     from vmstack.store.history import EraArchive
 
-__all__ = ["CChainVM"]
+__all__ = ["REINJECT_DEPTH", "CChainVM"]
+
+#: How many blocks of an abandoned branch give their transactions back to the pool when
+#: the preference moves to another branch (coreth's reorg reinjection depth).
+REINJECT_DEPTH = 64
 
 
 # --- the VM -----------------------------------------------------------------------------
@@ -705,17 +710,71 @@ class CChainVM:
         return self._mempool.take_transactions()
 
     def set_preference(self, block_id: bytes) -> None:
-        """Build the next block on ``block_id`` (processing or accepted);
-        ``BlockNotFound`` otherwise."""
+        """Build the next block on ``block_id``: the last accepted block, or a processing
+        block that descends from it; ``BlockNotFound`` for an unknown block, and
+        ``InvalidBlock`` ("cannot orphan finalized block") for one that conflicts with
+        the accepted chain (an older accepted block, or a processing block on a branch
+        off it).
+
+        The mempool follows the preference: when the new head is not on the branch of the
+        old one, the transactions of the abandoned branch's blocks (the
+        :data:`REINJECT_DEPTH` nearest the old head) that the new branch lacks are put
+        back in the pool, and the pooled senders' nonces are re-read from the new head's
+        state (what its chain holds leaves the pool)."""
         block_id = check_block_id(block_id)
         with self._lock:
-            if block_id not in self._processing:
-                with self._store.snapshot() as snap:
+            with self._store.snapshot() as snap:
+                last = self._chain.last_accepted(snap)
+                if block_id != last and block_id not in self._processing:
                     if self._chain.accepted_number(snap, block_id) is None:
                         raise BlockNotFound(
                             f"block {block_id.hex()} is neither processing nor accepted"
                         )
+                    raise InvalidBlock(
+                        f"cannot orphan finalized block: block {block_id.hex()} is an "
+                        f"accepted block below the last accepted {last.hex()}"
+                    )
+            new_branch = self._processing_branch(block_id)
+            if new_branch and new_branch[-1].parent_id != last:
+                raise InvalidBlock(
+                    f"cannot orphan finalized block: block {block_id.hex()} does not "
+                    f"descend from the last accepted block {last.hex()}"
+                )
+            old_head = self._build_on()
+            old_branch = [] if old_head is None else self._processing_branch(old_head)
             self._preferred = block_id
+            if self._stateless or (old_head is not None and old_head == block_id):
+                return
+            on_new = {block.id for block in new_branch}
+            if old_head is not None and old_head not in on_new:
+                kept = {tx for block in new_branch for tx in block.transactions}
+                abandoned = [b for b in old_branch if b.id not in on_new][:REINJECT_DEPTH]
+                self._put_back(
+                    tx
+                    for block in reversed(abandoned)
+                    for tx in block.transactions
+                    if tx not in kept
+                )
+            self._mempool.reset(self._reader_of(self._build_on()))
+
+    def _processing_branch(self, block_id: bytes) -> list[CChainBlock]:
+        """The processing blocks from ``block_id`` down to the first whose parent is not
+        processing, nearest first (``[]`` for a block that is not processing)."""
+        branch: list[CChainBlock] = []
+        current = self._processing.get(block_id)
+        while current is not None:
+            branch.append(current)
+            current = self._processing.get(current.parent_id)
+        return branch
+
+    def _put_back(self, transactions: Iterable[Transaction]) -> None:
+        """Pool again, one by one against the build head's state, what a rejected or
+        abandoned block carried; what no block on the preferred chain could carry now
+        (held by it already, or by the accepted chain) is left out."""
+        reader = self._reader_of(self._build_on())
+        for tx in transactions:
+            with contextlib.suppress(InvalidTransaction):
+                self._mempool.add_transactions([tx], reader)
 
     def build_block(self) -> CChainBlock:
         """A new block on the preferred block (the last accepted one unless a processing
@@ -794,6 +853,12 @@ class CChainVM:
                 if self._is_accepted_copy(snap, block):
                     block._status = BlockStatus.ACCEPTED
                     return
+                last_height = self._chain.number_of(snap, self._chain.last_accepted(snap))
+                if block.height <= last_height:
+                    raise InvalidBlock(
+                        f"block {block.id.hex()} at height {block.height} is not accepted "
+                        f"and the last accepted block is at {last_height}: it can never be"
+                    )
                 parent = self._processing.get(block.parent_id)
                 base = None if self._stateless else self._accepted_base(snap)
                 parent_header: AnyHeader
@@ -958,6 +1023,16 @@ class CChainVM:
             block._state = None
             if base is not None and block._senders is not None:
                 self._mempool.on_accepted(block._senders, base.get)
+            preferred = self._preferred
+            if preferred != block.id and not any(
+                ancestor.parent_id == block.id
+                for ancestor in self._processing_branch(preferred or block.id)
+            ):
+                # A block that was not preferred is accepted: the build head moves to it,
+                # and the pool re-reads its senders' nonces there.
+                self._preferred = block.id
+                if base is not None and preferred is not None:
+                    self._mempool.reset(base.get)
             if receipts_rlp is not None:
                 self._chain.settle_cache(number)
             elif settling:
@@ -969,13 +1044,21 @@ class CChainVM:
                 raise InvalidBlock(f"block {block.id.hex()} is accepted and cannot be rejected")
             if block._status is BlockStatus.REJECTED:
                 return
+            verified = block._status is BlockStatus.PROCESSING
             block._status = BlockStatus.REJECTED
             block._state = None
             self._processing.pop(block.id, None)
-            if self._preferred == block.id:
+            was_preferred = self._preferred == block.id
+            if was_preferred:
                 self._preferred = None
             if block._built:
                 self._mempool.give_back(block.body)
+            if verified and not self._stateless:
+                # Its transactions (built here or by a peer) that neither the accepted
+                # nor the preferred chain holds return to the pool.
+                self._put_back(block.transactions)
+                if was_preferred:
+                    self._mempool.reset(self._reader_of(self._build_on()))
 
     def __repr__(self) -> str:
         return (
