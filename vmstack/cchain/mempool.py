@@ -72,8 +72,8 @@ __all__ = [
     "MAX_PER_SENDER",
     "MAX_QUEUED",
     "MAX_QUEUED_PER_SENDER",
-    "REPLACEMENT_BUMP_PERCENT",
     "Mempool",
+    "REPLACEMENT_BUMP_PERCENT",
 ]
 
 _TRANSACTION_TYPES = (LegacyTx, AccessListTx, DynamicFeeTx, BlobTx, SetCodeTx)
@@ -322,8 +322,7 @@ class Mempool:
         """Room for one more pending transaction of ``sender`` (which has ``pending``)."""
         if pending >= self._max_per_sender:
             raise InvalidTransaction(
-                f"0x{sender.hex()} has {pending} pending transactions, the most one sender "
-                "may have"
+                f"0x{sender.hex()} has {pending} pending transactions, the most one sender may have"
             )
         if self._pending_total < self._max_pending:
             return

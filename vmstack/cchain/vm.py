@@ -124,7 +124,7 @@ from vmstack.store.format import check_format
 if TYPE_CHECKING:
     from vmstack.store.history import EraArchive
 
-__all__ = ["REINJECT_DEPTH", "CChainVM"]
+__all__ = ["CChainVM", "REINJECT_DEPTH"]
 
 #: How many blocks of an abandoned branch give their transactions back to the pool when
 #: the preference moves to another branch (coreth's reorg reinjection depth).
