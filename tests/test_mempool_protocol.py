@@ -158,6 +158,7 @@ def test_the_mempool_handle_of_a_transition_stack_stays_valid_across_the_transit
     it; pending() and queued() read without draining."""
     clock = SimClock(1_000.0)
     vm = build_stack(MemoryStore(), transition_time=1_005.0, clock=clock)
+    assert vmstack.find_mempool is find_mempool
     handle = find_mempool(vm)
     assert isinstance(handle, MempoolHandle) and isinstance(handle, Mempool)
     transition = find_layer(vm, TransitionVM)
