@@ -16,11 +16,14 @@ arithmetic runs changes.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from vmstack.errors import InvalidSignature
-from vmstack.parsepool import ParsePool, PendingResults
-from vmstack.wrappers.proposer.block import PostForkBlock
 from vmstack.wrappers.proposer.certificate import Certificate
+
+if TYPE_CHECKING:  # a worker imports this module: it needs only the certificates
+    from vmstack.parsepool import ParsePool, PendingResults
+    from vmstack.wrappers.proposer.block import PostForkBlock
 
 __all__ = ["SignatureJob", "SignatureVerdicts", "signature_verdict", "start_signature_checks"]
 
