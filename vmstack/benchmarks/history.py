@@ -46,7 +46,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from vmstack.benchmarks import Comparison, alternated_medians, median_seconds
+from vmstack.benchmarks import Comparison, alternated_medians
 from vmstack.cchain import CChainVM, rawdb
 from vmstack.cchain.codec import ETHEREUM
 from vmstack.cchain.history import import_history
@@ -109,8 +109,8 @@ def _verify_row(directory: Path, quick: bool) -> Comparison:
         return [hashlib.sha256(data).digest() for data in contents]
 
     fast, baseline, cheapest = (
-        median_seconds(operation, repeat=repeat) / (size / 1e6)
-        for operation in (verify, decode, floor)
+        seconds / (size / 1e6)
+        for seconds in alternated_medians((verify, decode, floor), repeat=repeat)
     )
     return Comparison(
         group=GROUP,
@@ -159,7 +159,7 @@ def _archived_ancestors_row(directory: Path, quick: bool) -> Comparison:
             ]
 
         fast_s, serial_s, floor_s = (
-            median_seconds(operation, repeat=repeat) / count for operation in (fast, serial, floor)
+            seconds / count for seconds in alternated_medians((fast, serial, floor), repeat=repeat)
         )
     return Comparison(
         group="history get_ancestors",

@@ -101,9 +101,10 @@ def start_signature_checks(
 ) -> SignatureVerdicts:
     """Hand the signature checks of the signed ``envelopes`` (``None`` entries skipped) to
     ``pool`` and return their verdicts-to-be; with no pool, or a batch the pool leaves
-    serial, every check runs when :meth:`SignatureVerdicts.check` is asked. A signature
+    serial (asked before any check is prepared: :meth:`ParsePool.takes_now`), every check
+    runs when :meth:`SignatureVerdicts.check` is asked. A signature
     the process has verified already is not handed out (its check is a cache hit)."""
-    if pool is None:
+    if pool is None or not pool.takes_now(len(envelopes)):
         return SignatureVerdicts((), None)
     certificates: dict[bytes, bytes] = {}  # one object per certificate: pickled once
     jobs: list[SignatureJob] = []
