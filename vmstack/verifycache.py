@@ -59,7 +59,8 @@ class VerificationCache(Generic[K, V]):
     :meth:`get` counts a look-up and returns the kept value or ``None``; the caller then
     runs the check, calls :meth:`computed_once` (successful or not) and, only on success,
     :meth:`put`. Safe to share between threads (inserts and evictions hold a lock; a
-    look-up is one dictionary read).
+    look-up is one dictionary read); the counters are exact in one thread and may miss a
+    count where threads race on them.
     """
 
     __slots__ = ("_entries", "_lock", "computed", "evicted", "lookups", "maxsize", "name")
