@@ -113,3 +113,17 @@ def test_a_batched_call_that_succeeds_raises_nothing(
     finally:
         close_stack(parser)
         close_stack(builder)
+
+
+def test_a_refusal_to_batch_formats_no_traceback(no_formatting: list[str]) -> None:
+    """Before its transition the stack cannot batch: the refusal passes up through the
+    traced layers, which record it without formatting a traceback, and the engine helper
+    parses serially."""
+    clock = SimClock(START)
+    store = MemoryStore()
+    builder = _stack(store, clock, signed=False)
+    ids = generate_chain(builder, blocks=5, txs_per_block=2, seed=3, clock=clock)
+    parser = _stack(store, clock, signed=False)
+    blocks = [bytes(builder.get_block(block_id)) for block_id in ids[1:]]
+    assert [block.id for block in batched_parse_block(parser, blocks)] == list(ids[1:])
+    assert no_formatting == []
