@@ -15,7 +15,9 @@ a :class:`~vmstack.wrappers.rpc.VMClient`:
 
 The floor of each row is the same call on the same chain in this process, with no
 boundary at all (a VM over the same store, opened read-only), so ``vs floor`` is what
-crossing costs on top of the work itself.
+crossing costs on top of the work itself. The notes' ``round_trip_us`` is one small call
+that always crosses (``get_block_id_at_height`` of the tip). Every row's sides are timed in
+alternating rounds.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from vmstack.batching import (
     serial_get_ancestors,
     serial_parse_block,
 )
-from vmstack.benchmarks import Comparison, calls_filling, median_seconds
+from vmstack.benchmarks import Comparison, alternated_medians, calls_filling
 from vmstack.benchmarks.parse import BATCH_SIZES
 from vmstack.cchain.generate import generate_chain
 from vmstack.cchain.vm import CChainVM
@@ -100,24 +102,32 @@ def run(quick: bool) -> list[Comparison]:
             )
             if answer != ancestors_over(local, blocks) or walked != answer[:serial_blocks]:
                 raise ValueError("the answers across the boundary differ from in process")
-            fast = median_seconds(lambda: ancestors_over(client, blocks), repeat=repeat)
-            serial = (
-                median_seconds(
-                    lambda: serial_get_ancestors(
-                        client,
-                        tip,
-                        max_blocks_num=serial_blocks,
-                        max_blocks_size=_NO_LIMIT,
-                        max_retrieval_time=_TIME_BUDGET,
-                    ),
-                    repeat=3,
+
+            def serial_walk() -> object:
+                return serial_get_ancestors(
+                    client,
+                    tip,
+                    max_blocks_num=serial_blocks,
+                    max_blocks_size=_NO_LIMIT,
+                    max_retrieval_time=_TIME_BUDGET,
                 )
-                * blocks
-                / serial_blocks
+
+            def round_trip_call() -> object:
+                # GetBlockIDAtHeight always crosses (the client keeps no heights): a
+                # small request, one store read, a small answer.
+                return client.get_block_id_at_height(blocks)
+
+            fast, serial_part, floor, round_trip = alternated_medians(
+                (
+                    lambda: ancestors_over(client, blocks),
+                    serial_walk,
+                    lambda: ancestors_over(local, blocks),
+                    round_trip_call,
+                ),
+                repeat=repeat,
+                number=(1, 1, 1, 20),
             )
-            floor = median_seconds(lambda: ancestors_over(local, blocks), repeat=repeat)
-            client.last_accepted()
-            round_trip = median_seconds(client.last_accepted, repeat=repeat, number=20)
+            serial = serial_part * blocks / serial_blocks
             rows = [
                 Comparison(
                     group="GetAncestors over gRPC",
@@ -149,11 +159,11 @@ def run(quick: bool) -> list[Comparison]:
                 def in_process(data: list[bytes] = batch) -> object:
                     return batched_parse_block(local, data)
 
-                fast, serial, floor = (
-                    median_seconds(
-                        operation, repeat=repeat, number=calls_filling(operation, budget)
-                    )
-                    for operation in (batched, one_by_one, in_process)
+                operations = (batched, one_by_one, in_process)
+                fast, serial, floor = alternated_medians(
+                    operations,
+                    repeat=repeat,
+                    number=[calls_filling(operation, budget) for operation in operations],
                 )
                 rows.append(
                     Comparison(

@@ -249,6 +249,7 @@ class NodeServer(NodeGossip):
         )
         self._proposer = find_layer(self.vm, ProposerVM)
         self._fetched: list[tuple[Block, int | None]] = []
+        self._tip: Tip | None = None
 
     def close(self) -> None:
         """Close the store; remove the directory if the node made it."""
@@ -260,10 +261,17 @@ class NodeServer(NodeGossip):
         self.clock.advance(max(0.0, now - self.clock()))
 
     def tip(self) -> Tip:
-        """The node's last accepted block."""
+        """The node's last accepted block (read once per block: an accepted block's tip
+        never changes, so it is kept until another block is accepted)."""
         block_id = self.vm.last_accepted()
+        kept = self._tip
+        if kept is not None and kept.block_id == block_id:
+            return kept
         block = self._proposer.get_block(block_id)
-        return Tip(block_id, block.height, block.timestamp, block.pchain_height, block.post_fork)
+        self._tip = Tip(
+            block_id, block.height, block.timestamp, block.pchain_height, block.post_fork
+        )
+        return self._tip
 
     # --- before the run: the chain the builders start with --------------------------
 
