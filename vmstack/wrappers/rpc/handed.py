@@ -58,22 +58,29 @@ class HandedOut:
         self.keep_batch((block,), (bytes(block) if data is None else bytes(data),))
         return block
 
-    def keep_batch(self, blocks: Sequence[Block], datas: Sequence[bytes]) -> None:
+    def keep_batch(
+        self,
+        blocks: Sequence[Block],
+        datas: Sequence[bytes],
+        ids: Sequence[bytes] | None = None,
+    ) -> None:
         """Keep ``blocks[i]`` under ``datas[i]`` (the bytes the caller sent for it), each
-        as the latest handed out under its ID, in order."""
-        if len(blocks) != len(datas):
+        as the latest handed out under its ID (``ids[i]`` when given, read already), in
+        order."""
+        if len(blocks) != len(datas) or (ids is not None and len(ids) != len(blocks)):
             raise ValueError(f"{len(blocks)} blocks for {len(datas)} byte strings")
         kept = self._kept
         latest = self._latest_by_id
         added = 0
-        for block, data in zip(blocks, datas, strict=True):
+        block_ids = [block.id for block in blocks] if ids is None else ids
+        for block, data, block_id in zip(blocks, datas, block_ids, strict=True):
             own = bytes(block)
             if own == data:
                 data = own  # the block's own bytes: kept once, not beside a copy
             if kept.pop(data, None) is not None:
                 added -= len(data) + HANDED_OUT_OVERHEAD
             kept[data] = block
-            latest[block.id] = data
+            latest[block_id] = data
             added += len(data) + HANDED_OUT_OVERHEAD
         self._bytes += added
         while self._bytes > self._limit:

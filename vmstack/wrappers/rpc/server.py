@@ -90,7 +90,11 @@ from vmstack.wrappers.rpc.protocol import (
     wire_error_of,
 )
 from vmstack.wrappers.rpc.waiting import MAX_WAITERS, Waiters
-from vmstack.wrappers.rpc.wire import encode_parse_block_responses, encode_repeated_bytes
+from vmstack.wrappers.rpc.wire import (
+    block_facts,
+    encode_parse_block_responses,
+    encode_repeated_bytes,
+)
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -606,9 +610,10 @@ class VMServer:
         assert isinstance(request, vm_pb2.BatchedParseBlockRequest)
         batch = list(request.request)
         parsed: Sequence[Block] = batching.batched_parse_block(self._served(), batch)
-        self._handed.keep_batch(parsed, batch)
+        facts = block_facts(parsed)  # read once: a layered block's facts cost a call each
+        self._handed.keep_batch(parsed, batch, [fact[0] for fact in facts])
         # BatchedParseBlockResponse of each block's facts, serialized in one go.
-        return encode_parse_block_responses(parsed)
+        return encode_parse_block_responses(facts)
 
     def _health(self, request: Message, call: _Call) -> Message:
         serving = "nothing yet" if self._vm is None else type(self._vm).__name__

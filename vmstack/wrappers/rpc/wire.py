@@ -21,12 +21,14 @@ slice per element:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from functools import lru_cache
 
 from vmstack.interfaces import Block
 
 __all__ = [
+    "BlockFacts",
+    "block_facts",
     "decode_repeated_bytes",
     "encode_parse_block_responses",
     "encode_repeated_bytes",
@@ -35,13 +37,44 @@ __all__ = [
 
 _UINT64_LIMIT = 1 << 64
 _INT64_MIN = -(1 << 63)
+_INT64_LIMIT = 1 << 63
+_ID_LENGTH = 32
+#: Each byte value as a bytes object of its own.
+_BYTE = tuple(bytes((value,)) for value in range(256))
 #: Wire type 2 (length-delimited) of field 1: the tag every repeated field here carries.
 _FIELD_1_BYTES = 0x0A
 
 
 def varint(value: int) -> bytes:
     """``value`` (0 to 2^64 - 1) as a protobuf base-128 varint."""
-    if not 0 <= value < _UINT64_LIMIT:
+    if value < 0x80:
+        if value < 0:
+            raise ValueError(f"a varint holds 0 to 2^64 - 1, not {value}")
+        return bytes((value,))
+    if value < 0x4000:
+        return bytes((value & 0x7F | 0x80, value >> 7))
+    if value < 0x800000000:  # 2^35: a timestamp in seconds, for millennia
+        if value < 0x200000:
+            return bytes((value & 0x7F | 0x80, (value >> 7) & 0x7F | 0x80, value >> 14))
+        if value < 0x10000000:
+            return bytes(
+                (
+                    value & 0x7F | 0x80,
+                    (value >> 7) & 0x7F | 0x80,
+                    (value >> 14) & 0x7F | 0x80,
+                    value >> 21,
+                )
+            )
+        return bytes(
+            (
+                value & 0x7F | 0x80,
+                (value >> 7) & 0x7F | 0x80,
+                (value >> 14) & 0x7F | 0x80,
+                (value >> 21) & 0x7F | 0x80,
+                value >> 28,
+            )
+        )
+    if value >= _UINT64_LIMIT:
         raise ValueError(f"a varint holds 0 to 2^64 - 1, not {value}")
     out = bytearray()
     while value >= 0x80:
@@ -76,24 +109,59 @@ def _int64(value: int) -> bytes:
     return varint(value & (_UINT64_LIMIT - 1))
 
 
-def encode_parse_block_responses(blocks: Sequence[Block]) -> bytes:
+#: The facts a ParseBlockResponse carries: id, parent ID, height, timestamp (seconds).
+BlockFacts = tuple[bytes, bytes, int, int]
+
+
+def block_facts(blocks: Iterable[Block]) -> list[BlockFacts]:
+    """Each block's :data:`BlockFacts`, read once."""
+    return [(block.id, block.parent_id, block.height, block.timestamp) for block in blocks]
+
+
+def encode_parse_block_responses(facts: Iterable[BlockFacts]) -> bytes:
     """``BatchedParseBlockResponse(response=[ParseBlockResponse(id, parent_id, height,
-    timestamp=Timestamp(seconds=timestamp)) for each block]).SerializeToString()``, built
-    directly: proto3's rules (an empty ``bytes`` field or a zero number is not written; the
-    timestamp, a message that is set, always is) in field-number order."""
+    timestamp=Timestamp(seconds=timestamp)) for each block's facts]).SerializeToString()``,
+    built directly: proto3's rules (an empty ``bytes`` field or a zero number is not
+    written; the timestamp, a message that is set, always is) in field-number order."""
     parts: list[bytes] = []
     append = parts.append
     prefix = _length_prefix
-    for block in blocks:
-        block_id, parent_id, height = block.id, block.parent_id, block.height
-        seconds = block.timestamp
+    byte = _BYTE
+    for block_id, parent_id, height, seconds in facts:
+        if (
+            len(block_id) == _ID_LENGTH
+            and len(parent_id) == _ID_LENGTH
+            and 0 < height < _UINT64_LIMIT
+            and 0 < seconds < _INT64_LIMIT
+        ):
+            # Every field set, the body under 128 bytes: its length is one byte.
+            stamp = varint(seconds)
+            body = b"".join(
+                (
+                    b"\x0a\x20",
+                    block_id,
+                    b"\x12\x20",
+                    parent_id,
+                    b"\x20",
+                    varint(height),
+                    b"\x2a",
+                    byte[len(stamp) + 1],
+                    b"\x08",
+                    stamp,
+                )
+            )
+            append(b"\x0a" + byte[len(body)])
+            append(body)
+            continue
         if not 0 <= height < _UINT64_LIMIT:
             raise ValueError(f"a block's height is a uint64, not {height}")
         timestamp = b"\x08" + _int64(seconds) if seconds else b""
         body = b"".join(
             (
-                prefix(0x0A, len(block_id)) + block_id if block_id else b"",
-                prefix(0x12, len(parent_id)) + parent_id if parent_id else b"",
+                prefix(0x0A, len(block_id)) if block_id else b"",
+                block_id,
+                prefix(0x12, len(parent_id)) if parent_id else b"",
+                parent_id,
                 b"\x20" + varint(height) if height else b"",
                 prefix(0x2A, len(timestamp)),
                 timestamp,
