@@ -126,7 +126,7 @@ def test_a_batch_is_kept_in_order_bounded_and_found_by_bytes_and_digest() -> Non
     handed.forget(datas[8])
     assert handed.data_for(blocks[8].id) == datas[9]
     # Kept again, the same bytes move to the newest end and are counted once.
-    handed.keep_batch([blocks[4]], [datas[4]])
+    handed.keep_batch(blocks[4:5], datas[4:5])
     handed.keep_batch(blocks[:2], datas[:2])
     assert handed.counted == (6, 6 * cost)
     assert handed.get(datas[4]) is blocks[4]
