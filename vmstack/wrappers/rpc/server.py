@@ -41,6 +41,7 @@ server holds is an error, never shared.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -136,6 +137,19 @@ _Handler = Callable[[Message, _Call], "Message | bytes"]
 
 def _timestamp(seconds: int) -> Timestamp:
     return Timestamp(seconds=seconds)
+
+
+@functools.cache
+def _served_version() -> str:
+    """``vmstack/VERSION``, the installed package's version read once (the metadata lookup
+    takes milliseconds)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        number = version("vmstack")
+    except PackageNotFoundError:
+        number = "unknown"
+    return f"vmstack/{number}"
 
 
 class VMServer:
@@ -621,13 +635,7 @@ class VMServer:
         return vm_pb2.HealthResponse(details=json.dumps(details).encode())
 
     def _version(self, request: Message, call: _Call) -> Message:
-        from importlib.metadata import PackageNotFoundError, version
-
-        try:
-            number = version("vmstack")
-        except PackageNotFoundError:
-            number = "unknown"
-        return vm_pb2.VersionResponse(version=f"vmstack/{number}")
+        return vm_pb2.VersionResponse(version=_served_version())
 
     def _gather(self, request: Message, call: _Call) -> Message:
         from vmstack.wrappers.rpc.gather import metric_families
