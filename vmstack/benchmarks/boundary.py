@@ -43,7 +43,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import grpc
@@ -298,7 +298,7 @@ def serve_bare(directory: str) -> None:
 
 
 @contextlib.contextmanager
-def _bare_server(directory: Path, calls: dict[str, tuple[Message, Message]]) -> Iterator[str]:
+def _bare_server(directory: Path, calls: Mapping[str, tuple[Message, Message]]) -> Iterator[str]:
     """A child process running :func:`serve_bare` over ``calls`` (name: request and the
     pre-built response); yields its address."""
     directory.mkdir()
