@@ -144,3 +144,32 @@ def test_a_found_twin_under_an_id_is_neither_the_latest_nor_the_verified() -> No
     handed.verified(third, bytes(third))
     digest = hashlib.sha256(bytes(first)).digest()
     assert handed.find(b"x" * 32, digest) == (first, bytes(first))
+
+
+def test_kept_blocks_are_hashed_only_for_decisions_and_once_each(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Keeping a batch hashes nothing; decisions hash what they need, and a caller naming
+    digests the server does not hold never has the same bytes hashed twice."""
+    from vmstack.wrappers.rpc import handed as handed_module
+
+    hashed: list[bytes] = []
+
+    def counting(data: bytes) -> bytes:
+        hashed.append(data)
+        return hashlib.sha256(data).digest()
+
+    monkeypatch.setattr(handed_module, "block_digest", counting)
+    datas = [bytes([index]) * 64 for index in range(50)]
+    blocks = [_block(bytes([index]) * 32, data) for index, data in enumerate(datas)]
+    handed = HandedOut()
+    handed.keep_batch(blocks, datas)
+    assert hashed == []
+    digest = hashlib.sha256(datas[7]).digest()
+    assert handed.find(blocks[7].id, digest) == (blocks[7], datas[7])
+    assert hashed == [datas[7]]
+    for _ in range(3):
+        assert handed.find(blocks[3].id, b"\0" * 32) is None
+    assert sorted(hashed) == sorted(datas)  # every kept block once, none twice
+    handed.forget(datas[7])
+    assert handed.find(blocks[7].id, digest) is None

@@ -44,6 +44,9 @@ class HandedOut:
         self._kept: OrderedDict[bytes, Block] = OrderedDict()
         self._latest_by_id: dict[bytes, bytes] = {}
         self._verified_by_id: dict[bytes, bytes] = {}
+        # The digests computed so far, both ways: each kept block is hashed once at most.
+        self._digest_of: dict[bytes, bytes] = {}
+        self._by_digest: dict[bytes, bytes] = {}
         self._bytes = 0
         self._limit = limit
 
@@ -79,6 +82,7 @@ class HandedOut:
                 data = own  # the block's own bytes: kept once, not beside a copy
             if kept.pop(data, None) is not None:
                 added -= len(data) + HANDED_OUT_OVERHEAD
+                self._drop_digest(data)
             kept[data] = block
             latest[block_id] = data
             added += len(data) + HANDED_OUT_OVERHEAD
@@ -87,6 +91,7 @@ class HandedOut:
             gone, gone_block = kept.popitem(last=False)
             self._bytes -= len(gone) + HANDED_OUT_OVERHEAD
             self._unindex(gone_block.id, gone)
+            self._drop_digest(gone)
 
     def get(self, data: bytes) -> Block | None:
         """The block kept under the bytes ``data``, ``None`` if none is."""
@@ -106,14 +111,32 @@ class HandedOut:
     def find(self, block_id: bytes, digest: bytes) -> tuple[Block, bytes] | None:
         """The block kept under ``block_id`` whose bytes have the SHA-256 ``digest``, with
         those bytes; ``None`` if none is. The verified and the latest bytes under the ID
-        are hashed first; only a decision for neither looks further."""
+        are hashed first; only a decision for neither has every kept block hashed (each
+        block once in its stay, so no caller can have the same bytes hashed again)."""
         for data in (self._verified_by_id.get(block_id), self._latest_by_id.get(block_id)):
-            if data is not None and block_digest(data) == digest:
+            if data is not None and self._digest(data) == digest:
                 return self._kept[data], data
-        for data, block in self._kept.items():
-            if block.id == block_id and block_digest(data) == digest:
-                return block, data
-        return None
+        if digest not in self._by_digest and len(self._digest_of) < len(self._kept):
+            for data in self._kept:
+                self._digest(data)
+        data = self._by_digest.get(digest)
+        block = None if data is None else self._kept.get(data)
+        if data is None or block is None or block.id != block_id:
+            return None
+        return block, data
+
+    def _digest(self, data: bytes) -> bytes:
+        """The digest of the kept bytes ``data``, computed once."""
+        digest = self._digest_of.get(data)
+        if digest is None:
+            digest = self._digest_of[data] = block_digest(data)
+            self._by_digest[digest] = data
+        return digest
+
+    def _drop_digest(self, data: bytes) -> None:
+        digest = self._digest_of.pop(data, None)
+        if digest is not None:
+            self._by_digest.pop(digest, None)
 
     def forget(self, data: bytes) -> None:
         """Stop keeping the block under ``data`` (decided)."""
@@ -121,6 +144,7 @@ class HandedOut:
         if block is not None:
             self._bytes -= len(data) + HANDED_OUT_OVERHEAD
             self._unindex(block.id, data)
+            self._drop_digest(data)
 
     def _unindex(self, block_id: bytes, data: bytes) -> None:
         """Drop the ID's entries that name ``data`` (a block no longer kept)."""
