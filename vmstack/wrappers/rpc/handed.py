@@ -82,7 +82,8 @@ class HandedOut:
                 data = own  # the block's own bytes: kept once, not beside a copy
             if kept.pop(data, None) is not None:
                 added -= len(data) + HANDED_OUT_OVERHEAD
-                self._drop_digest(data)
+                if self._digest_of:  # none computed, none to drop (the usual case)
+                    self._drop_digest(data)
             kept[data] = block
             latest[block_id] = data
             added += len(data) + HANDED_OUT_OVERHEAD
