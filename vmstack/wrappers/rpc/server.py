@@ -17,10 +17,11 @@ nothing). ``grpc.health.v1.Health`` answers ``SERVING`` beside it, and vmstack's
 A failed call is a gRPC status with the error's message (what an avalanchego client reads),
 and vmstack's typed error in its trailing metadata (see :mod:`vmstack.wrappers.rpc.protocol`).
 
-The server keeps the blocks it has handed out and not yet seen decided, under the digest of
-the bytes the caller holds, so ``verify``, ``accept`` and ``reject`` reach the very block
-object the served VM returned for those bytes, as they would in process, and a block with
-the same ID and another body (a peer's) never takes its place. A decision that names only
+The server keeps the blocks it has handed out and not yet seen decided, under the bytes
+the caller holds (a decision names them by their SHA-256 digest), so ``verify``,
+``accept`` and ``reject`` reach the very block object the served VM returned for those
+bytes, as they would in process, and a block with the same ID and another body (a peer's)
+never takes its place. A decision that names only
 an ID (avalanchego's client sends no digest) reaches the block last verified under that ID,
 as ``vm_server.go``'s verified blocks do, else the latest handed out under it. What it keeps
 is bounded by bytes (:data:`HANDED_OUT_BYTES`, least recently handed out first to go;
@@ -40,6 +41,7 @@ server holds is an error, never shared.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -89,6 +91,11 @@ from vmstack.wrappers.rpc.protocol import (
     wire_error_of,
 )
 from vmstack.wrappers.rpc.waiting import MAX_WAITERS, Waiters
+from vmstack.wrappers.rpc.wire import (
+    block_facts,
+    encode_parse_block_responses,
+    encode_repeated_bytes,
+)
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -123,11 +130,26 @@ class _Call:
         self.in_band_error: BaseException | None = None
 
 
-_Handler = Callable[[Message, _Call], Message]
+#: A handler answers a message, or its serialization when it builds that in one go
+#: (:mod:`vmstack.wrappers.rpc.wire`).
+_Handler = Callable[[Message, _Call], "Message | bytes"]
 
 
 def _timestamp(seconds: int) -> Timestamp:
     return Timestamp(seconds=seconds)
+
+
+@functools.cache
+def _served_version() -> str:
+    """``vmstack/VERSION``, the installed package's version read once (the metadata lookup
+    takes milliseconds)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        number = version("vmstack")
+    except PackageNotFoundError:
+        number = "unknown"
+    return f"vmstack/{number}"
 
 
 class VMServer:
@@ -410,11 +432,13 @@ class VMServer:
         message = decode_request(spec, request)
         now = caller_time(method, call.metadata)
         if method in _UNLOCKED:
-            return self._handlers[method](message, call).SerializeToString()
-        with self._lock:
-            if now is not None and self._clock is not None and now > self._clock():
-                self._clock.advance(now - self._clock())
-            return self._handlers[method](message, call).SerializeToString()
+            answer = self._handlers[method](message, call)
+        else:
+            with self._lock:
+                if now is not None and self._clock is not None and now > self._clock():
+                    self._clock.advance(now - self._clock())
+                answer = self._handlers[method](message, call)
+        return answer if isinstance(answer, bytes) else answer.SerializeToString()
 
     # --- handlers -----------------------------------------------------------------------
 
@@ -492,7 +516,8 @@ class VMServer:
 
     def _parse_block(self, request: Message, call: _Call) -> Message:
         assert isinstance(request, vm_pb2.ParseBlockRequest)
-        block = self._handed.keep(self._served().parse_block(request.bytes), request.bytes)
+        data = request.bytes  # one bytes object, kept with the block that holds it
+        block = self._handed.keep(self._served().parse_block(data), data)
         return vm_pb2.ParseBlockResponse(**self._block_facts(block))
 
     def _get_block(self, request: Message, call: _Call) -> Message:
@@ -525,12 +550,12 @@ class VMServer:
 
     def _block_verify(self, request: Message, call: _Call) -> Message:
         assert isinstance(request, vm_pb2.BlockVerifyRequest)
-        digest = block_digest(request.bytes)
-        kept = self._handed.get(digest)
+        data = request.bytes
+        kept = self._handed.get(data)
         if kept is not None:
             block = kept
         else:
-            block = self._handed.keep(self._served().parse_block(request.bytes), request.bytes)
+            block = self._handed.keep(self._served().parse_block(data), data)
         verify_with_context = getattr(block, "verify_with_context", None)
         if request.HasField("p_chain_height") and callable(verify_with_context):
             verify_with_context(request.p_chain_height)
@@ -538,7 +563,7 @@ class VMServer:
             block.verify()
         # A decision that names only the ID reaches this block (vm_server.go's
         # verifiedBlocks), whatever was parsed under the ID since.
-        self._handed.verified(block, digest)
+        self._handed.verified(block, data)
         return vm_pb2.BlockVerifyResponse(timestamp=_timestamp(block.timestamp))
 
     def _decide(self, block_id: bytes, call: _Call, decision: Callable[[Block], None]) -> Message:
@@ -547,12 +572,18 @@ class VMServer:
             raise MalformedRequest(
                 "a decision names its block's bytes by their 32-byte SHA-256 digest"
             )
+        found: tuple[Block, bytes] | None = None
         if digest is None:
-            digest = self._handed.digest_for(block_id)
-        kept = None if digest is None else self._handed.get(digest)
-        if kept is not None and kept.id == block_id:
-            block = kept
+            data = self._handed.data_for(block_id)
+            kept = None if data is None else self._handed.get(data)
+            if kept is not None and data is not None:
+                found = kept, data
         else:
+            found = self._handed.find(block_id, digest)
+        if found is not None and found[0].id == block_id:
+            block, data = found
+        else:
+            data = None
             block = self._served().get_block(block_id)
             if digest is not None and block_digest(bytes(block)) != digest:
                 raise InvalidBlock(
@@ -560,8 +591,8 @@ class VMServer:
                     "has other bytes than the caller's (verify those first)"
                 )
         decision(block)
-        if digest is not None:
-            self._handed.forget(digest)
+        if data is not None:
+            self._handed.forget(data)
         return empty_pb2.Empty()
 
     def _block_accept(self, request: Message, call: _Call) -> Message:
@@ -572,7 +603,7 @@ class VMServer:
         assert isinstance(request, vm_pb2.BlockRejectRequest)
         return self._decide(request.id, call, lambda block: block.reject())
 
-    def _get_ancestors(self, request: Message, call: _Call) -> Message:
+    def _get_ancestors(self, request: Message, call: _Call) -> bytes:
         assert isinstance(request, vm_pb2.GetAncestorsRequest)
         # The fallback walk's budget runs on the stack's clock (the server's, else the one
         # the served stack's layers measure with), as in process: never on wall time under
@@ -586,18 +617,17 @@ class VMServer:
             max_retrieval_time=request.max_blocks_retrival_time / 1e9,
             clock=clock,
         )
-        return vm_pb2.GetAncestorsResponse(blks_bytes=blocks)
+        # GetAncestorsResponse(blks_bytes=blocks), serialized in one join.
+        return encode_repeated_bytes(blocks)
 
-    def _batched_parse_block(self, request: Message, call: _Call) -> Message:
+    def _batched_parse_block(self, request: Message, call: _Call) -> bytes:
         assert isinstance(request, vm_pb2.BatchedParseBlockRequest)
         batch = list(request.request)
         parsed: Sequence[Block] = batching.batched_parse_block(self._served(), batch)
-        return vm_pb2.BatchedParseBlockResponse(
-            response=[
-                vm_pb2.ParseBlockResponse(**self._block_facts(self._handed.keep(block, data)))
-                for block, data in zip(parsed, batch, strict=True)
-            ]
-        )
+        facts = block_facts(parsed)  # read once: a layered block's facts cost a call each
+        self._handed.keep_batch(parsed, batch, [fact[0] for fact in facts])
+        # BatchedParseBlockResponse of each block's facts, serialized in one go.
+        return encode_parse_block_responses(facts)
 
     def _health(self, request: Message, call: _Call) -> Message:
         serving = "nothing yet" if self._vm is None else type(self._vm).__name__
@@ -605,13 +635,7 @@ class VMServer:
         return vm_pb2.HealthResponse(details=json.dumps(details).encode())
 
     def _version(self, request: Message, call: _Call) -> Message:
-        from importlib.metadata import PackageNotFoundError, version
-
-        try:
-            number = version("vmstack")
-        except PackageNotFoundError:
-            number = "unknown"
-        return vm_pb2.VersionResponse(version=f"vmstack/{number}")
+        return vm_pb2.VersionResponse(version=_served_version())
 
     def _gather(self, request: Message, call: _Call) -> Message:
         from vmstack.wrappers.rpc.gather import metric_families
