@@ -39,9 +39,9 @@ from google.protobuf import empty_pb2
 from vmstack.errors import BlockNotFound, MalformedRequest
 from vmstack.gossip import CORETH_GOSSIP, GossipConfig, ResponseCallback, SendConfig
 from vmstack.gossip import TransactionGossip as _TransactionGossip
-from vmstack.wrappers.rpc import appsender_pb2
+from vmstack.wrappers.rpc import appsender_pb2, vm_pb2
 
-__all__ = ["APP_ERROR_UNEXPECTED", "PluginGossip", "SEND_TIMEOUT"]
+__all__ = ["APP_ERROR_UNEXPECTED", "PluginGossip", "SEND_TIMEOUT", "app_handlers"]
 
 #: Seconds one call to the node's appsender may take.
 SEND_TIMEOUT = 5.0
@@ -293,3 +293,47 @@ class PluginGossip:
         if self._thread is not None:
             self._thread.join(timeout)
         self._channel.close()
+
+
+def app_handlers(
+    gossip_of: Callable[[], PluginGossip | None],
+) -> dict[str, Callable[[Any, Any], empty_pb2.Empty]]:
+    """A server's handlers of ``Connected``, ``Disconnected`` and the App* messages, by
+    method: each hands its message to the gossip ``gossip_of()`` gives and answers
+    ``Empty``; without one, the message is taken and dropped."""
+
+    def handler(
+        message: type[Any], deliver: Callable[[PluginGossip, Any], None]
+    ) -> Callable[[Any, Any], empty_pb2.Empty]:
+        def answer(request: Any, call: Any) -> empty_pb2.Empty:
+            assert isinstance(request, message)
+            gossip = gossip_of()
+            if gossip is not None:
+                deliver(gossip, request)
+            return empty_pb2.Empty()
+
+        return answer
+
+    return {
+        "Connected": handler(
+            vm_pb2.ConnectedRequest, lambda gossip, r: gossip.connected(r.node_id)
+        ),
+        "Disconnected": handler(
+            vm_pb2.DisconnectedRequest, lambda gossip, r: gossip.disconnected(r.node_id)
+        ),
+        "AppGossip": handler(
+            vm_pb2.AppGossipMsg, lambda gossip, r: gossip.app_gossip(r.node_id, r.msg)
+        ),
+        "AppRequest": handler(
+            vm_pb2.AppRequestMsg,
+            lambda gossip, r: gossip.app_request(r.node_id, r.request_id, r.request),
+        ),
+        "AppResponse": handler(
+            vm_pb2.AppResponseMsg,
+            lambda gossip, r: gossip.app_response(r.node_id, r.request_id, r.response),
+        ),
+        "AppRequestFailed": handler(
+            vm_pb2.AppRequestFailedMsg,
+            lambda gossip, r: gossip.app_request_failed(r.node_id, r.request_id),
+        ),
+    }

@@ -71,6 +71,7 @@ from vmstack.errors import (
 from vmstack.interfaces import Block, ChainVM
 from vmstack.submission import submit_transactions
 from vmstack.wrappers.rpc import vm_pb2, vmstack_pb2
+from vmstack.wrappers.rpc.app_gossip import app_handlers
 from vmstack.wrappers.rpc.handed import HANDED_OUT_BYTES, HandedOut
 from vmstack.wrappers.rpc.local import (
     TokenCheck,
@@ -287,12 +288,7 @@ class VMServer:
             "Shutdown": self._shutdown,
             "CreateHandlers": self._create_handlers,
             "NewHTTPHandler": lambda request, call: vm_pb2.NewHTTPHandlerResponse(),
-            "Connected": self._connected,
-            "Disconnected": self._disconnected,
-            "AppRequest": self._app_request,
-            "AppRequestFailed": self._app_request_failed,
-            "AppResponse": self._app_response,
-            "AppGossip": self._app_gossip_message,
+            **app_handlers(lambda: self._gossip),
             "BuildBlock": self._build_block,
             "ParseBlock": self._parse_block,
             "GetBlock": self._get_block,
@@ -498,42 +494,6 @@ class VMServer:
 
     def _create_handlers(self, request: Message, call: _Call) -> Message:
         return vm_pb2.CreateHandlersResponse()
-
-    def _connected(self, request: Message, call: _Call) -> Message:
-        assert isinstance(request, vm_pb2.ConnectedRequest)
-        if self._gossip is not None:
-            self._gossip.connected(request.node_id)
-        return empty_pb2.Empty()
-
-    def _disconnected(self, request: Message, call: _Call) -> Message:
-        assert isinstance(request, vm_pb2.DisconnectedRequest)
-        if self._gossip is not None:
-            self._gossip.disconnected(request.node_id)
-        return empty_pb2.Empty()
-
-    def _app_gossip_message(self, request: Message, call: _Call) -> Message:
-        assert isinstance(request, vm_pb2.AppGossipMsg)
-        if self._gossip is not None:
-            self._gossip.app_gossip(request.node_id, request.msg)
-        return empty_pb2.Empty()
-
-    def _app_request(self, request: Message, call: _Call) -> Message:
-        assert isinstance(request, vm_pb2.AppRequestMsg)
-        if self._gossip is not None:
-            self._gossip.app_request(request.node_id, request.request_id, request.request)
-        return empty_pb2.Empty()
-
-    def _app_response(self, request: Message, call: _Call) -> Message:
-        assert isinstance(request, vm_pb2.AppResponseMsg)
-        if self._gossip is not None:
-            self._gossip.app_response(request.node_id, request.request_id, request.response)
-        return empty_pb2.Empty()
-
-    def _app_request_failed(self, request: Message, call: _Call) -> Message:
-        assert isinstance(request, vm_pb2.AppRequestFailedMsg)
-        if self._gossip is not None:
-            self._gossip.app_request_failed(request.node_id, request.request_id)
-        return empty_pb2.Empty()
 
     @staticmethod
     def _no_state_sync(response: type[Message]) -> _Handler:
