@@ -9,7 +9,9 @@ VM can do: the server runs the engine helpers (:func:`vmstack.get_ancestors`,
 :func:`vmstack.batched_parse_block`) against its VM, so a VM that cannot batch falls back on
 the server's side of the boundary, not across it. The rest answer as a plugin without the
 feature: state sync is ``ERROR_STATE_SYNC_NOT_IMPLEMENTED``, App* messages and
-Connected/Disconnected are taken and dropped, CreateHandlers serves none, WaitForEvent answers
+Connected/Disconnected are taken and dropped (unless the server is built with ``app_gossip``
+and the node's Initialize names its appsender: then they carry transaction gossip,
+:mod:`vmstack.wrappers.rpc.app_gossip`), CreateHandlers serves none, WaitForEvent answers
 ``MESSAGE_BUILD_BLOCK`` once the mempool holds a transaction (or when the call is cancelled,
 nothing). ``grpc.health.v1.Health`` answers ``SERVING`` beside it, and vmstack's ``Extras``
 (Describe, served metrics, SubmitTransactions) for a client that knows them.
@@ -71,6 +73,7 @@ from vmstack.errors import (
 from vmstack.interfaces import Block, ChainVM
 from vmstack.submission import submit_transactions
 from vmstack.wrappers.rpc import vm_pb2, vmstack_pb2
+from vmstack.wrappers.rpc.app_gossip import app_handlers
 from vmstack.wrappers.rpc.handed import HANDED_OUT_BYTES, HandedOut
 from vmstack.wrappers.rpc.local import (
     TokenCheck,
@@ -99,6 +102,8 @@ from vmstack.wrappers.rpc.wire import (
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
+
+    from vmstack.wrappers.rpc.app_gossip import PluginGossip
 
 __all__ = [
     "Initializer",
@@ -165,6 +170,10 @@ class VMServer:
     ``vm`` may be ``None`` with an ``initializer``: the VM is then built by the first
     ``Initialize`` call (the plugin); calls before it are refused. ``on_shutdown`` runs after
     a ``Shutdown`` call has closed the stack (:attr:`shut_down` is set either way).
+    ``app_gossip`` true: an ``Initialize`` that names the node's appsender (``server_addr``)
+    starts the served stack's transaction gossip over it
+    (:class:`~vmstack.wrappers.rpc.app_gossip.PluginGossip`, :attr:`gossip`): the App*
+    messages and Connected/Disconnected reach it, and SubmitTransactions queues for push.
 
     ``token_file`` is the file of the token every call must present (created, mode 0600,
     if it does not exist; an existing one must be 0600). A TCP server requires one unless
@@ -187,6 +196,7 @@ class VMServer:
         on_shutdown: Callable[[], None] | None = None,
         require_token: bool = True,
         on_refusal: RefusalLog | None = None,
+        app_gossip: bool = False,
     ) -> None:
         if (
             isinstance(handed_out_bytes, bool)
@@ -202,6 +212,8 @@ class VMServer:
         self._initializer = initializer
         self._on_shutdown = on_shutdown
         self._on_refusal = on_refusal
+        self._app_gossip = app_gossip
+        self._gossip: PluginGossip | None = None
         self._clock = clock
         self._registry = registry
         self._lock = threading.Lock()
@@ -292,19 +304,13 @@ class VMServer:
         self._server.start()
 
     def _handler_table(self) -> dict[str, _Handler]:
-        taken = self._taken
         return {
             "Initialize": self._initialize,
             "SetState": self._set_state,
             "Shutdown": self._shutdown,
             "CreateHandlers": self._create_handlers,
             "NewHTTPHandler": lambda request, call: vm_pb2.NewHTTPHandlerResponse(),
-            "Connected": taken,
-            "Disconnected": taken,
-            "AppRequest": taken,
-            "AppRequestFailed": taken,
-            "AppResponse": taken,
-            "AppGossip": taken,
+            **app_handlers(lambda: self._gossip),
             "BuildBlock": self._build_block,
             "ParseBlock": self._parse_block,
             "GetBlock": self._get_block,
@@ -368,6 +374,7 @@ class VMServer:
         if self._closed:
             return
         self._closed = True
+        self._stop_gossip()
         self._server.stop(grace).wait()
         self._remove_private_dir()
 
@@ -465,6 +472,13 @@ class VMServer:
             self._vm, registry = self._initializer(request)
             if registry is not None:
                 self._registry = registry
+        if self._app_gossip and request.server_addr and self._gossip is None:
+            from vmstack.wrappers.rpc.app_gossip import PluginGossip
+
+            self._gossip = PluginGossip(
+                self._vm, request.server_addr, lock=self._lock, on_refusal=self._on_refusal
+            )
+            self._gossip.start()
         return vm_pb2.InitializeResponse(**self._last_accepted_fields())
 
     def _set_state(self, request: Message, call: _Call) -> Message:
@@ -480,7 +494,21 @@ class VMServer:
         with self._lock:
             self._shutdown(empty_pb2.Empty(), _Call({}))
 
+    @property
+    def gossip(self) -> PluginGossip | None:
+        """The served stack's transaction gossip over the node's appsender; ``None`` until
+        an ``Initialize`` names it (or without ``app_gossip``)."""
+        return self._gossip
+
+    def _stop_gossip(self) -> None:
+        gossip, self._gossip = self._gossip, None
+        if gossip is not None:
+            gossip.close()
+
     def _shutdown(self, request: Message, call: _Call) -> Message:
+        if self._gossip is not None:
+            # The cycle takes the lock this call holds: it is stopped without waiting.
+            self._gossip.close(timeout=0)
         if self._vm is not None and not self.shut_down.is_set():
             close_stack(self._vm)
         self.shut_down.set()
@@ -490,10 +518,6 @@ class VMServer:
 
     def _create_handlers(self, request: Message, call: _Call) -> Message:
         return vm_pb2.CreateHandlersResponse()
-
-    @staticmethod
-    def _taken(request: Message, call: _Call) -> Message:
-        return empty_pb2.Empty()
 
     @staticmethod
     def _no_state_sync(response: type[Message]) -> _Handler:
@@ -653,7 +677,10 @@ class VMServer:
                 transactions.append(decode_transaction(data))
             except ValueError as error:
                 raise InvalidTransaction(f"transaction {index} does not decode: {error}") from None
-        queued = submit_transactions(self._served(), transactions)
+        if self._gossip is not None:
+            queued = self._gossip.submit(transactions)
+        else:
+            queued = submit_transactions(self._served(), transactions)
         return vmstack_pb2.SubmitTransactionsResponse(queued=queued)
 
     def _describe(self, request: Message, call: _Call) -> Message:
