@@ -143,11 +143,17 @@ def test_root_not_matching_name_refused(era_dir: Path, tmp_path: Path) -> None:
         EraArchive(wrong.parent)
 
 
+def _minimal(value: int) -> bytes:
+    return value.to_bytes((value.bit_length() + 7) // 8, "big")
+
+
 def _chain(count: int, start: int = 0, parent: bytes = bytes(32)) -> list[EraRecord]:
-    """A run of small linked fake blocks (a header is a list whose first item is its parent)."""
+    """A run of small linked fake blocks: a header is a list of a header's 15 fields, its
+    parent first, difficulty 1 and its number in their places (so block n's total difficulty
+    is n + 1), the rest empty."""
     records = []
     for number in range(start, start + count):
-        header = encode_item([parent, number.to_bytes(4, "big")])
+        header = encode_item([parent, *[b""] * 6, b"\x01", _minimal(number), *[b""] * 6])
         records.append(EraRecord(header, encode_item([[], []]), encode_item([]), number + 1))
         parent = keccak256(header)
     return records
