@@ -325,12 +325,15 @@ def test_reads_are_thread_safe_with_one_open_file(era_dir: Path) -> None:
 
 @pytest.mark.slow
 def test_bench_rows_over_the_shared_files(era_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The bench case gives its three rows over the shared files: verify against sha256,
-    get_ancestors over the archive against the slow path, the cursor walk against gets."""
+    """The bench case gives its four rows over the shared files: verify against sha256,
+    get_ancestors over the archive against the slow path, the cursor walk against gets, the
+    state roots of epoch 0 against the trie package's."""
     from vmstack.benchmarks import history
 
     monkeypatch.setenv("VMSTACK_VECTORS", str(era_dir.parent))
-    verify, ancestors, walk = history.run(quick=True)
+    verify, ancestors, walk, roots = history.run(quick=True)
+    assert roots.group == "state roots" and roots.baseline_label.startswith("trie.HexaryTrie")
+    assert roots.notes["recompute_state_roots_us_per_block"] > 0
     assert verify.floor_label == "sha256 of the file" and verify.goal_met is not None
     assert verify.fast_seconds > 0 and verify.notes["verify_mb_per_s"] > 0
     assert ancestors.group == "history get_ancestors" and ancestors.notes["blocks"] == 500

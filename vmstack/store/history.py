@@ -81,6 +81,8 @@ _DEFAULT_OPEN_FILES: Final = 64
 #: The most bytes one block's four records may span (three record limits and a 32-byte
 #: total difficulty, each with its 8-byte record head).
 _MAX_BLOCK_SPAN: Final = 3 * (8 + MAX_RECORD_VALUE) + 8 + 32
+#: The bytes of whole blocks' records read at once while verifying a file.
+_WINDOW: Final = 1 << 20
 #: The most records :meth:`_EraFile._not_era1` walks (more than a file of 8,192 blocks has).
 _MAX_WALKED_RECORDS: Final = 6 * ERA1_BLOCKS + 16
 #: A header's difficulty and number fields (both flavours: 8th and 9th).
@@ -388,14 +390,15 @@ class _EraFile:
         self.fd = fd
 
     def _verify_accumulator(self, fd: int) -> list[bytes]:
-        """Every block's records, read one block at a time (a block's records may span at
-        most four record limits, so a file whose index points across a hole is refused
+        """Every block's records, read in windows of whole blocks (a block's records may
+        span at most four record limits, so a file whose index points across a hole is refused
         before anything that large is read): the header's number is the block's place in
         the index, each total difficulty is the previous one plus the header's difficulty
         (from 0 below block 0, as go-ethereum's verify recomputes them), each parent hash
         the previous block's hash, and the accumulator root the stored one."""
         hashes: list[bytes] = []
         tds: list[int] = []
+        window, window_at = b"", 0
         for position, offset in enumerate(self.offsets):
             number = self.start + position
             end = self.offsets[position + 1] if position + 1 < self.count else self.index_at - 40
@@ -404,7 +407,12 @@ class _EraFile:
                     f"block {number}'s records span {end - offset} bytes, more than four "
                     f"records of at most {MAX_RECORD_VALUE} bytes"
                 )
-            data = self._pread(fd, offset, end - offset)
+            if end > window_at + len(window):
+                # Read whole blocks in windows of about 1 MiB (or the one block, if larger).
+                stop = self.index_at - 40
+                window_at = offset
+                window = self._pread(fd, offset, max(end, min(offset + _WINDOW, stop)) - offset)
+            data = memoryview(window)[offset - window_at : end - window_at]
             at = 0
             values = []
             for kind in (TYPE_HEADER, TYPE_BODY, TYPE_RECEIPTS, TYPE_TOTAL_DIFFICULTY):
@@ -413,12 +421,13 @@ class _EraFile:
             if at != len(data):
                 raise self.damaged(f"block {number}'s records do not end where the next begin")
             header = self._header(values[0], number)
-            self._check_number(header, number)
+            difficulty, found = self._difficulty_and_number(header, number)
+            if found != number:
+                raise self._misnumbered(number, found)
             if hashes and header_parent_hash(header) != hashes[-1]:
                 raise self.damaged(f"block {number}'s parent hash is not block {number - 1}'s hash")
             hashes.append(keccak256(header))
             td = self._total_difficulty(values[3], number)
-            difficulty = self.difficulty(header, number)
             if tds or number == 0:
                 below = tds[-1] if tds else 0
                 if td != below + difficulty:
@@ -445,6 +454,28 @@ class _EraFile:
             raise self.damaged(f"block {number} header: {error}") from None
         raise self.damaged(f"block {number} header: no well-formed {what} field")
 
+    def _difficulty_and_number(self, header: bytes, number: int) -> tuple[int, int]:
+        """The difficulty and number fields of a header, read in one pass."""
+        found: list[int] = []
+        try:
+            for position, item in enumerate(iter_list_items(header)):
+                if position >= _HEADER_DIFFICULTY:
+                    is_list, payload, length = read_prefix(item)
+                    if is_list or length > 32 or (length and item[payload] == 0):
+                        break
+                    found.append(int.from_bytes(item[payload : payload + length], "big"))
+                    if position == _HEADER_NUMBER:
+                        return found[0], found[1]
+        except InvalidBlock as error:
+            raise self.damaged(f"block {number} header: {error}") from None
+        raise self.damaged(f"block {number} header: no well-formed difficulty and number fields")
+
+    def _misnumbered(self, number: int, found: int) -> StoreCorrupted:
+        return self.damaged(
+            f"the header at height {number} (place {number - self.start} of an index "
+            f"starting at {self.start}) is block {found}'s"
+        )
+
     def difficulty(self, header: bytes, number: int) -> int:
         """The difficulty field of block ``number``'s header."""
         return self._header_field(header, _HEADER_DIFFICULTY, number, "difficulty")
@@ -453,10 +484,7 @@ class _EraFile:
         """The header at index place ``number`` must say ``number``."""
         found = self._header_field(header, _HEADER_NUMBER, number, "number")
         if found != number:
-            raise self.damaged(
-                f"the header at height {number} (place {number - self.start} of an index "
-                f"starting at {self.start}) is block {found}'s"
-            )
+            raise self._misnumbered(number, found)
 
     def _record_in(
         self, data: bytes | memoryview, offset: int, kind: int, number: int
