@@ -25,8 +25,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ETHER",
-    "GWEI",
     "Forks",
+    "GWEI",
     "apply_rewards",
     "block_reward",
 ]
