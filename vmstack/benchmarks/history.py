@@ -36,6 +36,19 @@ tip:
 
 The notes give :func:`gets_walk`, the cursor walk's own loop and checks with a get per value.
 All four are timed in alternating rounds.
+
+``state roots``: Sepolia's epoch 0 (8,192 blocks; 1,024 in quick mode) from its genesis,
+per block, the headers decoded beforehand:
+
+- fast: the rewards credited (:func:`~vmstack.cchain.rewards.apply_rewards`) and the root of
+  the persistent :class:`~vmstack.cchain.state.AccountTrie` updated with the changed
+  accounts, each root checked against its header's;
+- baseline: the same with the ``trie`` package's ``HexaryTrie`` updated in place;
+- floor: one keccak256 of each changed account's encoding.
+
+The notes give :func:`~vmstack.cchain.history_state.recompute_state_roots` whole (the
+records read and decoded too), per block.
+
 """
 
 from __future__ import annotations
@@ -84,6 +97,87 @@ def run(quick: bool) -> list[Comparison]:
         _verify_row(directory, quick),
         _archived_ancestors_row(directory, quick),
         _settled_walk_row(directory, quick),
+        *_state_roots_rows(directory, quick),
+    ]
+
+
+def _state_roots_rows(directory: Path, quick: bool) -> list[Comparison]:
+    from trie.hexary import HexaryTrie
+
+    from vmstack.cchain.crypto import keccak256
+    from vmstack.cchain.genesis import Genesis
+    from vmstack.cchain.history_state import recompute_state_roots
+    from vmstack.cchain.rewards import Forks, apply_rewards
+    from vmstack.cchain.state import AccountTrie
+
+    genesis_path = directory / "sepolia-genesis.json"
+    epoch0 = directory / "sepolia-00000-643a00f7.era1"
+    if not genesis_path.is_file() or not epoch0.is_file():
+        return []
+    text = genesis_path.read_bytes()
+    genesis, forks = Genesis.from_json(text), Forks.from_json(text)
+    count = 1024 if quick else 8192
+    with tempfile.TemporaryDirectory() as folder:
+        (Path(folder) / epoch0.name).symlink_to(epoch0)
+        with EraArchive(folder) as archive:
+            blocks = [
+                (
+                    ETHEREUM.decode_header(archive.header_rlp(n)),
+                    ETHEREUM.decode_body(archive.body_rlp(n)),
+                )
+                for n in range(1, count)
+            ]
+            (whole,) = alternated_medians((lambda: recompute_state_roots(archive, text),), repeat=1)
+            whole /= len(archive)
+
+    def ours() -> object:
+        accounts = dict(genesis.accounts())
+        trie = AccountTrie().updated((keccak256(a), acct) for a, acct in accounts.items())
+        for header, body in blocks:
+            changed = apply_rewards(accounts, header, body, forks)
+            trie = trie.updated((keccak256(a), acct) for a, acct in changed.items())
+            if trie.root_hash != header.state_root:
+                raise ValueError(f"block {header.number}: the account trie's root differs")
+        return trie
+
+    def theirs() -> object:
+        accounts = dict(genesis.accounts())
+        reference = HexaryTrie({})
+        for address, account in accounts.items():
+            reference[keccak256(address)] = account.encode()
+        for header, body in blocks:
+            for address, account in apply_rewards(accounts, header, body, forks).items():
+                reference[keccak256(address)] = account.encode()
+            if reference.root_hash != header.state_root:
+                raise ValueError(f"block {header.number}: the trie package's root differs")
+        return reference
+
+    def floor() -> object:
+        accounts = dict(genesis.accounts())
+        return [
+            keccak256(account.encode())
+            for header, body in blocks
+            for account in apply_rewards(accounts, header, body, forks).values()
+        ]
+
+    repeat = 1 if quick else 3
+    fast, baseline, cheapest = (
+        seconds / len(blocks)
+        for seconds in alternated_medians((ours, theirs, floor), repeat=repeat)
+    )
+    return [
+        Comparison(
+            group="state roots",
+            case=f"Sepolia epoch 0 from its genesis, {len(blocks) + 1:,} blocks, per block",
+            fast_seconds=fast,
+            baseline_seconds=baseline,
+            floor_seconds=cheapest,
+            fast_label="AccountTrie + apply_rewards",
+            baseline_label="trie.HexaryTrie + apply_rewards",
+            floor_label="keccak per changed account",
+            goal=">= 1x trie package",
+            notes={"recompute_state_roots_us_per_block": round(whole * 1e6, 1)},
+        ).judged(min_speedup=1.0)
     ]
 
 

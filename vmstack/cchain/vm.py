@@ -371,6 +371,10 @@ class CChainVM:
         base = self._base
         if base is not None and base.block_id == last:
             return base
+        check_pages = getattr(snap, "check_pages", None)
+        if check_pages is not None:  # a store whose library trusts its pages checks them first
+            check_pages(self._schema.state_head_key())
+            check_pages(self._schema.account_prefix())
         try:
             head = snap.get(self._schema.state_head_key())
         except KeyError:
@@ -594,6 +598,10 @@ class CChainVM:
         (``StoreCorrupted`` otherwise)."""
         if self._chain.last_accepted(snap) != block_id:
             return
+        check_pages = getattr(snap, "check_pages", None)
+        if check_pages is not None:  # a store whose library trusts its pages checks them first
+            check_pages(self._schema.state_head_key())
+            check_pages(self._schema.account_prefix())
         try:
             head = snap.get(self._schema.state_head_key())
         except KeyError:
