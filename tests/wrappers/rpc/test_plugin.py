@@ -330,7 +330,7 @@ def test_a_refused_genesis_leaves_the_store_for_the_corrected_retry(
         if refused is not None:
             with pytest.raises(grpc.RpcError) as error:
                 node.call("Initialize", request, vm_pb2.InitializeResponse)
-            assert "uint256" in error.value.details()  # type: ignore[attr-defined]
+            assert "balance is an int from 0 to 0x" in error.value.details()  # type: ignore[attr-defined]
         else:
             started = node.call("Initialize", request, vm_pb2.InitializeResponse)
             assert isinstance(started, vm_pb2.InitializeResponse)
