@@ -12,7 +12,7 @@ from typing import Any, ClassVar, Self, TypeAlias, TypeVar
 
 import attrs
 
-from vmstack.cchain.crypto import keccak256, recover_address, sign_hash
+from vmstack.cchain.crypto import address_of, keccak256, recover_address, sign_hash
 from vmstack.cchain.rlpbytes import encode_item
 from vmstack.cchain.types.fields import (
     ADDRESS,
@@ -33,6 +33,16 @@ from vmstack.cchain.types.fields import (
     decode_rlp,
 )
 from vmstack.errors import InvalidBlock
+from vmstack.verifycache import VerificationCache
+
+#: The sender of each transaction this process signed (:meth:`LegacyTx.sign` and the typed
+#: kinds' ``sign``), keyed by the whole signed transaction (every field, the signature's
+#: included), so ``sender`` neither recomputes the signing hash nor recovers it: an equal
+#: transaction carries the very signature that key made over the very same fields, and a
+#: twin differing in any field is another key, recovered as any other.
+SIGNED_SENDERS: VerificationCache[object, bytes] = VerificationCache(
+    "senders of transactions signed here", 1 << 14
+)
 
 
 @attrs.frozen
@@ -111,7 +121,11 @@ class _TxBase(_Record):
 
         With ``chain_id``, a transaction signed for another chain is rejected.
         """
-        digest = self.signing_hash(chain_id)
+        self._check_chain(chain_id)
+        known = SIGNED_SENDERS.get(self)
+        if known is not None:
+            return known
+        digest = self.signing_hash()
         return recover_address(digest, getattr(self, "y_parity"), self.r, self.s)  # noqa: B009
 
     def signed(self, y_parity: int, r: int, s: int) -> Self:
@@ -124,7 +138,9 @@ class _TxBase(_Record):
         own = getattr(self, "chain_id")  # noqa: B009
         if chain_id is not None and chain_id != own:
             raise ValueError(f"transaction chain id {own} differs from {chain_id}")
-        return self.signed(*sign_hash(self.signing_hash(), private_key))
+        signed = self.signed(*sign_hash(self.signing_hash(), private_key))
+        SIGNED_SENDERS.put(signed, address_of(private_key))
+        return signed
 
 
 @attrs.frozen
@@ -186,6 +202,9 @@ class LegacyTx(_TxBase):
         own = self.chain_id
         if own is not None and chain_id is not None and own != chain_id:
             raise InvalidBlock(f"transaction chain id {own} does not match chain {chain_id}")
+        known = SIGNED_SENDERS.get(self)
+        if known is not None:
+            return known
         return recover_address(self.signing_hash(own), parity, self.r, self.s)
 
     def signed(self, y_parity: int, r: int, s: int, chain_id: int | None = None) -> Self:
@@ -197,7 +216,9 @@ class LegacyTx(_TxBase):
         """A copy signed with ``private_key``: EIP-155 for ``chain_id``, unprotected (v = 27/28)
         when it is ``None``."""
         parity, r, s = sign_hash(self.signing_hash(chain_id), private_key)
-        return self.signed(parity, r, s, chain_id)
+        signed = self.signed(parity, r, s, chain_id)
+        SIGNED_SENDERS.put(signed, address_of(private_key))
+        return signed
 
 
 @attrs.frozen
