@@ -11,7 +11,17 @@ import pytest
 
 import vmstack.cchain.vm as vm_module
 from tests.cchain.chains import new_vm, tampered
-from vmstack.cchain import CChainBlock, CChainVM, DynamicFeeTx, LegacyTx
+from vmstack.cchain import (
+    AVALANCHE,
+    ETHEREUM,
+    CChainBlock,
+    CChainVM,
+    DynamicFeeTx,
+    LegacyTx,
+    Withdrawal,
+    transaction_pool,
+)
+from vmstack.cchain.codec import Flavour
 from vmstack.cchain.crypto import RECOVERED_SENDERS, SECP256K1_N, address_of, keccak256
 from vmstack.cchain.genesis import DEV_KEYS
 from vmstack.cchain.rlpbytes import first_item_offset
@@ -181,3 +191,21 @@ def _not_recovered_as_key(tx: DynamicFeeTx) -> bool:
         return tx.sender() != address_of(KEY)
     except InvalidBlock:
         return True
+
+
+@pytest.mark.parametrize("flavour", [AVALANCHE, ETHEREUM])
+def test_a_built_blocks_body_bytes_are_the_flavours_encoding(flavour: Flavour) -> None:
+    """The body build_block splices from the transactions' known encodings (legacy and
+    typed, with extData or withdrawals) is byte for byte the flavour's encoding of it."""
+    vm = new_vm(MemoryStore(), flavour=flavour)
+    vm.add_transactions(transaction_pool(seed=3, chain_id=43114).transactions[:12])
+    if flavour is AVALANCHE:
+        vm.add_ext_data(b"atomic" * 30)
+    else:
+        vm.add_withdrawals([Withdrawal(index=0, validator_index=1, address=TO, amount=5)])
+    block = vm.build_block()
+    kinds = {type(tx) for tx in block.transactions}
+    assert LegacyTx in kinds and len(kinds) > 1
+    assert block.body_rlp() == flavour.encode_body(block.body)
+    assert bytes(block) == flavour.encode_block(Block(block.header, block.body))
+    block.verify()
