@@ -22,9 +22,15 @@ from vmstack.cchain import (
     transaction_pool,
 )
 from vmstack.cchain.codec import Flavour
-from vmstack.cchain.crypto import RECOVERED_SENDERS, SECP256K1_N, address_of, keccak256
+from vmstack.cchain.crypto import (
+    RECOVERED_SENDERS,
+    SECP256K1_N,
+    address_of,
+    keccak256,
+    recover_address,
+)
 from vmstack.cchain.genesis import DEV_KEYS
-from vmstack.cchain.rlpbytes import first_item_offset
+from vmstack.cchain.rlpbytes import encode_item, first_item_offset
 from vmstack.cchain.types.blocks import Block
 from vmstack.errors import InvalidBlock
 from vmstack.store import MemoryStore
@@ -209,3 +215,34 @@ def test_a_built_blocks_body_bytes_are_the_flavours_encoding(flavour: Flavour) -
     assert block.body_rlp() == flavour.encode_body(block.body)
     assert bytes(block) == flavour.encode_block(Block(block.header, block.body))
     block.verify()
+
+
+def _fresh_encoding(tx: Any) -> bytes:
+    items = encode_item(tx.to_items())
+    return items if type(tx) is LegacyTx else bytes((tx.TYPE,)) + items
+
+
+def test_what_signing_keeps_is_what_encoding_and_recovery_give() -> None:
+    """For every kind of transaction (and legacy protected and not), the encoding and the
+    sender kept at signing equal a fresh encoding and a recovery from the signature."""
+    txs = list(transaction_pool(seed=4, chain_id=43114).transactions[:40])
+    txs.append(LegacyTx(nonce=1, gas_price=5, gas=21_000, to=TO, data=b"\x01").sign(KEY))
+    assert len({type(tx) for tx in txs}) >= 3
+    for tx in txs:
+        assert tx.encode() == _fresh_encoding(tx)
+        own = tx.chain_id
+        parity = tx.y_parity
+        digest = tx.signing_hash(own) if type(tx) is LegacyTx else tx.signing_hash()
+        assert tx.sender() == recover_address(digest, parity, tx.r, tx.s)
+
+
+def test_an_equal_copy_of_a_signed_transaction_is_recovered_afresh() -> None:
+    """What signing keeps belongs to the very object signed: an equal copy is encoded and
+    recovered as any other transaction (and gives the same answers)."""
+    tx = _tx(11)
+    copy = attrs.evolve(tx)
+    assert copy == tx and copy is not tx
+    lookups = RECOVERED_SENDERS.lookups
+    assert copy.sender() == address_of(KEY)
+    assert RECOVERED_SENDERS.lookups == lookups + 1
+    assert copy.encode() == tx.encode()

@@ -35,14 +35,27 @@ from vmstack.cchain.types.fields import (
 from vmstack.errors import InvalidBlock
 from vmstack.verifycache import VerificationCache
 
-#: The sender of each transaction this process signed (:meth:`LegacyTx.sign` and the typed
-#: kinds' ``sign``), keyed by the whole signed transaction (every field, the signature's
-#: included), so ``sender`` neither recomputes the signing hash nor recovers it: an equal
-#: transaction carries the very signature that key made over the very same fields, and a
-#: twin differing in any field is another key, recovered as any other.
-SIGNED_SENDERS: VerificationCache[object, bytes] = VerificationCache(
-    "senders of transactions signed here", 1 << 14
+#: Each transaction object this process signed (:meth:`LegacyTx.sign` and the typed kinds'
+#: ``sign``), by its identity: ``(the object, its sender, its encoding)``, both known when it
+#: was signed, so ``sender`` and ``encode`` of that very object neither recover nor encode
+#: again. Identity, not equality: an equal twin (even one whose fields compare equal with
+#: other types) is another object, encoded and recovered as any other; the entry holds the
+#: object, so its identity cannot be reused while the entry lives.
+SIGNED_HERE: VerificationCache[int, tuple[object, bytes, bytes]] = VerificationCache(
+    "transactions signed here", 1 << 14
 )
+
+
+def _known(tx: object) -> tuple[object, bytes, bytes] | None:
+    """The entry :data:`SIGNED_HERE` holds for this very object, or ``None``."""
+    entry = SIGNED_HERE.get(id(tx))
+    if entry is not None and entry[0] is tx:
+        return entry
+    return None
+
+
+def _uint_item(value: int) -> bytes:
+    return value.to_bytes((value.bit_length() + 7) // 8, "big")
 
 
 @attrs.frozen
@@ -91,6 +104,9 @@ class _TxBase(_Record):
     def encode(self) -> bytes:
         """The canonical transaction bytes (what the transactions trie stores and the hash
         covers): the RLP list for a legacy transaction, ``type || rlp(fields)`` otherwise."""
+        known = _known(self)
+        if known is not None:
+            return known[2]
         return bytes((self.TYPE,)) + encode_item(self.to_items())
 
     def block_item(self) -> RLPItem:
@@ -122,9 +138,9 @@ class _TxBase(_Record):
         With ``chain_id``, a transaction signed for another chain is rejected.
         """
         self._check_chain(chain_id)
-        known = SIGNED_SENDERS.get(self)
+        known = _known(self)
         if known is not None:
-            return known
+            return known[1]
         digest = self.signing_hash()
         return recover_address(digest, getattr(self, "y_parity"), self.r, self.s)  # noqa: B009
 
@@ -138,8 +154,12 @@ class _TxBase(_Record):
         own = getattr(self, "chain_id")  # noqa: B009
         if chain_id is not None and chain_id != own:
             raise ValueError(f"transaction chain id {own} differs from {chain_id}")
-        signed = self.signed(*sign_hash(self.signing_hash(), private_key))
-        SIGNED_SENDERS.put(signed, address_of(private_key))
+        kind = bytes((self.TYPE,))
+        unsigned = self.to_items()[:-3]
+        parity, r, s = sign_hash(keccak256(kind + encode_item(unsigned)), private_key)
+        signed = self.signed(parity, r, s)
+        encoding = kind + encode_item([*unsigned, _uint_item(parity), _uint_item(r), _uint_item(s)])
+        SIGNED_HERE.put(id(signed), (signed, address_of(private_key), encoding))
         return signed
 
 
@@ -163,6 +183,9 @@ class LegacyTx(_TxBase):
     s: int = _field(UINT256, 0)
 
     def encode(self) -> bytes:
+        known = _known(self)
+        if known is not None:
+            return known[2]
         return encode_item(self.to_items())
 
     def block_item(self) -> RLPItem:
@@ -202,9 +225,9 @@ class LegacyTx(_TxBase):
         own = self.chain_id
         if own is not None and chain_id is not None and own != chain_id:
             raise InvalidBlock(f"transaction chain id {own} does not match chain {chain_id}")
-        known = SIGNED_SENDERS.get(self)
+        known = _known(self)
         if known is not None:
-            return known
+            return known[1]
         return recover_address(self.signing_hash(own), parity, self.r, self.s)
 
     def signed(self, y_parity: int, r: int, s: int, chain_id: int | None = None) -> Self:
@@ -215,9 +238,14 @@ class LegacyTx(_TxBase):
     def sign(self, private_key: bytes | int, chain_id: int | None = None) -> Self:
         """A copy signed with ``private_key``: EIP-155 for ``chain_id``, unprotected (v = 27/28)
         when it is ``None``."""
-        parity, r, s = sign_hash(self.signing_hash(chain_id), private_key)
+        fields = self.to_items()[:6]
+        hashed = fields
+        if chain_id is not None:
+            hashed = [*fields, _uint_encoder(256)(chain_id, "chain id"), b"", b""]
+        parity, r, s = sign_hash(keccak256(encode_item(hashed)), private_key)
         signed = self.signed(parity, r, s, chain_id)
-        SIGNED_SENDERS.put(signed, address_of(private_key))
+        encoding = encode_item([*fields, _uint_item(signed.v), _uint_item(r), _uint_item(s)])
+        SIGNED_HERE.put(id(signed), (signed, address_of(private_key), encoding))
         return signed
 
 
