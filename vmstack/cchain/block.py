@@ -23,6 +23,7 @@ from vmstack.cchain.genesis import new_header
 from vmstack.cchain.rlpbytes import (
     ItemSpan,
     block_bytes,
+    encode_item,
     first_item_offset,
     frame_body_fields,
     list_prefix,
@@ -38,12 +39,14 @@ from vmstack.cchain.types import (
     AnyHeader,
     Block,
     Body,
+    LegacyTx,
     Receipt,
     Transaction,
     Withdrawal,
 )
 
 if TYPE_CHECKING:
+    from vmstack.cchain.codec import Flavour
     from vmstack.cchain.state import State
     from vmstack.cchain.vm import CChainVM
 
@@ -241,7 +244,7 @@ def assemble_block(
     if state is not None:
         header = attrs.evolve(header, state_root=state.root)
     header_rlp = flavour.encode_header(header)
-    raw = block_bytes(header_rlp, flavour.encode_body(body))
+    raw = block_bytes(header_rlp, _body_rlp(flavour, body, tx_encodings))
     block = CChainBlock(
         vm,
         keccak256(header_rlp),
@@ -254,6 +257,24 @@ def assemble_block(
     )
     block._state = state
     return block
+
+
+def _body_rlp(flavour: Flavour, body: Body, tx_encodings: Sequence[bytes]) -> bytes:
+    """``flavour.encode_body(body)``, its transaction list spliced from the transactions'
+    known encodings (``tx_encodings``, in order) instead of encoding them again: a legacy
+    transaction's item is its encoding, a typed one's the RLP string of it."""
+    if not flavour.body_fields or flavour.body_fields[0].name != "transactions":
+        return flavour.encode_body(body)
+    items = [
+        encoding if type(tx) is LegacyTx else encode_item(encoding)
+        for tx, encoding in zip(body.transactions, tx_encodings, strict=True)
+    ]
+    tx_list = b"".join(items)
+    rest = flavour.encode_body(attrs.evolve(body, transactions=()))
+    # ``rest`` is [[], field, ...]: skip its list prefix and the empty list's 0xc0.
+    rest_payload = rest[first_item_offset(rest) + 1 :]
+    payload = list_prefix(len(tx_list)) + tx_list + rest_payload
+    return list_prefix(len(payload)) + payload
 
 
 def _commit(

@@ -130,6 +130,10 @@ __all__ = ["CChainVM", "REINJECT_DEPTH"]
 #: the preference moves to another branch (coreth's reorg reinjection depth).
 REINJECT_DEPTH = 64
 
+#: How many blocks built by :meth:`CChainVM.build_block` and not yet verified are
+#: remembered as this VM's own (beyond that, the oldest is verified as a peer's would be).
+_BUILT_RECORD_SIZE = 256
+
 
 # --- the VM -----------------------------------------------------------------------------
 
@@ -217,6 +221,9 @@ class CChainVM:
         self._replay = bool(replay)
         self._lock = threading.RLock()
         self._processing: dict[bytes, CChainBlock] = {}
+        # The blocks build_block assembled and verify has not yet seen, by ID: the very
+        # object, its very bytes and its transactions' encodings (see _own_build).
+        self._built_here: dict[bytes, tuple[CChainBlock, bytes, tuple[bytes, ...]]] = {}
         self._preferred: bytes | None = None
         self._base: AcceptedState | None = None
         self._open(genesis, genesis_timestamp)
@@ -839,7 +846,26 @@ class CChainVM:
             self, parent_id, parent, timestamp, txs, ext_data, withdrawals, encodings, post_state
         )
         self._chain.remember_header(block.id, block.header)
+        with self._lock:
+            built = self._built_here
+            built[block.id] = (block, block._raw, tuple(encodings))
+            if len(built) > _BUILT_RECORD_SIZE:
+                del built[next(iter(built))]
         return block
+
+    def _own_build(self, block: CChainBlock) -> tuple[bytes, ...] | None:
+        """The transactions' encodings of ``block`` if it is a block :meth:`build_block` of
+        this VM assembled (the very object, holding the very bytes it was built with, under
+        its ID), which is then forgotten; ``None`` for any other block, whatever it claims.
+        Such a block's header was computed from its body and its receipts a moment ago, so
+        verify does not compute its body and receipts commitments again."""
+        record = self._built_here.pop(block.id, None)
+        if record is None:
+            return None
+        built, raw, encodings = record
+        if built is not block or raw is not block._raw or not block._built:
+            return None
+        return encodings
 
     def _build_parent(self) -> tuple[bytes, AnyHeader]:
         preferred = self._preferred
@@ -934,21 +960,28 @@ class CChainVM:
         accepted ``base``): each transaction's nonce and balance
         (:func:`~vmstack.cchain.state.apply_block`) and the header's state root. A block
         this VM built keeps the post-state it was built with, from the same function over
-        the same parent state."""
+        the same parent state. A block :meth:`build_block` of this VM just assembled (this
+        very object, with its very bytes: :meth:`_own_build`) skips the body's and the
+        receipts' commitments, which were computed from its body and receipts when it was
+        built; any other block, a peer's with the same ID included, has them checked."""
         spans = dict(
             zip((f.name for f in self._flavour.body_fields), block._body_spans(), strict=False)
         )
         where = f"block {block.id.hex()}"
+        own_encodings = self._own_build(block)
+        own = own_encodings is not None
         receipts = block._receipts
         try:
-            body, encodings = check_received_body(
-                block.header, block._raw, spans, lambda: block.body, chain_id=self._chain_id
-            )
+            if own_encodings is not None:
+                body, encodings = block.body, list(own_encodings)
+            else:
+                body, encodings = check_received_body(
+                    block.header, block._raw, spans, lambda: block.body, chain_id=self._chain_id
+                )
             if base_fee is not None:
                 check_fee_rules(block.header, body.transactions, base_fee=base_fee)
-            if not self._replay:
-                if receipts is None or not block._built:
-                    receipts = execute_transactions(body.transactions)
+            if not self._replay and (not own or receipts is None):
+                receipts = execute_transactions(body.transactions)
                 check_receipts_commitments(block.header, receipts)
         except InvalidBlock as error:
             raise InvalidBlock(f"{where}: {error.reason}") from None
@@ -956,7 +989,7 @@ class CChainVM:
         block._senders = tuple(senders)
         if base is None or receipts is None:
             return
-        state = block._state if block._built else None
+        state = block._state if own else None
         if state is None:
             header = block.header
             try:
@@ -1056,6 +1089,8 @@ class CChainVM:
             block._status = BlockStatus.REJECTED
             block._state = None
             self._processing.pop(block.id, None)
+            if self._built_here.get(block.id, (None,))[0] is block:
+                del self._built_here[block.id]
             was_preferred = self._preferred == block.id
             if was_preferred:
                 self._preferred = None

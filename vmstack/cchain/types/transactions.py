@@ -12,7 +12,7 @@ from typing import Any, ClassVar, Self, TypeAlias, TypeVar
 
 import attrs
 
-from vmstack.cchain.crypto import keccak256, recover_address, sign_hash
+from vmstack.cchain.crypto import address_of, keccak256, recover_address, sign_hash
 from vmstack.cchain.rlpbytes import encode_item
 from vmstack.cchain.types.fields import (
     ADDRESS,
@@ -33,6 +33,29 @@ from vmstack.cchain.types.fields import (
     decode_rlp,
 )
 from vmstack.errors import InvalidBlock
+from vmstack.verifycache import VerificationCache
+
+#: Each transaction object this process signed (:meth:`LegacyTx.sign` and the typed kinds'
+#: ``sign``), by its identity: ``(the object, its sender, its encoding)``, both known when it
+#: was signed, so ``sender`` and ``encode`` of that very object neither recover nor encode
+#: again. Identity, not equality: an equal twin (even one whose fields compare equal with
+#: other types) is another object, encoded and recovered as any other; the entry holds the
+#: object, so its identity cannot be reused while the entry lives.
+SIGNED_HERE: VerificationCache[int, tuple[object, bytes, bytes]] = VerificationCache(
+    "transactions signed here", 1 << 14
+)
+
+
+def _known(tx: object) -> tuple[object, bytes, bytes] | None:
+    """The entry :data:`SIGNED_HERE` holds for this very object, or ``None``."""
+    entry = SIGNED_HERE.get(id(tx))
+    if entry is not None and entry[0] is tx:
+        return entry
+    return None
+
+
+def _uint_item(value: int) -> bytes:
+    return value.to_bytes((value.bit_length() + 7) // 8, "big")
 
 
 @attrs.frozen
@@ -81,6 +104,9 @@ class _TxBase(_Record):
     def encode(self) -> bytes:
         """The canonical transaction bytes (what the transactions trie stores and the hash
         covers): the RLP list for a legacy transaction, ``type || rlp(fields)`` otherwise."""
+        known = _known(self)
+        if known is not None:
+            return known[2]
         return bytes((self.TYPE,)) + encode_item(self.to_items())
 
     def block_item(self) -> RLPItem:
@@ -111,7 +137,11 @@ class _TxBase(_Record):
 
         With ``chain_id``, a transaction signed for another chain is rejected.
         """
-        digest = self.signing_hash(chain_id)
+        self._check_chain(chain_id)
+        known = _known(self)
+        if known is not None:
+            return known[1]
+        digest = self.signing_hash()
         return recover_address(digest, getattr(self, "y_parity"), self.r, self.s)  # noqa: B009
 
     def signed(self, y_parity: int, r: int, s: int) -> Self:
@@ -124,7 +154,13 @@ class _TxBase(_Record):
         own = getattr(self, "chain_id")  # noqa: B009
         if chain_id is not None and chain_id != own:
             raise ValueError(f"transaction chain id {own} differs from {chain_id}")
-        return self.signed(*sign_hash(self.signing_hash(), private_key))
+        kind = bytes((self.TYPE,))
+        unsigned = self.to_items()[:-3]
+        parity, r, s = sign_hash(keccak256(kind + encode_item(unsigned)), private_key)
+        signed = self.signed(parity, r, s)
+        encoding = kind + encode_item([*unsigned, _uint_item(parity), _uint_item(r), _uint_item(s)])
+        SIGNED_HERE.put(id(signed), (signed, address_of(private_key), encoding))
+        return signed
 
 
 @attrs.frozen
@@ -147,6 +183,9 @@ class LegacyTx(_TxBase):
     s: int = _field(UINT256, 0)
 
     def encode(self) -> bytes:
+        known = _known(self)
+        if known is not None:
+            return known[2]
         return encode_item(self.to_items())
 
     def block_item(self) -> RLPItem:
@@ -186,6 +225,9 @@ class LegacyTx(_TxBase):
         own = self.chain_id
         if own is not None and chain_id is not None and own != chain_id:
             raise InvalidBlock(f"transaction chain id {own} does not match chain {chain_id}")
+        known = _known(self)
+        if known is not None:
+            return known[1]
         return recover_address(self.signing_hash(own), parity, self.r, self.s)
 
     def signed(self, y_parity: int, r: int, s: int, chain_id: int | None = None) -> Self:
@@ -196,8 +238,15 @@ class LegacyTx(_TxBase):
     def sign(self, private_key: bytes | int, chain_id: int | None = None) -> Self:
         """A copy signed with ``private_key``: EIP-155 for ``chain_id``, unprotected (v = 27/28)
         when it is ``None``."""
-        parity, r, s = sign_hash(self.signing_hash(chain_id), private_key)
-        return self.signed(parity, r, s, chain_id)
+        fields = self.to_items()[:6]
+        hashed = fields
+        if chain_id is not None:
+            hashed = [*fields, _uint_encoder(256)(chain_id, "chain id"), b"", b""]
+        parity, r, s = sign_hash(keccak256(encode_item(hashed)), private_key)
+        signed = self.signed(parity, r, s, chain_id)
+        encoding = encode_item([*fields, _uint_item(signed.v), _uint_item(r), _uint_item(s)])
+        SIGNED_HERE.put(id(signed), (signed, address_of(private_key), encoding))
+        return signed
 
 
 @attrs.frozen
