@@ -39,6 +39,7 @@ from vmstack.clock import SimClock
 from vmstack.errors import BlockNotFound, InvalidBlock, StoreCorrupted
 from vmstack.interfaces import Block, ChainVM, find_layer
 from vmstack.sim.chain import chain_transactions
+from vmstack.sim.network.node_consensus import CONSENSUS_METHODS, NodeConsensus
 from vmstack.sim.network.stake import HISTORY_PCHAIN_HEIGHT, LIVE_PCHAIN_HEIGHT, StakeSchedule
 from vmstack.stack import build_stack
 from vmstack.store import KeyValueStore, LMDBStore, MemoryStore
@@ -62,19 +63,22 @@ __all__ = [
 ]
 
 #: The node methods a :class:`Call` may name.
-NODE_METHODS = frozenset(
-    {
-        "generate",
-        "export",
-        "import_blocks",
-        "tip",
-        "transactions",
-        "serve",
-        "receive",
-        "execute",
-        "deliver",
-        "build",
-    }
+NODE_METHODS = (
+    frozenset(
+        {
+            "generate",
+            "export",
+            "import_blocks",
+            "tip",
+            "transactions",
+            "serve",
+            "receive",
+            "execute",
+            "deliver",
+            "build",
+        }
+    )
+    | CONSENSUS_METHODS
 )
 
 
@@ -196,7 +200,7 @@ class Call:
             raise ValueError(f"a node has no method {self.method!r}")
 
 
-class NodeServer:
+class NodeServer(NodeConsensus):
     """One node: its stack over its own store, on its own simulated clock. An LMDB store
     (``spec.store == "lmdb"``) lives in ``directory`` (a private temporary directory when
     ``None``; committed without fsync), and :meth:`close` removes the directory if
