@@ -22,6 +22,7 @@ See docs/network-consensus.md.
 
 from __future__ import annotations
 
+import argparse
 from typing import Any
 
 from vmstack.consensus.engine import (
@@ -37,9 +38,13 @@ from vmstack.consensus.engine import (
 from vmstack.errors import VMStackError
 from vmstack.sim.network.node import Call, Tip
 from vmstack.sim.network.node_consensus import ConsensusStep
+from vmstack.sim.network.records import parse_partition
 from vmstack.sim.network.run import NetworkRun
 
 __all__ = ["SnowmanNetworkRun", "consensus_figures", "partition_minority"]
+
+#: What decides a network run's blocks when ``--consensus`` is not given.
+DEFAULT_CONSENSUS = "coordinator"
 
 #: Bytes a message takes on a link besides a block it carries (IDs, heights, framing).
 MESSAGE_OVERHEAD = 64
@@ -371,6 +376,19 @@ def consensus_figures(run: NetworkRun) -> tuple[dict[str, object], dict[str, obj
         },
         {"conflicting_accepts": 0},
     )
+
+
+def consensus_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The configuration's consensus keywords from ``simulate``'s parsed options
+    (``--consensus``, ``--k``, ``--alpha``, ``--beta``, ``--partition``)."""
+    partition = getattr(args, "partition", None)
+    return {
+        "consensus": getattr(args, "consensus", None) or DEFAULT_CONSENSUS,
+        "k": getattr(args, "k", None),
+        "alpha": getattr(args, "alpha", None),
+        "beta": getattr(args, "beta", None),
+        "partition": None if partition is None else parse_partition(partition),
+    }
 
 
 def refuse_on_engine(engine_name: str, consensus: str) -> None:

@@ -18,6 +18,9 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
+if TYPE_CHECKING:
+    from vmstack.sim.network.node import Tip
+
 import attrs
 
 from vmstack.cchain.generate import pool_transactions
@@ -30,7 +33,7 @@ from vmstack.wrappers.proposer.windower import MAX_LOOK_AHEAD_SLOTS, WINDOW_DURA
 
 if TYPE_CHECKING:
     from vmstack.clock import SimClock
-    from vmstack.sim.network.node import NodeSpec, Tip
+    from vmstack.sim.network.node import NodeSpec
     from vmstack.wrappers.proposer import ProposerVM
 
 __all__ = ["CONSENSUS_METHODS", "ConsensusStep", "NodeConsensus"]
@@ -109,6 +112,8 @@ class NodeConsensus:
         self._accepted_seen = 0
         self._rejected_seen = 0
         self._block_interval = block_interval
+        self._facts: dict[bytes, Tip] = {}
+        self._own_slots: dict[bytes, tuple[int, float]] = {}
 
         def send(destination: bytes, message: Message) -> None:
             if destination == own:
@@ -189,7 +194,7 @@ class NodeConsensus:
                 raise VMStackError(f"node {self.spec.index}'s engine does not settle")
         sends, self._outbox = tuple(self._outbox), []
         accepted = tuple(
-            (block_id, self.vm.get_block(block_id).height)
+            (block_id, self._fact(block_id).height)
             for block_id in engine.accepted_ids[self._accepted_seen :]
         )
         rejected = tuple(engine.rejected_ids[self._rejected_seen :])
@@ -201,34 +206,52 @@ class NodeConsensus:
             accepted=accepted,
             rejected=rejected,
             built=built,
-            tip=self.tip(),
+            tip=self._fact(engine.last_accepted()[0]),
             processing=engine.consensus.num_processing(),
             build_at=self._build_at(preference),
             preference=preference,
-            preference_height=self.vm.get_block(preference).height,
+            preference_height=self._fact(preference).height,
             polls_successful=engine.consensus.polls_successful,
             polls_failed=engine.consensus.polls_failed,
         )
 
+    def _fact(self, block_id: bytes) -> Tip:
+        """What the run needs of a block (its ID, height, timestamp, P-chain height,
+        whether post-fork), read once from the stack."""
+        fact = self._facts.get(block_id)
+        if fact is None:
+            from vmstack.sim.network.node import Tip
+
+            block = self._proposer.get_block(block_id)
+            fact = self._facts[block_id] = Tip(
+                block_id, block.height, block.timestamp, block.pchain_height, block.post_fork
+            )
+        return fact
+
     def _build_at(self, preference: bytes) -> float | None:
         """When this node may build on ``preference``: ``block_interval`` after it at the
         earliest, in the first slot the proposer windows give this node from then on."""
-        parent = self._proposer.get_block(preference)
+        parent = self._fact(preference)
         earliest = max(self.clock(), parent.timestamp + self._block_interval)
         stake = self.spec.stake
         assert stake is not None
         if not parent.post_fork:
             return earliest if self.spec.index == 0 else None
         start_slot = time_to_slot(parent.timestamp, earliest)
-        try:
-            delay = stake.windower(self.spec.chain_id).min_delay_for_proposer(
-                parent.height + 1,
-                parent.pchain_height,
-                stake.node_ids[self.spec.index],
-                start_slot,
-            )
-        except AnyoneCanPropose:
-            return earliest if self.spec.index == 0 else None
+        known = self._own_slots.get(preference)
+        if known is not None and known[0] <= start_slot <= known[1] / WINDOW_DURATION:
+            delay = known[1]
+        else:
+            try:
+                delay = stake.windower(self.spec.chain_id).min_delay_for_proposer(
+                    parent.height + 1,
+                    parent.pchain_height,
+                    stake.node_ids[self.spec.index],
+                    start_slot,
+                )
+            except AnyoneCanPropose:
+                return earliest if self.spec.index == 0 else None
+            self._own_slots[preference] = (start_slot, delay)
         if delay >= (start_slot + MAX_LOOK_AHEAD_SLOTS) * WINDOW_DURATION:
             return None
         return max(earliest, parent.timestamp + delay)
