@@ -23,7 +23,11 @@ See docs/network-consensus.md.
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
+
+from rich.console import Console
+from rich.table import Table
 
 from vmstack.consensus.engine import (
     Chits,
@@ -38,7 +42,7 @@ from vmstack.consensus.engine import (
 from vmstack.errors import VMStackError
 from vmstack.sim.network.node import Call, Tip
 from vmstack.sim.network.node_consensus import ConsensusStep
-from vmstack.sim.network.records import parse_partition
+from vmstack.sim.network.records import NetworkReport, parse_partition
 from vmstack.sim.network.run import NetworkRun
 
 __all__ = ["SnowmanNetworkRun", "consensus_figures", "partition_minority"]
@@ -307,8 +311,10 @@ class SnowmanNetworkRun(NetworkRun):
             return
         last: bytes | None = None
         for node, state in enumerate(self.states):
-            if not self._up(node) or not self.in_consensus[node]:
+            if not self._up(node) or state.result.stalled is not None:
                 continue
+            if not self.in_consensus[node]:
+                return  # still joining
             if self.processing[node] or state.tip is None:
                 return
             if last is None:
@@ -317,7 +323,10 @@ class SnowmanNetworkRun(NetworkRun):
                 return
         self.converged = last is not None
         if self.converged:
+            # Every live node decided the same last block: what is still queued (slots
+            # to come, polls of nothing processing) changes nothing any more.
             self.building = False
+            self._queue.clear()
 
     def finish(self) -> None:
         """Write every node's decisions into its result."""
@@ -398,3 +407,51 @@ def refuse_on_engine(engine_name: str, consensus: str) -> None:
             "--consensus snowman runs on the local engine only; use --engine local or "
             "--consensus coordinator"
         )
+
+
+def print_consensus_summary(report: NetworkReport, console: Console) -> None:
+    """The consensus figures of a Snowman run, one table (a coordinator run prints none)."""
+    decided = report.consensus
+    if decided.get("engine") != "snowman":
+        return
+    table = Table(title="consensus (snowman)", title_justify="left")
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    finality = decided["finality_s"]
+    assert isinstance(finality, dict)
+    for name in ("polls_successful", "polls_failed", "blocks_accepted", "blocks_rejected"):
+        table.add_row(name, str(decided[name]))
+    for name in ("p50", "p90", "max"):
+        value = finality[name]
+        table.add_row(f"finality {name} s", "-" if value is None else f"{value:.3f}")
+    table.add_row("converged", str(decided["converged"]))
+    table.add_row("conflicting_accepts", str(report.safety.get("conflicting_accepts")))
+    console.print(table)
+
+
+def finality_plot_path(path: Path) -> Path:
+    """Where the finality plot of a run plotted to ``path`` goes: beside it."""
+    return path.with_name(f"{path.stem}-finality{path.suffix or '.png'}")
+
+
+def write_finality_plot(report: NetworkReport, path: Path) -> None:
+    """A PNG (needs matplotlib, as ``--plot``) of the finality times of a Snowman run: a
+    histogram of the seconds from a block's issue on its builder to its acceptance on each
+    node."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot
+
+    figure, axes = pyplot.subplots(figsize=(7, 4))
+    samples = list(report.finality_samples)
+    axes.hist(samples, bins=min(50, max(1, len(samples))), color="tab:blue")
+    axes.set_xlabel("finality (s, issue on the builder to accept on a node)")
+    axes.set_ylabel("accepts")
+    axes.set_title(
+        f"{report.config.nodes} nodes, snowman: finality times (seed {report.config.seed})"
+    )
+    axes.grid(alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    pyplot.close(figure)

@@ -26,7 +26,7 @@ import attrs
 from vmstack.cchain.generate import pool_transactions
 from vmstack.consensus import Parameters, SnowmanEngine, StakeSampler
 from vmstack.consensus.engine import Message
-from vmstack.errors import AnyoneCanPropose, VMStackError
+from vmstack.errors import AnyoneCanPropose, InvalidTransaction, VMStackError
 from vmstack.interfaces import ChainVM
 from vmstack.submission import find_mempool
 from vmstack.wrappers.proposer.windower import MAX_LOOK_AHEAD_SLOTS, WINDOW_DURATION, time_to_slot
@@ -166,16 +166,21 @@ class NodeConsensus:
     ) -> ConsensusStep:
         """Build one block on the preference, if it is still ``preference``: put ``txs``
         transactions of the seed's pool from ``position`` in the mempool and tell the
-        engine there is work (it builds, issues and pushes the block)."""
+        engine there is work (it builds, issues and pushes the block). A transaction the
+        preferred chain holds already is left out."""
         self._at(now)
         engine = self._running()
         if engine.preference() != preference:
             return self._step(None)
         if txs:
             mempool = find_mempool(self.vm)
-            mempool.add_transactions(
-                pool_transactions(seed=seed, chain_id=mempool.chain_id, start=position, count=txs)
-            )
+            for transaction in pool_transactions(
+                seed=seed, chain_id=mempool.chain_id, start=position, count=txs
+            ):
+                try:
+                    mempool.add_transactions([transaction])
+                except InvalidTransaction:
+                    continue  # on the preferred chain already (its nonce is used)
         before = len(engine.issued_at)
         engine.notify_pending()
         built = None

@@ -327,7 +327,9 @@ class NetworkReport:
     ``transactions`` how many the first ``blocks`` blocks hold (a block holds what its gas
     limit pays for, which may be fewer than ``txs_per_block``). ``slots`` is what the
     proposer windows did (:class:`SlotRecord`); ``memory_by_place`` the peaks by host and
-    by actor (:meth:`~vmstack.sim.network.engines.Engine.memory_by_place`)."""
+    by actor (:meth:`~vmstack.sim.network.engines.Engine.memory_by_place`). ``consensus``
+    and ``safety`` are what decided the blocks (docs/network-consensus.md names the
+    fields); ``finality_samples`` every finality time of a Snowman run (for its plot)."""
 
     config: NetworkSimulationConfig
     costs: CostModel
@@ -342,6 +344,7 @@ class NetworkReport:
     memory_by_place: dict[str, object] = attrs.field(factory=dict)
     consensus: dict[str, object] = attrs.field(factory=dict)
     safety: dict[str, object] = attrs.field(factory=dict)
+    finality_samples: tuple[float, ...] = ()
 
     def as_dict(self) -> dict[str, object]:
         nodes = [node.as_dict() for node in self.nodes]

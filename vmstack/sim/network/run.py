@@ -413,6 +413,7 @@ def simulate_network(
             memory_by_place=engine.memory_by_place(),
             consensus=decided,
             safety=safety,
+            finality_samples=tuple(getattr(network, "finality", ())),
         )
     finally:
         engine.close()
