@@ -107,6 +107,7 @@ class SnowmanNetworkRun(NetworkRun):
         self.start_height = 0
         self.converged = False
         self.partitioned = False
+        self.gossiping = False
         partition = config.partition
         self.minority = (
             partition_minority(self.stake.weights, partition[0]) if partition is not None else set()
@@ -309,6 +310,11 @@ class SnowmanNetworkRun(NetworkRun):
     def _check_converged(self) -> None:
         if self._accepted_heights() < self.config.live_blocks:
             return
+        if not self.gossiping:
+            self.gossiping = True
+            self.schedule(
+                self.config.block_interval, 0, lambda _: self._gossip_round(), always=True
+            )
         last: bytes | None = None
         for node, state in enumerate(self.states):
             if not self._up(node) or state.result.stalled is not None:
@@ -327,6 +333,19 @@ class SnowmanNetworkRun(NetworkRun):
             # to come, polls of nothing processing) changes nothing any more.
             self.building = False
             self._queue.clear()
+
+    def _gossip_round(self) -> None:
+        """Once building stopped: every live node in consensus with nothing processing asks
+        one validator for what lies above its last accepted block, every
+        ``block_interval``, until the run converges."""
+        for node in range(self.config.nodes):
+            if self._up(node) and self.in_consensus[node] and not self.processing[node]:
+                self._node_call(
+                    node,
+                    self.lookahead,
+                    lambda now, node=node: Call(node, "consensus_gossip", (now,)),
+                )
+        self.schedule(self.config.block_interval, 0, lambda _: self._gossip_round(), always=True)
 
     def finish(self) -> None:
         """Write every node's decisions into its result."""

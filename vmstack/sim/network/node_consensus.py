@@ -25,7 +25,7 @@ import attrs
 
 from vmstack.cchain.generate import pool_transactions
 from vmstack.consensus import Parameters, SnowmanEngine, StakeSampler
-from vmstack.consensus.engine import Message
+from vmstack.consensus.engine import Message, PullQuery
 from vmstack.errors import AnyoneCanPropose, InvalidTransaction, VMStackError
 from vmstack.interfaces import ChainVM
 from vmstack.submission import find_mempool
@@ -40,7 +40,13 @@ __all__ = ["CONSENSUS_METHODS", "ConsensusStep", "NodeConsensus"]
 
 #: The node methods of consensus (added to the node's callable methods).
 CONSENSUS_METHODS = frozenset(
-    {"consensus_join", "consensus_receive", "consensus_build", "consensus_connect"}
+    {
+        "consensus_join",
+        "consensus_receive",
+        "consensus_build",
+        "consensus_connect",
+        "consensus_gossip",
+    }
 )
 
 #: Messages a node hands itself within one call, at most (a loop would fail, not hang).
@@ -187,6 +193,26 @@ class NodeConsensus:
         if len(engine.issued_at) > before:
             built = next(reversed(engine.issued_at))
         return self._step(built)
+
+    def consensus_gossip(self, now: float) -> ConsensusStep:
+        """With nothing processing, ask one validator (drawn by stake) for its preferred
+        block above this node's last accepted one: a pull query of the last accepted block
+        at the next height, outside any poll. A peer ahead answers with a block this node
+        does not have, which the engine fetches and issues (how a node that missed the last
+        blocks catches up once no more are built)."""
+        self._at(now)
+        engine = self._running()
+        if engine.consensus.num_processing() == 0:
+            drawn = engine.sampler.sample(1)
+            if drawn is not None and drawn[0] != engine.node_id:
+                last_id, last_height = engine.last_accepted()
+                engine.send(drawn[0], PullQuery(self._gossip_request(), last_id, last_height + 1))
+        return self._step(None)
+
+    def _gossip_request(self) -> int:
+        """A request ID no poll of the engine uses (counted down from the top)."""
+        self._gossip_requests = getattr(self, "_gossip_requests", 2**62) - 1
+        return self._gossip_requests
 
     def _step(self, built: bytes | None) -> ConsensusStep:
         engine = self._running()
