@@ -50,6 +50,21 @@ def test_embed_in_simulator_runs_and_the_peer_catches_up() -> None:
     assert "new node caught up" in result.stdout
 
 
+def test_decisions_fork_agrees_through_two_forks_and_two_switches() -> None:
+    """The decisions example forks at the transition height and after the fork, switches
+    preference twice, rejects the losing branches, and every node agrees."""
+    result = _run("decisions_fork.py")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "C1 built on T1" in result.stdout
+    assert "T2 and C2 accepted, T1 and C1 rejected" in result.stdout
+    assert "P2 and Q accepted, P1 rejected" in result.stdout
+    assert "the rejected branches carried 10 transactions; all are on the accepted chain" in (
+        result.stdout
+    )
+    assert "16 transactions, each included once" in result.stdout
+    assert "4 nodes agree on every height" in result.stdout
+
+
 def test_inspect_store_lists_blocks_heads_and_sizes() -> None:
     """The store example lists heads and every block of its demo chain, newest first."""
     result = _run("inspect_store.py")

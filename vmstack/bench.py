@@ -39,6 +39,7 @@ CASE_MODULES = (
     "vmstack.benchmarks.windower",
     "vmstack.benchmarks.state",
     "vmstack.benchmarks.consensus",
+    "vmstack.benchmarks.gossip",
 )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import signal
 import sys
@@ -43,6 +44,17 @@ class IntegerAtLeast:
 
 positive_int = IntegerAtLeast(1, "positive integer")
 non_negative_int = IntegerAtLeast(0, "non-negative integer")
+
+
+def non_negative_float(text: str) -> float:
+    """An argparse type: a finite number of at least 0."""
+    value = float(text)
+    if not (value >= 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"must be a finite number of at least 0, got {text}")
+    return value
+
+
+non_negative_float.__name__ = "non-negative number"
 
 
 def _version() -> str:
@@ -165,6 +177,15 @@ def _parser() -> argparse.ArgumentParser:
         metavar="L",
         help="blocks the network's validators build in their proposer "
         "windows and gossip during the run (default: %(default)s)",
+    )
+    simulate.add_argument(
+        "--tx-rate",
+        type=non_negative_float,
+        metavar="R",
+        help="a network: transactions a simulated second, across the network, submitted "
+        "at random nodes while blocks are built; they travel by push and pull gossip "
+        "(docs/gossip.md) and builders build from their own pool (default: none, each "
+        "block takes --txs-per-block from the seed's pool)",
     )
     simulate.add_argument(
         "--stake",
@@ -512,6 +533,8 @@ def _simulate(args: argparse.Namespace, console: Console) -> int:
     for flag in ("consensus", "k", "alpha", "beta", "partition"):
         if getattr(args, flag, None) is not None:
             raise ValueError(f"--{flag} applies to a network (--nodes N other than 2, or --engine)")
+    if args.tx_rate is not None:
+        raise ValueError("--tx-rate applies to a network (--nodes N other than 2, or --engine)")
     config = SimulationConfig(
         blocks=args.blocks,
         txs_per_block=args.txs_per_block,

@@ -189,5 +189,5 @@ class ParametersInvalid(VMStackError, ValueError):
     order upstream checks them."""
 
     def __init__(self, reasons: list[str]) -> None:
-        self.reasons = tuple(reasons)
+        self.reasons = list(reasons)
         super().__init__("parameters invalid: " + "; ".join(reasons))

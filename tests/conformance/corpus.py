@@ -30,6 +30,7 @@ from vmstack.errors import BatchingNotImplemented, BlockNotFound, InvalidBlock, 
 from vmstack.interfaces import BatchedChainVM, Block, ChainVM
 from vmstack.layers import refusal
 from vmstack.wrappers.passthrough import PassThroughBlock, PassThroughVM
+from vmstack.wrappers.proposer.vm import ProposerBlock, ProposerVM
 
 # --- a correct pass-through layer, the base of most broken ones -----------------------------
 
@@ -403,6 +404,79 @@ class CacheEvictingOnItsOwnRejects(PassVM):
         if block_id not in self._seen:
             self._seen[block_id] = self._inner.get_block(block_id)
         return _EvictingBlock(self._seen[block_id], self, self._seen)
+
+
+# --- broken layers: decisions under consensus ------------------------------------------------
+
+
+class OneProcessingHead(PassVM):
+    """Tracks one processing head: a block verifies only on the last accepted block or on
+    the block verified last, so a child of the other sibling is refused."""
+
+    def __init__(self, inner: ChainVM) -> None:
+        super().__init__(inner)
+        self._head: bytes | None = None
+
+    def intercept(self, method: str, forward: Callable[..., Any], *args: Any) -> Any:
+        if method != "block.verify":
+            return forward(*args)
+        block = args[0]
+        if block.id != self._head and block.parent_id not in (
+            self._inner.last_accepted(),
+            self._head,
+        ):
+            raise InvalidBlock(f"block {block.id.hex()} builds on neither head")
+        result = forward(*args)
+        self._head = block.id
+        return result
+
+
+class RejectsSiblingsItself(PassVM):
+    """On accept rejects below the siblings it verified (as a tree of inner blocks would),
+    and still passes the engine's rejects of them down: a loser is rejected twice."""
+
+    def __init__(self, inner: ChainVM) -> None:
+        super().__init__(inner)
+        self._verified: dict[bytes, Block] = {}
+
+    def intercept(self, method: str, forward: Callable[..., Any], *args: Any) -> Any:
+        result = forward(*args)
+        if method == "block.verify":
+            self._verified[args[0].id] = args[0]
+        elif method == "block.accept":
+            accepted = args[0]
+            for other in list(self._verified.values()):
+                if other.parent_id == accepted.parent_id and other.id != accepted.id:
+                    other.reject()
+        return result
+
+
+class RejectsSharedBlock(ProposerVM):
+    """A proposer layer that rejects an inner block with the last processing envelope that
+    wraps it, though a later envelope of it may still be accepted."""
+
+    def _reject(self, block: ProposerBlock) -> None:
+        inner_id = block.inner.id
+        super()._reject(block)
+        shared = self._shared.get(inner_id)
+        if block.post_fork and shared is not None and not shared.wrappers:
+            del self._shared[inner_id]
+            shared.block.reject()
+
+
+class ForwardsEachPreferenceOnce(PassVM):
+    """Passes a preference down only the first time it is set: switching back to a block
+    preferred before is lost."""
+
+    def __init__(self, inner: ChainVM) -> None:
+        super().__init__(inner)
+        self._forwarded: set[bytes] = set()
+
+    def set_preference(self, block_id: bytes) -> None:
+        if block_id in self._forwarded:
+            return
+        self._inner.set_preference(block_id)
+        self._forwarded.add(block_id)
 
 
 # --- broken layers: types -----------------------------------------------------------------
@@ -921,6 +995,18 @@ BROKEN: dict[str, tuple[Callable[[Any], ChainVM], frozenset[Declaration], str]] 
     ),
     "DropsSetPreference": (DropsSetPreference, frozenset(), "forwarding.set-preference"),
     "HeightIndexOffByOne": (HeightIndexOffByOne, frozenset(), "forwarding.height-index"),
+    "OneProcessingHead": (OneProcessingHead, frozenset(), "decisions.siblings-verify"),
+    "RejectsSiblingsItself": (RejectsSiblingsItself, frozenset(), "decisions.one-decision"),
+    "RejectsSharedBlock": (
+        lambda inner: RejectsSharedBlock(inner, fork_time=0, chain_id=7, clock=inner.clock),
+        frozenset({Declaration.ANSWERS_BATCHED_CALLS_ITSELF, Declaration.BLOCKS_OF_ITS_OWN}),
+        "decisions.shared-block-kept",
+    ),
+    "ForwardsEachPreferenceOnce": (
+        ForwardsEachPreferenceOnce,
+        frozenset(),
+        "decisions.preference-switch",
+    ),
     "StaleMemoryDeclaration": (PassVM, _MEMORY, "kit.declarations-hold"),
     "StaleBoundaryDeclaration": (
         lambda inner: PassVM(inner),

@@ -6,7 +6,6 @@ import pytest
 
 from vmstack import (
     BatchingNotImplemented,
-    InvalidBlock,
     SimClock,
     batched_parse_block,
     get_ancestors,
@@ -74,19 +73,18 @@ def test_after_the_transition_post_serves_every_block_both_paths_agree(height: i
     assert len(vm.calls_to("get_ancestors")) == 1
 
 
-def test_a_child_of_the_transition_block_waits_for_its_acceptance() -> None:
-    """A block building on the unaccepted transition block is refused, then parsed after."""
+def test_a_child_of_the_processing_transition_block_verifies_before_and_after_it() -> None:
+    """A block building on the verified, unaccepted transition block parses and verifies,
+    and is decided through the post VM once the transition block is accepted."""
     vm, transition = node(10, clock=SimClock(22.0))
     transition_block = transition.build_block()
     assert transition_block.timestamp == 22
     transition_block.verify()
     child = child_bytes(vm._served(transition_block.id), vm)
-    with pytest.raises(InvalidBlock, match="not accepted yet"):
-        transition.parse_block(child)
-    transition_block.accept()
-    assert transition.transitioned
     parsed = transition.parse_block(child)
     parsed.verify()
+    transition_block.accept()
+    assert transition.transitioned
     parsed.accept()
     assert transition.last_accepted() == parsed.id
 

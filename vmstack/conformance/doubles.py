@@ -137,6 +137,8 @@ class MemoryVM:
         self._last_accepted = genesis.id
         self._preferred = genesis.id
         self._build_counter = 0
+        self._last_built: MemoryBlock | None = None
+        self._repeat_build = False
 
     # --- failure injection and call records ---------------------------------------------
 
@@ -180,13 +182,23 @@ class MemoryVM:
 
     def build_block(self) -> MemoryBlock:
         self._record("build_block")
+        if self._repeat_build and self._last_built is not None:
+            self._repeat_build = False
+            return self._last_built
         parent = self._blocks[self._preferred]
         self._build_counter += 1
         timestamp = max(int(self.clock()), parent.timestamp)
         block = MemoryBlock(
             self, parent.id, parent.height + 1, timestamp, self._build_counter.to_bytes(8, "big")
         )
-        return self._known(block)
+        self._last_built = self._known(block)
+        return self._last_built
+
+    def repeat_next_build(self) -> None:
+        """Make the next ``build_block`` return the block the previous one returned (the
+        same object, bytes and ID), as a VM asked twice to build on one state may: a layer
+        with envelopes of its own then wraps one block below in two envelopes."""
+        self._repeat_build = True
 
     def set_preference(self, block_id: bytes) -> None:
         self._record("set_preference", block_id)

@@ -12,10 +12,13 @@ A chain switches from a ``pre`` VM to a ``post`` VM at ``transition_time`` (unix
 3. Until the transition is accepted, ``pre`` builds, parses and verifies every block, the
    transition block included; from then on ``post`` does.
 4. A block whose parent's timestamp is already at or after ``transition_time`` builds on the
-   transition; it is refused (``InvalidBlock``) until the transition block is accepted: by
-   ``verify`` always, and by ``parse`` already when its parent is a block this node has
-   verified. Parsing records nothing, so a batch parses the same in any order, any number
-   of times (a bootstrapping node parses the whole chain before it executes any of it).
+   transition. It verifies and builds as any child of a processing block, whether or not
+   this node has accepted the transition block: ``pre`` judges it until then, and when the
+   transition block is accepted ``post`` verifies every processing descendant again,
+   parents first, and decides them from then on. A verdict never depends on local
+   acceptance (both VMs judge by the same chain rules). Parsing records nothing, so a
+   batch parses the same in any order, any number of times (a bootstrapping node parses
+   the whole chain before it executes any of it).
 5. Batched calls go to the VM of the moment: ``post`` serves every block, those before the
    transition included, because both VMs keep their blocks in one store.
 """

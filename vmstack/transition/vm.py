@@ -5,6 +5,13 @@ connects them to the two VMs. Both VMs keep their blocks in one store, so ``post
 the blocks ``pre`` accepted. Whether the transition is accepted is derived from the last
 accepted block (rule 2), so it is persisted with that block and survives a restart.
 
+A child of the transition block, accepted or still processing, verifies and builds as any
+child of a processing block (rule 4): ``pre`` judges it while the transition block is
+processing, and when the transition block is accepted every processing descendant of it is
+handed to ``post``, which verifies it again, parents first; the blocks the engine holds
+then reach ``post`` with their decisions. A verdict never depends on whether this node has
+accepted an ancestor, as both VMs judge a block by the same chain rules.
+
 Its capability is that of the VM in charge, so it changes at the transition. Nothing is
 announced: before it, a batched call is refused here at once with the sentinel, which
 passes up through the layers above unchanged; after it, the call is forwarded to the post
@@ -14,6 +21,7 @@ VM (ARCHITECTURE.md, section 5).
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import time
 from collections.abc import Sequence
@@ -30,17 +38,21 @@ from vmstack.interfaces import (
     find_layer,
 )
 from vmstack.layers import WrappedBlock
-from vmstack.transition.rules import builds_on_transition, transition_accepted
+from vmstack.transition.rules import transition_accepted
 
 __all__ = ["TransitionBlock", "TransitionVM"]
+
+logger = logging.getLogger(__name__)
 
 
 class TransitionBlock(WrappedBlock):
     """A block returned by :class:`TransitionVM`, wrapping the block of ``pre`` or ``post``.
 
     A block that ``pre`` parsed before the transition was accepted and that is verified
-    after it is parsed again by ``post`` first, so from the transition on ``post`` verifies
-    and accepts every block (rule 3).
+    after it is parsed again by ``post`` first, and one that ``pre`` verified and that was
+    handed to ``post`` with the transition is decided through ``post``'s block, so from the
+    transition on ``post`` verifies and decides every block of the accepted chain's future
+    (rule 3).
     """
 
     __slots__ = ("_source", "_vm")
@@ -57,7 +69,7 @@ class TransitionBlock(WrappedBlock):
         self._vm._accept(self)
 
     def reject(self) -> None:
-        self._inner.reject()
+        self._vm._reject(self)
 
 
 class TransitionVM:
@@ -85,7 +97,12 @@ class TransitionVM:
         self.transition_time = transition_time
         self.clock = clock
         self._transitioned = self._derive_transitioned()
-        self._after_transition: set[bytes] = set()
+        #: Blocks ``pre`` verified through this layer and that are not decided yet.
+        self._verified_by_pre: dict[bytes, Block] = {}
+        #: Processing blocks handed to ``post`` when the transition was accepted: ID ->
+        #: ``post``'s block.
+        self._handed_over: dict[bytes, Block] = {}
+        self._preferred: bytes | None = None
 
     # --- the layer ---------------------------------------------------------------------
 
@@ -135,17 +152,19 @@ class TransitionVM:
         return self._wrap(self.inner.get_block(block_id))
 
     def parse_block(self, data: bytes) -> TransitionBlock:
-        block = self.inner.parse_block(data)
-        self._refuse_early(block)
-        return self._wrap(block)
+        return self._wrap(self.inner.parse_block(data))
 
     def build_block(self) -> TransitionBlock:
-        """A new block from the VM in charge, on its preferred block; once that block is
+        """A new block from the VM in charge, on its preferred block (processing or
+        accepted, the transition block and its descendants included); once that block is
         rejected the VM in charge builds on its last accepted block again."""
         return self._wrap(self.inner.build_block())
 
     def set_preference(self, block_id: bytes) -> None:
+        """Prefer ``block_id`` in the VM in charge (and in ``post`` again once the
+        transition hands it the preferred block)."""
         self.inner.set_preference(block_id)
+        self._preferred = block_id
 
     def last_accepted(self) -> bytes:
         return self.inner.last_accepted()
@@ -180,33 +199,68 @@ class TransitionVM:
 
     # --- the rules at work -------------------------------------------------------------
 
-    def _refuse_early(self, block: Block) -> None:
-        """Rule 4 where the parent is a block this node has verified: a child of the
-        verified transition block (or of a verified descendant) waits until the transition
-        block is accepted. Parsing alone records nothing, so a batch parses the same in any
-        order and any number of times; ``verify`` enforces the rule for every block."""
-        if not self._transitioned and block.parent_id in self._after_transition:
-            raise InvalidBlock(
-                f"block {block.id.hex()} builds on the transition block, which this node has "
-                "not accepted yet"
-            )
+    def _resolve(self, block: TransitionBlock) -> None:
+        """Point a block ``pre`` verified and then handed to ``post`` at ``post``'s block,
+        so its decisions reach the VM that holds it from the transition on."""
+        if block._source is not self._post:
+            moved = self._handed_over.get(block.id)
+            if moved is not None:
+                block._inner = moved
+                block._source = self._post
 
     def _verify(self, block: TransitionBlock) -> None:
-        if not self._transitioned:
-            self._refuse_early(block._inner)
-        elif block._source is not self._post:
+        self._resolve(block)
+        if self._transitioned and block._source is not self._post:
             block._inner = self._post.parse_block(bytes(block._inner))
             block._source = self._post
         block._inner.verify()
-        if not self._transitioned and builds_on_transition(block.timestamp, self.transition_time):
-            self._after_transition.add(block.id)
+        if block._source is not self._post:
+            self._verified_by_pre[block.id] = block._inner
 
     def _accept(self, block: TransitionBlock) -> None:
+        self._resolve(block)
         block._inner.accept()
+        self._forget(block.id)
         if not self._transitioned and transition_accepted(block.timestamp, self.transition_time):
             self._transitioned = True
-            self._after_transition.clear()
             self._hand_over_transactions()
+            self._hand_over_processing(block.id)
+
+    def _reject(self, block: TransitionBlock) -> None:
+        self._resolve(block)
+        block._inner.reject()
+        self._forget(block.id)
+
+    def _forget(self, block_id: bytes) -> None:
+        self._verified_by_pre.pop(block_id, None)
+        self._handed_over.pop(block_id, None)
+
+    def _hand_over_processing(self, transition_id: bytes) -> None:
+        """Hand ``post`` the processing descendants of the accepted transition block that
+        ``pre`` verified: ``post`` parses and verifies each, parents first, and prefers
+        the preferred one of them. Processing blocks of other branches stay with ``pre``,
+        which decides them (the engine rejects them: they conflict with the accepted
+        chain). A block ``post`` refuses (the two VMs judged it differently) stays with
+        ``pre`` too, logged."""
+        processing = sorted(self._verified_by_pre.values(), key=lambda block: block.height)
+        self._verified_by_pre = {}
+        for verified in processing:
+            if verified.parent_id != transition_id and verified.parent_id not in self._handed_over:
+                continue
+            try:
+                moved = self._post.parse_block(bytes(verified))
+                moved.verify()
+            except InvalidBlock as refusal:
+                logger.warning(
+                    "block %s, verified before the transition was accepted, is refused "
+                    "after it: %s",
+                    verified.id.hex(),
+                    refusal,
+                )
+                continue
+            self._handed_over[verified.id] = moved
+        if self._preferred in self._handed_over:
+            self._post.set_preference(self._preferred)
 
     def _hand_over_transactions(self) -> None:
         """Move the transactions still pending in the pre VM's mempool to the post VM's, in

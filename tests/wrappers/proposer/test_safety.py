@@ -118,20 +118,35 @@ def test_two_wrappers_of_one_inner_block_decide_it_once(
     assert ancestors(vm, winner.id)[0] == bytes(winner)
 
 
-def test_both_wrappers_rejected_reject_the_inner_block_once() -> None:
-    """The inner block is rejected with the last processing envelope that wraps it."""
+def test_both_wrappers_rejected_leave_the_inner_block_to_its_siblings() -> None:
+    """Rejecting every envelope of an inner block rejects nothing below: a third envelope
+    verifies without verifying it again, and an accepted sibling rejects it, once."""
     vm, inner, clock, head = memory_chain()
     first, second = two_wrappers(vm, clock, head)
     inner_id = first.inner.id
     first.reject()
-    assert inner.calls_to("block.reject") == []
     assert vm.get_block(second.id).id == second.id
     second.reject()
-    assert [call.args[0] for call in inner.calls_to("block.reject")] == [inner_id]
+    assert inner.calls_to("block.reject") == []
     for block in (first, second):
         with pytest.raises(BlockNotFound):
             vm.get_block(block.id)
-    assert vm.last_accepted() == head.id
+    with pytest.raises(BlockNotFound, match="inner block of a post-fork block"):
+        vm.get_block(inner_id)
+    inner.forget_records()
+    third = vm.parse_block(rewrap(head, bytes(first.inner), delay=3))
+    third.verify()
+    assert inner.calls_to("block.verify") == []
+    vm.set_preference(head.id)
+    clock.advance(5)
+    sibling = vm.build_block()
+    sibling.verify()
+    assert sibling.inner.id != inner_id and sibling.inner.parent_id == first.inner.parent_id
+    sibling.accept()
+    assert [call.args[0] for call in inner.calls_to("block.reject")] == [inner_id]
+    third.reject()
+    assert [call.args[0] for call in inner.calls_to("block.reject")] == [inner_id]
+    assert vm.last_accepted() == sibling.id
 
 
 def test_an_envelope_of_an_accepted_inner_block_fails_verify() -> None:
@@ -461,6 +476,26 @@ class Engine:
             assert vm.get_block_id_at_height(height) == block_id
         rejected_inner = {call.args[0] for call in self.inner.calls_to("block.reject")}
         assert not rejected_inner & self.accepted_inner
+        decided = [
+            call.args[0]
+            for call in self.inner.calls
+            if call.method in ("block.accept", "block.reject")
+        ]
+        assert len(decided) == len(set(decided)), "an inner block was decided twice"
+        # An undecided inner block can still be accepted: it descends from the last
+        # accepted inner block through undecided ones (its envelopes may all have lost,
+        # but another may still wrap it; the accepted sibling of it or of an ancestor
+        # rejects it).
+        verified = {call.args[0] for call in self.inner.calls_to("block.verify")}
+        last_inner = self.inner.last_accepted()
+        undecided = verified - set(decided) - {last_inner}
+        for block_id in undecided:
+            below = self.inner.known_block(block_id)
+            while below is not None and below.parent_id in undecided:
+                below = self.inner.known_block(below.parent_id)
+            assert below is not None and below.parent_id == last_inner, (
+                "a verified inner block that can no longer be accepted was left undecided"
+            )
         for block_id in self.processing:
             assert vm.get_block(block_id).id == block_id
         for block_id in self.rejected:

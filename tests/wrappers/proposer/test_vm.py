@@ -195,7 +195,8 @@ def test_processing_blocks_are_served_and_rejected_ones_are_not() -> None:
 
 
 def test_decisions_reach_the_inner_block_after_the_fork() -> None:
-    """verify, accept and reject of post-fork blocks reach their inner blocks, once each."""
+    """verify and accept of post-fork blocks reach their inner blocks, once each; a
+    rejected envelope's inner block is rejected when its sibling is accepted, not before."""
     vm, inner, clock = make_vm(fork_time=0)
     grow(vm, clock, 2)
     clock.advance(2)
@@ -206,14 +207,21 @@ def test_decisions_reach_the_inner_block_after_the_fork() -> None:
     other = vm.build_block()
     other.verify()
     other.reject()
+    clock.advance(2)
+    winner = vm.build_block()
+    assert winner.parent_id == other.parent_id == built.id
+    winner.verify()
+    winner.accept()
     decisions = [call for call in inner.calls if call.method.startswith("block.")]
     assert [(call.method, call.args) for call in decisions] == [
         ("block.verify", (built.inner.id,)),
         ("block.accept", (built.inner.id,)),
         ("block.verify", (other.inner.id,)),
+        ("block.verify", (winner.inner.id,)),
+        ("block.accept", (winner.inner.id,)),
         ("block.reject", (other.inner.id,)),
     ]
-    assert vm.last_accepted() == built.id
+    assert vm.last_accepted() == winner.id
 
 
 def test_accept_requires_verify() -> None:

@@ -111,6 +111,7 @@ _VALUES: dict[str, st.SearchStrategy[Any]] = {
     "int | None": st.none() | st.integers(0, 1 << 20),
     "float": st.floats(allow_nan=False, allow_infinity=False),
     "object": st.text(max_size=10) | st.integers() | st.none(),
+    "list[str]": st.lists(st.text(max_size=20), max_size=4),
 }
 
 

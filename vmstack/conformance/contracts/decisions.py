@@ -1,6 +1,13 @@
 """The decision contract: ``verify``, ``accept`` and ``reject`` reach the block below,
 for blocks from every source, exactly once; a rejected or replaced block is not served
 afterwards. Each test checks one rule named ``decisions.*``.
+
+The decisions a consensus engine makes (docs/decisions.md) have rules of their own:
+siblings and their children verify independently; every block verified below gets exactly
+one of ``accept`` / ``reject`` when the engine decides the tree; a rejected block whose
+block below is shared with another of the layer's blocks (two envelopes of one block)
+leaves it verified and undecided, to be accepted through the other; a switch of
+preference between processing blocks, and back, is forwarded every time.
 """
 
 from __future__ import annotations
@@ -13,7 +20,7 @@ from vmstack.conformance.checks import batched
 from vmstack.conformance.declarations import rule
 from vmstack.conformance.stacks import CAPABILITIES, KIT_TIME_BUDGET, KitStack
 from vmstack.errors import BlockNotFound
-from vmstack.interfaces import Block
+from vmstack.interfaces import Block, ChainVM
 
 __all__ = ["DecisionContract"]
 
@@ -64,7 +71,8 @@ class DecisionContract(KitBase):
         "verify, accept and reject on a block the layer returned (from build_block, "
         "parse_block, get_block, a repeated get_block, batched_parse_block or the engine "
         "helper) reach the block below exactly once, and an accepted block becomes the "
-        "last accepted one",
+        "last accepted one; a reject of a block of the layer's own (an envelope) leaves "
+        "the block below undecided until a sibling is accepted, which rejects it once",
     )
     def test_decisions_reach_the_block_below(
         self, inner_batches: bool, source: str, decision: str
@@ -76,6 +84,16 @@ class DecisionContract(KitBase):
             block.verify()
         stack.settle()
         getattr(block, decision)()
+        if decision == "reject" and self.own_blocks:
+            # Another envelope may still carry the block below: its decision comes with
+            # the accept of a sibling (docs/decisions.md).
+            self.assert_decisions(stack, [])
+            sibling = self.build_on(stack, stack.tip)
+            sibling.accept()
+            self.assert_decisions(
+                stack, [("verify", sibling), ("accept", sibling), ("reject", block)]
+            )
+            return
         self.assert_decisions(stack, [(decision, block)])
         if decision == "accept":
             assert stack.layer.last_accepted() == block.id, (
@@ -144,3 +162,157 @@ class DecisionContract(KitBase):
         assert get_ancestors(layer, winner.id, clock=stack.clock)[0] == bytes(winner)
         child = layer.build_block()
         assert child.parent_id == winner.id, "the next block must build on the winner"
+
+    # --- decisions under consensus --------------------------------------------------------
+
+    def build_on(self, stack: KitStack, parent_id: bytes) -> Block:
+        """A block built through the layer on ``parent_id`` (preferred first) a second of
+        the kit's clock after the previous one, verified."""
+        stack.layer.set_preference(parent_id)
+        stack.clock.advance(1.0)
+        block = stack.layer.build_block()
+        assert block.parent_id == parent_id, (
+            "after set_preference(X) the next block must build on X, even when X is processing"
+        )
+        block.verify()
+        return block
+
+    def decisions_below(self, stack: KitStack) -> dict[bytes, list[str]]:
+        """Every block the VM below saw a decision on: ID -> its decisions, in order."""
+        seen: dict[bytes, list[str]] = {}
+        for made in stack.inner.calls:
+            if made.method.startswith("block."):
+                seen.setdefault(made.args[0], []).append(made.method[len("block.") :])
+        return seen
+
+    def two_branches(self, stack: KitStack) -> tuple[Block, Block, Block, Block]:
+        """Two siblings on the tip and a child on each, all verified through the layer:
+        ``(a, b, a_child, b_child)``."""
+        a = self.build_on(stack, stack.tip)
+        b = self.build_on(stack, stack.tip)
+        assert a.id != b.id and a.height == b.height, (
+            "two blocks built on one parent at different times are two siblings"
+        )
+        a_child = self.build_on(stack, a.id)
+        b_child = self.build_on(stack, b.id)
+        return a, b, a_child, b_child
+
+    @CAPABILITIES
+    @rule(
+        "decisions.siblings-verify",
+        "two siblings on the last accepted block and a child built on each (while its "
+        "parent is processing) all verify, in any order, each verify reaching below "
+        "once, and all four are served",
+    )
+    def test_siblings_and_their_children_verify_independently(self, inner_batches: bool) -> None:
+        stack = self.kit_stack(batching=inner_batches, blocks=3)
+        stack.settle()
+        blocks = self.two_branches(stack)
+        for block in blocks:
+            assert stack.layer.get_block(block.id).id == block.id, (
+                "a verified block is served while it is processing"
+            )
+        verified = [
+            block_id
+            for block_id, decisions in self.decisions_below(stack).items()
+            for decision in decisions
+            if decision == "verify"
+        ]
+        assert len(verified) == len(set(verified)) == len(blocks), (
+            f"each of the {len(blocks)} verifies (two siblings, a child on each) must reach "
+            f"one block below once; the VM below saw {len(verified)} verifies of "
+            f"{len(set(verified))} blocks"
+        )
+
+    @CAPABILITIES
+    @rule(
+        "decisions.one-decision",
+        "when the engine accepts one branch of two (the winner, then its child) and "
+        "rejects the other (the loser, then its child), every block verified below gets "
+        "exactly one of accept / reject, the winners accept and the losers reject",
+    )
+    def test_every_verified_block_below_gets_one_decision(self, inner_batches: bool) -> None:
+        stack = self.kit_stack(batching=inner_batches, blocks=3)
+        stack.settle()
+        a, b, a_child, b_child = self.two_branches(stack)
+        stack.layer.set_preference(a_child.id)
+        a.accept()
+        b.reject()
+        b_child.reject()
+        a_child.accept()
+        seen = self.decisions_below(stack)
+        decided = {
+            block_id: [decision for decision in decisions if decision != "verify"]
+            for block_id, decisions in seen.items()
+        }
+        verified = [block_id for block_id, decisions in seen.items() if "verify" in decisions]
+        wrong = {
+            block_id.hex()[:8]: decided[block_id]
+            for block_id in verified
+            if len(decided[block_id]) != 1
+        }
+        assert not wrong, (
+            "every block verified below gets exactly one of accept / reject; these got "
+            f"another number: {wrong}"
+        )
+        outcomes = sorted(decisions[0] for decisions in decided.values() if decisions)
+        assert outcomes == ["accept", "accept", "reject", "reject"], (
+            "the winner and its child are accepted below, the loser and its child "
+            f"rejected; the VM below saw {outcomes}"
+        )
+        assert stack.layer.last_accepted() == a_child.id
+
+    @CAPABILITIES
+    @rule(
+        "decisions.shared-block-kept",
+        "when the VM below builds one block twice and the layer wraps it in two blocks "
+        "of its own, rejecting the first never rejects the block below: the second "
+        "verifies without verifying it again and is accepted, the block below accepted "
+        "once (a layer whose blocks are the ones below rejects the one block once)",
+    )
+    def test_a_rejected_wrapper_keeps_a_shared_block_below(self, inner_batches: bool) -> None:
+        stack = self.kit_stack(batching=inner_batches, blocks=3)
+        stack.settle()
+        first = self.build_on(stack, stack.tip)
+        stack.inner.repeat_next_build()
+        stack.clock.advance(1.0)
+        second = stack.layer.build_block()
+        if second.id == first.id:
+            # No envelope of its own: the two builds are one block, decided as one.
+            first.reject()
+            rejects = self.decisions_below(stack).get(first.id, []).count("reject")
+            assert rejects == 1, f"the one block's reject must reach below once, not {rejects}"
+            return
+        first.reject()
+        assert not any(
+            "reject" in decisions for decisions in self.decisions_below(stack).values()
+        ), "rejecting a block whose block below another block wraps must not reject it below"
+        second.verify()
+        stack.layer.set_preference(second.id)
+        second.accept()
+        seen = self.decisions_below(stack)
+        assert list(seen.values()) == [["verify", "accept"]], (
+            "the shared block below is verified once and accepted once, never rejected; "
+            f"the VM below saw {[(k.hex()[:8], v) for k, v in seen.items()]}"
+        )
+        assert stack.layer.last_accepted() == second.id
+
+    @CAPABILITIES
+    @rule(
+        "decisions.preference-switch",
+        "switching the preference between two processing siblings, and back, is "
+        "forwarded every time: each next block builds on the block preferred last",
+    )
+    def test_a_preference_switch_is_forwarded(self, inner_batches: bool) -> None:
+        stack = self.kit_stack(batching=inner_batches, blocks=3)
+        a = self.build_on(stack, stack.tip)
+        b = self.build_on(stack, stack.tip)
+        layer: ChainVM = stack.layer
+        for preferred in (a, b, a, b):
+            layer.set_preference(preferred.id)
+            stack.clock.advance(1.0)
+            child = layer.build_block()
+            assert child.parent_id == preferred.id, (
+                "after a switch of preference to a processing sibling the next block must "
+                "build on it, however often the preference went back and forth"
+            )

@@ -107,6 +107,16 @@ class ErrorContract(KitBase):
     def error_action(self, stack: KitStack, method: str) -> Callable[[], object]:
         """The call through the layer that makes ``method`` run below."""
         layer = stack.layer
+        if method == "block.reject" and self.own_blocks:
+            # An envelope's reject leaves the block below undecided: the accept of a
+            # sibling rejects it (docs/decisions.md), and the error comes up from there.
+            loser = layer.build_block()
+            loser.verify()
+            layer.set_preference(stack.tip)
+            stack.clock.advance(1.0)
+            winner = layer.build_block()
+            winner.verify()
+            return winner.accept
         if method.startswith("block."):
             block = layer.build_block()
             if method != "block.verify":

@@ -56,6 +56,7 @@ def simulate_network_from_args(
         stake=args.stake or "equal",
         node_store=args.node_store or "auto",
         **consensus_options(args),
+        tx_rate=args.tx_rate or 0.0,
     )
     engine = make_engine(args.engine or "local", address=args.ray_address, workers=args.workers)
     model = costs or REFERENCE_COSTS

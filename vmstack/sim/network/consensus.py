@@ -107,7 +107,7 @@ class SnowmanNetworkRun(NetworkRun):
         self.start_height = 0
         self.converged = False
         self.partitioned = False
-        self.gossiping = False
+        self.asking_frontier = False
         partition = config.partition
         self.minority = (
             partition_minority(self.stake.weights, partition[0]) if partition is not None else set()
@@ -202,7 +202,7 @@ class SnowmanNetworkRun(NetworkRun):
         at = self.clock() + delay
         self.schedule(delay, node, lambda step: self._stepped(node, step), call=lambda: make(at))
 
-    def _send(self, source: int, destination: int, message: Message) -> None:
+    def _carry(self, source: int, destination: int, message: Message) -> None:
         transfer = None
         if not self._cut(source, destination) and self._up(destination):
             transfer = self.mesh.transfer(source, destination, _message_size(message))
@@ -267,7 +267,7 @@ class SnowmanNetworkRun(NetworkRun):
         self.rejected_counts[node] += len(step.rejected)
         self.rejected_blocks.update(step.rejected)
         for destination, message in step.sends:
-            self._send(node, destination, message)
+            self._carry(node, destination, message)
         self._plan_build(node, step)
         self._check_converged()
 
@@ -310,10 +310,10 @@ class SnowmanNetworkRun(NetworkRun):
     def _check_converged(self) -> None:
         if self._accepted_heights() < self.config.live_blocks:
             return
-        if not self.gossiping:
-            self.gossiping = True
+        if not self.asking_frontier:
+            self.asking_frontier = True
             self.schedule(
-                self.config.block_interval, 0, lambda _: self._gossip_round(), always=True
+                self.config.block_interval, 0, lambda _: self._frontier_round(), always=True
             )
         last: bytes | None = None
         for node, state in enumerate(self.states):
@@ -334,7 +334,7 @@ class SnowmanNetworkRun(NetworkRun):
             self.building = False
             self._queue.clear()
 
-    def _gossip_round(self) -> None:
+    def _frontier_round(self) -> None:
         """Once building stopped: every live node in consensus with nothing processing asks
         one validator for what lies above its last accepted block, every
         ``block_interval``, until the run converges."""
@@ -343,9 +343,9 @@ class SnowmanNetworkRun(NetworkRun):
                 self._node_call(
                     node,
                     self.lookahead,
-                    lambda now, node=node: Call(node, "consensus_gossip", (now,)),
+                    lambda now, node=node: Call(node, "consensus_frontier", (now,)),
                 )
-        self.schedule(self.config.block_interval, 0, lambda _: self._gossip_round(), always=True)
+        self.schedule(self.config.block_interval, 0, lambda _: self._frontier_round(), always=True)
 
     def finish(self) -> None:
         """Write every node's decisions into its result."""

@@ -39,6 +39,7 @@ from vmstack.clock import SimClock
 from vmstack.errors import BlockNotFound, InvalidBlock, StoreCorrupted
 from vmstack.interfaces import Block, ChainVM, find_layer
 from vmstack.sim.chain import chain_transactions
+from vmstack.sim.network.gossip_node import GOSSIP_METHODS, NodeGossip
 from vmstack.sim.network.node_consensus import CONSENSUS_METHODS, NodeConsensus
 from vmstack.sim.network.stake import HISTORY_PCHAIN_HEIGHT, LIVE_PCHAIN_HEIGHT, StakeSchedule
 from vmstack.stack import build_stack
@@ -63,21 +64,20 @@ __all__ = [
 ]
 
 #: The node methods a :class:`Call` may name.
-NODE_METHODS = (
-    frozenset(
-        {
-            "generate",
-            "export",
-            "import_blocks",
-            "tip",
-            "transactions",
-            "serve",
-            "receive",
-            "execute",
-            "deliver",
-            "build",
-        }
-    )
+NODE_METHODS = frozenset(
+    {
+        "generate",
+        "export",
+        "import_blocks",
+        "tip",
+        "transactions",
+        "serve",
+        "receive",
+        "execute",
+        "deliver",
+        "build",
+    }
+    | GOSSIP_METHODS
     | CONSENSUS_METHODS
 )
 
@@ -181,10 +181,12 @@ class Delivered:
 
 @attrs.frozen
 class Built:
-    """A block a builder built, verified and accepted: its bytes and the builder's tip."""
+    """A block a builder built, verified and accepted: its bytes and the builder's tip, and
+    the hashes of the transactions it holds when the node gossips transactions."""
 
     block: bytes
     tip: Tip
+    transactions: tuple[bytes, ...] = ()
 
 
 @attrs.frozen
@@ -200,7 +202,7 @@ class Call:
             raise ValueError(f"a node has no method {self.method!r}")
 
 
-class NodeServer(NodeConsensus):
+class NodeServer(NodeGossip, NodeConsensus):
     """One node: its stack over its own store, on its own simulated clock. An LMDB store
     (``spec.store == "lmdb"``) lives in ``directory`` (a private temporary directory when
     ``None``; committed without fsync), and :meth:`close` removes the directory if
@@ -378,6 +380,7 @@ class NodeServer(NodeConsensus):
                 return Executed(tuple(sizes), self.tip(), refused=str(error), refused_from=peer)
             block.accept()
             sizes.append(len(bytes(block)))
+        self.gossip_forget_accepted()
         return Executed(tuple(sizes), self.tip())
 
     # --- after bootstrapping: gossip and building ----------------------------------------
@@ -400,11 +403,13 @@ class NodeServer(NodeConsensus):
             return Delivered(accepted=False, known=False, tip=tip, refused=str(error))
         self.vm.set_preference(block.id)
         block.accept()
+        self.gossip_forget_accepted()
         return Delivered(accepted=True, known=False, tip=self.tip())
 
     def build(self, now: float, seed: int, position: int, txs: int) -> Built:
         """Build the next block on the node's chain with ``txs`` transactions of the
-        seed's pool from ``position``, verify and accept it."""
+        seed's pool from ``position`` (none: what the node's own mempool holds), verify and
+        accept it."""
         self._at(now)
         # Build on the last accepted block, whatever a fetch accepted since the last
         # preference.
@@ -418,7 +423,7 @@ class NodeServer(NodeConsensus):
         block.verify()
         self.vm.set_preference(block.id)
         block.accept()
-        return Built(bytes(block), self.tip())
+        return Built(bytes(block), self.tip(), self.gossip_forget_accepted())
 
     def call(self, method: str, args: tuple[Any, ...]) -> Any:
         """Run one of :data:`NODE_METHODS` with ``args``."""

@@ -45,7 +45,7 @@ CONSENSUS_METHODS = frozenset(
         "consensus_receive",
         "consensus_build",
         "consensus_connect",
-        "consensus_gossip",
+        "consensus_frontier",
     }
 )
 
@@ -194,7 +194,7 @@ class NodeConsensus:
             built = next(reversed(engine.issued_at))
         return self._step(built)
 
-    def consensus_gossip(self, now: float) -> ConsensusStep:
+    def consensus_frontier(self, now: float) -> ConsensusStep:
         """With nothing processing, ask one validator (drawn by stake) for its preferred
         block above this node's last accepted one: a pull query of the last accepted block
         at the next height, outside any poll. A peer ahead answers with a block this node
@@ -206,13 +206,13 @@ class NodeConsensus:
             drawn = engine.sampler.sample(1)
             if drawn is not None and drawn[0] != engine.node_id:
                 last_id, last_height = engine.last_accepted()
-                engine.send(drawn[0], PullQuery(self._gossip_request(), last_id, last_height + 1))
+                engine.send(drawn[0], PullQuery(self._frontier_request(), last_id, last_height + 1))
         return self._step(None)
 
-    def _gossip_request(self) -> int:
+    def _frontier_request(self) -> int:
         """A request ID no poll of the engine uses (counted down from the top)."""
-        self._gossip_requests = getattr(self, "_gossip_requests", 2**62) - 1
-        return self._gossip_requests
+        self._frontier_requests = getattr(self, "_frontier_requests", 2**62) - 1
+        return self._frontier_requests
 
     def _step(self, built: bytes | None) -> ConsensusStep:
         engine = self._running()

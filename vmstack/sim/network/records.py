@@ -8,6 +8,8 @@ figure they hold is simulated except the wall times and memory the report says a
 
 from __future__ import annotations
 
+import math
+
 import attrs
 
 from vmstack.batching import DEFAULT_MAX_BLOCKS_NUM
@@ -90,6 +92,7 @@ class NetworkSimulationConfig:
     alpha: int | None = None
     beta: int | None = None
     partition: tuple[float, float, float] | None = None
+    tx_rate: float = 0.0
 
     def __attrs_post_init__(self) -> None:
         if self.node_store not in ("auto", "lmdb", "memory"):
@@ -119,6 +122,8 @@ class NetworkSimulationConfig:
         if self.stake not in STAKE_KINDS:
             raise ValueError(f"stake is one of {STAKE_KINDS}, not {self.stake!r}")
         check_consensus(self)
+        if not (self.tx_rate >= 0 and math.isfinite(self.tx_rate)):
+            raise ValueError(f"tx_rate must be a finite rate of 0 or more, got {self.tx_rate}")
         if self.max_attempts < 1 or self.max_events < 1:
             raise ValueError(
                 f"max_attempts and max_events must be at least 1, got "
@@ -242,6 +247,8 @@ def check_consensus(config: NetworkSimulationConfig) -> None:
         if (config.k, config.alpha, config.beta, config.partition) != (None,) * 4:
             raise ValueError("--k, --alpha, --beta and --partition need --consensus snowman")
         return
+    if config.tx_rate:
+        raise ValueError("--tx-rate runs with --consensus coordinator only, not snowman")
     config.consensus_parameters().verify()
     if config.partition is not None:
         fraction, start, end = config.partition
@@ -329,7 +336,9 @@ class NetworkReport:
     proposer windows did (:class:`SlotRecord`); ``memory_by_place`` the peaks by host and
     by actor (:meth:`~vmstack.sim.network.engines.Engine.memory_by_place`). ``consensus``
     and ``safety`` are what decided the blocks (docs/network-consensus.md names the
-    fields); ``finality_samples`` every finality time of a Snowman run (for its plot)."""
+    fields); ``finality_samples`` every finality time of a Snowman run (for its plot);
+    ``gossip`` the transaction gossip figures of a run with a ``tx_rate``
+    (``simulated.gossip``, :mod:`vmstack.sim.network.gossip_run`)."""
 
     config: NetworkSimulationConfig
     costs: CostModel
@@ -342,6 +351,7 @@ class NetworkReport:
     transactions: int | None = None
     slots: SlotRecord = attrs.field(factory=lambda: SlotRecord())
     memory_by_place: dict[str, object] = attrs.field(factory=dict)
+    gossip: dict[str, object] | None = None
     consensus: dict[str, object] = attrs.field(factory=dict)
     safety: dict[str, object] = attrs.field(factory=dict)
     finality_samples: tuple[float, ...] = ()
@@ -351,19 +361,22 @@ class NetworkReport:
         if len(nodes) > MAX_NODES_WITH_ACCEPTED_IDS:
             for node in nodes:
                 node.pop("accepted_ids", None)
+        simulated: dict[str, object] = {
+            "nodes": nodes,
+            "totals": self.totals,
+            "transactions": self.transactions,
+            "slots": self.slots.as_dict(),
+            "consensus": self.consensus,
+            "safety": self.safety,
+        }
+        if self.gossip is not None:
+            simulated["gossip"] = self.gossip
         return {
             "engine": self.engine,
             "seed": self.config.seed,
             "config": self.config.as_dict(),
             "costs": self.costs.as_dict(),
-            "simulated": {
-                "nodes": nodes,
-                "totals": self.totals,
-                "transactions": self.transactions,
-                "slots": self.slots.as_dict(),
-                "consensus": self.consensus,
-                "safety": self.safety,
-            },
+            "simulated": simulated,
             "measured": {
                 "setup_wall_seconds": self.setup_wall_seconds,
                 "run_wall_seconds": self.run_wall_seconds,

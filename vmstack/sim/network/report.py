@@ -128,6 +128,28 @@ def print_network_report(report: NetworkReport, console: Console) -> None:
     from vmstack.sim.network.consensus import print_consensus_summary
 
     print_consensus_summary(report, console)
+    if report.gossip is not None:
+        _print_gossip(report.gossip, console)
+
+
+def _print_gossip(gossip: dict[str, object], console: Console) -> None:
+    """The transaction gossip figures of a run with a transaction rate."""
+    table = Table(title="transaction gossip (simulated)", title_justify="left")
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    for name, value in gossip.items():
+        if isinstance(value, dict):
+            for part, figure in value.items():
+                table.add_row(f"{name} {part}", _figure(figure))
+        else:
+            table.add_row(name, _figure(value))
+    console.print(table)
+
+
+def _figure(value: object) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.3f}" if isinstance(value, float) else str(value)
 
 
 #: Proposers listed one by one (by weight, heaviest first); the rest share a row.

@@ -51,6 +51,7 @@ from vmstack.errors import AnyoneCanPropose, NodeCrashed, VMStackError
 from vmstack.sim.costs import REFERENCE_COSTS, CostModel
 from vmstack.sim.network.bootstrap import NodeBootstrapping
 from vmstack.sim.network.engines import Engine
+from vmstack.sim.network.gossip_run import TransactionGossipping
 from vmstack.sim.network.node import Built, Call, Delivered, NodeSpec, Tip
 from vmstack.sim.network.records import (
     MISSED_REASONS,
@@ -71,7 +72,7 @@ __all__ = ["NetworkRun", "simulate_network"]
 SETUP_TIMEOUT = 3600.0
 
 
-class NetworkRun(NodeBootstrapping):
+class NetworkRun(NodeBootstrapping, TransactionGossipping):
     """The coordinator of one run: the event loop, the mesh, and every node's book
     (:class:`~vmstack.sim.network.events.NetworkEventLoop`), the bootstrapping protocol
     (:class:`~vmstack.sim.network.bootstrap.NodeBootstrapping`), building and gossip.
@@ -146,15 +147,13 @@ class NetworkRun(NodeBootstrapping):
             node = expected
         at = self._slot_time(parent, slot)
         config = self.config
+        # With transaction gossip, a builder builds from its own pool.
+        txs = 0 if config.tx_rate else config.txs_per_block
 
         def build() -> Call | None:
             if not self._at_tip(node, parent):
                 return None
-            return Call(
-                node,
-                "build",
-                (at, config.seed, parent.height * config.txs_per_block, config.txs_per_block),
-            )
+            return Call(node, "build", (at, config.seed, parent.height * config.txs_per_block, txs))
 
         self.schedule(
             max(0.0, at - self.clock()),
@@ -181,6 +180,8 @@ class NetworkRun(NodeBootstrapping):
             return
         self.built += 1
         state.result.blocks_built += 1
+        if self.config.tx_rate:
+            self.gossip_included(built)
         self._set_tip(node, built.tip)
         self.network_tip = built.tip
         slots = self.slots
@@ -254,6 +255,8 @@ class NetworkRun(NodeBootstrapping):
             delay = self.rng.uniform(0.0, join_window) if state.result.role == "late" else 0.0
             self._schedule_join(node, delay)
         self._schedule_height()
+        if config.tx_rate:
+            self.start_gossip()
 
     def _schedule_join(self, node: int, delay: float) -> None:
         self.schedule(delay, node, lambda _: self._join(node))
@@ -398,6 +401,7 @@ def simulate_network(
         if isinstance(network, SnowmanNetworkRun):
             network.finish()
         decided, safety = consensus_figures(network)
+        gossip = network.gossip_report() if config.tx_rate else None
         run_wall = time.perf_counter() - run_started
         return NetworkReport(
             config=config,
@@ -414,6 +418,7 @@ def simulate_network(
             consensus=decided,
             safety=safety,
             finality_samples=tuple(getattr(network, "finality", ())),
+            gossip=gossip,
         )
     finally:
         engine.close()

@@ -19,16 +19,23 @@ lost is ``StoreCorrupted``, never answered with its bare inner block. The rules 
 kind of block are in :mod:`~vmstack.wrappers.proposer.verify`, the batched protocol in
 :mod:`~vmstack.wrappers.proposer.batched`.
 
-Consensus safety, as avalanchego's proposervm keeps it:
+Decisions, as avalanchego's proposervm and ``utils/tree`` make them (docs/decisions.md):
 
-- two post-fork blocks may wrap one inner block; it is verified once and shared, accepted
-  with the wrapper that is accepted, and rejected only with its last processing wrapper
-  (never once accepted), whatever the order of the decisions; a rejected post-fork block
-  is never served again;
+- two post-fork blocks may wrap one inner block; it is verified once and shared by every
+  wrapper, even one verified after an earlier wrapper was rejected;
+- a post-fork block's ``reject`` forgets the wrapper only (it is never served again): its
+  inner block may still be accepted through another wrapper, so it stays verified in the
+  layer's :class:`~vmstack.wrappers.proposer.tree.InnerTree`;
+- accepting a post-fork block accepts its inner block and rejects the inner block's
+  processing siblings and, transitively, their inner descendants: every inner block the
+  layer verified gets exactly one decision, whatever order the engine rejects the
+  wrappers in;
+- a pre-fork block is the inner block itself: its ``reject`` is the inner ``reject``;
 - a post-fork block builds on a processing block or on the last accepted block, and its
   inner block must not be accepted already, else ``verify`` fails; ``accept`` takes only a
   child of the last accepted block, so nothing a peer sends moves the accepted chain;
-- a rejected preferred block gives the preference back to the last accepted block.
+- ``reject`` never moves the preference (the engine sets it); ``build_block`` on a
+  preferred block that is no longer served builds on the last accepted block instead.
 
 Errors raised by the inner VM pass through unchanged (the very object).
 """
@@ -64,6 +71,7 @@ from vmstack.wrappers.proposer.block import (
 from vmstack.wrappers.proposer.certificate import Certificate
 from vmstack.wrappers.proposer.staking import StakingKey, signing_identity
 from vmstack.wrappers.proposer.state import ProposerState, is_block_id
+from vmstack.wrappers.proposer.tree import InnerTree
 from vmstack.wrappers.proposer.verdicts import signature_verdict
 from vmstack.wrappers.proposer.verify import (
     BlockFacts,
@@ -90,16 +98,19 @@ __all__ = [
 
 @attrs.define
 class _SharedInner:
-    """A verified, undecided inner block and the processing post-fork blocks that wrap it.
+    """A verified, undecided inner block and the post-fork blocks that wrap it.
 
     Two envelopes may wrap one inner block (two proposers, or one re-signing). The inner
-    block is verified once and every wrapper holds this very object, so deciding one
-    wrapper decides the inner block for all of them. ``wrappers`` is replaced, never
-    mutated, so readers on other threads may look at it while the engine decides.
+    block is verified once and every wrapper holds this very object, so accepting one
+    wrapper decides the inner block for all of them. ``wrappers`` are the processing ones
+    (replaced, never mutated, so readers on other threads may look at it while the engine
+    decides); ``first`` is the first that wrapped it, which names it while no wrapper is
+    processing. The entry lives as long as the inner block is undecided.
     """
 
     block: Block
     wrappers: tuple[bytes, ...]
+    first: bytes
 
 
 class _LayerChain:
@@ -216,9 +227,10 @@ class ProposerBlock:
         self._vm._accept(self)
 
     def reject(self) -> None:
-        """Forget a post-fork block (never served again), and reject its inner block once
-        no other processing post-fork block wraps it and it is not accepted; a pre-fork
-        block rejects its inner block. ``InvalidBlock`` for an accepted block."""
+        """Forget a post-fork block (never served again) and leave its inner block
+        undecided: it may be accepted through another wrapper, and is rejected when a
+        sibling inner block is accepted. A pre-fork block rejects its inner block.
+        ``InvalidBlock`` for an accepted block."""
         self._vm._reject(self)
 
     def __repr__(self) -> str:
@@ -282,6 +294,7 @@ class ProposerVM:
         "_shared",
         "_signer",
         "_state",
+        "_tree",
         "_windower",
     )
 
@@ -337,6 +350,7 @@ class ProposerVM:
         self._state = ProposerState(store)
         self._processing: dict[bytes, ProposerBlock] = {}
         self._shared: dict[bytes, _SharedInner] = {}
+        self._tree = InnerTree()
         self._pre_fork_facts = PreForkFacts()
         self._preferred: bytes | None = None
         if is_writer(store):
@@ -629,16 +643,17 @@ class ProposerVM:
         return self.last_accepted() if self._preferred is None else self._preferred
 
     def _envelope_of_inner(self, inner_id: bytes) -> bytes | None:
-        """A post-fork block (processing or accepted) whose inner block is ``inner_id``."""
+        """A post-fork block whose inner block is ``inner_id``: a processing one, the
+        first that wrapped it while it is undecided, or the accepted one."""
         shared = self._shared.get(inner_id)
-        if shared is not None and shared.wrappers:
-            return shared.wrappers[0]
+        if shared is not None:
+            return shared.wrappers[0] if shared.wrappers else shared.first
         return self._state.accepted_envelope_of_inner(inner_id)
 
     def _verify(self, block: ProposerBlock) -> None:
         """Apply the rules of the block's kind (:mod:`~vmstack.wrappers.proposer.verify`),
-        then verify the inner block (once for all the post-fork blocks wrapping it) and
-        keep a post-fork block as processing."""
+        then verify the inner block (once for all the post-fork blocks wrapping it, until
+        it is decided) and keep a post-fork block as processing."""
         envelope = block.envelope
         if block._rejected:
             raise InvalidBlock(f"block {block.id.hex()} was rejected")
@@ -663,10 +678,11 @@ class ProposerVM:
         shared = self._shared.get(inner_id)
         if shared is None:
             block.inner.verify()
-            self._shared[inner_id] = _SharedInner(block.inner, (block.id,))
+            self._tree.add(block.inner)
+            self._shared[inner_id] = _SharedInner(block.inner, (block.id,), block.id)
         else:
-            # Another processing post-fork block wraps the same inner block: share its
-            # verified object, so one decision reaches the inner VM once.
+            # Another post-fork block wrapped the same inner block, which is still
+            # undecided: share its verified object, so one decision reaches it once.
             if bytes(shared.block) != bytes(block.inner):
                 raise InvalidBlock(
                     f"block {block.id.hex()}: its inner block's bytes differ "
@@ -709,10 +725,13 @@ class ProposerVM:
             self._state.undo_record(block.id, inner_id, envelope.parent_id)
             raise
         # The inner block is decided: other wrappers of it, still processing, are rejected
-        # by the engine later without touching it.
+        # by the engine later without touching it. Its inner siblings can no longer be
+        # accepted: they are rejected now, with their inner descendants.
         self._shared.pop(inner_id, None)
         del self._processing[block.id]
         self._follow_preference(block)
+        for loser in self._tree.reject_conflicts(block.inner):
+            self._shared.pop(loser.id, None)
 
     def _follow_preference(self, accepted: ProposerBlock) -> None:
         """Move the preference onto a block accepted on top of the preferred one."""
@@ -723,27 +742,20 @@ class ProposerVM:
         if block.envelope is None:
             self._pre_fork_facts.forget(block.id)
             block.inner.reject()
-            self._forget_preference(block.id)
+            # Post-fork children of a rejected pre-fork block can never be accepted.
+            for loser in self._tree.reject_children(block.id):
+                self._shared.pop(loser.id, None)
             return
         if self._state.is_accepted(block.id):
             raise InvalidBlock(f"block {block.id.hex()} is accepted and cannot be rejected")
         block._rejected = True
         if self._processing.pop(block.id, None) is not None:
-            inner_id = block.inner.id
-            shared = self._shared.get(inner_id)
+            shared = self._shared.get(block.inner.id)
             if shared is not None:
+                # The inner block stays verified and undecided (avalanchego's proposervm
+                # never rejects it here): another wrapper may still be accepted, and an
+                # accepted sibling rejects it (InnerTree).
                 shared.wrappers = tuple(w for w in shared.wrappers if w != block.id)
-                if not shared.wrappers:
-                    # The last wrapper is gone and the inner block was not accepted (an
-                    # accept forgets the shared entry): it is rejected with it.
-                    del self._shared[inner_id]
-                    shared.block.reject()
-        self._forget_preference(block.id)
-
-    def _forget_preference(self, rejected_id: bytes) -> None:
-        """A rejected preferred block gives the preference back to the last accepted one."""
-        if self._preferred == rejected_id:
-            self._prefer_last_accepted()
 
     def _prefer_last_accepted(self) -> None:
         """Prefer the last accepted block, in this layer and in the inner VM."""

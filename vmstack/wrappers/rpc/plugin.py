@@ -44,8 +44,8 @@ __all__ = [
     "HANDSHAKE_TIMEOUT",
     "MAX_LOG_LINE",
     "PROTOCOL_VARIABLE",
-    "TERMINATION_GRACE",
     "PluginBuilder",
+    "TERMINATION_GRACE",
     "run",
 ]
 

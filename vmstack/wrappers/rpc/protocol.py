@@ -37,28 +37,28 @@ import grpc
 from google.protobuf.message import DecodeError, Message
 
 from vmstack import errors as _errors
-from vmstack.errors import MalformedRequest, VMStackError
+from vmstack.errors import MalformedRequest, VMStackError, VMUnavailable
 from vmstack.wrappers.rpc import vm_pb2, vmstack_pb2
 
 __all__ = [
-    "MAX_ATTRIBUTE_DEPTH",
-    "MAX_WIRE_ATTRIBUTES",
-    "MAX_WIRE_ERROR_SIZE",
-    "WIRE_ATTRIBUTES",
     "BrokenWireError",
     "DIGEST_METADATA_KEY",
     "ERROR_METADATA_KEY",
     "EXTRAS_SERVICE",
+    "MAX_ATTRIBUTE_DEPTH",
     "MAX_CALLER_TIME",
     "MAX_MESSAGE_SIZE",
     "MAX_REQUEST_SIZE",
     "MAX_RESPONSE_SIZE",
+    "MAX_WIRE_ATTRIBUTES",
+    "MAX_WIRE_ERROR_SIZE",
     "METHODS",
     "Method",
     "NOW_METADATA_KEY",
     "PROTOCOL_VERSION",
     "PROTOCOL_VERSIONS",
     "SERVICE",
+    "WIRE_ATTRIBUTES",
     "WIRE_ERRORS",
     "block_digest",
     "caller_time",
@@ -258,9 +258,9 @@ MAX_ATTRIBUTE_DEPTH = 8
 _INT_RANGE = range(-(1 << 63), 1 << 64)
 
 
-class BrokenWireError(ValueError):
+class BrokenWireError(VMUnavailable):
     """A typed error that is not one of the tree's: ``rule`` names what it breaks, ``what``
-    what was sent. The client raises it as :class:`~vmstack.errors.VMUnavailable`."""
+    what was sent. A :class:`~vmstack.errors.VMUnavailable`: the peer broke the protocol."""
 
     def __init__(self, rule: str, what: str) -> None:
         self.rule = rule
@@ -302,7 +302,8 @@ WIRE_ATTRIBUTES: Mapping[str, Mapping[str, tuple[Any, object]]] = {
 
 def _fits(value: object, hint: Any) -> bool:
     """Whether a decoded JSON ``value`` is of the declared type ``hint`` (an ``int`` no
-    ``bool`` and within 64 bits, a ``float`` finite and also any such ``int``)."""
+    ``bool`` and within 64 bits, a ``float`` finite and also any such ``int``, a ``list``
+    each of whose items fits)."""
     if hint is object:
         return True
     if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
@@ -317,6 +318,9 @@ def _fits(value: object, hint: Any) -> bool:
         )
     if hint is str or hint is bool:
         return type(value) is hint
+    if typing.get_origin(hint) is list:
+        (item,) = typing.get_args(hint)
+        return type(value) is list and all(_fits(element, item) for element in value)
     return False
 
 

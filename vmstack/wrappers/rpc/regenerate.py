@@ -7,8 +7,9 @@ nothing is generated when the package is installed; a test compares each committ
 descriptor with the one its ``.proto`` compiles to and fails when they differ.
 
 The files: ``vm.proto`` (avalanchego's ``vm.VM``), ``runtime.proto`` (``vm.runtime``),
-``metrics.proto`` (Prometheus's ``io.prometheus.client``, which ``vm.proto`` imports) and
-``vmstack.proto`` (vmstack's extras).
+``metrics.proto`` (Prometheus's ``io.prometheus.client``, which ``vm.proto`` imports),
+``vmstack.proto`` (vmstack's extras) and ``vmstack/gossip/sdk.proto`` (avalanchego's
+``sdk`` gossip messages, beside the gossip package that uses them).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ PROTOS = (
     "vmstack/wrappers/rpc/vm.proto",
     "vmstack/wrappers/rpc/runtime.proto",
     "vmstack/wrappers/rpc/vmstack.proto",
+    "vmstack/gossip/sdk.proto",
 )
 
 
