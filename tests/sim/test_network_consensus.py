@@ -96,7 +96,10 @@ def test_a_crashed_proposer_leaves_the_others_deciding_one_chain() -> None:
             crashed.append(0)
             run.engine.crash(0)
 
-    report = simulate_network(_config(live_blocks=8), LocalEngine(), observe=crash_a_builder)
+    report = simulate_network(
+        _config(live_blocks=8, late_fraction=0.5), LocalEngine(), observe=crash_a_builder
+    )
+    assert any(node.role == "late" for node in report.nodes)
     assert report.nodes[0].crashed
     assert report.consensus["converged"] is True
     chain = _one_chain(report)

@@ -170,6 +170,7 @@ class SnowmanNetworkRun(NetworkRun):
                     config.seed * 1_000_003 + node,
                     config.block_interval,
                     disconnected,
+                    self.start_height,
                 ),
             ),
         )

@@ -104,10 +104,12 @@ class NodeConsensus:
         sampler_seed: int,
         block_interval: float,
         disconnected: tuple[int, ...] = (),
+        above_height: int | None = None,
     ) -> ConsensusStep:
         """Start this node's engine over its stack from its last accepted block, with
         ``params``, a stake sampler seeded with ``sampler_seed`` and the peers in
-        ``disconnected`` taken as unreachable."""
+        ``disconnected`` taken as unreachable. The answer's ``accepted`` lists the blocks
+        the node accepted before it joined (while bootstrapping) above ``above_height``."""
         self._at(now)
         stake = self.spec.stake
         if stake is None:
@@ -139,7 +141,14 @@ class NodeConsensus:
         )
         for peer in disconnected:
             self._engine.disconnected(stake.node_ids[peer])
-        return self._step(None)
+        before: tuple[tuple[bytes, int], ...] = ()
+        if above_height is not None:
+            last_height = self._engine.last_accepted()[1]
+            before = tuple(
+                (self.vm.get_block_id_at_height(height), height)
+                for height in range(above_height + 1, last_height + 1)
+            )
+        return self._step(None, before)
 
     def _running(self) -> SnowmanEngine:
         if self._engine is None:
@@ -214,7 +223,9 @@ class NodeConsensus:
         self._frontier_requests = getattr(self, "_frontier_requests", 2**62) - 1
         return self._frontier_requests
 
-    def _step(self, built: bytes | None) -> ConsensusStep:
+    def _step(
+        self, built: bytes | None, before: tuple[tuple[bytes, int], ...] = ()
+    ) -> ConsensusStep:
         engine = self._running()
         handled = 0
         while self._self_queue:
@@ -224,7 +235,7 @@ class NodeConsensus:
             if handled > MAX_SELF_MESSAGES:
                 raise VMStackError(f"node {self.spec.index}'s engine does not settle")
         sends, self._outbox = tuple(self._outbox), []
-        accepted = tuple(
+        accepted = before + tuple(
             (block_id, self._fact(block_id).height)
             for block_id in engine.accepted_ids[self._accepted_seen :]
         )
