@@ -3,6 +3,7 @@ chits and blocks on the simulated links (docs/network-consensus.md)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 from typing import Any
@@ -12,12 +13,20 @@ import pytest
 from vmstack.cli import main
 from vmstack.consensus.engine import PullQuery, PushQuery
 from vmstack.errors import VMStackError
+from vmstack.sim.costs import REFERENCE_COSTS
 from vmstack.sim.network.consensus import SnowmanNetworkRun, partition_minority
 from vmstack.sim.network.engines import LocalEngine
 from vmstack.sim.network.node import NodeServer
-from vmstack.sim.network.records import NetworkReport, NetworkSimulationConfig, parse_partition
+from vmstack.sim.network.records import (
+    NetworkReport,
+    NetworkSimulationConfig,
+    NodeResult,
+    parse_partition,
+)
 from vmstack.sim.network.run import NetworkRun, _specs, simulate_network
 from vmstack.sim.network.stake import StakeSchedule
+
+_HAS_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
 
 
 def _config(**overrides: Any) -> NetworkSimulationConfig:
@@ -192,9 +201,12 @@ def test_the_cli_writes_the_consensus_figures(tmp_path: Path) -> None:
             "memory",
             "--json",
             str(out),
+            *(["--plot", str(tmp_path / "run.png")] if _HAS_MATPLOTLIB else []),
         ]
     )
     assert code == 0
+    if _HAS_MATPLOTLIB:
+        assert (tmp_path / "run-finality.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     simulated = json.loads(out.read_text())["simulated"]
     decided = simulated["consensus"]
     assert set(decided) == {
@@ -224,3 +236,26 @@ def test_a_coordinator_run_reports_its_decisions_as_final_once_built() -> None:
     assert report.consensus["blocks_rejected"] == 0
     assert report.safety == {"conflicting_accepts": 0}
     assert not isinstance(report, SnowmanNetworkRun)
+
+
+def test_runs_of_more_than_64_nodes_list_no_accepted_ids() -> None:
+    def report(nodes: int) -> dict[str, Any]:
+        results = tuple(NodeResult(index, "node") for index in range(nodes))
+        for result in results:
+            result.accepted_ids = ["ab" * 32]
+            result.accepted_count = 1
+        made = NetworkReport(
+            config=NetworkSimulationConfig(nodes=nodes, node_store="memory"),
+            costs=REFERENCE_COSTS,
+            engine={"name": "local"},
+            nodes=results,
+            totals={},
+            setup_wall_seconds=0.0,
+            run_wall_seconds=0.0,
+        )
+        simulated = made.as_dict()["simulated"]
+        assert isinstance(simulated, dict)
+        return simulated
+
+    assert all("accepted_ids" not in node for node in report(65)["nodes"])
+    assert all(node["accepted_ids"] == ["ab" * 32] for node in report(64)["nodes"])
