@@ -112,6 +112,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "vmstack.describe",
             "vmstack.submission",
             "vmstack.parsepool",
+            "vmstack.verifycache",
         ),
     ),
     ("the store", ("vmstack.store",)),

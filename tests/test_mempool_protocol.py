@@ -15,9 +15,17 @@ from vmstack import interfaces
 from vmstack.cchain import CChainVM
 from vmstack.cchain.generate import dev_transactions, generate_chain
 from vmstack.clock import SimClock
-from vmstack.interfaces import Mempool, SubmitsTransactions, TransactionSink, TransactionSource
+from vmstack.interfaces import (
+    Mempool,
+    SubmitsTransactions,
+    TransactionSink,
+    TransactionSource,
+    find_layer,
+)
+from vmstack.stack import build_stack
 from vmstack.store import MemoryStore
-from vmstack.submission import find_mempool, submit_transactions
+from vmstack.submission import MempoolHandle, find_mempool, submit_transactions
+from vmstack.transition import TransitionVM
 
 _MEMPOOL_METHODS = {"add_transactions", "take_transactions", "submit_transactions"}
 
@@ -143,3 +151,25 @@ def test_the_refusal_of_a_stack_without_a_mempool_is_written_once() -> None:
         if "no layer has a mempool" in path.read_text()
     )
     assert writing == ["submission.py"]
+
+
+def test_the_mempool_handle_of_a_transition_stack_stays_valid_across_the_transition() -> None:
+    """A handle taken before the transition reads and feeds the post VM's mempool after
+    it; pending() and queued() read without draining."""
+    clock = SimClock(1_000.0)
+    vm = build_stack(MemoryStore(), transition_time=1_005.0, clock=clock)
+    assert vmstack.find_mempool is find_mempool
+    handle = find_mempool(vm)
+    assert isinstance(handle, MempoolHandle) and isinstance(handle, Mempool)
+    transition = find_layer(vm, TransitionVM)
+    before = dev_transactions(vm, 2, seed=3)
+    handle.add_transactions(before)
+    assert handle.pending() == before and handle.queued() == []
+    assert find_layer(transition.pre, CChainVM).pending_transactions() == 2
+    generate_chain(vm, blocks=4, txs_per_block=0, seed=1, clock=clock)
+    assert transition.transitioned
+    after = dev_transactions(vm, 2, seed=4)
+    handle.add_transactions(after)
+    post = find_layer(transition.post, CChainVM)
+    assert post.pending_transactions() == 2 and handle.pending() == post.pending()
+    assert handle.pending_transactions() == 2 and len(handle.pending()) == 2

@@ -414,3 +414,50 @@ def test_no_batch_waits_for_a_starting_worker() -> None:
         assert pool.wait_ready(60 + slow_start.IMPORT_SECONDS)
         pending = pool.submit(slow_start.negate, [1, 2, 3])
         assert pending is not None and pending.results() == [-1, -2, -3]
+
+
+@pytest.mark.timeout(120)
+def test_takes_now_says_whether_a_batch_would_go_to_the_workers() -> None:
+    """While the worker starts, ``takes_now`` is false at once (a caller prepares nothing
+    for the pool); once it is ready, true at or over the threshold; false for a closed
+    pool."""
+    with ParsePool(1, threshold=4) as pool:
+        pool.start(slow_start.negate)
+        started = time.monotonic()
+        assert not pool.takes_now(10)
+        assert time.monotonic() - started < 1.0, "takes_now waited for the worker"
+        assert pool.wait_ready(60 + slow_start.IMPORT_SECONDS)
+        assert pool.takes_now(4) and not pool.takes_now(3)
+    assert not pool.takes_now(10)
+
+
+def test_a_first_batch_prepares_no_checks_while_the_workers_start(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The proposer layer asks the pool before it prepares the signature checks: with
+    the worker still starting, the batch's checks are never prepared nor submitted."""
+    key = StakingKey.generate(seed=b"first batch")
+    clock = SimClock(1_700_000_000.0)
+    store = MemoryStore()
+    builder = build_stack(store, clock=clock, fork_time=0, staking_key=key)
+    ids = generate_chain(builder, blocks=9, txs_per_block=1, seed=4, clock=clock)
+    blocks = [bytes(builder.get_block(block_id)) for block_id in ids[1:]]
+    expected = [block.id for block in serial_parse_block(builder, blocks)]
+    vm = build_stack(store, clock=clock, fork_time=0, staking_key=key, parse_workers=1)
+    try:
+        pool = find_layer(vm, ProposerVM).parse_pool
+        assert pool is not None
+        headers: list[bytes] = []
+        header = PostForkBlock.header
+        monkeypatch.setattr(
+            PostForkBlock, "header", lambda self, *a: headers.append(b"") or header(self, *a)
+        )
+        monkeypatch.setattr(pool, "takes_now", lambda count: False)
+        submitted: list[int] = []
+        monkeypatch.setattr(pool, "submit", lambda *args: submitted.append(1))
+        assert [block.id for block in batched_parse_block(vm, blocks)] == expected
+        assert submitted == []
+        # One header per envelope, for its own signature check; none for a pool's job list.
+        assert len(headers) == len(blocks)
+    finally:
+        close_stack(vm)

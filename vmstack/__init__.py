@@ -34,7 +34,7 @@ from vmstack.interfaces import (
     iter_layers,
 )
 from vmstack.stack import build_stack
-from vmstack.submission import submit_transactions
+from vmstack.submission import find_mempool, submit_transactions
 
 __all__ = [
     "BatchedChainVM",
@@ -58,6 +58,7 @@ __all__ = [
     "close_stack",
     "describe_stack",
     "find_layer",
+    "find_mempool",
     "get_ancestors",
     "iter_layers",
     "submit_transactions",

@@ -38,6 +38,7 @@ CASE_MODULES = (
     "vmstack.benchmarks.history",
     "vmstack.benchmarks.windower",
     "vmstack.benchmarks.state",
+    "vmstack.benchmarks.startup",
     "vmstack.benchmarks.consensus",
     "vmstack.benchmarks.gossip",
 )

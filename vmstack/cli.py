@@ -23,6 +23,7 @@ from vmstack.sim.bounds import MAX_PEERS, MAX_PEERS_OUT_OF_PROCESS
 
 if TYPE_CHECKING:
     from vmstack.sim.costs import CostModel
+    from vmstack.store.history import EraArchive
 
 __all__ = ["main"]
 
@@ -352,6 +353,7 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument(
         "--sparse", action="store_true", help="accept missing epochs between the files"
     )
+    _state_arguments(verify)
     importing = history_commands.add_parser(
         "import",
         help="verify an era1 archive and make a store over it",
@@ -384,6 +386,7 @@ def _parser() -> argparse.ArgumentParser:
     importing.add_argument(
         "--sparse", action="store_true", help="accept missing epochs between the files"
     )
+    _state_arguments(importing)
     exporting = history_commands.add_parser(
         "export",
         help="write a chain's settled blocks as era1 files",
@@ -659,19 +662,61 @@ def _bench(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def _state_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--state",
+        action="store_true",
+        help="also recompute every block's state root from --genesis (blocks without "
+        "transactions: rewards and withdrawals) and name the first height that differs",
+    )
+    parser.add_argument(
+        "--genesis",
+        type=Path,
+        metavar="FILE",
+        help="the geth-style genesis JSON the state starts from (with --state)",
+    )
+
+
+def _check_state_arguments(args: argparse.Namespace) -> None:
+    if args.genesis is not None and not args.state:
+        raise ValueError("--genesis is the state's start: give it with --state")
+    if args.state and args.genesis is None:
+        raise ValueError("--state recomputes the state from a genesis: give --genesis FILE")
+
+
+def _verify_state(args: argparse.Namespace, archive: EraArchive, console: Console) -> int | None:
+    """With ``--state``, the state roots recomputed over ``archive`` (how many)."""
+    _check_state_arguments(args)
+    if not args.state:
+        return None
+    from vmstack.cchain.history_state import recompute_state_roots
+
+    text = args.genesis.read_bytes()
+    with _progress(console) as progress:
+        task = progress.add_task("recomputing state roots", total=len(archive))
+        return recompute_state_roots(archive, text, on_block=lambda number: progress.advance(task))
+
+
 def _history(args: argparse.Namespace, console: Console) -> int:
     from vmstack.store.history import EraArchive
 
+    if args.history_command in ("verify", "import"):
+        _check_state_arguments(args)
     if args.history_command == "import":
         return _history_import(args, console)
     if args.history_command == "export":
         return _history_export(args, console)
-    with EraArchive(args.directory, sparse=args.sparse) as archive, _progress(console) as progress:
-        task = progress.add_task(f"verifying {len(archive.files)} era1 files", total=len(archive))
-        size = archive.verify(on_block=lambda number: progress.advance(task))
+    with EraArchive(args.directory, sparse=args.sparse) as archive:
+        with _progress(console) as progress:
+            task = progress.add_task(
+                f"verifying {len(archive.files)} era1 files", total=len(archive)
+            )
+            size = archive.verify(on_block=lambda number: progress.advance(task))
+        roots = _verify_state(args, archive, console)
+    state = "" if roots is None else f", {roots:,} state roots recomputed from {args.genesis}"
     console.print(
         f"{args.directory}: {len(archive.files)} era1 files, blocks {archive.first}"
-        f"-{archive.last} ({len(archive)} blocks, {size / 1e6:.1f} MB) verified",
+        f"-{archive.last} ({len(archive)} blocks, {size / 1e6:.1f} MB) verified{state}",
         markup=False,
         highlight=False,
     )
@@ -692,6 +737,7 @@ def _history_import(args: argparse.Namespace, console: Console) -> int:
                 f"the network {archive.network!r} has no known chain ID: give --chain-id"
             )
         recent = min(args.recent, len(archive))
+        roots = _verify_state(args, archive, console)
         with LMDBStore(args.data_dir) as store, _progress(console) as progress:
             verifying = progress.add_task(
                 f"verifying {len(archive.files)} era1 files", total=len(archive)
@@ -712,7 +758,8 @@ def _history_import(args: argparse.Namespace, console: Console) -> int:
             f"{args.data_dir}: {result.verified:,} blocks verified "
             f"({result.archive_bytes / 1e6:.1f} MB), {where} in the store, the "
             f"rest served from {args.directory} (chain ID {chain_id}; serve with "
-            f"--flavour ethereum --chain-id {chain_id} --history {args.directory})",
+            f"--flavour ethereum --chain-id {chain_id} --history {args.directory})"
+            + ("" if roots is None else f"; {roots:,} state roots recomputed from {args.genesis}"),
             markup=False,
             highlight=False,
         )

@@ -458,6 +458,27 @@ class ParsePool:
         busy)."""
         return count >= max(self._threshold, 1) and not self.disabled
 
+    def takes_now(self, count: int) -> bool:
+        """Whether a batch of ``count`` items submitted now would go to the workers: at or
+        over the threshold, the pool open and not busy, and a worker ready (answers that
+        came are read; nothing is waited for). A caller asks before it prepares the items,
+        so a batch the pool would leave serial (the first ones, while the workers start)
+        costs nothing beyond the serial parse. Workers that are neither running nor
+        starting are started in the background, as :meth:`submit` does."""
+        if not self.accepts(count):
+            return False
+        with self._lock:
+            if self._busy or self.disabled:
+                return False
+            try:
+                ready = self._ready_workers()
+            except _PoolFailure as failure:
+                self._fail_locked(str(failure))
+                return False
+            if not ready and not self._workers:
+                self._start_in_background()
+            return bool(ready)
+
     def start(self, function: Callable[[ItemT], ResultT]) -> None:
         """Start the workers in the background, if they are not running or starting: each
         imports what ``function`` needs (a module-level function, pickled by name) with a

@@ -125,8 +125,6 @@ def build_from_initialize(
         raise ValueError("Initialize: chain_data_dir names the folder of the VM's store")
     config = _config(request.config_bytes)
     genesis = Genesis.from_json(request.genesis_bytes) if request.genesis_bytes else None
-    if genesis is not None:
-        _check_genesis_bounds(genesis)
     directory = Path(request.chain_data_dir) / "vmstack"
     directory.mkdir(parents=True, exist_ok=True)
     store = LMDBStore(directory)
@@ -141,21 +139,6 @@ def build_from_initialize(
         raise
     closing.append(store)
     return served, registry
-
-
-def _check_genesis_bounds(genesis: Any) -> None:
-    """Refuse (``ValueError``) a genesis account whose balance is beyond uint256 or whose
-    nonce is beyond 2^64 - 1 (EIP-2681)."""
-    for address, account in genesis.alloc.items():
-        if account.balance >= 1 << 256:
-            raise ValueError(
-                f"genesis account 0x{address.hex()}: a balance is a uint256, got {account.balance}"
-            )
-        if account.nonce > (1 << 64) - 1:
-            raise ValueError(
-                f"genesis account 0x{address.hex()}: a nonce is at most 2^64 - 1 "
-                f"(EIP-2681), got {account.nonce}"
-            )
 
 
 def run_plugin(environ: Mapping[str, str] | None = None, err: IO[str] = sys.stderr) -> int:

@@ -133,12 +133,14 @@ def test_get_ancestors_across_archive_files(era_dir: Path, tmp_path: Path) -> No
     with EraArchive(folder) as first:
         header = ETHEREUM.decode_header(first.header_rlp(8191))
         parent = first.hash(8191)
+        total_difficulty = first.total_difficulty(8191)
     records = []
     for number in range(8192, 8192 + 50):
         encoded = ETHEREUM.encode_header(
             attrs.evolve(header, number=number, parent_hash=parent, gas_used=0)
         )
-        records.append(EraRecord(encoded, bytes.fromhex("c2c0c0"), b"\xc0", number))
+        total_difficulty += header.difficulty
+        records.append(EraRecord(encoded, bytes.fromhex("c2c0c0"), b"\xc0", total_difficulty))
         parent = keccak256(encoded)
     write_era1(folder, "sepolia", 8192, records)
     with EraArchive(folder) as history:
@@ -155,7 +157,10 @@ def test_verifies_and_accepts_a_real_child_but_cannot_build(era_dir: Path, tmp_p
     replaying VM verifies), refuses to build without state, and reopens over the archive."""
     with EraArchive(era_dir, sparse=True) as full:
         records = [
-            EraRecord(full.header_rlp(n), full.body_rlp(n), full.receipts(n), n) for n in range(100)
+            EraRecord(
+                full.header_rlp(n), full.body_rlp(n), full.receipts(n), full.total_difficulty(n)
+            )
+            for n in range(100)
         ]
         child = block_bytes(full.header_rlp(100), full.body_rlp(100))
     folder = tmp_path / "short"

@@ -46,7 +46,7 @@ def test_a_built_block_takes_executable_transactions_while_the_gas_limit_holds()
     assert pool.executable(_funded) == txs[:2]
     ext_data, withdrawals = pool.take_extras()
     assert ext_data == b"" and len(withdrawals) == 1
-    assert pool.pending() == 3
+    assert pool.count() == 3
     assert pool.take_extras()[1] == ()
 
 
@@ -56,10 +56,10 @@ def test_future_nonces_wait_and_accepted_blocks_drop_included_and_stale() -> Non
     pool.add_transactions([_tx(0), _tx(2), _tx(3)], _funded)
     assert pool.executable(_funded) == [_tx(0)]
     pool.on_accepted([address_of(KEY)], _state(key0=1))
-    assert pool.pending() == 2
+    assert pool.count() == 2
     assert pool.executable(_state(key0=1)) == []
     pool.on_accepted([address_of(KEY)], _state(key0=3))
-    assert pool.pending() == 1 and pool.executable(_state(key0=3)) == [_tx(3)]
+    assert pool.count() == 1 and pool.executable(_state(key0=3)) == [_tx(3)]
 
 
 def test_a_rejected_block_gives_back_its_extras_at_the_front() -> None:
@@ -93,7 +93,7 @@ def test_what_no_block_could_carry_is_refused_with_its_reason(
     pool.add_transactions([_tx(1)], _funded)
     with pytest.raises(InvalidTransaction, match=reason):
         pool.add_transactions([_tx(2), bad], _funded)
-    assert pool.pending() == 1
+    assert pool.count() == 1
 
 
 def test_replays_and_unaffordable_transactions_are_refused() -> None:
@@ -107,18 +107,33 @@ def test_replays_and_unaffordable_transactions_are_refused() -> None:
         pool.add_transactions([b"not a transaction"], _funded)  # type: ignore[list-item]
     with pytest.raises(ValueError):
         pool.add_ext_data(b"x")
-    assert pool.pending() == 0
+    assert pool.count() == 0
 
 
-def test_the_pool_is_bounded_and_evicts_the_farthest_from_executable() -> None:
-    """Over the per-sender bound, a lower nonce evicts the highest; a higher one is refused."""
-    pool = Mempool(chain_id=43114, gas_limit=30_000, avalanche=False, max_per_sender=2)
+def test_each_part_is_bounded_per_sender_and_a_lower_queued_nonce_evicts_the_highest() -> None:
+    """Over the per-sender queued bound, a lower nonce evicts the sender's highest queued
+    one and a higher one is refused; the pending bound refuses at once."""
+    pool = Mempool(
+        chain_id=43114,
+        gas_limit=30_000,
+        avalanche=False,
+        max_per_sender=2,
+        max_queued_per_sender=1,
+    )
     pool.add_transactions([_tx(0), _tx(5)], _funded)
-    with pytest.raises(InvalidTransaction, match="full"):
+    assert [tx.nonce for tx in pool.pending()] == [0]
+    assert [tx.nonce for tx in pool.queued()] == [5]
+    with pytest.raises(InvalidTransaction, match="queued transactions, the most"):
         pool.add_transactions([_tx(6)], _funded)
+    pool.add_transactions([_tx(4)], _funded)
+    assert [tx.nonce for tx in pool.queued()] == [4]
     pool.add_transactions([_tx(1)], _funded)
-    assert pool.pending() == 2
-    assert [tx.nonce for tx in pool.take_transactions()] == [0, 1]
+    with pytest.raises(InvalidTransaction, match="pending transactions, the most"):
+        pool.add_transactions([_tx(2)], _funded)
+    assert pool.count() == 3
+    # Reading drains nothing.
+    assert [tx.nonce for tx in pool.pending()] == [0, 1]
+    assert [tx.nonce for tx in pool.take_transactions()] == [0, 4, 1]
 
 
 def test_a_sender_that_does_not_recover_is_named() -> None:

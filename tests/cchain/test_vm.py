@@ -27,7 +27,7 @@ from vmstack.cchain import (
     receipts_root,
     transaction_pool,
 )
-from vmstack.cchain.genesis import DEV_KEYS, GAS_LIMIT, Genesis, default_genesis
+from vmstack.cchain.genesis import BASE_FEE, DEV_KEYS, GAS_LIMIT, Genesis, default_genesis
 from vmstack.cchain.integrity import checksum
 from vmstack.cchain.rules import MAX_FUTURE_SECONDS
 from vmstack.clock import SimClock
@@ -223,7 +223,7 @@ def test_mempool_refuses_foreign_or_oversized_transactions() -> None:
 def test_unprotected_legacy_transactions_are_accepted() -> None:
     """A pre-EIP-155 legacy transaction names no chain and may enter any mempool."""
     vm = new_vm(MemoryStore())
-    vm.add_transactions([LegacyTx(nonce=0, gas_price=1, gas=21_000, to=TO).sign(KEY)])
+    vm.add_transactions([LegacyTx(nonce=0, gas_price=BASE_FEE, gas=21_000, to=TO).sign(KEY)])
     assert vm.pending_transactions() == 1
 
 

@@ -218,7 +218,7 @@ def test_a_transaction_whose_sender_cannot_be_recovered_fails_verify(damage: str
     from vmstack.store import MemoryStore
 
     good = sign_transaction(
-        DynamicFeeTx(chain_id=43114, max_fee_per_gas=10**10, gas=21000, to=b"\x11" * 20),
+        DynamicFeeTx(chain_id=43114, max_fee_per_gas=10**11, gas=21000, to=b"\x11" * 20),
         DEV_KEYS[0],
         43114,
     )

@@ -143,11 +143,17 @@ def test_root_not_matching_name_refused(era_dir: Path, tmp_path: Path) -> None:
         EraArchive(wrong.parent)
 
 
+def _minimal(value: int) -> bytes:
+    return value.to_bytes((value.bit_length() + 7) // 8, "big")
+
+
 def _chain(count: int, start: int = 0, parent: bytes = bytes(32)) -> list[EraRecord]:
-    """A run of small linked fake blocks (a header is a list whose first item is its parent)."""
+    """A run of small linked fake blocks: a header is a list of a header's 15 fields, its
+    parent first, difficulty 1 and its number in their places (so block n's total difficulty
+    is n + 1), the rest empty."""
     records = []
     for number in range(start, start + count):
-        header = encode_item([parent, number.to_bytes(4, "big")])
+        header = encode_item([parent, *[b""] * 6, b"\x01", _minimal(number), *[b""] * 6])
         records.append(EraRecord(header, encode_item([[], []]), encode_item([]), number + 1))
         parent = keccak256(header)
     return records
@@ -319,12 +325,15 @@ def test_reads_are_thread_safe_with_one_open_file(era_dir: Path) -> None:
 
 @pytest.mark.slow
 def test_bench_rows_over_the_shared_files(era_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The bench case gives its three rows over the shared files: verify against sha256,
-    get_ancestors over the archive against the slow path, the cursor walk against gets."""
+    """The bench case gives its four rows over the shared files: verify against sha256,
+    get_ancestors over the archive against the slow path, the cursor walk against gets, the
+    state roots of epoch 0 against the trie package's."""
     from vmstack.benchmarks import history
 
     monkeypatch.setenv("VMSTACK_VECTORS", str(era_dir.parent))
-    verify, ancestors, walk = history.run(quick=True)
+    verify, ancestors, walk, roots = history.run(quick=True)
+    assert roots.group == "state roots" and roots.baseline_label.startswith("trie.HexaryTrie")
+    assert roots.notes["recompute_state_roots_us_per_block"] > 0
     assert verify.floor_label == "sha256 of the file" and verify.goal_met is not None
     assert verify.fast_seconds > 0 and verify.notes["verify_mb_per_s"] > 0
     assert ancestors.group == "history get_ancestors" and ancestors.notes["blocks"] == 500

@@ -218,6 +218,12 @@ def test_batching_not_implemented_from_below_is_not_an_error(vmstack_spans: Span
     (span,) = vmstack_spans.spans()
     assert span.status.status_code is StatusCode.UNSET
     assert [event.name for event in span.events] == ["exception"]
+    attributes = dict(span.events[0].attributes or {})
+    assert attributes == {
+        "exception.type": "vmstack.errors.BatchingNotImplemented",
+        "exception.message": "injected",
+        "exception.escaped": "True",
+    }  # no stack trace: none is formatted for the protocol's signal
 
 
 def test_stacked_traced_layers_nest_their_spans(vmstack_spans: SpanRecorder) -> None:

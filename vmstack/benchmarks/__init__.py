@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import attrs
 
-__all__ = ["Comparison", "calls_filling", "median_seconds"]
+__all__ = ["Comparison", "alternated_medians", "calls_filling", "median_seconds"]
 
 
 def median_seconds(operation: Callable[[], object], *, repeat: int = 7, number: int = 1) -> float:
@@ -29,6 +29,40 @@ def median_seconds(operation: Callable[[], object], *, repeat: int = 7, number: 
             operation()
         rounds.append((time.perf_counter() - start) / number)
     return statistics.median(rounds)
+
+
+def alternated_medians(
+    operations: Sequence[Callable[[], object]],
+    *,
+    repeat: int = 7,
+    number: int | Sequence[int] = 1,
+    before_each: Callable[[], object] | None = None,
+) -> list[float]:
+    """Median wall time in seconds of one call of each of ``operations``, timed in
+    alternating rounds: every round times each operation once (``number`` calls, or
+    ``number[i]`` for the i-th), in forward order one round and reversed the next, so load
+    from elsewhere on the machine falls on every side alike. One warm-up call of each
+    first; ``before_each``, if given, runs untimed before each operation's calls of a round
+    (to reset a cache, say: with ``number`` 1, before every timed call)."""
+    counts = [number] * len(operations) if isinstance(number, int) else list(number)
+    if repeat < 1 or len(counts) != len(operations) or min(counts, default=1) < 1:
+        raise ValueError("repeat and every number must be at least 1, one number per operation")
+    for operation in operations:
+        if before_each is not None:
+            before_each()
+        operation()
+    times: list[list[float]] = [[] for _ in operations]
+    order = list(range(len(operations)))
+    for round_index in range(repeat):
+        for index in order if round_index % 2 == 0 else order[::-1]:
+            operation, count = operations[index], counts[index]
+            if before_each is not None:
+                before_each()
+            start = time.perf_counter()
+            for _ in range(count):
+                operation()
+            times[index].append((time.perf_counter() - start) / count)
+    return [statistics.median(rounds) for rounds in times]
 
 
 def calls_filling(operation: Callable[[], object], budget: float, *, most: int = 1000) -> int:

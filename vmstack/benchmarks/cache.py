@@ -20,7 +20,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from vmstack.benchmarks import Comparison, median_seconds
+from vmstack.benchmarks import Comparison, alternated_medians
 from vmstack.cchain import rawdb
 from vmstack.cchain.cache import DEFAULT_CAPACITY, CanonicalHashCache
 from vmstack.cchain.crypto import keccak256
@@ -76,8 +76,10 @@ def run(quick: bool) -> list[Comparison]:
         if hits() != reads() or hits() != floor():
             raise ValueError("the cache and the store disagree")
         fast, baseline, cheapest, in_snapshot = (
-            median_seconds(operation, repeat=repeat, number=number) / _LOOKUPS
-            for operation in (hits, reads, floor, snapshot_gets)
+            seconds / _LOOKUPS
+            for seconds in alternated_medians(
+                (hits, reads, floor, snapshot_gets), repeat=repeat, number=number
+            )
         )
         per_entry = cache.bytes_per_entry()
     return [

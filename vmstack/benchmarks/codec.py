@@ -13,7 +13,7 @@ EIP-2930, EIP-1559), and Ethereum blocks with two uncles and with 16 withdrawals
 
 from __future__ import annotations
 
-from vmstack.benchmarks import Comparison, calls_filling, median_seconds
+from vmstack.benchmarks import Comparison, alternated_medians, calls_filling
 from vmstack.cchain import (
     AVALANCHE,
     EMPTY_ROOT,
@@ -161,10 +161,12 @@ def run(quick: bool) -> list[Comparison]:
 
         if stitch() != expected or reencode() != expected:
             raise AssertionError(f"{case}: the paths disagree on the block bytes")
-        timings = [
-            median_seconds(op, repeat=repeat, number=calls_filling(op, budget, most=20_000))
-            for op in (stitch, reencode, floor)
-        ]
+        operations = (stitch, reencode, floor)
+        timings = alternated_medians(
+            operations,
+            repeat=repeat,
+            number=[calls_filling(op, budget, most=20_000) for op in operations],
+        )
         rows.append(
             Comparison(
                 group=GROUP,

@@ -13,8 +13,11 @@ the transition to parse blocks after it):
   bare C-chain blocks; a stack whose blocks are a layer's envelopes has no floor row).
 
 The bare VM rows: both paths parse lazily (hash the header slice, decode the header, check
-the body's framing; transactions wait for ``verify``); the notes give what an eager parse
-costs per block (the whole block decoded), the work the lazy parse defers.
+the body's framing; transactions wait for ``verify``), the same work, so the goal is at par
+with serial (0.9x, within the noise) and within 5x the floor; the notes give what an eager
+parse costs per block (the whole block decoded), the work the lazy parse defers. Every
+signed row empties the process's caches of verified signatures before each call, on both
+sides, so it times a node that has not seen the blocks.
 
 The signed rows run the whole stack a live node runs (:func:`signed_stack`: C-chain VM,
 transition, the layers named ``C``, the proposer layer from the first block, signing with
@@ -46,7 +49,7 @@ from vmstack.batching import (
     get_ancestors,
     serial_parse_block,
 )
-from vmstack.benchmarks import Comparison, calls_filling, median_seconds
+from vmstack.benchmarks import Comparison, alternated_medians, calls_filling, median_seconds
 from vmstack.cchain.codec import AVALANCHE
 from vmstack.cchain.crypto import keccak256
 from vmstack.cchain.generate import generate_chain
@@ -59,6 +62,7 @@ from vmstack.interfaces import ChainVM, find_layer
 from vmstack.parsepool import available_cores
 from vmstack.stack import build_stack
 from vmstack.store import KeyValueStore, MemoryStore
+from vmstack.verifycache import clear_all
 from vmstack.wrappers.proposer import ProposerVM, StakingKey
 
 __all__ = ["BATCH_SIZES", "COLD_GOAL", "SIGNED_GOALS", "TXS_PER_BLOCK", "run", "signed_stack"]
@@ -76,7 +80,7 @@ COLD_GOAL = 0.9
 
 GROUP = "BatchedParseBlock"
 WORKERS_GROUP = "BatchedParseBlock by workers"
-GOAL = ">= 1x serial (bare VM); gains grow with the layers above"
+GOAL = "at par with serial (>= 0.9x: the same lazy parse), <= 5x floor"
 _START = 1_700_000_000.0
 
 
@@ -127,18 +131,25 @@ def _newest(vm: ChainVM, clock: SimClock, count: int) -> list[bytes]:
 def _paired_medians(
     fast: Callable[[], object], baseline: Callable[[], object], *, repeat: int, budget: float
 ) -> tuple[float, float]:
-    """Median seconds of one call of each, timed in alternating rounds after a warm-up
-    call of each (which also starts a pool's workers)."""
+    """Median seconds of one call of each, timed in alternating rounds (forward, then
+    reversed) after a warm-up call of each (which also starts a pool's workers)."""
     number = calls_filling(fast, budget)
     calls_filling(baseline, budget)
-    rounds: dict[Callable[[], object], list[float]] = {fast: [], baseline: []}
-    for _ in range(repeat):
-        for operation, times in rounds.items():
-            start = time.perf_counter()
-            for _ in range(number):
-                operation()
-            times.append((time.perf_counter() - start) / number)
-    return statistics.median(rounds[fast]), statistics.median(rounds[baseline])
+    fast_seconds, baseline_seconds = alternated_medians(
+        (fast, baseline), repeat=repeat, number=number
+    )
+    return fast_seconds, baseline_seconds
+
+
+def _fresh(parse: Callable[[], object]) -> Callable[[], object]:
+    """``parse`` as a node that never saw these blocks runs it: the process's caches of
+    verified signatures emptied first (both sides of a row pay the same emptying)."""
+
+    def fresh() -> object:
+        clear_all()
+        return parse()
+
+    return fresh
 
 
 def run(
@@ -202,9 +213,12 @@ def _plain_rows(
                 fast_label="batched_parse_block",
                 baseline_label="parse_block per block",
                 floor_label="keccak of header slices",
-                goal=GOAL,
+                goal=GOAL if chain_blocks else ">= 1x serial",
                 notes=notes,
-            ).judged(min_speedup=1.0)
+            ).judged(
+                min_speedup=0.9 if chain_blocks else 1.0,
+                max_over_floor=5.0 if chain_blocks else None,
+            )
         )
     return rows
 
@@ -283,8 +297,8 @@ def _signed_row(
         if pool is not None:
             pool.wait_ready(60.0)  # the warm case: every worker has started
         fast_seconds, serial_seconds = _paired_medians(
-            lambda: batched_parse_block(parser, batch),
-            lambda: serial_parse_block(parser, batch),
+            _fresh(lambda: batched_parse_block(parser, batch)),
+            _fresh(lambda: serial_parse_block(parser, batch)),
             repeat=repeat,
             budget=0.02,
         )
@@ -331,6 +345,7 @@ def _cold_row(
             (0, serial_parse_block, serial),
         ):
             parser = signed_stack(store, clock, key=key, parse_workers=parse_workers)
+            clear_all()
             try:
                 start = time.perf_counter()
                 parse(parser, batch)

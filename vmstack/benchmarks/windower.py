@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import random
 
-from vmstack.benchmarks import Comparison, median_seconds
+from vmstack.benchmarks import Comparison, alternated_medians
 from vmstack.wrappers.proposer.windower import MersenneTwister64, Windower, reverse_bits64
 
 __all__ = ["run"]
@@ -51,8 +51,8 @@ def run(quick: bool) -> list[Comparison]:
 
     repeat = 3 if quick else 7
     fast_s, baseline_s, floor_s = (
-        median_seconds(operation, repeat=repeat) / len(slots)
-        for operation in (fast, baseline, floor)
+        seconds / len(slots)
+        for seconds in alternated_medians((fast, baseline, floor), repeat=repeat)
     )
     return [
         Comparison(

@@ -27,6 +27,7 @@ from vmstack.cchain.rlpbytes import (
     frame_body_fields,
     list_prefix,
 )
+from vmstack.cchain.rules import base_fee_rule
 from vmstack.cchain.tries import (
     body_commitments,
     receipt_commitments,
@@ -230,6 +231,7 @@ def assemble_block(
             gas_used=gas_used,
             ext_data=ext_data,
             gas_limit=vm.gas_limit,
+            base_fee=base_fee_rule(parent),
         ),
         body,
         receipts,

@@ -2,20 +2,23 @@
 
 Blocks are built with ``build_block`` on the VM handed in (the top of a stack, so every
 layer wraps and, for the proposer, signs its blocks), then verified, preferred and accepted
-through it, as an engine would. Their transactions come from a :class:`TransactionPool` of
-pre-signed transactions (signing is the expensive part of making a chain: a pool keeps
-10,000 blocks of 10 transactions well under a minute), handed to the mempool of the VM at
-the bottom of the stack, found by following ``inner`` from the top (re-found for every
-block, since a transition layer's ``inner`` changes at the transition).
+through it, as an engine would. Their transactions come from a
+:class:`TransactionSequence` of pre-signed transactions (signing is the expensive part of
+making a chain: a sequence signed once per process keeps 10,000 blocks of 10 transactions
+well under a minute), handed to the mempool of the VM at the bottom of the stack, found by
+following ``inner`` from the top (re-found for every block, since a transition layer's
+``inner`` changes at the transition).
 
 The pool mixes what a C-chain carries: legacy (EIP-155), EIP-2930 and EIP-1559
 transactions from the funded development keys (:data:`~vmstack.cchain.genesis.DEV_KEYS`)
 with consecutive nonces from each sender's nonce in the chain's state, plain transfers,
 token-style calls, larger calls and contract creations, some with access lists.
 Avalanche blocks carry extData (atomic transactions, as opaque bytes) now and then;
-Ethereum blocks carry withdrawals now and then. The pools are used in order and signed as
-the chain needs them, so every transaction is valid where it is included: nonces follow
-on, and the keys can pay.
+Ethereum blocks carry withdrawals now and then. The sequence is used in order and signed as
+the chain needs it, so every transaction is valid where it is included: nonces follow on,
+and the keys can pay. It is one sequence at every length: :func:`pool_transactions` hands
+out the transactions ``generate_chain`` includes on a fresh chain, by position, so a
+simulator's live blocks continue a generated chain however long it is.
 
 Everything is deterministic for a seed: the same seed, VM configuration and clock start give
 the same block IDs.
@@ -25,7 +28,10 @@ from __future__ import annotations
 
 import functools
 import random
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from typing import Final
 
 import attrs
 
@@ -48,11 +54,14 @@ from vmstack.submission import find_mempool
 
 __all__ = [
     "DEFAULT_POOL_SIZE",
+    "SEQUENCE_CHUNK",
     "TransactionPool",
+    "TransactionSequence",
     "dev_transactions",
     "generate_chain",
     "pool_transactions",
     "transaction_pool",
+    "transaction_sequence",
 ]
 
 #: Pre-signed transactions in a default pool.
@@ -103,24 +112,26 @@ def _access_list(rng: random.Random, to: bytes | None) -> tuple[AccessTuple, ...
     )
 
 
-@functools.lru_cache(maxsize=8)
-def transaction_pool(
-    *, seed: int, chain_id: int, size: int = DEFAULT_POOL_SIZE, start_nonces: tuple[int, ...] = ()
-) -> TransactionPool:
-    """A pool of ``size`` transactions signed for ``chain_id`` by the development keys,
-    deterministic for ``seed`` (about 30% legacy, 20% EIP-2930, 50% EIP-1559), each key's
-    nonces counting on from its entry of ``start_nonces`` (0 for keys past its end). Cached:
-    a pool is signed once per process."""
-    if size < 1:
-        raise ValueError(f"a pool holds at least one transaction, got {size}")
-    rng = random.Random(seed)
-    keys = DEV_KEYS
-    nonces = [*start_nonces[:_SENDERS], *[0] * (_SENDERS - len(start_nonces[:_SENDERS]))]
-    transactions: list[Transaction] = []
-    for _ in range(size):
+class _Signer:
+    """Signs the transactions of one seed's stream in order: the random draws and each
+    key's next nonce carry on from one transaction to the next, so the first ``n`` of a
+    stream are the same however many are signed after them."""
+
+    def __init__(self, seed: int, chain_id: int, start_nonces: tuple[int, ...]) -> None:
+        self._rng = random.Random(seed)
+        self._chain_id = chain_id
+        given = start_nonces[:_SENDERS]
+        self.nonces = [*given, *[0] * (_SENDERS - len(given))]
+
+    def sign(self, count: int) -> list[Transaction]:
+        """The stream's next ``count`` transactions."""
+        return [self._next() for _ in range(count)]
+
+    def _next(self) -> Transaction:
+        rng, chain_id = self._rng, self._chain_id
         sender = rng.randrange(_SENDERS)
-        nonce = nonces[sender]
-        nonces[sender] += 1
+        nonce = self.nonces[sender]
+        self.nonces[sender] += 1
         to, data, gas = _payload(rng)
         value = rng.randrange(10**18) if not data or rng.random() < 0.1 else 0
         kind = rng.random()
@@ -158,8 +169,102 @@ def transaction_pool(
                 data=data,
                 access_list=_access_list(rng, to),
             )
-        transactions.append(sign_transaction(tx, keys[sender], chain_id))
-    return TransactionPool(chain_id, tuple(transactions), tuple(nonces))
+        return sign_transaction(tx, DEV_KEYS[sender], chain_id)
+
+
+@functools.lru_cache(maxsize=8)
+def transaction_pool(
+    *, seed: int, chain_id: int, size: int = DEFAULT_POOL_SIZE, start_nonces: tuple[int, ...] = ()
+) -> TransactionPool:
+    """A pool of ``size`` transactions signed for ``chain_id`` by the development keys,
+    deterministic for ``seed`` (about 30% legacy, 20% EIP-2930, 50% EIP-1559), each key's
+    nonces counting on from its entry of ``start_nonces`` (0 for keys past its end). A pool
+    of ``n`` is the first ``n`` of any larger pool of the same arguments. Cached: a pool is
+    signed once per process."""
+    if size < 1:
+        raise ValueError(f"a pool holds at least one transaction, got {size}")
+    signer = _Signer(seed, chain_id, start_nonces)
+    transactions = signer.sign(size)
+    return TransactionPool(chain_id, tuple(transactions), tuple(signer.nonces))
+
+
+#: Transactions per chunk of a :class:`TransactionSequence`: chunk ``i`` is one seed's
+#: stream (the caller's seed for chunk 0), its nonces following on from chunk ``i - 1``.
+SEQUENCE_CHUNK: Final = 8 * DEFAULT_POOL_SIZE
+_SEQUENCES_KEPT = 4
+
+
+class TransactionSequence:
+    """The one endless, deterministic sequence of transactions for ``seed``, ``chain_id``
+    and ``start_nonces`` (each development key's nonce where it starts): what
+    :func:`generate_chain` includes, block after block, and what :func:`pool_transactions`
+    hands out by position, so the two agree at every length. It is cut into chunks of
+    :data:`SEQUENCE_CHUNK`: chunk 0 is the stream of ``seed``, chunk ``i`` the stream of
+    ``seed * 1_000_003 + i`` with the nonces chunk ``i - 1`` ends with; each chunk is signed
+    lazily, as far as it is read. Every prefix is valid in order on a chain whose
+    development keys have ``start_nonces``. Use :func:`transaction_sequence` (shared and
+    kept per process)."""
+
+    def __init__(self, seed: int, chain_id: int, start_nonces: tuple[int, ...] = ()) -> None:
+        self.seed = seed
+        self.chain_id = chain_id
+        self.start_nonces = start_nonces
+        self._lock = threading.Lock()
+        self._chunks: list[list[Transaction]] = []
+        self._signer: _Signer | None = None
+
+    def _chunk(self, index: int, needed: int) -> list[Transaction]:
+        """Chunk ``index`` signed at least as far as ``needed`` transactions (the lock is
+        held)."""
+        while len(self._chunks) <= index:
+            if self._signer is not None:  # finish the chunk in progress first
+                last = self._chunks[-1]
+                last.extend(self._signer.sign(SEQUENCE_CHUNK - len(last)))
+            number = len(self._chunks)
+            nonces = self.start_nonces if self._signer is None else tuple(self._signer.nonces)
+            seed = self.seed if number == 0 else self.seed * 1_000_003 + number
+            self._signer = _Signer(seed, self.chain_id, nonces)
+            self._chunks.append([])
+        chunk = self._chunks[index]
+        if len(chunk) < needed:
+            assert self._signer is not None and index == len(self._chunks) - 1
+            chunk.extend(self._signer.sign(needed - len(chunk)))
+        return chunk
+
+    def slice(self, start: int, count: int) -> list[Transaction]:
+        """``count`` transactions from position ``start``."""
+        if start < 0 or count < 0:
+            raise ValueError("start and count must be non-negative")
+        taken: list[Transaction] = []
+        position = start
+        with self._lock:
+            while len(taken) < count:
+                index, offset = divmod(position, SEQUENCE_CHUNK)
+                end = min(SEQUENCE_CHUNK, offset + count - len(taken))
+                taken.extend(self._chunk(index, end)[offset:end])
+                position += end - offset
+        return taken
+
+
+_sequences: OrderedDict[tuple[int, int, tuple[int, ...]], TransactionSequence] = OrderedDict()
+_sequences_lock = threading.Lock()
+
+
+def transaction_sequence(
+    *, seed: int, chain_id: int, start_nonces: tuple[int, ...] = ()
+) -> TransactionSequence:
+    """The :class:`TransactionSequence` of these arguments, shared in the process (the
+    last few used are kept, so a chain and the live blocks after it are signed once)."""
+    key = (seed, chain_id, tuple(start_nonces))
+    with _sequences_lock:
+        found = _sequences.get(key)
+        if found is None:
+            found = _sequences[key] = TransactionSequence(seed, chain_id, key[2])
+            if len(_sequences) > _SEQUENCES_KEPT:
+                _sequences.popitem(last=False)
+        else:
+            _sequences.move_to_end(key)
+        return found
 
 
 def generate_chain(
@@ -191,7 +296,8 @@ def generate_chain(
     rng = random.Random(seed)
     ids: list[bytes] = []
     stack: tuple[object, ...] = ()
-    stream: _PoolStream | None = None
+    stream: TransactionSequence | None = None
+    taken = 0
     for index in range(blocks):
         if clock is not None:
             clock.advance(block_interval)
@@ -203,12 +309,14 @@ def generate_chain(
             stack = layers
         if txs_per_block:
             if stream is None or stream.chain_id != mempool.chain_id:
-                stream = _PoolStream(
-                    seed, mempool.chain_id, blocks * txs_per_block, _dev_nonces(mempool)
+                stream = transaction_sequence(
+                    seed=seed, chain_id=mempool.chain_id, start_nonces=_dev_nonces(mempool)
                 )
+                taken = 0
             wanted = _top_up(mempool, txs_per_block)
             if wanted:
-                mempool.add_transactions(stream.take(wanted))
+                mempool.add_transactions(stream.slice(taken, wanted))
+                taken += wanted
         _add_extras(mempool, rng)
         block = vm.build_block()
         block.verify()
@@ -227,75 +335,13 @@ def _top_up(mempool: Mempool, txs_per_block: int) -> int:
     return max(0, target - mempool.pending_transactions())
 
 
-_CHUNK = 8 * DEFAULT_POOL_SIZE
-
-
-class _PoolStream:
-    """The transactions of one ``generate_chain`` call: cached pools of at most
-    ``_CHUNK`` transactions signed one after the other, each pool's nonces following on
-    from the one before, so a long chain is signed as it is built."""
-
-    def __init__(
-        self, seed: int, chain_id: int, needed: int, start_nonces: tuple[int, ...]
-    ) -> None:
-        self.chain_id = chain_id
-        self._seed = seed
-        self._needed = needed
-        self._chunk = 0
-        self._pool = self._next(start_nonces)
-        self._position = 0
-
-    def _next(self, start_nonces: tuple[int, ...]) -> TransactionPool:
-        # Sizes are multiples of the default so that chains of similar lengths share a
-        # cached pool; the first chunk's seed is the caller's.
-        size = max(1, -(-min(self._needed, _CHUNK) // DEFAULT_POOL_SIZE)) * DEFAULT_POOL_SIZE
-        seed = self._seed if self._chunk == 0 else self._seed * 1_000_003 + self._chunk
-        self._chunk += 1
-        return transaction_pool(
-            seed=seed, chain_id=self.chain_id, size=size, start_nonces=start_nonces
-        )
-
-    def take(self, count: int) -> list[Transaction]:
-        taken: list[Transaction] = []
-        while len(taken) < count:
-            pool = self._pool.transactions
-            if self._position == len(pool):
-                self._pool = self._next(self._pool.next_nonces)
-                self._position = 0
-                continue
-            end = min(len(pool), self._position + count - len(taken))
-            taken.extend(pool[self._position : end])
-            self._position = end
-        return taken
-
-
-def _chunk(seed: int, chain_id: int, index: int) -> TransactionPool:
-    """The ``index``-th chunk of :func:`pool_transactions`' sequence for ``seed``."""
-    start = () if index == 0 else _chunk(seed, chain_id, index - 1).next_nonces
-    return transaction_pool(
-        seed=seed if index == 0 else seed * 1_000_003 + index,
-        chain_id=chain_id,
-        size=DEFAULT_POOL_SIZE,
-        start_nonces=start,
-    )
-
-
 def pool_transactions(*, seed: int, chain_id: int, start: int, count: int) -> list[Transaction]:
-    """``count`` transactions from position ``start`` of an endless deterministic sequence
-    for ``seed``, signed by the development keys with nonces counting from 0: on a fresh
-    chain every prefix of it is valid in order (a simulator hands out consecutive
-    slices)."""
-    if start < 0 or count < 0:
-        raise ValueError("start and count must be non-negative")
-    taken: list[Transaction] = []
-    position = start
-    while len(taken) < count:
-        chunk = _chunk(seed, chain_id, position // DEFAULT_POOL_SIZE).transactions
-        offset = position % DEFAULT_POOL_SIZE
-        end = min(DEFAULT_POOL_SIZE, offset + count - len(taken))
-        taken.extend(chunk[offset:end])
-        position += end - offset
-    return taken
+    """``count`` transactions from position ``start`` of the deterministic sequence for
+    ``seed`` (:class:`TransactionSequence`), signed by the development keys with nonces
+    counting from 0: the transactions :func:`generate_chain` includes on a fresh chain, in
+    the order it includes them, so a simulator that hands out consecutive slices after a
+    generated chain continues it."""
+    return transaction_sequence(seed=seed, chain_id=chain_id).slice(start, count)
 
 
 def _dev_nonces(mempool: Mempool) -> tuple[int, ...]:

@@ -32,6 +32,8 @@ __all__ = [
     "GAS_LIMIT",
     "Genesis",
     "GenesisAccount",
+    "MAX_ACCOUNT_NONCE",
+    "MAX_BALANCE",
     "default_genesis",
     "dev_addresses",
     "genesis_block",
@@ -46,6 +48,10 @@ BASE_FEE: Final = 25 * 10**9
 BLACKHOLE_ADDRESS: Final = bytes.fromhex("0100000000000000000000000000000000000000")
 
 _EXT_DATA_GAS_PER_BYTE = 16
+#: The largest balance an account holds: a uint256.
+MAX_BALANCE: Final = 2**256 - 1
+#: The largest nonce an account reaches (EIP-2681).
+MAX_ACCOUNT_NONCE: Final = 2**64 - 1
 
 #: Deterministic secp256k1 development keys (private keys as ints): the default genesis
 #: funds each with :data:`DEV_BALANCE`, and ``generate_chain`` signs with them. Public
@@ -95,12 +101,23 @@ def _hex_bytes(value: object, what: str, length: int | None = None) -> bytes:
 
 @attrs.frozen
 class GenesisAccount:
-    """An account a genesis allocates: ``balance`` (wei), ``nonce`` and ``code`` (kept as
-    its hash in the account; the model runs no code)."""
+    """An account a genesis allocates: ``balance`` (wei, a uint256), ``nonce`` (at most
+    2^64 - 1, EIP-2681) and ``code`` (kept as its hash in the account; the model runs no
+    code). ``ValueError`` for a balance or nonce out of range."""
 
     balance: int = 0
     nonce: int = 0
     code: bytes = b""
+
+    def __attrs_post_init__(self) -> None:
+        for name, bound in (("balance", MAX_BALANCE), ("nonce", MAX_ACCOUNT_NONCE)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= bound:
+                raise ValueError(
+                    f"a genesis account's {name} is an int from 0 to {bound:#x}, got {value!r}"
+                )
+        if not isinstance(self.code, bytes):
+            raise ValueError(f"a genesis account's code is bytes, got {self.code!r}")
 
     def account(self) -> Account:
         return Account(
@@ -259,10 +276,12 @@ def new_header(
     gas_used: int,
     ext_data: bytes = b"",
     gas_limit: int | None = None,
+    base_fee: int = BASE_FEE,
 ) -> AnyHeader:
     """The header of a child of ``parent`` (whose hash is ``parent_hash``), before the
     flavour's ``seal`` sets the roots its body and receipts commit to, with ``gas_limit``
-    (default the parent's: a chain keeps its genesis's).
+    (default the parent's: a chain keeps its genesis's) and ``base_fee`` (the chain's fee
+    rule gives it: :func:`vmstack.cchain.rules.base_fee_rule`).
 
     The state root is left as the parent's: the caller sets the post-state's.
     """
@@ -278,7 +297,7 @@ def new_header(
             gas_limit=gas_limit,
             gas_used=gas_used,
             time=timestamp,
-            base_fee=BASE_FEE,
+            base_fee=base_fee,
             ext_data_gas_used=len(ext_data) * _EXT_DATA_GAS_PER_BYTE,
             block_gas_cost=0,
         )
@@ -292,5 +311,5 @@ def new_header(
         time=timestamp,
         extra=b"vmstack",
         mix_digest=keccak256(parent_hash),
-        base_fee=BASE_FEE,
+        base_fee=base_fee,
     )

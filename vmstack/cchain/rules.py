@@ -15,8 +15,9 @@ from typing import Final
 
 from vmstack.cchain.crypto import SECP256K1_HALF_N, SECP256K1_N
 from vmstack.cchain.execution import TX_BASE_GAS, intrinsic_gas
-from vmstack.cchain.genesis import GAS_LIMIT
+from vmstack.cchain.genesis import BASE_FEE, BLACKHOLE_ADDRESS, GAS_LIMIT, MAX_ACCOUNT_NONCE
 from vmstack.cchain.rlpbytes import ItemSpan, list_item_encodings
+from vmstack.cchain.state import max_price
 from vmstack.cchain.tries import (
     check_body_commitments,
     encoded_body_commitments,
@@ -34,8 +35,11 @@ from vmstack.errors import InvalidBlock
 
 __all__ = [
     "MAX_FUTURE_SECONDS",
+    "MAX_NONCE",
     "MAX_UNCLES",
     "MAX_WITHDRAWALS",
+    "base_fee_rule",
+    "check_fee_rules",
     "check_header_rules",
     "check_receipts_commitments",
     "check_received_body",
@@ -47,6 +51,8 @@ __all__ = [
 MAX_FUTURE_SECONDS: Final = 10
 #: The most uncles an (Ethereum-flavour) block may carry, as geth allows.
 MAX_UNCLES: Final = 2
+#: The highest nonce an account may reach (EIP-2681): a transaction's nonce is below it.
+MAX_NONCE: Final = MAX_ACCOUNT_NONCE
 #: The most withdrawals a block may carry (the consensus layer's
 #: ``MAX_WITHDRAWALS_PER_PAYLOAD``).
 MAX_WITHDRAWALS: Final = 16
@@ -84,6 +90,41 @@ def check_header_rules(
         )
 
 
+def base_fee_rule(parent: AnyHeader) -> int:
+    """The chain's fee rule: the base fee of the child of ``parent``, the one its header
+    must carry and its builder writes. Both flavours keep a static base fee,
+    :data:`~vmstack.cchain.genesis.BASE_FEE` (25 gwei, the C-chain's floor since Apricot
+    Phase 3) for every block after genesis; coreth's dynamic fee window is not modelled
+    (see docs/chain-rules.md)."""
+    del parent  # static: the same for every parent
+    return BASE_FEE
+
+
+def check_fee_rules(
+    header: AnyHeader, transactions: Sequence[Transaction], *, base_fee: int
+) -> None:
+    """The fee rules of a block whose header must carry ``base_fee`` (from
+    :func:`base_fee_rule`; ``InvalidBlock`` naming the rule): the header's base fee is
+    ``base_fee``; an Avalanche header's coinbase is the blackhole address (coreth burns every
+    fee there); every transaction's fee cap (gas price, or max fee) is at least the base fee,
+    so what it pays a unit of gas (``min(max_fee, base_fee + tip)``) is within its caps."""
+    if header.base_fee != base_fee:
+        raise InvalidBlock(
+            f"block base fee {header.base_fee} is not the {base_fee} the chain's fee rule gives"
+        )
+    if isinstance(header, AvalancheHeader) and header.coinbase != BLACKHOLE_ADDRESS:
+        raise InvalidBlock(
+            f"block coinbase 0x{header.coinbase.hex()} is not the blackhole address "
+            f"0x{BLACKHOLE_ADDRESS.hex()} (fees are burnt)"
+        )
+    for index, tx in enumerate(transactions):
+        cap = max_price(tx)
+        if cap < base_fee:
+            raise InvalidBlock(
+                f"transaction {index}: fee cap {cap} wei/gas is below the base fee {base_fee}"
+            )
+
+
 def check_transaction_rules(
     transactions: Sequence[Transaction], *, chain_id: int, gas_limit: int
 ) -> None:
@@ -95,6 +136,9 @@ def check_transaction_rules(
       ``chain_id * 2 + 35`` or ``+ 36`` (EIP-155), and any other ``v`` is refused;
     - its signature values are in range: y parity 0 or 1, ``0 < r < n`` and
       ``0 < s <= n / 2`` (low s, the Homestead rule) on secp256k1;
+    - its nonce is below :data:`MAX_NONCE` (EIP-2681: an account's nonce stops at
+      2^64 - 1);
+    - a fee-market transaction's tip cap is within its fee cap;
     - its gas limit covers its :func:`intrinsic_gas` and is within the block's
       ``gas_limit``;
     - the intrinsic gas of the transactions so far is within ``gas_limit``, so a block
@@ -123,6 +167,16 @@ def check_transaction_rules(
             raise InvalidBlock(f"{where}: signature r is out of range")
         if not 0 < tx.s <= SECP256K1_HALF_N:
             raise InvalidBlock(f"{where}: signature s is out of range (zero or above n/2)")
+        if tx.nonce >= MAX_NONCE:
+            raise InvalidBlock(
+                f"{where}: nonce {tx.nonce} is at or above 2^64 - 1 (EIP-2681: the sender's "
+                "nonce could not move on)"
+            )
+        tip = getattr(tx, "max_priority_fee_per_gas", None)
+        if tip is not None and tip > getattr(tx, "max_fee_per_gas"):  # noqa: B009
+            raise InvalidBlock(
+                f"{where}: tip cap {tip} is above its fee cap {getattr(tx, 'max_fee_per_gas')}"  # noqa: B009
+            )
         needed = intrinsic_gas(tx)
         if tx.gas < needed:
             raise InvalidBlock(f"{where}: gas limit {tx.gas} is below its intrinsic gas {needed}")

@@ -54,6 +54,7 @@ keeps no account state: those blocks were executed by an EVM it does not run.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -85,6 +86,8 @@ from vmstack.cchain.history import HistoryTier
 from vmstack.cchain.mempool import Mempool
 from vmstack.cchain.rlpbytes import block_bytes, first_item_offset, frame_body_fields, header_slice
 from vmstack.cchain.rules import (
+    base_fee_rule,
+    check_fee_rules,
     check_header_rules,
     check_receipts_commitments,
     check_received_body,
@@ -121,7 +124,11 @@ from vmstack.store.format import check_format
 if TYPE_CHECKING:
     from vmstack.store.history import EraArchive
 
-__all__ = ["CChainVM"]
+__all__ = ["CChainVM", "REINJECT_DEPTH"]
+
+#: How many blocks of an abandoned branch give their transactions back to the pool when
+#: the preference moves to another branch (coreth's reorg reinjection depth).
+REINJECT_DEPTH = 64
 
 
 # --- the VM -----------------------------------------------------------------------------
@@ -235,7 +242,10 @@ class CChainVM:
             if not self._stateless:
                 self._accepted_base(snap)
         self._mempool = Mempool(
-            chain_id=chain_id, gas_limit=self._gas_limit, avalanche=self._avalanche
+            chain_id=chain_id,
+            gas_limit=self._gas_limit,
+            avalanche=self._avalanche,
+            base_fee=BASE_FEE,  # every block's, by the chain's static fee rule
         )
 
     # --- opening ---------------------------------------------------------------------------
@@ -361,6 +371,10 @@ class CChainVM:
         base = self._base
         if base is not None and base.block_id == last:
             return base
+        check_pages = getattr(snap, "check_pages", None)
+        if check_pages is not None:  # a store whose library trusts its pages checks them first
+            check_pages(self._schema.state_head_key())
+            check_pages(self._schema.account_prefix())
         try:
             head = snap.get(self._schema.state_head_key())
         except KeyError:
@@ -426,11 +440,15 @@ class CChainVM:
         parent_id: bytes,
         transactions: Sequence[Transaction],
         withdrawals: Sequence[Withdrawal] = (),
+        *,
+        coinbase: bytes = BLACKHOLE_ADDRESS,
+        base_fee: int = BASE_FEE,
     ) -> bytes:
         """The state root of a block over ``parent_id`` (processing or the last accepted
-        block) carrying ``transactions`` and ``withdrawals``, by the rules ``verify``
-        applies (``InvalidBlock`` for a transaction they refuse): what a block crafted
-        outside ``build_block`` must state."""
+        block) carrying ``transactions`` and ``withdrawals``, with ``coinbase`` credited the
+        fees at ``base_fee``, by the rules ``verify`` applies (``InvalidBlock`` for a
+        transaction they refuse): what a block crafted outside ``build_block`` must
+        state."""
         found = self._state_of(check_block_id(parent_id))
         parent = None if isinstance(found, AcceptedState) else found
         base = found if isinstance(found, AcceptedState) else self._base
@@ -444,8 +462,8 @@ class CChainVM:
             transactions,
             senders,
             execute_transactions(transactions),
-            coinbase=BLACKHOLE_ADDRESS,
-            base_fee=BASE_FEE,
+            coinbase=coinbase,
+            base_fee=base_fee,
             withdrawals=withdrawals,
         )
         return state.root
@@ -580,6 +598,10 @@ class CChainVM:
         (``StoreCorrupted`` otherwise)."""
         if self._chain.last_accepted(snap) != block_id:
             return
+        check_pages = getattr(snap, "check_pages", None)
+        if check_pages is not None:  # a store whose library trusts its pages checks them first
+            check_pages(self._schema.state_head_key())
+            check_pages(self._schema.account_prefix())
         try:
             head = snap.get(self._schema.state_head_key())
         except KeyError:
@@ -677,8 +699,18 @@ class CChainVM:
         self._mempool.add_withdrawals(withdrawals)
 
     def pending_transactions(self) -> int:
-        """How many transactions are pending in the mempool."""
+        """How many transactions wait in the mempool (pending and queued)."""
+        return self._mempool.count()
+
+    def pending(self) -> list[Transaction]:
+        """The mempool's pending (executable) transactions, in nonce order per sender; read
+        without draining (:meth:`Mempool.pending <vmstack.cchain.mempool.Mempool.pending>`)."""
         return self._mempool.pending()
+
+    def queued(self) -> list[Transaction]:
+        """The mempool's queued (nonce-gapped) transactions, in nonce order per sender; read
+        without draining."""
+        return self._mempool.queued()
 
     def take_transactions(self) -> list[Transaction]:
         """Remove every pending transaction from the mempool and return them in arrival
@@ -686,17 +718,71 @@ class CChainVM:
         return self._mempool.take_transactions()
 
     def set_preference(self, block_id: bytes) -> None:
-        """Build the next block on ``block_id`` (processing or accepted);
-        ``BlockNotFound`` otherwise."""
+        """Build the next block on ``block_id``: the last accepted block, or a processing
+        block that descends from it; ``BlockNotFound`` for an unknown block, and
+        ``InvalidBlock`` ("cannot orphan finalized block") for one that conflicts with
+        the accepted chain (an older accepted block, or a processing block on a branch
+        off it).
+
+        The mempool follows the preference: when the new head is not on the branch of the
+        old one, the transactions of the abandoned branch's blocks (the
+        :data:`REINJECT_DEPTH` nearest the old head) that the new branch lacks are put
+        back in the pool, and the pooled senders' nonces are re-read from the new head's
+        state (what its chain holds leaves the pool)."""
         block_id = check_block_id(block_id)
         with self._lock:
-            if block_id not in self._processing:
-                with self._store.snapshot() as snap:
+            with self._store.snapshot() as snap:
+                last = self._chain.last_accepted(snap)
+                if block_id != last and block_id not in self._processing:
                     if self._chain.accepted_number(snap, block_id) is None:
                         raise BlockNotFound(
                             f"block {block_id.hex()} is neither processing nor accepted"
                         )
+                    raise InvalidBlock(
+                        f"cannot orphan finalized block: block {block_id.hex()} is an "
+                        f"accepted block below the last accepted {last.hex()}"
+                    )
+            new_branch = self._processing_branch(block_id)
+            if new_branch and new_branch[-1].parent_id != last:
+                raise InvalidBlock(
+                    f"cannot orphan finalized block: block {block_id.hex()} does not "
+                    f"descend from the last accepted block {last.hex()}"
+                )
+            old_head = self._build_on()
+            old_branch = [] if old_head is None else self._processing_branch(old_head)
             self._preferred = block_id
+            if self._stateless or (old_head is not None and old_head == block_id):
+                return
+            on_new = {block.id for block in new_branch}
+            if old_head is not None and old_head not in on_new:
+                kept = {tx for block in new_branch for tx in block.transactions}
+                abandoned = [b for b in old_branch if b.id not in on_new][:REINJECT_DEPTH]
+                self._put_back(
+                    tx
+                    for block in reversed(abandoned)
+                    for tx in block.transactions
+                    if tx not in kept
+                )
+            self._mempool.reset(self._reader_of(self._build_on()))
+
+    def _processing_branch(self, block_id: bytes) -> list[CChainBlock]:
+        """The processing blocks from ``block_id`` down to the first whose parent is not
+        processing, nearest first (``[]`` for a block that is not processing)."""
+        branch: list[CChainBlock] = []
+        current = self._processing.get(block_id)
+        while current is not None:
+            branch.append(current)
+            current = self._processing.get(current.parent_id)
+        return branch
+
+    def _put_back(self, transactions: Iterable[Transaction]) -> None:
+        """Pool again, one by one against the build head's state, what a rejected or
+        abandoned block carried; what no block on the preferred chain could carry now
+        (held by it already, or by the accepted chain) is left out."""
+        reader = self._reader_of(self._build_on())
+        for tx in transactions:
+            with contextlib.suppress(InvalidTransaction):
+                self._mempool.add_transactions([tx], reader)
 
     def build_block(self) -> CChainBlock:
         """A new block on the preferred block (the last accepted one unless a processing
@@ -745,7 +831,7 @@ class CChainVM:
                 senders,
                 receipts,
                 coinbase=BLACKHOLE_ADDRESS,
-                base_fee=BASE_FEE,
+                base_fee=base_fee_rule(parent),
                 withdrawals=withdrawals,
             )
 
@@ -775,10 +861,17 @@ class CChainVM:
                 if self._is_accepted_copy(snap, block):
                     block._status = BlockStatus.ACCEPTED
                     return
+                last_height = self._chain.number_of(snap, self._chain.last_accepted(snap))
+                if block.height <= last_height:
+                    raise InvalidBlock(
+                        f"block {block.id.hex()} at height {block.height} is not accepted "
+                        f"and the last accepted block is at {last_height}: it can never be"
+                    )
                 parent = self._processing.get(block.parent_id)
                 base = None if self._stateless else self._accepted_base(snap)
+                parent_header: AnyHeader
                 if parent is not None:
-                    parent_number, parent_time = parent.height, parent.timestamp
+                    parent_header = parent.header
                 else:
                     last = self._chain.last_accepted(snap)
                     if block.parent_id != last:
@@ -790,15 +883,19 @@ class CChainVM:
                     parent_header = self._chain.stored_header(
                         snap, self._chain.number_of(snap, last), last
                     )
-                    parent_number, parent_time = parent_header.number, parent_header.time
             check_header_rules(
                 block.header,
-                parent_number=parent_number,
-                parent_time=parent_time,
+                parent_number=parent_header.number,
+                parent_time=parent_header.time,
                 now=self._clock(),
                 gas_limit=None if self._replay else self._gas_limit,
             )
-            self._check_body(block, None if parent is None else parent._state, base)
+            self._check_body(
+                block,
+                None if parent is None else parent._state,
+                base,
+                None if self._replay else base_fee_rule(parent_header),
+            )
             block._status = BlockStatus.PROCESSING
             self._processing[block.id] = block
             self._chain.remember_header(block.id, block.header)
@@ -817,11 +914,18 @@ class CChainVM:
         )
 
     def _check_body(
-        self, block: CChainBlock, parent_state: State | None, base: AcceptedState | None
+        self,
+        block: CChainBlock,
+        parent_state: State | None,
+        base: AcceptedState | None,
+        base_fee: int | None,
     ) -> None:
         """The body rules, cheapest first, so that hostile bytes cost little to refuse: the
         rules of the body as received (:func:`~vmstack.cchain.rules.check_received_body`:
-        sizes, decode, transaction rules, the header's commitments to the body); then that
+        sizes, decode, transaction rules, the header's commitments to the body); the fee
+        rules (:func:`~vmstack.cchain.rules.check_fee_rules` against ``base_fee``, the
+        chain's fee rule's; not when replaying: real history follows coreth's dynamic fee
+        rule, which is not modelled); then that
         the header commits to what executing the block produces: gas used, receipts root
         and bloom (:func:`check_receipts_commitments`; not when replaying); and last, that
         every sender recovers (:meth:`Mempool.check_senders
@@ -840,6 +944,8 @@ class CChainVM:
             body, encodings = check_received_body(
                 block.header, block._raw, spans, lambda: block.body, chain_id=self._chain_id
             )
+            if base_fee is not None:
+                check_fee_rules(block.header, body.transactions, base_fee=base_fee)
             if not self._replay:
                 if receipts is None or not block._built:
                     receipts = execute_transactions(body.transactions)
@@ -925,6 +1031,16 @@ class CChainVM:
             block._state = None
             if base is not None and block._senders is not None:
                 self._mempool.on_accepted(block._senders, base.get)
+            preferred = self._preferred
+            if preferred != block.id and not any(
+                ancestor.parent_id == block.id
+                for ancestor in self._processing_branch(preferred or block.id)
+            ):
+                # A block that was not preferred is accepted: the build head moves to it,
+                # and the pool re-reads its senders' nonces there.
+                self._preferred = block.id
+                if base is not None and preferred is not None:
+                    self._mempool.reset(base.get)
             if receipts_rlp is not None:
                 self._chain.settle_cache(number)
             elif settling:
@@ -936,13 +1052,21 @@ class CChainVM:
                 raise InvalidBlock(f"block {block.id.hex()} is accepted and cannot be rejected")
             if block._status is BlockStatus.REJECTED:
                 return
+            verified = block._status is BlockStatus.PROCESSING
             block._status = BlockStatus.REJECTED
             block._state = None
             self._processing.pop(block.id, None)
-            if self._preferred == block.id:
+            was_preferred = self._preferred == block.id
+            if was_preferred:
                 self._preferred = None
             if block._built:
                 self._mempool.give_back(block.body)
+            if verified and not self._stateless:
+                # Its transactions (built here or by a peer) that neither the accepted
+                # nor the preferred chain holds return to the pool.
+                self._put_back(block.transactions)
+                if was_preferred:
+                    self._mempool.reset(self._reader_of(self._build_on()))
 
     def __repr__(self) -> str:
         return (

@@ -14,10 +14,14 @@ to the start of the index record. A file is named ``network-EEEEE-RRRRRRRR.era1`
 (``start // 8192``) and the first four bytes of its accumulator root.
 
 Every check fails with :class:`~vmstack.errors.StoreCorrupted` naming the file and what was
-wrong; damaged bytes are never returned as data. Opening an archive reads each file's tail
+wrong; damaged bytes are never returned as data. Only regular files are opened (a FIFO or a
+directory named like an era1 file is refused, never waited on), and every read is bounded by
+the records it asks for: no file is read whole. Opening an archive reads each file's tail
 only (its block index and stored root, checked against its name); the first read from a file
-also recomputes its accumulator from every header and total difficulty (``trust=True`` skips
-that), after which each header served is checked against the hash the accumulator covers.
+also recomputes its accumulator from every header and total difficulty, checks each
+header's number against its place in the index and each total difficulty against the
+headers' difficulties (``trust=True`` skips that), after which each header served is checked
+against the hash the accumulator covers (in a trusted file, its number against its height).
 Reads use ``os.pread`` on a bounded LRU of open files, so they are thread-safe and read only
 the records asked for.
 """
@@ -27,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import stat
 import struct
 import threading
 from collections import OrderedDict
@@ -73,6 +78,29 @@ _NAME = re.compile(r"^(?P<network>[A-Za-z0-9_]+)-(?P<epoch>\d{5,})-(?P<root>[0-9
 _STREAM_ID: Final = b"\xff\x06\x00\x00sNaPpY"
 _MAX_CHUNK: Final = 65536
 _DEFAULT_OPEN_FILES: Final = 64
+#: The most bytes one block's four records may span (three record limits and a 32-byte
+#: total difficulty, each with its 8-byte record head).
+_MAX_BLOCK_SPAN: Final = 3 * (8 + MAX_RECORD_VALUE) + 8 + 32
+#: The bytes of whole blocks' records read at once while verifying a file.
+_WINDOW: Final = 1 << 20
+#: The most records :meth:`_EraFile._not_era1` walks (more than a file of 8,192 blocks has).
+_MAX_WALKED_RECORDS: Final = 6 * ERA1_BLOCKS + 16
+#: A header's difficulty and number fields (both flavours: 8th and 9th).
+_HEADER_DIFFICULTY: Final = 7
+_HEADER_NUMBER: Final = 8
+
+
+def _file_kind(mode: int) -> str:
+    for test, kind in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ):
+        if test(mode):
+            return kind
+    return "not a regular file"
 
 
 # --- snappy framing ------------------------------------------------------------------------
@@ -238,9 +266,9 @@ class _EraFile:
         self.path = path
         self.network = network
         self.epoch = epoch
-        self.size = path.stat().st_size
-        fd = os.open(path, os.O_RDONLY)
+        fd = self._open_regular()
         try:
+            self.size = os.fstat(fd).st_size
             self._check_tail(fd, name_root)
         finally:
             os.close(fd)
@@ -256,8 +284,28 @@ class _EraFile:
     def damaged(self, what: str) -> StoreCorrupted:
         return StoreCorrupted(f"era1 file {self.path}: {what}")
 
+    def _open_regular(self) -> int:
+        """A descriptor of the file, opened without blocking (a FIFO would block an
+        ordinary open until a writer came) and refused unless it is a regular file."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError as error:
+            raise self.damaged(f"cannot be opened ({error.strerror})") from None
+        try:
+            mode = os.fstat(fd).st_mode
+        except OSError as error:
+            os.close(fd)
+            raise self.damaged(f"cannot be read ({error.strerror})") from None
+        if not stat.S_ISREG(mode):
+            os.close(fd)
+            raise self.damaged(f"not a regular file (it is {_file_kind(mode)})")
+        return fd
+
     def _pread(self, fd: int, offset: int, length: int) -> bytes:
-        data = os.pread(fd, length, offset)
+        try:
+            data = os.pread(fd, length, offset)
+        except OSError as error:
+            raise self.damaged(f"cannot be read ({error.strerror})") from None
         if len(data) != length:
             raise self.damaged(f"truncated: {length} bytes expected at offset {offset}")
         return data
@@ -293,13 +341,21 @@ class _EraFile:
             )
 
     def _not_era1(self, fd: int) -> str | None:
-        """Why the file is not era1 when its records end in another kind of index."""
+        """Why the file is not era1 when its records end in another kind of index. The walk
+        is bounded: at most as many records as an 8,192-block file holds, none of them over
+        the record limit (a file of zeros or of one huge record is not walked to its end)."""
         offset = 0
         last = None
-        while offset + 8 <= self.size:
-            kind, length, _ = _RECORD.unpack(os.pread(fd, 8, offset))
+        for _ in range(_MAX_WALKED_RECORDS):
+            if offset + 8 > self.size:
+                break
+            kind, length, _ = _RECORD.unpack(self._pread(fd, offset, 8))
+            if length > MAX_RECORD_VALUE:
+                return None
             last = kind
             offset += 8 + length
+        else:
+            return None
         if last == TYPE_ERE_INDEX:
             return "not an era1 file: it ends in an ere index record (type 0x3267)"
         return None
@@ -311,7 +367,7 @@ class _EraFile:
     def open(self, trust: bool) -> None:
         """Open the file, read its block index and, unless ``trust``, recompute its
         accumulator and parent links from every header and total difficulty."""
-        fd = os.open(self.path, os.O_RDONLY)
+        fd = self._open_regular()
         try:
             status = os.fstat(fd)
             identity = (status.st_ino, status.st_size, status.st_mtime_ns)
@@ -334,28 +390,101 @@ class _EraFile:
         self.fd = fd
 
     def _verify_accumulator(self, fd: int) -> list[bytes]:
-        data = self._pread(fd, 0, self.index_at)
+        """Every block's records, read in windows of whole blocks (a block's records may
+        span at most four record limits, so a file whose index points across a hole is refused
+        before anything that large is read): the header's number is the block's place in
+        the index, each total difficulty is the previous one plus the header's difficulty
+        (from 0 below block 0, as go-ethereum's verify recomputes them), each parent hash
+        the previous block's hash, and the accumulator root the stored one."""
         hashes: list[bytes] = []
         tds: list[int] = []
+        window, window_at = b"", 0
         for position, offset in enumerate(self.offsets):
             number = self.start + position
+            end = self.offsets[position + 1] if position + 1 < self.count else self.index_at - 40
+            if end - offset > _MAX_BLOCK_SPAN:
+                raise self.damaged(
+                    f"block {number}'s records span {end - offset} bytes, more than four "
+                    f"records of at most {MAX_RECORD_VALUE} bytes"
+                )
+            if end > window_at + len(window):
+                # Read whole blocks in windows of about 1 MiB (or the one block, if larger).
+                stop = self.index_at - 40
+                window_at = offset
+                window = self._pread(fd, offset, max(end, min(offset + _WINDOW, stop)) - offset)
+            data = memoryview(window)[offset - window_at : end - window_at]
+            at = 0
             values = []
             for kind in (TYPE_HEADER, TYPE_BODY, TYPE_RECEIPTS, TYPE_TOTAL_DIFFICULTY):
-                value, offset = self._record_in(data, offset, kind, number)
+                value, at = self._record_in(data, at, kind, number)
                 values.append(value)
+            if at != len(data):
+                raise self.damaged(f"block {number}'s records do not end where the next begin")
             header = self._header(values[0], number)
+            difficulty, found = self._difficulty_and_number(header, number)
+            if found != number:
+                raise self._misnumbered(number, found)
             if hashes and header_parent_hash(header) != hashes[-1]:
                 raise self.damaged(f"block {number}'s parent hash is not block {number - 1}'s hash")
             hashes.append(keccak256(header))
-            tds.append(self._total_difficulty(values[3], number))
-            end = self.offsets[position + 1] if position + 1 < self.count else self.index_at - 40
-            if offset != end:
-                raise self.damaged(f"block {number}'s records do not end where the next begin")
+            td = self._total_difficulty(values[3], number)
+            if tds or number == 0:
+                below = tds[-1] if tds else 0
+                if td != below + difficulty:
+                    raise self.damaged(
+                        f"block {number}: its total difficulty {td} is not "
+                        f"{below} + its header's difficulty {difficulty}"
+                    )
+            tds.append(td)
         if accumulator_root(hashes, tds) != self.root:
             raise self.damaged(
                 "its accumulator root does not match its headers and total difficulties"
             )
         return hashes
+
+    def _header_field(self, header: bytes, index: int, number: int, what: str) -> int:
+        try:
+            for position, item in enumerate(iter_list_items(header)):
+                if position == index:
+                    is_list, payload, length = read_prefix(item)
+                    if is_list or length > 32 or (length and item[payload] == 0):
+                        break
+                    return int.from_bytes(item[payload : payload + length], "big")
+        except InvalidBlock as error:
+            raise self.damaged(f"block {number} header: {error}") from None
+        raise self.damaged(f"block {number} header: no well-formed {what} field")
+
+    def _difficulty_and_number(self, header: bytes, number: int) -> tuple[int, int]:
+        """The difficulty and number fields of a header, read in one pass."""
+        found: list[int] = []
+        try:
+            for position, item in enumerate(iter_list_items(header)):
+                if position >= _HEADER_DIFFICULTY:
+                    is_list, payload, length = read_prefix(item)
+                    if is_list or length > 32 or (length and item[payload] == 0):
+                        break
+                    found.append(int.from_bytes(item[payload : payload + length], "big"))
+                    if position == _HEADER_NUMBER:
+                        return found[0], found[1]
+        except InvalidBlock as error:
+            raise self.damaged(f"block {number} header: {error}") from None
+        raise self.damaged(f"block {number} header: no well-formed difficulty and number fields")
+
+    def _misnumbered(self, number: int, found: int) -> StoreCorrupted:
+        return self.damaged(
+            f"the header at height {number} (place {number - self.start} of an index "
+            f"starting at {self.start}) is block {found}'s"
+        )
+
+    def difficulty(self, header: bytes, number: int) -> int:
+        """The difficulty field of block ``number``'s header."""
+        return self._header_field(header, _HEADER_DIFFICULTY, number, "difficulty")
+
+    def _check_number(self, header: bytes, number: int) -> None:
+        """The header at index place ``number`` must say ``number``."""
+        found = self._header_field(header, _HEADER_NUMBER, number, "number")
+        if found != number:
+            raise self._misnumbered(number, found)
 
     def _record_in(
         self, data: bytes | memoryview, offset: int, kind: int, number: int
@@ -416,15 +545,19 @@ class _EraFile:
         what = ("header", "body", "receipts")[slot]
         data = self._unframe(value, number, what)
         self._check_list(data, number, what)
-        if (
-            slot == 0
-            and self.hashes is not None
-            and keccak256(data) != self.hashes[number - self.start]
-        ):
+        if slot == 0:
+            self._check_header(data, number)
+        return data
+
+    def _check_header(self, header: bytes, number: int) -> None:
+        """A header served: its hash the one the verified accumulator covers (whose
+        headers' numbers were checked), or, in a trusted file, its number its height."""
+        if self.hashes is None:
+            self._check_number(header, number)
+        elif keccak256(header) != self.hashes[number - self.start]:
             raise self.damaged(
                 f"block {number} header: its hash is not the one its accumulator covers"
             )
-        return data
 
     def read_total_difficulty(self, number: int) -> int:
         """The total difficulty record of block ``number``."""
@@ -455,10 +588,7 @@ class _EraFile:
         )
         header = self._unframe(header_value, number, "header")
         self._check_list(header, number, "header")
-        if self.hashes is not None and keccak256(header) != self.hashes[number - self.start]:
-            raise self.damaged(
-                f"block {number} header: its hash is not the one its accumulator covers"
-            )
+        self._check_header(header, number)
         body = self._unframe(body_value, number, "body")
         self._check_list(body, number, "body")
         return header, body
@@ -678,14 +808,16 @@ class EraArchive:
 
     def verify(self, *, on_block: Callable[[int], None] | None = None) -> int:
         """Read and check every record of every file, as go-ethereum's ``era verify`` does:
-        each file's accumulator and parent links (also across contiguous files), every snappy
+        each file's accumulator, header numbers (each its place in the index), total
+        difficulties (recomputed from the headers' difficulties) and parent links (also across
+        contiguous files), every snappy
         CRC and RLP frame, each body against its header's transactions root, uncle hash and
         withdrawals root, each receipts list against the receipts root and the header's logs
         bloom against the receipts' blooms. ``on_block(number)``
         is called after each block. Returns the bytes of the files read; raises
         :class:`StoreCorrupted` naming the file and block at the first failure."""
         total = 0
-        previous: tuple[int, bytes] | None = None
+        previous: tuple[int, bytes, int] | None = None
         for epoch in sorted(self._files):
             file = self._acquire(self._files[epoch].start)
             try:
@@ -701,13 +833,24 @@ class EraArchive:
                             f"block {number}'s parent hash is not the hash of "
                             f"block {number - 1} in the previous file"
                         )
+                    if number == file.start and previous is not None and previous[0] == number - 1:
+                        expected = previous[2] + file.difficulty(header, number)
+                        if file.read_total_difficulty(number) != expected:
+                            raise file.damaged(
+                                f"block {number}: its total difficulty is not block "
+                                f"{number - 1}'s in the previous file plus its difficulty"
+                            )
                     try:
                         _check_commitments(header, file.read(number, 1), file.read(number, 2))
                     except InvalidBlock as error:
                         raise file.damaged(f"block {number}: {error}") from None
                     if on_block is not None:
                         on_block(number)
-                previous = (file.last, keccak256(file.read(file.last, 0)))
+                previous = (
+                    file.last,
+                    keccak256(file.read(file.last, 0)),
+                    file.read_total_difficulty(file.last),
+                )
             finally:
                 self._release(file)
             total += file.size

@@ -8,11 +8,42 @@ wraps every block, and a subclass overrides one hook, ``intercept``. ``ProposerV
 (:mod:`vmstack.wrappers.proposer`) answers partly from post-fork blocks of its own.
 """
 
-from vmstack.layers import WrappedBlock
-from vmstack.wrappers.metered import MeteredBlock, MeteredVM
-from vmstack.wrappers.passthrough import PassThroughBlock, PassThroughVM
-from vmstack.wrappers.proposer import ProposerBlock, ProposerVM
-from vmstack.wrappers.traced import TracedBlock, TracedVM
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from vmstack.layers import WrappedBlock
+    from vmstack.wrappers.metered import MeteredBlock, MeteredVM
+    from vmstack.wrappers.passthrough import PassThroughBlock, PassThroughVM
+    from vmstack.wrappers.proposer import ProposerBlock, ProposerVM
+    from vmstack.wrappers.traced import TracedBlock, TracedVM
+
+# Each name loads its module when first asked for, so a process that needs one layer
+# (a parse pool's worker needs only the proposer layer's certificates) does not import
+# the others' packages (prometheus_client, OpenTelemetry).
+_MODULE_OF = {
+    "MeteredBlock": "vmstack.wrappers.metered",
+    "MeteredVM": "vmstack.wrappers.metered",
+    "PassThroughBlock": "vmstack.wrappers.passthrough",
+    "PassThroughVM": "vmstack.wrappers.passthrough",
+    "ProposerBlock": "vmstack.wrappers.proposer",
+    "ProposerVM": "vmstack.wrappers.proposer",
+    "TracedBlock": "vmstack.wrappers.traced",
+    "TracedVM": "vmstack.wrappers.traced",
+    "WrappedBlock": "vmstack.layers",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "MeteredBlock",

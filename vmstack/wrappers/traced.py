@@ -12,10 +12,11 @@ while the call runs, so the spans of traced layers below nest under it.
 
 An error from below is recorded on the span (an exception event and status ERROR) and
 re-raised unchanged, the very object. ``BatchingNotImplemented`` from below is recorded as an
-event without the ERROR status (it is the protocol's signal, not a failure) and passes up
-unchanged too (a VM below that cannot batch now refuses that way: one span with the
-event). When the VM below has no batched methods, the batched methods refuse at once,
-without a span: the engine's fallback that follows is traced call by call.
+exception event without the ERROR status and without a stack trace (it is the protocol's
+signal, not a failure: no traceback is formatted for it) and passes up unchanged too (a VM
+below that cannot batch now refuses that way: one span with the event). When the VM below
+has no batched methods, the batched methods refuse at once, without a span: the engine's
+fallback that follows is traced call by call.
 
 Only the OpenTelemetry API is used; the caller injects the tracer (an SDK tracer, or the
 API's no-op one). The forwarding is :class:`~vmstack.wrappers.passthrough.PassThroughVM`'s;
@@ -135,10 +136,29 @@ class _Scope:
         otel_context.detach(self._token)
         span = self.span
         if exc is not None:
-            span.record_exception(exc, escaped=True)
-            if not isinstance(exc, BatchingNotImplemented):
+            if isinstance(exc, BatchingNotImplemented):
+                _record_refusal(span, exc)
+            else:
+                span.record_exception(exc, escaped=True)
                 span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
         span.end()
+
+
+def _record_refusal(span: Span, refusal: BatchingNotImplemented) -> None:
+    """The ``exception`` event of a refusal to batch, as ``record_exception`` makes it but
+    without ``exception.stacktrace``: the refusal is the protocol's signal on a path that
+    then succeeds (the engine helper falls back), so no traceback is formatted for it."""
+    if not span.is_recording():
+        return
+    kind = type(refusal)
+    span.add_event(
+        "exception",
+        {
+            "exception.type": f"{kind.__module__}.{kind.__qualname__}",
+            "exception.message": str(refusal),
+            "exception.escaped": "True",
+        },
+    )
 
 
 class TracedBlock(PassThroughBlock):

@@ -20,7 +20,6 @@ from tests.reliability.stacks import START, full_stack, grow
 from tests.reliability.test_concurrency import check_linked
 from vmstack import BlockNotFound, InvalidBlock, SimClock, get_ancestors
 from vmstack.batching import serial_get_ancestors
-from vmstack.cchain import CChainVM
 from vmstack.cchain.generate import dev_transactions
 from vmstack.conformance import MemoryVM
 from vmstack.interfaces import ChainVM
@@ -266,7 +265,6 @@ def test_two_wrappers_through_the_full_stack(accept_first: bool) -> None:
     head = vm.get_block(vm.last_accepted())
     clock.advance(2)
     mempool = find_mempool(vm)
-    assert isinstance(mempool, CChainVM)
     mempool.add_transactions(dev_transactions(vm, 3, seed=8))
     built = vm.build_block()
     built.verify()

@@ -329,3 +329,18 @@ def test_an_index_outside_the_batch_never_reaches_the_proposer_layer() -> None:
         stack = target.full_stack(out_of_process=client)
         with pytest.raises(VMUnavailable, match="rule 7"):
             vmstack.batched_parse_block(stack, envelopes[-5:])
+
+
+def test_an_ancestors_answer_in_another_layout_is_read_as_protobuf_reads_it(
+    fake: tuple[FakeServicer, VMClient],
+) -> None:
+    """An answer with a field this side does not know (a later protocol's) between the
+    blocks is read through the protobuf runtime: the blocks, in order, the field skipped;
+    the budget still holds it."""
+    servicer, client = fake
+    wire = b"\x0a\x01a" + b"\x10\x05" + b"\x0a\x02bc"
+    servicer.answers["GetAncestors"] = vm_pb2.GetAncestorsResponse.FromString(wire)
+    assert servicer.answers["GetAncestors"].SerializeToString() != b"\x0a\x01a\x0a\x02bc"
+    assert client.get_ancestors(ASKED, 10, 1 << 20, 1.0) == [b"a", b"bc"]
+    with pytest.raises(VMUnavailable, match="rule 4"):
+        client.get_ancestors(ASKED, 1, 1 << 20, 1.0)

@@ -1,7 +1,8 @@
 """avalanchego's protocol facts, kept here as data, against the compiled descriptors of the
 project's own .proto files: every message's fields (name, number, type, label), every enum's
 values and every method of vm.VM (RPC chain VM protocols 45 and 46, one vm.proto),
-vm.runtime.Runtime and the Prometheus client_model messages Gather answers with. A change
+vm.runtime.Runtime, appsender.AppSender (what a plugin calls on the node) and the
+Prometheus client_model messages Gather answers with. A change
 to a .proto file that moves one of them away from avalanchego's wire fails here."""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 from google.protobuf import descriptor
 from google.protobuf.descriptor import Descriptor, FieldDescriptor, FileDescriptor
 
-from vmstack.wrappers.rpc import PROTOCOL_VERSION, metrics_pb2, runtime_pb2, vm_pb2
+from vmstack.wrappers.rpc import PROTOCOL_VERSION, appsender_pb2, metrics_pb2, runtime_pb2, vm_pb2
 
 #: One line per message, enum or method; a message's fields indented below it, each as
 #: ``name number type [repeated|optional]`` (optional: a field with explicit presence).
@@ -309,6 +310,29 @@ io.prometheus.client.MetricType
     UNTYPED 3
     HISTOGRAM 4
     GAUGE_HISTOGRAM 5
+appsender.SendAppRequestMsg
+    node_ids 1 bytes repeated
+    request_id 2 uint32
+    request 3 bytes
+appsender.SendAppResponseMsg
+    node_id 1 bytes
+    request_id 2 uint32
+    response 3 bytes
+appsender.SendAppErrorMsg
+    node_id 1 bytes
+    request_id 2 uint32
+    error_code 3 sint32
+    error_message 4 string
+appsender.SendAppGossipMsg
+    node_ids 1 bytes repeated
+    validators 2 uint64
+    non_validators 3 uint64
+    peers 4 uint64
+    msg 5 bytes
+appsender.AppSender/SendAppRequest: appsender.SendAppRequestMsg -> google.protobuf.Empty
+appsender.AppSender/SendAppResponse: appsender.SendAppResponseMsg -> google.protobuf.Empty
+appsender.AppSender/SendAppError: appsender.SendAppErrorMsg -> google.protobuf.Empty
+appsender.AppSender/SendAppGossip: appsender.SendAppGossipMsg -> google.protobuf.Empty
 """
 
 _TYPE_NAMES = {
@@ -374,7 +398,14 @@ def _parse(text: str) -> dict[str, list[str]]:
 
 def test_the_compiled_protocol_holds_avalanchegos_facts() -> None:
     expected = _parse(FACTS)
-    compiled = _render([vm_pb2.DESCRIPTOR, runtime_pb2.DESCRIPTOR, metrics_pb2.DESCRIPTOR])
+    compiled = _render(
+        [
+            vm_pb2.DESCRIPTOR,
+            runtime_pb2.DESCRIPTOR,
+            metrics_pb2.DESCRIPTOR,
+            appsender_pb2.DESCRIPTOR,
+        ]
+    )
     assert sorted(compiled) == sorted(expected), "messages, enums or methods differ"
     for name, fields in expected.items():
         assert compiled[name] == fields, name
@@ -387,7 +418,8 @@ def test_the_packages_and_the_protocol_version() -> None:
         vm_pb2.DESCRIPTOR.package,
         runtime_pb2.DESCRIPTOR.package,
         metrics_pb2.DESCRIPTOR.package,
-    ) == ("vm", "vm.runtime", "io.prometheus.client")
+        appsender_pb2.DESCRIPTOR.package,
+    ) == ("vm", "vm.runtime", "io.prometheus.client", "appsender")
     assert [service.full_name for service in vm_pb2.DESCRIPTOR.services_by_name.values()] == [
         "vm.VM"
     ]

@@ -252,3 +252,28 @@ def test_a_clients_shutdown_stops_the_served_child(lmdb_chain: Path) -> None:
         pid = client.pid
         client.shutdown()
         assert wait_ended(pid)
+
+
+def test_spawn_and_serve_take_the_protocol_version_setting(
+    lmdb_chain: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spawn(protocol_version=46) has its child serve 46 (the handshake says so and is held
+    to it) and the client speak it; vmstack serve reads the setting as the plugin does,
+    and refuses a version this boundary does not speak before serving anything."""
+    from vmstack.wrappers.rpc.plugin import PROTOCOL_VARIABLE
+    from vmstack.wrappers.rpc.process import serve_vm, served_protocol_version
+
+    monkeypatch.setenv(PROTOCOL_VARIABLE, "45")  # the child's setting is spawn's, not this
+    with spawn(lmdb_chain, protocol_version=46, transition_time=TRANSITION_TIME) as client:
+        assert client.protocol_version == 46
+        assert len(client.last_accepted()) == 32
+    assert served_protocol_version(environ={}) == 45
+    assert served_protocol_version(environ={PROTOCOL_VARIABLE: "46"}) == 46
+    assert served_protocol_version(46, environ={PROTOCOL_VARIABLE: "45"}) == 46
+    with pytest.raises(ValueError, match=PROTOCOL_VARIABLE):
+        served_protocol_version(environ={PROTOCOL_VARIABLE: "44"})
+    with pytest.raises(ValueError, match="45, 46"):
+        spawn(lmdb_chain, protocol_version=47).__enter__()
+    monkeypatch.setenv(PROTOCOL_VARIABLE, "forty-six")
+    with pytest.raises(ValueError, match=PROTOCOL_VARIABLE):
+        serve_vm(memory_vm(blocks=1), source="memory", stop_on_stdin_close=False)

@@ -187,3 +187,27 @@ def test_an_unbounded_time_budget_crosses_as_the_longest_the_field_holds(
     _, client, _ = served
     tip = client.last_accepted()
     assert len(client.get_ancestors(tip, 5, 1 << 20, float("inf"))) == 1
+
+
+def test_version_reads_the_package_metadata_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Version answers from the version read once, not a metadata lookup per call."""
+    import importlib.metadata
+
+    from vmstack.wrappers.rpc import server as server_module
+
+    server_module._served_version.cache_clear()
+    looked_up: list[str] = []
+    real = importlib.metadata.version
+
+    def counting(name: str) -> str:
+        looked_up.append(name)
+        return real(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", counting)
+    with VMServer(memory_vm(blocks=1)) as server:
+        answers = {
+            vm_pb2.VersionResponse.FromString(server.answer("Version", b"")).version
+            for _ in range(3)
+        }
+    assert len(answers) == 1 and next(iter(answers)).startswith("vmstack/")
+    assert looked_up == ["vmstack"]

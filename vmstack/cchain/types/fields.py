@@ -14,17 +14,20 @@ the wrong width (a hash that is not 32 bytes, an address that is not 20, a bloom
 wrong field count raises :class:`~vmstack.errors.InvalidBlock` naming the field. Encoding
 checks the values it is given and raises ``ValueError`` for a record that cannot be encoded
 (a negative integer, a 19-byte address): a bad record is a caller's mistake, not bad data.
-:func:`decode_rlp` is the one way bytes from outside become raw items.
+:func:`decode_rlp` is the one way bytes from outside become raw items. The ``rlp`` package
+(with its imports, about half of what a stack imports) loads when the first item is decoded,
+not when this module is imported: a process that never decodes RLP (a parse pool's worker
+checking signatures) never loads it.
 """
 
 from __future__ import annotations
 
 import operator
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any, ClassVar, Self, TypeAlias
 
 import attrs
-import rlp
 
 from vmstack.cchain.rlpbytes import check_rlp, encode_item
 from vmstack.errors import InvalidBlock
@@ -306,7 +309,18 @@ def require_pyrlp_backend(codec: object) -> None:
         )
 
 
-require_pyrlp_backend(rlp.codec)
+_RLP: ModuleType | None = None
+
+
+def _rlp_package() -> ModuleType:
+    """The ``rlp`` package, imported (and its backend checked) on the first call."""
+    global _RLP
+    if _RLP is None:
+        import rlp
+
+        require_pyrlp_backend(rlp.codec)
+        _RLP = rlp
+    return _RLP
 
 
 #: Items larger than this are checked for their nesting depth before the ``rlp`` package
@@ -326,6 +340,7 @@ def decode_rlp(
     list nesting the structure allows; an item over :data:`DEPTH_CHECK_FROM` bytes nested
     deeper is refused before anything is decoded, so its memory stays proportional to it.
     """
+    rlp = _RLP if _RLP is not None else _rlp_package()
     raw = data if type(data) is bytes else bytes(data)
     if max_depth is not None and len(raw) > DEPTH_CHECK_FROM:
         try:

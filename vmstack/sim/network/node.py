@@ -20,6 +20,7 @@ raised, and the engine reports the node as crashed.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import shutil
 import tempfile
@@ -36,7 +37,7 @@ from vmstack.batching import (
 from vmstack.cchain import generate_chain
 from vmstack.cchain.generate import pool_transactions
 from vmstack.clock import SimClock
-from vmstack.errors import BlockNotFound, InvalidBlock, StoreCorrupted
+from vmstack.errors import BlockNotFound, InvalidBlock, InvalidTransaction, StoreCorrupted
 from vmstack.interfaces import Block, ChainVM, find_layer
 from vmstack.sim.chain import chain_transactions
 from vmstack.sim.network.gossip_node import GOSSIP_METHODS, NodeGossip
@@ -250,6 +251,7 @@ class NodeServer(NodeGossip, NodeConsensus):
         )
         self._proposer = find_layer(self.vm, ProposerVM)
         self._fetched: list[tuple[Block, int | None]] = []
+        self._tip: Tip | None = None
 
     def close(self) -> None:
         """Close the store; remove the directory if the node made it."""
@@ -261,10 +263,17 @@ class NodeServer(NodeGossip, NodeConsensus):
         self.clock.advance(max(0.0, now - self.clock()))
 
     def tip(self) -> Tip:
-        """The node's last accepted block."""
+        """The node's last accepted block (read once per block: an accepted block's tip
+        never changes, so it is kept until another block is accepted)."""
         block_id = self.vm.last_accepted()
+        kept = self._tip
+        if kept is not None and kept.block_id == block_id:
+            return kept
         block = self._proposer.get_block(block_id)
-        return Tip(block_id, block.height, block.timestamp, block.pchain_height, block.post_fork)
+        self._tip = Tip(
+            block_id, block.height, block.timestamp, block.pchain_height, block.post_fork
+        )
+        return self._tip
 
     # --- before the run: the chain the builders start with --------------------------
 
@@ -408,17 +417,25 @@ class NodeServer(NodeGossip, NodeConsensus):
 
     def build(self, now: float, seed: int, position: int, txs: int) -> Built:
         """Build the next block on the node's chain with ``txs`` transactions of the
-        seed's pool from ``position`` (none: what the node's own mempool holds), verify and
-        accept it."""
+        seed's sequence from ``position`` (:func:`~vmstack.cchain.generate.pool_transactions`,
+        the sequence the chain was generated from; none: what the node's own mempool holds),
+        verify and accept it. A transaction the mempool refuses (one no block on this chain
+        could carry: already included, say) is dropped and the block built with the rest: a
+        stale transaction never stops a build."""
         self._at(now)
         # Build on the last accepted block, whatever a fetch accepted since the last
         # preference.
         self.vm.set_preference(self.vm.last_accepted())
         mempool = find_mempool(self.vm)
         if txs:
-            mempool.add_transactions(
-                pool_transactions(seed=seed, chain_id=mempool.chain_id, start=position, count=txs)
-            )
+            # One by one: a transaction no block on this chain could carry (one the chain
+            # already holds, from a slice that overlaps what it included) is dropped, and
+            # the block is built with the rest.
+            for tx in pool_transactions(
+                seed=seed, chain_id=mempool.chain_id, start=position, count=txs
+            ):
+                with contextlib.suppress(InvalidTransaction):
+                    mempool.add_transactions([tx])
         block = self.vm.build_block()
         block.verify()
         self.vm.set_preference(block.id)

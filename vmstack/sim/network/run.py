@@ -288,10 +288,15 @@ class NetworkRun(NodeBootstrapping, TransactionGossipping):
                 for reason in MISSED_REASONS
             },
             "tip_height": tip_height,
+            # At the tip: holding the network's tip block itself, not a block of its height.
             "nodes_at_tip": sum(
                 1
                 for state in self.states
-                if not state.result.crashed and state.ready and state.result.height == tip_height
+                if not state.result.crashed
+                and state.ready
+                and state.tip is not None
+                and self.network_tip is not None
+                and state.tip.block_id == self.network_tip.block_id
             ),
             "crashed": sum(1 for r in results if r.crashed),
             "stalled": sum(1 for r in results if r.stalled is not None),

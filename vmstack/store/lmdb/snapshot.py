@@ -125,6 +125,23 @@ class LMDBSnapshot:
             raise StoreClosed("the snapshot is used outside its with-block")
         return self._guarded(scan(self._txn, prefix, start, None))
 
+    def check_pages(self, prefix: bytes) -> None:
+        """Check, before a scan of ``prefix`` in this snapshot, every page liblmdb would
+        walk for it (:func:`~vmstack.store.lmdb.pages.check_range_pages`), so that a damaged
+        page is :class:`~vmstack.errors.StoreCorrupted` naming the data file and the page
+        rather than one of liblmdb's assertions aborting the process."""
+        from vmstack.store.lmdb.pages import check_range_pages
+
+        check_prefix(prefix, None)
+        if self._txn is None:
+            raise StoreClosed("the snapshot is used outside its with-block")
+        try:
+            check_range_pages(self._store.path, self._txn.id(), prefix)
+        except OSError as exc:
+            raise StoreError(
+                f"cannot read the LMDB data file of {self._store.path}: {exc}"
+            ) from exc
+
     def iterate_back(self, prefix: bytes, *, start: bytes) -> Iterator[tuple[bytes, memoryview]]:
         """Pairs under ``prefix`` in descending key order, from the last key at or below
         ``start``, as of the snapshot (one LMDB cursor stepping back; values are zero-copy

@@ -9,25 +9,67 @@
 and :mod:`~vmstack.wrappers.proposer.staking` a node's own key and signing.
 """
 
-from vmstack.errors import InvalidCertificate, InvalidSignature
-from vmstack.wrappers.proposer.block import (
-    CODEC_VERSION,
-    Epoch,
-    Header,
-    OptionBlock,
-    PostForkBlock,
-    build_option,
-    build_signed,
-    build_unsigned,
-    decode_block,
-    format_id,
-    parse_block,
-)
-from vmstack.wrappers.proposer.certificate import Certificate, format_node_id
-from vmstack.wrappers.proposer.staking import StakingKey
-from vmstack.wrappers.proposer.state import STORE_PREFIX
-from vmstack.wrappers.proposer.verify import MAX_CLOCK_SKEW
-from vmstack.wrappers.proposer.vm import ProposerBlock, ProposerVM
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from vmstack.errors import InvalidCertificate, InvalidSignature
+    from vmstack.wrappers.proposer.block import (
+        CODEC_VERSION,
+        Epoch,
+        Header,
+        OptionBlock,
+        PostForkBlock,
+        build_option,
+        build_signed,
+        build_unsigned,
+        decode_block,
+        format_id,
+        parse_block,
+    )
+    from vmstack.wrappers.proposer.certificate import Certificate, format_node_id
+    from vmstack.wrappers.proposer.staking import StakingKey
+    from vmstack.wrappers.proposer.state import STORE_PREFIX
+    from vmstack.wrappers.proposer.verify import MAX_CLOCK_SKEW
+    from vmstack.wrappers.proposer.vm import ProposerBlock, ProposerVM
+
+# Each name loads its module when first asked for: a parse pool's worker, which checks
+# signatures, imports the certificates and not the layer's lifecycle or its store.
+_BLOCK = "vmstack.wrappers.proposer.block"
+_MODULE_OF = {
+    "CODEC_VERSION": _BLOCK,
+    "Certificate": "vmstack.wrappers.proposer.certificate",
+    "Epoch": _BLOCK,
+    "Header": _BLOCK,
+    "InvalidCertificate": "vmstack.errors",
+    "InvalidSignature": "vmstack.errors",
+    "MAX_CLOCK_SKEW": "vmstack.wrappers.proposer.verify",
+    "OptionBlock": _BLOCK,
+    "PostForkBlock": _BLOCK,
+    "ProposerBlock": "vmstack.wrappers.proposer.vm",
+    "ProposerVM": "vmstack.wrappers.proposer.vm",
+    "STORE_PREFIX": "vmstack.wrappers.proposer.state",
+    "StakingKey": "vmstack.wrappers.proposer.staking",
+    "build_option": _BLOCK,
+    "build_signed": _BLOCK,
+    "build_unsigned": _BLOCK,
+    "decode_block": _BLOCK,
+    "format_id": _BLOCK,
+    "format_node_id": "vmstack.wrappers.proposer.certificate",
+    "parse_block": _BLOCK,
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "CODEC_VERSION",

@@ -16,6 +16,13 @@ bounded to 72 bytes and checked with public-scalar point arithmetic. Everything 
 what a peer sends, so every malformed input is :class:`~vmstack.errors.InvalidCertificate`
 or :class:`~vmstack.errors.InvalidSignature`, never another exception. A node's own key,
 its self-signed certificate and signing live in :mod:`~vmstack.wrappers.proposer.staking`.
+
+A node checks the same envelope's signature many times (parse, verify, every peer that
+sends it), so :meth:`Certificate.check_signature` keeps each signature that verified in a
+process-wide, bounded :class:`~vmstack.verifycache.VerificationCache`
+(:data:`VERIFIED_SIGNATURES`) under the certificate's bytes, the message's SHA-256 and the
+signature's bytes. Only successes are kept: a signature that fails is checked, and fails,
+every time, and a twin differing in any byte of the three is another key.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ from Crypto.PublicKey import ECC, RSA
 from Crypto.PublicKey.ECC import EccPoint  # type: ignore[attr-defined, unused-ignore]
 
 from vmstack.errors import InvalidCertificate, InvalidSignature
+from vmstack.verifycache import VerificationCache
 
 __all__ = [
     "Certificate",
@@ -46,6 +54,7 @@ __all__ = [
     "TAG_INTEGER",
     "TAG_OID",
     "TAG_SEQUENCE",
+    "VERIFIED_SIGNATURES",
     "cb58decode",
     "cb58encode",
     "format_node_id",
@@ -84,6 +93,12 @@ TAG_BIT_STRING = 0x03
 TAG_OID = 0x06
 TAG_SEQUENCE = 0x30
 _TAG_VERSION = 0xA0  # [0] EXPLICIT, constructed, context-specific
+
+#: Signatures that verified, by ``(certificate DER, sha256(message), signature)`` (4,096 at
+#: most); the value is always ``True``.
+VERIFIED_SIGNATURES: VerificationCache[tuple[bytes, bytes, bytes], bool] = VerificationCache(
+    "verified envelope signatures", maxsize=1 << 12
+)
 
 
 # --- identifiers ------------------------------------------------------------------------
@@ -378,19 +393,39 @@ class Certificate:
             return RSA.construct(self.public_numbers, consistency_check=False)
         return self._verifier
 
-    def check_signature(self, message: bytes, signature: bytes) -> None:
+    def check_signature(self, message: bytes, signature: bytes, *, cached: bool = True) -> None:
         """Verify ``signature`` over ``message`` as ``staking.CheckSignature`` does.
 
         The message is hashed with SHA-256; RSA signatures are PKCS#1 v1.5 over that
         digest, ECDSA signatures are ASN.1 DER ``(r, s)`` over it. Raises
-        :class:`InvalidSignature` when the signature does not verify.
+        :class:`InvalidSignature` when the signature does not verify. A signature that
+        verified is kept in :data:`VERIFIED_SIGNATURES` (by these three byte strings) and
+        not checked again; ``cached=False`` checks without reading or filling it (what a
+        parse pool's worker does: the process that asked keeps the verdict).
         """
         digest = hashlib.sha256(message).digest()
+        key = (self.raw, digest, signature)
+        cacheable = cached and type(signature) is bytes  # anything else fails below
+        if cacheable:
+            if VERIFIED_SIGNATURES.get(key):
+                return
+            VERIFIED_SIGNATURES.computed_once()
         if self.algorithm == "RSA":
             _check_rsa(self.public_numbers[0], self._verifier, digest, signature)
-            return
-        r, s = _ecdsa_signature_numbers(signature)
-        _check_ecdsa(self._verifier.pointQ, digest, r, s)
+        else:
+            r, s = _ecdsa_signature_numbers(signature)
+            _check_ecdsa(self._verifier.pointQ, digest, r, s)
+        if cacheable:
+            VERIFIED_SIGNATURES.put(key, True)
+
+    def remember_verified(self, message: bytes, signature: bytes) -> None:
+        """Enter in :data:`VERIFIED_SIGNATURES` a signature that :meth:`check_signature`
+        verified in another process (a parse pool's worker, for the same bytes)."""
+        VERIFIED_SIGNATURES.put((self.raw, hashlib.sha256(message).digest(), signature), True)
+
+    def known_verified(self, message: bytes, signature: bytes) -> bool:
+        """Whether :data:`VERIFIED_SIGNATURES` holds this signature (no look-up counted)."""
+        return (self.raw, hashlib.sha256(message).digest(), signature) in VERIFIED_SIGNATURES
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Certificate) and other.raw == self.raw

@@ -16,11 +16,14 @@ arithmetic runs changes.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from vmstack.errors import InvalidSignature
-from vmstack.parsepool import ParsePool, PendingResults
-from vmstack.wrappers.proposer.block import PostForkBlock
 from vmstack.wrappers.proposer.certificate import Certificate
+
+if TYPE_CHECKING:  # a worker imports this module: it needs only the certificates
+    from vmstack.parsepool import ParsePool, PendingResults
+    from vmstack.wrappers.proposer.block import PostForkBlock
 
 __all__ = ["SignatureJob", "SignatureVerdicts", "signature_verdict", "start_signature_checks"]
 
@@ -33,11 +36,12 @@ def signature_verdict(job: SignatureJob) -> str | None:
     reason :class:`~vmstack.errors.InvalidSignature` gives.
 
     The certificate was parsed when the envelope was decoded, so it parses here too (each
-    worker keeps the parsed certificates in :meth:`Certificate.parse`'s cache).
+    worker keeps the parsed certificates in :meth:`Certificate.parse`'s cache). The check
+    runs uncached: the process that asked keeps the verdicts that verified.
     """
     certificate, message, signature = job
     try:
-        Certificate.parse(certificate).check_signature(message, signature)
+        Certificate.parse(certificate).check_signature(message, signature, cached=False)
     except InvalidSignature as error:
         return error.reason
     return None
@@ -61,7 +65,8 @@ class SignatureVerdicts:
     def check(self, certificate: Certificate, message: bytes, signature: bytes) -> None:
         """Raise ``InvalidSignature`` exactly when ``certificate.check_signature(message,
         signature)`` would: from the verdict computed ahead when there is one, else by
-        checking now."""
+        checking now. A verdict from ahead that verified enters the process's cache of
+        verified signatures, as a check made here would."""
         self._settle()
         key = (certificate.raw, message, signature)
         if key not in self._verdicts:
@@ -70,6 +75,7 @@ class SignatureVerdicts:
         reason = self._verdicts[key]
         if reason is not None:
             raise InvalidSignature(reason)
+        certificate.remember_verified(message, signature)
 
     def cancel(self) -> None:
         """Give the checks up if they were never read (the batch failed before needing
@@ -95,16 +101,21 @@ def start_signature_checks(
 ) -> SignatureVerdicts:
     """Hand the signature checks of the signed ``envelopes`` (``None`` entries skipped) to
     ``pool`` and return their verdicts-to-be; with no pool, or a batch the pool leaves
-    serial, every check runs when :meth:`SignatureVerdicts.check` is asked."""
-    if pool is None:
+    serial (asked before any check is prepared: :meth:`ParsePool.takes_now`), every check
+    runs when :meth:`SignatureVerdicts.check` is asked. A signature
+    the process has verified already is not handed out (its check is a cache hit)."""
+    if pool is None or not pool.takes_now(len(envelopes)):
         return SignatureVerdicts((), None)
     certificates: dict[bytes, bytes] = {}  # one object per certificate: pickled once
     jobs: list[SignatureJob] = []
     for envelope in envelopes:
         if envelope is None or envelope.certificate_info is None:
             continue
+        header = bytes(envelope.header(chain_id))
+        if envelope.certificate_info.known_verified(header, envelope.signature):
+            continue
         certificate = certificates.setdefault(envelope.certificate, envelope.certificate)
-        jobs.append((certificate, bytes(envelope.header(chain_id)), envelope.signature))
+        jobs.append((certificate, header, envelope.signature))
     if not pool.accepts(len(jobs)):
         return SignatureVerdicts((), None)
     return SignatureVerdicts(jobs, pool.submit(signature_verdict, jobs))

@@ -249,11 +249,14 @@ def try_envelope(
 
 def decode_envelope(data: bytes) -> tuple[PostForkBlock | None, InvalidBlock | None]:
     """As :func:`try_envelope`, without the epoch and signature checks (the costly
-    part, which a batch runs last)."""
+    part, which a batch runs last). Bytes without the codec version ``0`` in front are no
+    envelope (a pre-fork block's bytes): ``(None, None)`` at once, nothing raised."""
+    if data[:2] != b"\0\0":
+        return None, None
     try:
         decoded = decode_block(data)
     except InvalidBlock as error:
-        return None, (error if data[:2] == b"\0\0" else None)
+        return None, error
     if isinstance(decoded, OptionBlock):
         return None, InvalidBlock(
             "option blocks follow oracle blocks, which no inner VM of this stack builds"

@@ -54,9 +54,14 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 from google.protobuf import empty_pb2
-from google.protobuf.message import Message
+from google.protobuf.message import DecodeError, Message
 
-from vmstack.batching import AncestorBudget, check_block_id, check_parse_batch
+from vmstack.batching import (
+    CONTAINER_LEN_OVERHEAD,
+    AncestorBudget,
+    check_block_id,
+    check_parse_batch,
+)
 from vmstack.clock import Clock
 from vmstack.describe import LayerInfo, StackDescription
 from vmstack.errors import BlockNotFound, InvalidBlock, VMStackError, VMUnavailable
@@ -75,6 +80,7 @@ from vmstack.wrappers.rpc.protocol import (
     trailing_error,
 )
 from vmstack.wrappers.rpc.remote import RemoteBlock, RoundTrips
+from vmstack.wrappers.rpc.wire import decode_repeated_bytes, encode_repeated_bytes
 
 if TYPE_CHECKING:
     from vmstack.cchain.types import Transaction
@@ -161,11 +167,11 @@ class VMClient:
                 ("grpc.max_send_message_length", MAX_REQUEST_SIZE),
             ],
         )
-        self._stubs: dict[str, Callable[..., Message]] = {
+        # Serialized here, not by gRPC: the batched calls build and read their messages in
+        # one go (vmstack.wrappers.rpc.wire), the others through the protobuf runtime.
+        self._stubs: dict[str, Callable[..., bytes]] = {
             name: self._channel.unary_unary(
-                method.path,
-                request_serializer=method.request.SerializeToString,
-                response_deserializer=method.response.FromString,
+                method.path, request_serializer=None, response_deserializer=None
             )
             for name, method in METHODS.items()
         }
@@ -232,12 +238,28 @@ class VMClient:
         self, method: str, request: Message, metadata: Iterable[tuple[str, str | bytes]] = ()
     ) -> tuple[Message, Exception | None]:
         """The response and the typed error a vmstack server sent in band with it."""
+        answer, in_band = self._exchange(method, request.SerializeToString(), metadata)
+        try:
+            response = METHODS[method].response.FromString(answer)
+        except DecodeError:
+            raise self._broken(
+                method,
+                f"an answer is a {METHODS[method].response.__name__}",
+                "bytes that do not decode",
+            ) from None
+        return response, in_band
+
+    def _exchange(
+        self, method: str, request: bytes, metadata: Iterable[tuple[str, str | bytes]] = ()
+    ) -> tuple[bytes, Exception | None]:
+        """One round trip of the serialized ``request``: the serialized response and the
+        typed error a vmstack server sent in band with it."""
         if self._closed:
             raise VMUnavailable(f"the client of {self._address} is closed")
         sent: list[tuple[str, str | bytes]] = [*self._metadata, *metadata]
         if self._clock is not None:
             sent.append((NOW_METADATA_KEY, repr(float(self._clock()))))
-        size = request.ByteSize()
+        size = len(request)
         if size > MAX_REQUEST_SIZE:
             raise ValueError(
                 f"{method} request of {size} bytes is over the "
@@ -492,25 +514,37 @@ class VMClient:
         nanoseconds = (
             _INT64_MAX if max_retrieval_time * 1e9 >= _INT64_MAX else int(max_retrieval_time * 1e9)
         )
-        response = self.call(
-            "GetAncestors",
-            vm_pb2.GetAncestorsRequest(
-                blk_id=_wire_id(block_id),
-                max_blocks_num=max_blocks_num,
-                max_blocks_size=max_blocks_size,
-                max_blocks_retrival_time=nanoseconds,
-            ),
+        request = vm_pb2.GetAncestorsRequest(
+            blk_id=_wire_id(block_id),
+            max_blocks_num=max_blocks_num,
+            max_blocks_size=max_blocks_size,
+            max_blocks_retrival_time=nanoseconds,
         )
-        assert isinstance(response, vm_pb2.GetAncestorsResponse)
-        blocks = list(response.blks_bytes)
-        for data in blocks:
-            if not budget.admit(data):
+        answer, _ = self._exchange("GetAncestors", request.SerializeToString())
+        blocks = decode_repeated_bytes(answer)
+        if blocks is None:  # not laid out as protobuf runtimes write it: read it as one
+            try:
+                blocks = list(vm_pb2.GetAncestorsResponse.FromString(answer).blks_bytes)
+            except DecodeError:
                 raise self._broken(
                     "GetAncestors",
-                    "rule 4: the budget",
-                    f"{len(blocks)} blocks of {sum(map(len, blocks))} bytes for "
-                    f"max_blocks_num={max_blocks_num}, max_blocks_size={max_blocks_size}",
-                )
+                    "an answer is a GetAncestorsResponse",
+                    "bytes that do not decode",
+                ) from None
+        # The budget's admission rule, for the whole answer at once: the first block is
+        # always in; the others within the count and, every block's length and overhead
+        # summed, within the size.
+        count = len(blocks)
+        if count > 1 and (
+            count > budget.max_blocks_num
+            or sum(map(len, blocks)) + count * CONTAINER_LEN_OVERHEAD > budget.max_blocks_size
+        ):
+            raise self._broken(
+                "GetAncestors",
+                "rule 4: the budget",
+                f"{count} blocks of {sum(map(len, blocks))} bytes for "
+                f"max_blocks_num={max_blocks_num}, max_blocks_size={max_blocks_size}",
+            )
         return blocks
 
     def batched_parse_block(self, blocks: Sequence[bytes]) -> list[RemoteBlock]:
@@ -518,23 +552,36 @@ class VMClient:
         if not batch:
             return []
         try:
-            response = self.call(
-                "BatchedParseBlock", vm_pb2.BatchedParseBlockRequest(request=batch)
-            )
+            # BatchedParseBlockRequest(request=batch), serialized in one join.
+            answer, _ = self._exchange("BatchedParseBlock", encode_repeated_bytes(batch))
         except InvalidBlock as error:
             self._check_batch_failure(error, len(batch))
             raise
-        assert isinstance(response, vm_pb2.BatchedParseBlockResponse)
-        if len(response.response) != len(batch):
+        try:
+            response = vm_pb2.BatchedParseBlockResponse.FromString(answer)
+        except DecodeError:
+            raise self._broken(
+                "BatchedParseBlock",
+                "an answer is a BatchedParseBlockResponse",
+                "bytes that do not decode",
+            ) from None
+        facts = response.response
+        if len(facts) != len(batch):
             raise self._broken(
                 "BatchedParseBlock",
                 "rule 7: one block per element, in input order",
-                f"{len(response.response)} blocks for {len(batch)}",
+                f"{len(facts)} blocks for {len(batch)}",
             )
-        return [
-            self._remote("BatchedParseBlock", facts.id, facts, data)
-            for facts, data in zip(response.response, batch, strict=True)
-        ]
+        remote: list[RemoteBlock] = []
+        append = remote.append
+        for fact, data in zip(facts, batch, strict=True):
+            block_id, parent_id = fact.id, fact.parent_id
+            if len(block_id) != _ID_LENGTH or len(parent_id) != _ID_LENGTH:
+                self._remote("BatchedParseBlock", block_id, fact, data)  # raises, naming it
+            append(
+                RemoteBlock(self, block_id, parent_id, fact.height, fact.timestamp.seconds, data)
+            )
+        return remote
 
     # --- the server itself --------------------------------------------------------------
 

@@ -15,6 +15,12 @@ Standard error (what a node logs of its plugin) says where the plugin listens, w
 process ID and protocol version, and every call it refuses, with the refusal's type and
 message; WaitForEvent calls never take the threads Health and Shutdown are answered on.
 
+The plugin's transactions travel over the node's network: ``AppGossip`` and ``AppRequest``
+carry them into the mempool, and those submitted to the plugin are pushed through the node's
+``appsender`` service at the ``server_addr`` of its ``Initialize``
+(:mod:`vmstack.wrappers.rpc.app_gossip`; a gossip message the plugin drops is a refusal on
+standard error too).
+
 The node stops a plugin with ``Shutdown``, then SIGTERM: after ``Shutdown`` the plugin
 closes what the builder gave it to close and exits at once (status 0). A SIGTERM (or SIGINT)
 without ``Shutdown`` gives the node :data:`TERMINATION_GRACE` seconds to send it; then the
@@ -154,6 +160,7 @@ def run(
         require_token=False,
         initializer=lambda request: builder(request, closing),
         on_shutdown=done.set,
+        app_gossip=True,
         on_refusal=lambda method, error: _say(
             err, f"vmstack plugin: {method} refused: {type(error).__name__}: {error}"
         ),

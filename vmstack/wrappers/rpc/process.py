@@ -3,7 +3,11 @@
 :func:`spawn` starts ``vmstack serve`` over the LMDB store in a data directory, reads the
 child's handshake line from its standard output (``vmstack-serve 45 ADDRESS PID``, 45 the
 RPC chain VM protocol version it serves), and yields a connected
-:class:`~vmstack.wrappers.rpc.VMClient`. The child holds the read end of a pipe on its
+:class:`~vmstack.wrappers.rpc.VMClient`. The protocol version is a setting, as for the
+plugin: ``vmstack serve`` serves the one :data:`~vmstack.wrappers.rpc.plugin.
+PROTOCOL_VARIABLE` names in its environment (45 when unset, or 46), and ``spawn(...,
+protocol_version=46)`` sets it for its child, holds the handshake to it and gives it to
+the client. The child holds the read end of a pipe on its
 standard input; it stops serving and closes its store when that pipe closes, which happens
 when ``spawn``'s block ends and also when the parent dies in any way (a SIGKILL included),
 so no served process outlives its parent.
@@ -38,18 +42,18 @@ from vmstack.clock import Clock, SimClock
 from vmstack.errors import VMUnavailable
 from vmstack.wrappers.rpc.client import VMClient
 from vmstack.wrappers.rpc.local import create_token_file, make_private_dir
-from vmstack.wrappers.rpc.protocol import PROTOCOL_VERSION
+from vmstack.wrappers.rpc.plugin import PROTOCOL_VARIABLE
+from vmstack.wrappers.rpc.protocol import PROTOCOL_VERSION, check_protocol_version
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
     from vmstack.interfaces import ChainVM
 
-__all__ = ["HANDSHAKE", "STACK_OPTIONS", "serve_vm", "spawn"]
+__all__ = ["HANDSHAKE", "STACK_OPTIONS", "serve_vm", "served_protocol_version", "spawn"]
 
 #: The first word of the child's first line of output.
 HANDSHAKE = "vmstack-serve"
-_PROTOCOL_VERSION = str(PROTOCOL_VERSION)
 
 #: The ``build_stack`` options ``spawn`` passes to the child, and their option names.
 STACK_OPTIONS: Mapping[str, str] = {
@@ -111,8 +115,27 @@ def _command(
     return command
 
 
-def _read_handshake(process: subprocess.Popen[bytes], timeout: float) -> str:
-    """The address from the child's handshake line, or ``VMUnavailable``."""
+def served_protocol_version(
+    protocol_version: int | str | None = None, environ: Mapping[str, str] | None = None
+) -> int:
+    """The protocol version a served VM speaks: ``protocol_version`` when given, else the
+    one :data:`~vmstack.wrappers.rpc.plugin.PROTOCOL_VARIABLE` names in ``environ`` (the
+    process's environment by default; 45 when unset); ``ValueError`` for one this boundary
+    does not speak."""
+    if protocol_version is not None:
+        return check_protocol_version(protocol_version)
+    text = (os.environ if environ is None else environ).get(PROTOCOL_VARIABLE)
+    if text is None:
+        return PROTOCOL_VERSION
+    try:
+        return check_protocol_version(text)
+    except ValueError as error:
+        raise ValueError(f"{PROTOCOL_VARIABLE}: {error}") from None
+
+
+def _read_handshake(process: subprocess.Popen[bytes], timeout: float, version: int) -> str:
+    """The address from the child's handshake line (of protocol ``version``), or
+    ``VMUnavailable``."""
     assert process.stdout is not None
     deadline = time.monotonic() + timeout
     line = b""
@@ -127,7 +150,7 @@ def _read_handshake(process: subprocess.Popen[bytes], timeout: float) -> str:
                 raise VMUnavailable("vmstack serve exited before its handshake")
             line += chunk
     words = line.decode(errors="replace").split()
-    if len(words) != 4 or words[0] != HANDSHAKE or words[1] != _PROTOCOL_VERSION:
+    if len(words) != 4 or words[0] != HANDSHAKE or words[1] != str(version):
         raise VMUnavailable(f"vmstack serve gave a malformed handshake: {line[:200]!r}")
     return words[2]
 
@@ -164,6 +187,7 @@ def spawn(
     address: str | None = None,
     clock: Clock | None = None,
     readonly: bool = False,
+    protocol_version: int = PROTOCOL_VERSION,
     **stack_options: Any,
 ) -> Iterator[VMClient]:
     """Serve the stack over the LMDB store in ``data_dir`` from a child process.
@@ -176,8 +200,10 @@ def spawn(
     the child stops (its store closed cleanly); a child that does not start within
     ``startup_timeout`` seconds is killed and ``VMUnavailable`` raised with what it said.
     On a TCP ``address`` the child and the client share a fresh token (see the module's
-    docstring).
+    docstring). ``protocol_version`` (45 or 46) is the RPC chain VM protocol version the
+    child serves and the client speaks.
     """
+    version = check_protocol_version(protocol_version)
     with contextlib.ExitStack() as cleanup:
         token_file = None
         if address is not None and not address.startswith("unix:"):
@@ -186,7 +212,7 @@ def spawn(
             token_file = private_dir / "token"
             create_token_file(token_file)
         command = _command(Path(data_dir), address, clock, readonly, stack_options, token_file)
-        yield from _run_child(command, timeout, startup_timeout, clock, token_file)
+        yield from _run_child(command, timeout, startup_timeout, clock, token_file, version)
 
 
 def _run_child(
@@ -195,6 +221,7 @@ def _run_child(
     startup_timeout: float,
     clock: Clock | None,
     token_file: Path | None,
+    version: int,
 ) -> Iterator[VMClient]:
     with tempfile.TemporaryFile(prefix="vmstack-serve-") as log:
         process = subprocess.Popen(
@@ -203,14 +230,21 @@ def _run_child(
             stdout=subprocess.PIPE,
             stderr=log,
             start_new_session=True,
+            env={**os.environ, PROTOCOL_VARIABLE: str(version)},
         )
         try:
             try:
-                served_at = _read_handshake(process, startup_timeout)
+                served_at = _read_handshake(process, startup_timeout, version)
             except VMUnavailable as error:
                 _stop(process, 1.0)
                 raise VMUnavailable(f"{error}{_stderr_tail(log)}") from None
-            client = VMClient(served_at, timeout=timeout, clock=clock, token_file=token_file)
+            client = VMClient(
+                served_at,
+                timeout=timeout,
+                clock=clock,
+                token_file=token_file,
+                protocol_version=version,
+            )
             client.pid = process.pid
             try:
                 yield client
@@ -230,6 +264,7 @@ def serve_vm(
     out: IO[str] = sys.stdout,
     stop_on_stdin_close: bool = True,
     token_file: Path | None = None,
+    protocol_version: int | None = None,
 ) -> None:
     """Serve the ready ``vm`` (built over ``source``, which the log line names) until
     stopped: the serving side of :func:`spawn`, which ``vmstack serve`` runs
@@ -239,6 +274,10 @@ def serve_vm(
     served beside the VM, ``token_file`` the token every call must present (see
     :class:`~vmstack.wrappers.rpc.VMServer`); on TCP without one the server makes its own
     and says where on standard error.
+
+    ``protocol_version`` is the RPC chain VM protocol version the handshake names (by
+    default :func:`served_protocol_version`'s: the environment's, else 45; ``ValueError``
+    before anything is served for one this boundary does not speak).
 
     Prints the handshake line on ``out`` once serving, then waits: for its standard input
     to close (when ``stop_on_stdin_close``, as under :func:`spawn`), for a client's
@@ -250,13 +289,12 @@ def serve_vm(
     from vmstack.describe import describe_stack
     from vmstack.wrappers.rpc.server import VMServer
 
+    version = served_protocol_version(protocol_version)
     stopped = threading.Event()
     with VMServer(
         vm, address=address, clock=clock, registry=registry, token_file=token_file
     ) as server:
-        print(
-            f"{HANDSHAKE} {_PROTOCOL_VERSION} {server.address} {os.getpid()}", file=out, flush=True
-        )
+        print(f"{HANDSHAKE} {version} {server.address} {os.getpid()}", file=out, flush=True)
         layers = " > ".join(layer.label for layer in describe_stack(vm))
         print(
             f"vmstack serve: serving {layers} from {source} at {server.address}; "

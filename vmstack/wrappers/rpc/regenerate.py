@@ -8,6 +8,7 @@ descriptor with the one its ``.proto`` compiles to and fails when they differ.
 
 The files: ``vm.proto`` (avalanchego's ``vm.VM``), ``runtime.proto`` (``vm.runtime``),
 ``metrics.proto`` (Prometheus's ``io.prometheus.client``, which ``vm.proto`` imports),
+``appsender.proto`` (avalanchego's ``appsender.AppSender``, which a plugin calls on the node),
 ``vmstack.proto`` (vmstack's extras) and ``vmstack/gossip/sdk.proto`` (avalanchego's
 ``sdk`` gossip messages, beside the gossip package that uses them).
 """
@@ -28,6 +29,7 @@ PROTOS = (
     "vmstack/wrappers/rpc/metrics.proto",
     "vmstack/wrappers/rpc/vm.proto",
     "vmstack/wrappers/rpc/runtime.proto",
+    "vmstack/wrappers/rpc/appsender.proto",
     "vmstack/wrappers/rpc/vmstack.proto",
     "vmstack/gossip/sdk.proto",
 )

@@ -9,7 +9,9 @@ VM can do: the server runs the engine helpers (:func:`vmstack.get_ancestors`,
 :func:`vmstack.batched_parse_block`) against its VM, so a VM that cannot batch falls back on
 the server's side of the boundary, not across it. The rest answer as a plugin without the
 feature: state sync is ``ERROR_STATE_SYNC_NOT_IMPLEMENTED``, App* messages and
-Connected/Disconnected are taken and dropped, CreateHandlers serves none, WaitForEvent answers
+Connected/Disconnected are taken and dropped (unless the server is built with ``app_gossip``
+and the node's Initialize names its appsender: then they carry transaction gossip,
+:mod:`vmstack.wrappers.rpc.app_gossip`), CreateHandlers serves none, WaitForEvent answers
 ``MESSAGE_BUILD_BLOCK`` once the mempool holds a transaction (or when the call is cancelled,
 nothing). ``grpc.health.v1.Health`` answers ``SERVING`` beside it, and vmstack's ``Extras``
 (Describe, served metrics, SubmitTransactions) for a client that knows them.
@@ -17,10 +19,11 @@ nothing). ``grpc.health.v1.Health`` answers ``SERVING`` beside it, and vmstack's
 A failed call is a gRPC status with the error's message (what an avalanchego client reads),
 and vmstack's typed error in its trailing metadata (see :mod:`vmstack.wrappers.rpc.protocol`).
 
-The server keeps the blocks it has handed out and not yet seen decided, under the digest of
-the bytes the caller holds, so ``verify``, ``accept`` and ``reject`` reach the very block
-object the served VM returned for those bytes, as they would in process, and a block with
-the same ID and another body (a peer's) never takes its place. A decision that names only
+The server keeps the blocks it has handed out and not yet seen decided, under the bytes
+the caller holds (a decision names them by their SHA-256 digest), so ``verify``,
+``accept`` and ``reject`` reach the very block object the served VM returned for those
+bytes, as they would in process, and a block with the same ID and another body (a peer's)
+never takes its place. A decision that names only
 an ID (avalanchego's client sends no digest) reaches the block last verified under that ID,
 as ``vm_server.go``'s verified blocks do, else the latest handed out under it. What it keeps
 is bounded by bytes (:data:`HANDED_OUT_BYTES`, least recently handed out first to go;
@@ -40,6 +43,7 @@ server holds is an error, never shared.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -69,6 +73,7 @@ from vmstack.errors import (
 from vmstack.interfaces import Block, ChainVM
 from vmstack.submission import submit_transactions
 from vmstack.wrappers.rpc import vm_pb2, vmstack_pb2
+from vmstack.wrappers.rpc.app_gossip import app_handlers
 from vmstack.wrappers.rpc.handed import HANDED_OUT_BYTES, HandedOut
 from vmstack.wrappers.rpc.local import (
     TokenCheck,
@@ -89,9 +94,16 @@ from vmstack.wrappers.rpc.protocol import (
     wire_error_of,
 )
 from vmstack.wrappers.rpc.waiting import MAX_WAITERS, Waiters
+from vmstack.wrappers.rpc.wire import (
+    block_facts,
+    encode_parse_block_responses,
+    encode_repeated_bytes,
+)
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
+
+    from vmstack.wrappers.rpc.app_gossip import PluginGossip
 
 __all__ = [
     "Initializer",
@@ -123,11 +135,26 @@ class _Call:
         self.in_band_error: BaseException | None = None
 
 
-_Handler = Callable[[Message, _Call], Message]
+#: A handler answers a message, or its serialization when it builds that in one go
+#: (:mod:`vmstack.wrappers.rpc.wire`).
+_Handler = Callable[[Message, _Call], "Message | bytes"]
 
 
 def _timestamp(seconds: int) -> Timestamp:
     return Timestamp(seconds=seconds)
+
+
+@functools.cache
+def _served_version() -> str:
+    """``vmstack/VERSION``, the installed package's version read once (the metadata lookup
+    takes milliseconds)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        number = version("vmstack")
+    except PackageNotFoundError:
+        number = "unknown"
+    return f"vmstack/{number}"
 
 
 class VMServer:
@@ -143,6 +170,10 @@ class VMServer:
     ``vm`` may be ``None`` with an ``initializer``: the VM is then built by the first
     ``Initialize`` call (the plugin); calls before it are refused. ``on_shutdown`` runs after
     a ``Shutdown`` call has closed the stack (:attr:`shut_down` is set either way).
+    ``app_gossip`` true: an ``Initialize`` that names the node's appsender (``server_addr``)
+    starts the served stack's transaction gossip over it
+    (:class:`~vmstack.wrappers.rpc.app_gossip.PluginGossip`, :attr:`gossip`): the App*
+    messages and Connected/Disconnected reach it, and SubmitTransactions queues for push.
 
     ``token_file`` is the file of the token every call must present (created, mode 0600,
     if it does not exist; an existing one must be 0600). A TCP server requires one unless
@@ -165,6 +196,7 @@ class VMServer:
         on_shutdown: Callable[[], None] | None = None,
         require_token: bool = True,
         on_refusal: RefusalLog | None = None,
+        app_gossip: bool = False,
     ) -> None:
         if (
             isinstance(handed_out_bytes, bool)
@@ -180,6 +212,8 @@ class VMServer:
         self._initializer = initializer
         self._on_shutdown = on_shutdown
         self._on_refusal = on_refusal
+        self._app_gossip = app_gossip
+        self._gossip: PluginGossip | None = None
         self._clock = clock
         self._registry = registry
         self._lock = threading.Lock()
@@ -270,19 +304,13 @@ class VMServer:
         self._server.start()
 
     def _handler_table(self) -> dict[str, _Handler]:
-        taken = self._taken
         return {
             "Initialize": self._initialize,
             "SetState": self._set_state,
             "Shutdown": self._shutdown,
             "CreateHandlers": self._create_handlers,
             "NewHTTPHandler": lambda request, call: vm_pb2.NewHTTPHandlerResponse(),
-            "Connected": taken,
-            "Disconnected": taken,
-            "AppRequest": taken,
-            "AppRequestFailed": taken,
-            "AppResponse": taken,
-            "AppGossip": taken,
+            **app_handlers(lambda: self._gossip),
             "BuildBlock": self._build_block,
             "ParseBlock": self._parse_block,
             "GetBlock": self._get_block,
@@ -346,6 +374,7 @@ class VMServer:
         if self._closed:
             return
         self._closed = True
+        self._stop_gossip()
         self._server.stop(grace).wait()
         self._remove_private_dir()
 
@@ -410,11 +439,13 @@ class VMServer:
         message = decode_request(spec, request)
         now = caller_time(method, call.metadata)
         if method in _UNLOCKED:
-            return self._handlers[method](message, call).SerializeToString()
-        with self._lock:
-            if now is not None and self._clock is not None and now > self._clock():
-                self._clock.advance(now - self._clock())
-            return self._handlers[method](message, call).SerializeToString()
+            answer = self._handlers[method](message, call)
+        else:
+            with self._lock:
+                if now is not None and self._clock is not None and now > self._clock():
+                    self._clock.advance(now - self._clock())
+                answer = self._handlers[method](message, call)
+        return answer if isinstance(answer, bytes) else answer.SerializeToString()
 
     # --- handlers -----------------------------------------------------------------------
 
@@ -441,6 +472,13 @@ class VMServer:
             self._vm, registry = self._initializer(request)
             if registry is not None:
                 self._registry = registry
+        if self._app_gossip and request.server_addr and self._gossip is None:
+            from vmstack.wrappers.rpc.app_gossip import PluginGossip
+
+            self._gossip = PluginGossip(
+                self._vm, request.server_addr, lock=self._lock, on_refusal=self._on_refusal
+            )
+            self._gossip.start()
         return vm_pb2.InitializeResponse(**self._last_accepted_fields())
 
     def _set_state(self, request: Message, call: _Call) -> Message:
@@ -456,7 +494,21 @@ class VMServer:
         with self._lock:
             self._shutdown(empty_pb2.Empty(), _Call({}))
 
+    @property
+    def gossip(self) -> PluginGossip | None:
+        """The served stack's transaction gossip over the node's appsender; ``None`` until
+        an ``Initialize`` names it (or without ``app_gossip``)."""
+        return self._gossip
+
+    def _stop_gossip(self) -> None:
+        gossip, self._gossip = self._gossip, None
+        if gossip is not None:
+            gossip.close()
+
     def _shutdown(self, request: Message, call: _Call) -> Message:
+        if self._gossip is not None:
+            # The cycle takes the lock this call holds: it is stopped without waiting.
+            self._gossip.close(timeout=0)
         if self._vm is not None and not self.shut_down.is_set():
             close_stack(self._vm)
         self.shut_down.set()
@@ -466,10 +518,6 @@ class VMServer:
 
     def _create_handlers(self, request: Message, call: _Call) -> Message:
         return vm_pb2.CreateHandlersResponse()
-
-    @staticmethod
-    def _taken(request: Message, call: _Call) -> Message:
-        return empty_pb2.Empty()
 
     @staticmethod
     def _no_state_sync(response: type[Message]) -> _Handler:
@@ -492,7 +540,8 @@ class VMServer:
 
     def _parse_block(self, request: Message, call: _Call) -> Message:
         assert isinstance(request, vm_pb2.ParseBlockRequest)
-        block = self._handed.keep(self._served().parse_block(request.bytes), request.bytes)
+        data = request.bytes  # one bytes object, kept with the block that holds it
+        block = self._handed.keep(self._served().parse_block(data), data)
         return vm_pb2.ParseBlockResponse(**self._block_facts(block))
 
     def _get_block(self, request: Message, call: _Call) -> Message:
@@ -525,12 +574,12 @@ class VMServer:
 
     def _block_verify(self, request: Message, call: _Call) -> Message:
         assert isinstance(request, vm_pb2.BlockVerifyRequest)
-        digest = block_digest(request.bytes)
-        kept = self._handed.get(digest)
+        data = request.bytes
+        kept = self._handed.get(data)
         if kept is not None:
             block = kept
         else:
-            block = self._handed.keep(self._served().parse_block(request.bytes), request.bytes)
+            block = self._handed.keep(self._served().parse_block(data), data)
         verify_with_context = getattr(block, "verify_with_context", None)
         if request.HasField("p_chain_height") and callable(verify_with_context):
             verify_with_context(request.p_chain_height)
@@ -538,7 +587,7 @@ class VMServer:
             block.verify()
         # A decision that names only the ID reaches this block (vm_server.go's
         # verifiedBlocks), whatever was parsed under the ID since.
-        self._handed.verified(block, digest)
+        self._handed.verified(block, data)
         return vm_pb2.BlockVerifyResponse(timestamp=_timestamp(block.timestamp))
 
     def _decide(self, block_id: bytes, call: _Call, decision: Callable[[Block], None]) -> Message:
@@ -547,12 +596,18 @@ class VMServer:
             raise MalformedRequest(
                 "a decision names its block's bytes by their 32-byte SHA-256 digest"
             )
+        found: tuple[Block, bytes] | None = None
         if digest is None:
-            digest = self._handed.digest_for(block_id)
-        kept = None if digest is None else self._handed.get(digest)
-        if kept is not None and kept.id == block_id:
-            block = kept
+            data = self._handed.data_for(block_id)
+            kept = None if data is None else self._handed.get(data)
+            if kept is not None and data is not None:
+                found = kept, data
         else:
+            found = self._handed.find(block_id, digest)
+        if found is not None and found[0].id == block_id:
+            block, data = found
+        else:
+            data = None
             block = self._served().get_block(block_id)
             if digest is not None and block_digest(bytes(block)) != digest:
                 raise InvalidBlock(
@@ -560,8 +615,8 @@ class VMServer:
                     "has other bytes than the caller's (verify those first)"
                 )
         decision(block)
-        if digest is not None:
-            self._handed.forget(digest)
+        if data is not None:
+            self._handed.forget(data)
         return empty_pb2.Empty()
 
     def _block_accept(self, request: Message, call: _Call) -> Message:
@@ -572,7 +627,7 @@ class VMServer:
         assert isinstance(request, vm_pb2.BlockRejectRequest)
         return self._decide(request.id, call, lambda block: block.reject())
 
-    def _get_ancestors(self, request: Message, call: _Call) -> Message:
+    def _get_ancestors(self, request: Message, call: _Call) -> bytes:
         assert isinstance(request, vm_pb2.GetAncestorsRequest)
         # The fallback walk's budget runs on the stack's clock (the server's, else the one
         # the served stack's layers measure with), as in process: never on wall time under
@@ -586,18 +641,17 @@ class VMServer:
             max_retrieval_time=request.max_blocks_retrival_time / 1e9,
             clock=clock,
         )
-        return vm_pb2.GetAncestorsResponse(blks_bytes=blocks)
+        # GetAncestorsResponse(blks_bytes=blocks), serialized in one join.
+        return encode_repeated_bytes(blocks)
 
-    def _batched_parse_block(self, request: Message, call: _Call) -> Message:
+    def _batched_parse_block(self, request: Message, call: _Call) -> bytes:
         assert isinstance(request, vm_pb2.BatchedParseBlockRequest)
         batch = list(request.request)
         parsed: Sequence[Block] = batching.batched_parse_block(self._served(), batch)
-        return vm_pb2.BatchedParseBlockResponse(
-            response=[
-                vm_pb2.ParseBlockResponse(**self._block_facts(self._handed.keep(block, data)))
-                for block, data in zip(parsed, batch, strict=True)
-            ]
-        )
+        facts = block_facts(parsed)  # read once: a layered block's facts cost a call each
+        self._handed.keep_batch(parsed, batch, [fact[0] for fact in facts])
+        # BatchedParseBlockResponse of each block's facts, serialized in one go.
+        return encode_parse_block_responses(facts)
 
     def _health(self, request: Message, call: _Call) -> Message:
         serving = "nothing yet" if self._vm is None else type(self._vm).__name__
@@ -605,13 +659,7 @@ class VMServer:
         return vm_pb2.HealthResponse(details=json.dumps(details).encode())
 
     def _version(self, request: Message, call: _Call) -> Message:
-        from importlib.metadata import PackageNotFoundError, version
-
-        try:
-            number = version("vmstack")
-        except PackageNotFoundError:
-            number = "unknown"
-        return vm_pb2.VersionResponse(version=f"vmstack/{number}")
+        return vm_pb2.VersionResponse(version=_served_version())
 
     def _gather(self, request: Message, call: _Call) -> Message:
         from vmstack.wrappers.rpc.gather import metric_families
@@ -629,7 +677,10 @@ class VMServer:
                 transactions.append(decode_transaction(data))
             except ValueError as error:
                 raise InvalidTransaction(f"transaction {index} does not decode: {error}") from None
-        queued = submit_transactions(self._served(), transactions)
+        if self._gossip is not None:
+            queued = self._gossip.submit(transactions)
+        else:
+            queued = submit_transactions(self._served(), transactions)
         return vmstack_pb2.SubmitTransactionsResponse(queued=queued)
 
     def _describe(self, request: Message, call: _Call) -> Message:

@@ -1,0 +1,39 @@
+"""The boundary bench's floor: a bare gRPC server in another process answering the
+pre-built response; and its sides timed in turn."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import grpc
+
+from vmstack.benchmarks.boundary import _alternated, _bare_server
+from vmstack.wrappers.rpc import vm_pb2
+
+
+def test_the_bare_server_answers_the_prebuilt_response_over_a_unix_socket(
+    tmp_path: Path,
+) -> None:
+    request = vm_pb2.BatchedParseBlockRequest(request=[b"a" * 100, b"b" * 50])
+    response = vm_pb2.BatchedParseBlockResponse(
+        response=[vm_pb2.ParseBlockResponse(id=b"i" * 32, parent_id=b"p" * 32, height=7)]
+    )
+    calls = {"BatchedParseBlock-2": (request, response)}
+    with (
+        _bare_server(tmp_path / "bare", calls) as address,
+        grpc.insecure_channel(address) as channel,
+    ):
+        assert address.startswith("unix:")
+        stub = channel.unary_unary(
+            "/vmstack.bench.Bare/BatchedParseBlock-2",
+            request_serializer=vm_pb2.BatchedParseBlockRequest.SerializeToString,
+            response_deserializer=vm_pb2.BatchedParseBlockResponse.FromString,
+        )
+        assert stub(request, timeout=30) == response
+
+
+def test_sides_are_timed_in_turn_round_by_round() -> None:
+    order: list[str] = []
+    rounds = _alternated((lambda: order.append("a"), lambda: order.append("b")), repeat=3, number=2)
+    assert order == ["a", "b"] + ["a", "a", "b", "b"] * 3
+    assert [len(times) for times in rounds] == [3, 3]
