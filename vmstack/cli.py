@@ -194,6 +194,23 @@ def _parser() -> argparse.ArgumentParser:
         help="the network's validator weights, drawn from the seed: equal, "
         "or skewed (Pareto, shape 1.16) (default: equal)",
     )
+    simulate.add_argument(
+        "--consensus",
+        choices=("snowman", "coordinator"),
+        help="what decides a network's blocks: every node's Snowman engine, or the "
+        "coordinator (a block is final once built) (default: coordinator)",
+    )
+    simulate.add_argument("--k", type=positive_int, metavar="K", help="Snowman's sample size")
+    simulate.add_argument(
+        "--alpha", type=positive_int, metavar="A", help="Snowman's alpha (both alphas)"
+    )
+    simulate.add_argument("--beta", type=positive_int, metavar="B", help="Snowman's beta")
+    simulate.add_argument(
+        "--partition",
+        metavar="FRACTION@START-END",
+        help="cut the nodes holding FRACTION of the stake off from the others between "
+        "those simulated seconds (with --consensus snowman)",
+    )
     simulate.add_argument("--json", type=Path, metavar="FILE", help="write every figure here")
     simulate.add_argument(
         "--plot",
@@ -516,6 +533,9 @@ def _simulate(args: argparse.Namespace, console: Console) -> int:
     _check_data_dir(args.data_dir)
     if args.stake is not None:
         raise ValueError("--stake applies to a network (--nodes N other than 2, or --engine)")
+    for flag in ("consensus", "k", "alpha", "beta", "partition"):
+        if getattr(args, flag, None) is not None:
+            raise ValueError(f"--{flag} applies to a network (--nodes N other than 2, or --engine)")
     if args.tx_rate is not None:
         raise ValueError("--tx-rate applies to a network (--nodes N other than 2, or --engine)")
     config = SimulationConfig(

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from vmstack.sim.costs import REFERENCE_COSTS, CostModel
+from vmstack.sim.network.consensus import consensus_options
 from vmstack.sim.network.engines import make_engine
 from vmstack.sim.network.records import NetworkSimulationConfig
 from vmstack.sim.network.report import (
@@ -54,6 +55,7 @@ def simulate_network_from_args(
         seed=args.seed,
         stake=args.stake or "equal",
         node_store=args.node_store or "auto",
+        **consensus_options(args),
         tx_rate=args.tx_rate or 0.0,
     )
     engine = make_engine(args.engine or "local", address=args.ray_address, workers=args.workers)

@@ -41,6 +41,7 @@ from vmstack.errors import BlockNotFound, InvalidBlock, InvalidTransaction, Stor
 from vmstack.interfaces import Block, ChainVM, find_layer
 from vmstack.sim.chain import chain_transactions
 from vmstack.sim.network.gossip_node import GOSSIP_METHODS, NodeGossip
+from vmstack.sim.network.node_consensus import CONSENSUS_METHODS, NodeConsensus
 from vmstack.sim.network.stake import HISTORY_PCHAIN_HEIGHT, LIVE_PCHAIN_HEIGHT, StakeSchedule
 from vmstack.stack import build_stack
 from vmstack.store import KeyValueStore, LMDBStore, MemoryStore
@@ -78,6 +79,7 @@ NODE_METHODS = frozenset(
         "build",
     }
     | GOSSIP_METHODS
+    | CONSENSUS_METHODS
 )
 
 
@@ -201,7 +203,7 @@ class Call:
             raise ValueError(f"a node has no method {self.method!r}")
 
 
-class NodeServer(NodeGossip):
+class NodeServer(NodeGossip, NodeConsensus):
     """One node: its stack over its own store, on its own simulated clock. An LMDB store
     (``spec.store == "lmdb"``) lives in ``directory`` (a private temporary directory when
     ``None``; committed without fsync), and :meth:`close` removes the directory if

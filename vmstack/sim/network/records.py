@@ -13,6 +13,7 @@ import math
 import attrs
 
 from vmstack.batching import DEFAULT_MAX_BLOCKS_NUM
+from vmstack.consensus.parameters import DEFAULT_PARAMETERS, Parameters
 from vmstack.defaults import DEFAULT_CHAIN_ID
 from vmstack.sim.costs import CostModel
 from vmstack.sim.links import NetworkConfig
@@ -86,6 +87,11 @@ class NetworkSimulationConfig:
     max_events: int = 10_000_000
     stake: str = "equal"
     node_store: str = "auto"
+    consensus: str = "coordinator"
+    k: int | None = None
+    alpha: int | None = None
+    beta: int | None = None
+    partition: tuple[float, float, float] | None = None
     tx_rate: float = 0.0
 
     def __attrs_post_init__(self) -> None:
@@ -115,6 +121,7 @@ class NetworkSimulationConfig:
             )
         if self.stake not in STAKE_KINDS:
             raise ValueError(f"stake is one of {STAKE_KINDS}, not {self.stake!r}")
+        check_consensus(self)
         if not (self.tx_rate >= 0 and math.isfinite(self.tx_rate)):
             raise ValueError(f"tx_rate must be a finite rate of 0 or more, got {self.tx_rate}")
         if self.max_attempts < 1 or self.max_events < 1:
@@ -144,6 +151,21 @@ class NetworkSimulationConfig:
         if self.node_store != "auto":
             return self.node_store
         return "lmdb" if lmdb_nodes_fit(self.nodes) else "memory"
+
+    def consensus_parameters(self) -> Parameters:
+        """The Snowman parameters of the run: the defaults with ``k``, both alphas
+        (``alpha``) and ``beta`` replaced where given (with ``concurrent_repolls`` at most
+        ``beta``, as the parameters require)."""
+        changes: dict[str, int] = {}
+        if self.k is not None:
+            changes["k"] = self.k
+        if self.alpha is not None:
+            changes["alpha_preference"] = self.alpha
+            changes["alpha_confidence"] = self.alpha
+        if self.beta is not None:
+            changes["beta"] = self.beta
+            changes["concurrent_repolls"] = min(DEFAULT_PARAMETERS.concurrent_repolls, self.beta)
+        return attrs.evolve(DEFAULT_PARAMETERS, **changes)
 
     def as_dict(self) -> dict[str, object]:
         data = attrs.asdict(self)
@@ -193,6 +215,9 @@ class NodeResult:
     blocks_built: int = 0
     slots_missed: int = 0
     heights: list[tuple[float, int]] = attrs.field(factory=list)
+    accepted_count: int = 0
+    rejected_count: int = 0
+    accepted_ids: list[str] = attrs.field(factory=list)
 
     @property
     def crashed(self) -> bool:
@@ -204,6 +229,54 @@ class NodeResult:
         data["timeline"] = [list(point) for point in self.timeline]
         data["heights"] = [list(point) for point in self.heights]
         return data
+
+
+#: Runs of at most this many nodes list every node's accepted block IDs in the JSON.
+MAX_NODES_WITH_ACCEPTED_IDS = 64
+
+#: What decides blocks in a network run (``NetworkSimulationConfig.consensus``).
+CONSENSUS_ENGINES = ("snowman", "coordinator")
+
+
+def check_consensus(config: NetworkSimulationConfig) -> None:
+    """Refuse (``ValueError``) a consensus engine, parameters or partition that cannot
+    run: parameters are checked as the engine's ``Parameters.verify`` does."""
+    if config.consensus not in CONSENSUS_ENGINES:
+        raise ValueError(f"consensus is one of {CONSENSUS_ENGINES}, not {config.consensus!r}")
+    if config.consensus == "coordinator":
+        if (config.k, config.alpha, config.beta, config.partition) != (None,) * 4:
+            raise ValueError("--k, --alpha, --beta and --partition need --consensus snowman")
+        return
+    if config.tx_rate:
+        raise ValueError("--tx-rate runs with --consensus coordinator only, not snowman")
+    config.consensus_parameters().verify()
+    if config.partition is not None:
+        fraction, start, end = config.partition
+        if not (0 < fraction < 1 and 0 <= start < end):
+            raise ValueError(
+                f"a partition is FRACTION@START-END with 0 < FRACTION < 1 and "
+                f"0 <= START < END, got {fraction:g}@{start:g}-{end:g}"
+            )
+
+
+def parse_partition(text: str) -> tuple[float, float, float]:
+    """``FRACTION@START-END`` (a share of stake, simulated seconds from the run's start)
+    as a tuple; ``ValueError`` naming the expected form otherwise."""
+    try:
+        fraction_text, span = text.split("@", 1)
+        start_text, end_text = span.split("-", 1)
+        partition = (float(fraction_text), float(start_text), float(end_text))
+    except ValueError:
+        raise ValueError(
+            f"--partition is FRACTION@START-END (as 0.3@10-60), not {text!r}"
+        ) from None
+    fraction, start, end = partition
+    if not (0 < fraction < 1 and 0 <= start < end):
+        raise ValueError(
+            f"--partition is FRACTION@START-END with 0 < FRACTION < 1 and 0 <= START < END, "
+            f"not {text!r}"
+        )
+    return partition
 
 
 #: Why an expected proposer loses its slot.
@@ -261,9 +334,11 @@ class NetworkReport:
     ``transactions`` how many the first ``blocks`` blocks hold (a block holds what its gas
     limit pays for, which may be fewer than ``txs_per_block``). ``slots`` is what the
     proposer windows did (:class:`SlotRecord`); ``memory_by_place`` the peaks by host and
-    by actor (:meth:`~vmstack.sim.network.engines.Engine.memory_by_place`); ``gossip`` the
-    transaction gossip figures of a run with a ``tx_rate`` (``simulated.gossip``,
-    :mod:`vmstack.sim.network.gossip_run`)."""
+    by actor (:meth:`~vmstack.sim.network.engines.Engine.memory_by_place`). ``consensus``
+    and ``safety`` are what decided the blocks (docs/network-consensus.md names the
+    fields); ``finality_samples`` every finality time of a Snowman run (for its plot);
+    ``gossip`` the transaction gossip figures of a run with a ``tx_rate``
+    (``simulated.gossip``, :mod:`vmstack.sim.network.gossip_run`)."""
 
     config: NetworkSimulationConfig
     costs: CostModel
@@ -277,13 +352,22 @@ class NetworkReport:
     slots: SlotRecord = attrs.field(factory=lambda: SlotRecord())
     memory_by_place: dict[str, object] = attrs.field(factory=dict)
     gossip: dict[str, object] | None = None
+    consensus: dict[str, object] = attrs.field(factory=dict)
+    safety: dict[str, object] = attrs.field(factory=dict)
+    finality_samples: tuple[float, ...] = ()
 
     def as_dict(self) -> dict[str, object]:
+        nodes = [node.as_dict() for node in self.nodes]
+        if len(nodes) > MAX_NODES_WITH_ACCEPTED_IDS:
+            for node in nodes:
+                node.pop("accepted_ids", None)
         simulated: dict[str, object] = {
-            "nodes": [node.as_dict() for node in self.nodes],
+            "nodes": nodes,
             "totals": self.totals,
             "transactions": self.transactions,
             "slots": self.slots.as_dict(),
+            "consensus": self.consensus,
+            "safety": self.safety,
         }
         if self.gossip is not None:
             simulated["gossip"] = self.gossip

@@ -125,6 +125,9 @@ def print_network_report(report: NetworkReport, console: Console) -> None:
     summary.add_row("setup wall s (measured)", f"{report.setup_wall_seconds:.2f}")
     summary.add_row("run wall s (measured)", f"{report.run_wall_seconds:.2f}")
     console.print(summary)
+    from vmstack.sim.network.consensus import print_consensus_summary
+
+    print_consensus_summary(report, console)
     if report.gossip is not None:
         _print_gossip(report.gossip, console)
 
@@ -303,3 +306,7 @@ def write_network_plot(report: NetworkReport, path: Path) -> None:
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     pyplot.close(figure)
+    if report.consensus.get("engine") == "snowman":
+        from vmstack.sim.network.consensus import finality_plot_path, write_finality_plot
+
+        write_finality_plot(report, finality_plot_path(path))

@@ -362,7 +362,10 @@ def simulate_network(
             "a stake schedule given to a run has its nodes' NodeIDs and Durango "
             "time (StakeSchedule.with_weights of the drawn one)"
         )
+    from vmstack.sim.network.consensus import refuse_on_engine
+
     try:
+        refuse_on_engine(engine.name, config.consensus)
         engine.start(_specs(config, stake))
         first = _answer(
             engine.run(
@@ -394,9 +397,15 @@ def simulate_network(
         tips = [first] + [_answer(tip, "importing the chain") for tip in imports]
         setup_wall = time.perf_counter() - setup_started
         run_started = time.perf_counter()
-        network = NetworkRun(config, engine, costs=costs, observe=observe, batch=batch, stake=stake)
+        from vmstack.sim.network.consensus import SnowmanNetworkRun, consensus_figures
+
+        run_class = SnowmanNetworkRun if config.consensus == "snowman" else NetworkRun
+        network = run_class(config, engine, costs=costs, observe=observe, batch=batch, stake=stake)
         network.start(tips)
         network.run()
+        if isinstance(network, SnowmanNetworkRun):
+            network.finish()
+        decided, safety = consensus_figures(network)
         gossip = network.gossip_report() if config.tx_rate else None
         run_wall = time.perf_counter() - run_started
         return NetworkReport(
@@ -411,6 +420,9 @@ def simulate_network(
             transactions=transactions,
             slots=network.slots,
             memory_by_place=engine.memory_by_place(),
+            consensus=decided,
+            safety=safety,
+            finality_samples=tuple(getattr(network, "finality", ())),
             gossip=gossip,
         )
     finally:
