@@ -30,6 +30,9 @@ import sys
 from vmstack.cchain import CChainVM
 from vmstack.errors import StoreCorrupted
 from vmstack.store import LMDBStore
+if len(sys.argv) > 2:  # a bound on the whole-tree check, to take the big store's path
+    import vmstack.cchain.vm
+    vmstack.cchain.vm.WHOLE_TREE_CHECK_BOUND = int(sys.argv[2])
 try:
     CChainVM(LMDBStore(sys.argv[1], readonly=True))
     print("opened")
@@ -109,9 +112,12 @@ def damaged_copy(store: Path, to: Path, number: int, at: int, blob: bytes) -> Pa
     return to
 
 
-def open_in_child(path: Path) -> str:
+def open_in_child(path: Path, whole_tree_bound: int | None = None) -> str:
+    """What a read-only VM opening ``path`` in a child says (with ``whole_tree_bound`` in
+    place of the VM's bound on the data file whose whole tree it checks, when given)."""
+    bound = [] if whole_tree_bound is None else [str(whole_tree_bound)]
     child = subprocess.run(
-        [sys.executable, "-c", _OPEN_VM_IN_CHILD, str(path)],
+        [sys.executable, "-c", _OPEN_VM_IN_CHILD, str(path), *bound],
         capture_output=True,
         text=True,
         timeout=DEADLINE,
@@ -180,3 +186,22 @@ def test_a_damaged_bookkeeping_page_header_is_store_corrupted_never_sigabrt(
         assert said.startswith("StoreCorrupted: "), said
         assert f"{path / DATA_FILE}: page {number} " in said
         shutil.rmtree(path)
+
+
+@pytest.mark.slow
+def test_over_the_whole_tree_bound_the_pointer_leaf_is_still_checked(
+    chain_store: Path, tmp_path: Path
+) -> None:
+    """With the bound on the whole-tree check below the data file's size (the path a big
+    store takes), the leaf holding the last accepted pointer made a branch's with no node
+    is still refused naming the page, before liblmdb reads it; the sound store opens."""
+    assert open_in_child(chain_store, whole_tree_bound=0) == "opened"
+    data = (chain_store / DATA_FILE).read_bytes()
+    pointer = rawdb.Schema(b"").last_accepted_key()
+    live = live_leaves(data)
+    (number,) = [n for n, keys in leaf_keys(data).items() if n in live and pointer in keys]
+    at, blob = DAMAGES[0]
+    path = damaged_copy(chain_store, tmp_path / "big", number, at, blob)
+    said = open_in_child(path, whole_tree_bound=0)
+    assert said.startswith("StoreCorrupted: "), said
+    assert f"{path / DATA_FILE}: page {number} " in said
