@@ -1,4 +1,5 @@
-"""A damaged page under the account state the C-chain VM scans when it opens is
+"""A damaged page the C-chain VM reads when it opens (under the account state it scans, or
+holding its format record, head pointers, canonical entries and other bookkeeping) is
 StoreCorrupted naming the data file and the page, never liblmdb's SIGABRT."""
 
 from __future__ import annotations
@@ -20,12 +21,18 @@ from vmstack.store.lmdb.files import DATA_FILE
 #: Seconds a child opening a damaged store may take before the test fails.
 DEADLINE = 60.0
 PAGE = 4096
+#: Overwrites of a page header: the flags made a branch's with no node (what made liblmdb
+#: abort in mdb_page_search_root); flags, lower and upper zeroed; the page number.
+DAMAGES = ((8, b"\x00\x00\x01\x00\x10\x00\x00\x0f"), (8, bytes(8)), (0, b"\xff" * 8))
 
 _OPEN_VM_IN_CHILD = """
 import sys
 from vmstack.cchain import CChainVM
 from vmstack.errors import StoreCorrupted
 from vmstack.store import LMDBStore
+if len(sys.argv) > 2:  # a bound on the whole-tree check, to take the big store's path
+    import vmstack.cchain.vm
+    vmstack.cchain.vm.WHOLE_TREE_CHECK_BOUND = int(sys.argv[2])
 try:
     CChainVM(LMDBStore(sys.argv[1], readonly=True))
     print("opened")
@@ -46,27 +53,71 @@ def chain_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def account_leaves(data: bytes) -> list[int]:
-    """The live leaf pages holding account keys (a page naming itself, leaf flags)."""
-    prefix = rawdb.Schema(b"").account_prefix()
-    found = []
+def leaf_keys(data: bytes) -> dict[int, list[bytes]]:
+    """The keys of each leaf page in ``data`` (a page naming itself, leaf flags; a page
+    no longer in the tree may be among them)."""
+    found = {}
     for number in range(2, len(data) // PAGE):
         page = data[number * PAGE : (number + 1) * PAGE]
         pgno, _, flags, lower, _ = struct.unpack_from("@NHHHH", page)
         if pgno != number or flags != 0x02:
             continue
+        keys = []
         for index in range((lower - 16) // 2):
             (at,) = struct.unpack_from("@H", page, 16 + 2 * index)
             (size,) = struct.unpack_from("@H", page, at + 6)
-            if page[at + 8 : at + 8 + size].startswith(prefix):
-                found.append(number)
-                break
+            keys.append(page[at + 8 : at + 8 + size])
+        found[number] = keys
     return found
 
 
-def open_in_child(path: Path) -> str:
+def live_leaves(data: bytes) -> set[int]:
+    """The leaf pages the main tree of the newer meta page reaches (LMDB 0.9's meta: the
+    main database's depth and root at fields 14 and 19, the transaction id last)."""
+    meta = struct.Struct("@IIPN" + "IHHNNNNN" * 2 + "NN")
+    metas = [meta.unpack_from(data, number * PAGE + 16) for number in (0, 1)]
+    newest = max(metas, key=lambda fields: fields[-1])
+    found: set[int] = set()
+
+    def walk(number: int, depth: int) -> None:
+        if depth == 1:
+            found.add(number)
+            return
+        _, _, _, lower, _ = struct.unpack_from("@NHHHH", data, number * PAGE)
+        for index in range((lower - 16) // 2):
+            (at,) = struct.unpack_from("@H", data, number * PAGE + 16 + 2 * index)
+            lo, hi, flags = struct.unpack_from("@HHH", data, number * PAGE + at)
+            walk(lo | hi << 16 | flags << 32, depth - 1)
+
+    walk(newest[19], newest[14])
+    return found
+
+
+def account_leaves(data: bytes) -> list[int]:
+    """The leaf pages holding account keys."""
+    prefix = rawdb.Schema(b"").account_prefix()
+    return [
+        number
+        for number, keys in leaf_keys(data).items()
+        if any(key.startswith(prefix) for key in keys)
+    ]
+
+
+def damaged_copy(store: Path, to: Path, number: int, at: int, blob: bytes) -> Path:
+    """A copy of ``store`` with ``blob`` written at byte ``at`` of page ``number``."""
+    shutil.copytree(store, to)
+    with (to / DATA_FILE).open("r+b") as out:
+        out.seek(number * PAGE + at)
+        out.write(blob)
+    return to
+
+
+def open_in_child(path: Path, whole_tree_bound: int | None = None) -> str:
+    """What a read-only VM opening ``path`` in a child says (with ``whole_tree_bound`` in
+    place of the VM's bound on the data file whose whole tree it checks, when given)."""
+    bound = [] if whole_tree_bound is None else [str(whole_tree_bound)]
     child = subprocess.run(
-        [sys.executable, "-c", _OPEN_VM_IN_CHILD, str(path)],
+        [sys.executable, "-c", _OPEN_VM_IN_CHILD, str(path), *bound],
         capture_output=True,
         text=True,
         timeout=DEADLINE,
@@ -90,12 +141,67 @@ def test_a_damaged_account_page_header_is_store_corrupted_never_sigabrt(
     assert len(leaves) >= 3
     picked = [leaves[1], leaves[len(leaves) // 2]]  # leaves of account keys only
     for number in picked:
-        for at, blob in ((8, bytes(8)), (8, b"\x00\x00\x01\x00\x10\x00\x00\x0f"), (0, b"\xff" * 8)):
-            path = tmp_path / f"p{number}-{at}-{blob[2]}"
-            shutil.copytree(chain_store, path)
-            with (path / DATA_FILE).open("r+b") as out:
-                out.seek(number * PAGE + at)
-                out.write(blob)
+        for at, blob in DAMAGES:
+            path = damaged_copy(
+                chain_store, tmp_path / f"p{number}-{at}-{blob[2]}", number, at, blob
+            )
             said = open_in_child(path)
             assert said.startswith("StoreCorrupted: "), said
             assert f"{path / DATA_FILE}: page {number} " in said
+
+
+@pytest.mark.slow
+def test_a_damaged_bookkeeping_page_header_is_store_corrupted_never_sigabrt(
+    chain_store: Path, tmp_path: Path
+) -> None:
+    """The leaf holding the last accepted pointer, damaged each way, is refused naming
+    the file and that page; every other leaf holding a key that is not an account's (the
+    format record, canonical entries, headers, bodies, receipts...: what the open reads
+    before it scans the accounts, or after; each leaf of the tree, not a freed copy)
+    made a branch's with no node is refused naming that page too, never a signal."""
+    data = (chain_store / DATA_FILE).read_bytes()
+    schema = rawdb.Schema(b"")
+    live = live_leaves(data)
+    leaves = {number: keys for number, keys in leaf_keys(data).items() if number in live}
+    pointer_leaves = [n for n, keys in leaves.items() if schema.last_accepted_key() in keys]
+    others = [
+        number
+        for number, keys in leaves.items()
+        if number not in pointer_leaves
+        and not all(key.startswith(schema.account_prefix()) for key in keys)
+    ]
+    assert len(pointer_leaves) == 1 and len(others) >= 5
+    for number in pointer_leaves:
+        for at, blob in DAMAGES:
+            path = damaged_copy(
+                chain_store, tmp_path / f"h{number}-{at}-{blob[2]}", number, at, blob
+            )
+            said = open_in_child(path)
+            assert said.startswith("StoreCorrupted: "), said
+            assert f"{path / DATA_FILE}: page {number} " in said
+    for number in others:
+        at, blob = DAMAGES[0]
+        path = damaged_copy(chain_store, tmp_path / f"o{number}", number, at, blob)
+        said = open_in_child(path)
+        assert said.startswith("StoreCorrupted: "), said
+        assert f"{path / DATA_FILE}: page {number} " in said
+        shutil.rmtree(path)
+
+
+@pytest.mark.slow
+def test_over_the_whole_tree_bound_the_pointer_leaf_is_still_checked(
+    chain_store: Path, tmp_path: Path
+) -> None:
+    """With the bound on the whole-tree check below the data file's size (the path a big
+    store takes), the leaf holding the last accepted pointer made a branch's with no node
+    is still refused naming the page, before liblmdb reads it; the sound store opens."""
+    assert open_in_child(chain_store, whole_tree_bound=0) == "opened"
+    data = (chain_store / DATA_FILE).read_bytes()
+    pointer = rawdb.Schema(b"").last_accepted_key()
+    live = live_leaves(data)
+    (number,) = [n for n, keys in leaf_keys(data).items() if n in live and pointer in keys]
+    at, blob = DAMAGES[0]
+    path = damaged_copy(chain_store, tmp_path / "big", number, at, blob)
+    said = open_in_child(path, whole_tree_bound=0)
+    assert said.startswith("StoreCorrupted: "), said
+    assert f"{path / DATA_FILE}: page {number} " in said

@@ -10,6 +10,7 @@ remap or a close never pulls the map from under a reader.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
@@ -137,6 +138,18 @@ class LMDBSnapshot:
             raise StoreClosed("the snapshot is used outside its with-block")
         try:
             check_range_pages(self._store.path, self._txn.id(), prefix)
+        except OSError as exc:
+            raise StoreError(
+                f"cannot read the LMDB data file of {self._store.path}: {exc}"
+            ) from exc
+
+    def data_size(self) -> int:
+        """The size in bytes of the store's LMDB data file (what bounds the cost of
+        ``check_pages(b"")``, which walks every page of the main tree)."""
+        from vmstack.store.lmdb.files import DATA_FILE
+
+        try:
+            return os.path.getsize(os.path.join(self._store.path, DATA_FILE))
         except OSError as exc:
             raise StoreError(
                 f"cannot read the LMDB data file of {self._store.path}: {exc}"
