@@ -203,19 +203,25 @@ def test_a_bad_config_is_a_status_with_the_reason(node: Node, tmp_path: Path) ->
     assert node.process.wait(30) == 0
 
 
-def test_the_plugin_without_a_runtime_address_says_so(tmp_path: Path) -> None:
-    environment = {
-        name: value for name, value in os.environ.items() if name != ENGINE_ADDRESS_VARIABLE
-    }
-    result = subprocess.run(
+def _run_plugin(environment: dict[str, str], folder: Path) -> subprocess.CompletedProcess[bytes]:
+    """``vmstack plugin`` run to its end in ``folder`` with ``environment`` (standard input
+    closed, its output captured), 60 seconds at most."""
+    return subprocess.run(
         [sys.executable, "-m", "vmstack", "plugin"],
         stdin=subprocess.DEVNULL,
         capture_output=True,
         env=environment,
-        cwd=tmp_path,
+        cwd=folder,
         timeout=60,
         check=False,
     )
+
+
+def test_the_plugin_without_a_runtime_address_says_so(tmp_path: Path) -> None:
+    environment = {
+        name: value for name, value in os.environ.items() if name != ENGINE_ADDRESS_VARIABLE
+    }
+    result = _run_plugin(environment, tmp_path)
     assert result.returncode == 2
     assert ENGINE_ADDRESS_VARIABLE.encode() in result.stderr
 
@@ -347,15 +353,7 @@ def test_the_plugin_announces_the_protocol_version_it_is_set_to(
 
 def test_a_protocol_version_it_does_not_speak_is_refused(tmp_path: Path) -> None:
     environment = {**os.environ, ENGINE_ADDRESS_VARIABLE: "127.0.0.1:1", PROTOCOL_VARIABLE: "47"}
-    result = subprocess.run(
-        [sys.executable, "-m", "vmstack", "plugin"],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        env=environment,
-        cwd=tmp_path,
-        timeout=60,
-        check=False,
-    )
+    result = _run_plugin(environment, tmp_path)
     assert result.returncode == 2
     assert b"45, 46, got '47'" in result.stderr
 
