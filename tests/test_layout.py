@@ -113,6 +113,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "vmstack.submission",
             "vmstack.parsepool",
             "vmstack.verifycache",
+            "vmstack.lazy",
         ),
     ),
     ("the store", ("vmstack.store",)),

@@ -4,7 +4,6 @@ batched or one event at a time, and on Ray as on the local engine."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import attrs
@@ -87,16 +86,6 @@ def test_percentile_is_nearest_rank() -> None:
     assert percentile([], 0.5) is None
     assert percentile([3.0, 1.0, 2.0], 0.5) == 2.0
     assert percentile([float(n) for n in range(1, 11)], 0.9) == 9.0
-
-
-@pytest.fixture(scope="module")
-def ray_session() -> Iterator[Any]:
-    ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        yield ray
-    finally:
-        ray.shutdown()
 
 
 @pytest.mark.slow

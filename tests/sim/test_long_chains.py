@@ -4,7 +4,6 @@ length), and a builder whose slice overlaps what the chain holds drops it and bu
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -79,17 +78,6 @@ def test_a_builder_drops_what_its_chain_already_holds_and_builds(tmp_path: Path)
         assert node.transactions(config.blocks + 1) == 4 * 3 + 3
     finally:
         node.close()
-
-
-@pytest.fixture(scope="module")
-def ray_session() -> Iterator[Any]:
-    """One local Ray for the Ray runs here."""
-    ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        yield ray
-    finally:
-        ray.shutdown()
 
 
 def _long_run(blocks: int, engine: Any) -> None:

@@ -10,7 +10,6 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -101,17 +100,6 @@ def test_a_listener_that_is_not_ray_is_one_line_within_the_join_bound() -> None:
     )
     # The bound holds: Ray's own join would retry for 20 s and more.
     assert waited < 15
-
-
-@pytest.fixture(scope="module")
-def ray_session() -> Iterator[Any]:
-    """One local Ray for every test here (starting one costs seconds)."""
-    ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        yield ray
-    finally:
-        ray.shutdown()
 
 
 def test_ray_engine_gives_the_local_engine_figures(ray_session: Any) -> None:

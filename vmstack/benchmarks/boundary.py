@@ -58,7 +58,7 @@ from vmstack.batching import (
     serial_get_ancestors,
     serial_parse_block,
 )
-from vmstack.benchmarks import Comparison, calls_filling
+from vmstack.benchmarks import Comparison, alternated_medians, calls_filling
 from vmstack.benchmarks.parse import BATCH_SIZES
 from vmstack.cchain.generate import generate_chain
 from vmstack.cchain.vm import CChainVM
@@ -106,32 +106,14 @@ _GRPC_OPTIONS = [
 ]
 
 
-def _alternated(
-    operations: Sequence[Callable[[], object]], *, repeat: int, number: int
-) -> list[list[float]]:
-    """Per operation, the seconds of one call in each of ``repeat`` rounds (``number``
-    calls a round), the operations taking turns round by round (one warm-up call each)."""
-    for operation in operations:
-        operation()
-    rounds: list[list[float]] = [[] for _ in operations]
-    for _ in range(repeat):
-        for operation, times in zip(operations, rounds, strict=True):
-            start = time.perf_counter()
-            for _ in range(number):
-                operation()
-            times.append((time.perf_counter() - start) / number)
-    return rounds
-
-
 def _medians(
     operations: Sequence[Callable[[], object]], *, repeat: int, budget: float
 ) -> list[float]:
-    """The median seconds of each operation, timed alternately in rounds of about
-    ``budget`` seconds of the slowest."""
+    """The median seconds of one call of each operation, timed by
+    :func:`~vmstack.benchmarks.alternated_medians` in rounds of about ``budget`` seconds of
+    the slowest."""
     number = min(calls_filling(operation, budget) for operation in operations)
-    return [
-        statistics.median(times) for times in _alternated(operations, repeat=repeat, number=number)
-    ]
+    return alternated_medians(operations, repeat=repeat, number=number)
 
 
 def _generate(data_dir: Path, blocks: int, txs_per_block: int) -> list[bytes]:

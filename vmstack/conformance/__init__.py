@@ -20,6 +20,7 @@ from vmstack.conformance.doubles import (
     MemoryVM,
     memory_vm,
 )
+from vmstack.lazy import load_lazily
 
 if TYPE_CHECKING:
     from vmstack.conformance.contracts import (
@@ -76,8 +77,4 @@ _KIT_NAMES = {
 
 
 def __getattr__(name: str) -> object:
-    if name in _KIT_NAMES:
-        import importlib
-
-        return getattr(importlib.import_module(_KIT_NAMES[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return load_lazily(__name__, _KIT_NAMES, name)

@@ -60,26 +60,38 @@ class ReceiveStatistics:
 
 
 def _receive(
+    lock: threading.Lock,
     statistics: ReceiveStatistics,
     marshaller: Marshaller[T],
     add: Callable[[T], None],
-    gossip: list[bytes],
+    parse: Callable[[bytes], list[bytes]],
+    message: bytes,
 ) -> None:
-    statistics.messages += 1
-    for data in gossip:
-        statistics.items += 1
-        statistics.item_bytes += len(data)
-        try:
-            item = marshaller.unmarshal(data)
-        except ValueError:
+    """The items of ``message`` (as ``parse`` reads it) unmarshalled and added, each
+    counted in ``statistics`` under ``lock``; a message that does not parse is counted as
+    unreadable and dropped."""
+    try:
+        gossip = parse(message)
+    except MalformedRequest:
+        with lock:
             statistics.unreadable += 1
-            continue
-        try:
-            add(item)
-        except ValueError:
-            statistics.refused += 1
-            continue
-        statistics.added += 1
+        return
+    with lock:
+        statistics.messages += 1
+        for data in gossip:
+            statistics.items += 1
+            statistics.item_bytes += len(data)
+            try:
+                item = marshaller.unmarshal(data)
+            except ValueError:
+                statistics.unreadable += 1
+                continue
+            try:
+                add(item)
+            except ValueError:
+                statistics.refused += 1
+                continue
+            statistics.added += 1
 
 
 class PullGossiper(Generic[T]):
@@ -122,14 +134,14 @@ class PullGossiper(Generic[T]):
     def handle_response(self, node_id: bytes, response: bytes) -> None:
         """Add the items of a peer's ``PullGossipResponse`` to the set; a response that
         does not parse is counted as unreadable and dropped."""
-        try:
-            gossip = parse_pull_response(response)
-        except MalformedRequest:
-            with self._lock:
-                self.statistics.unreadable += 1
-            return
-        with self._lock:
-            _receive(self.statistics, self._marshaller, self._set.add, gossip)
+        _receive(
+            self._lock,
+            self.statistics,
+            self._marshaller,
+            self._set.add,
+            parse_pull_response,
+            response,
+        )
 
 
 class GossipHandler(Generic[T]):
@@ -192,14 +204,9 @@ class GossipHandler(Generic[T]):
     def app_gossip(self, message: bytes) -> None:
         """Add the items of an unprefixed ``PushGossip`` to the set; a message that does
         not parse is counted as unreadable and dropped."""
-        try:
-            gossip = parse_push_gossip(message)
-        except MalformedRequest:
-            with self._lock:
-                self.statistics.unreadable += 1
-            return
-        with self._lock:
-            _receive(self.statistics, self._marshaller, self._set.add, gossip)
+        _receive(
+            self._lock, self.statistics, self._marshaller, self._set.add, parse_push_gossip, message
+        )
 
 
 class GossipRouter:

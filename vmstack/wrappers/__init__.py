@@ -10,8 +10,9 @@ wraps every block, and a subclass overrides one hook, ``intercept``. ``ProposerV
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from vmstack.lazy import load_lazily
 
 if TYPE_CHECKING:
     from vmstack.layers import WrappedBlock
@@ -37,12 +38,7 @@ _MODULE_OF = {
 
 
 def __getattr__(name: str) -> Any:
-    module = _MODULE_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+    return load_lazily(__name__, _MODULE_OF, name)
 
 
 __all__ = [

@@ -18,7 +18,8 @@ import pytest
 from google.protobuf import empty_pb2
 from google.protobuf.message import Message
 
-from tests.wrappers.rpc.test_plugin import GENESIS, Node, start_node
+from tests.wrappers.rpc.node_side import CHAIN_ID, GENESIS
+from tests.wrappers.rpc.test_plugin import Node, start_node
 from vmstack.cchain import DEV_KEYS, DynamicFeeTx
 from vmstack.gossip import (
     BloomFilter,
@@ -37,7 +38,6 @@ from vmstack.wrappers.rpc.app_gossip import APP_ERROR_UNEXPECTED
 
 pytestmark = pytest.mark.slow
 
-CHAIN_ID = 43_112
 #: Seconds any wait of these tests may take.
 DEADLINE = 30.0
 PEER = bytes(range(20))

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import grpc
 
-from vmstack.benchmarks.boundary import _alternated, _bare_server
+from vmstack.benchmarks import alternated_medians
+from vmstack.benchmarks.boundary import _bare_server
 from vmstack.wrappers.rpc import vm_pb2
 
 
@@ -33,7 +34,12 @@ def test_the_bare_server_answers_the_prebuilt_response_over_a_unix_socket(
 
 
 def test_sides_are_timed_in_turn_round_by_round() -> None:
+    # The crossing rows' timing: one warm-up call each, then rounds of ``number`` calls a
+    # side, the sides' order reversed every other round.
     order: list[str] = []
-    rounds = _alternated((lambda: order.append("a"), lambda: order.append("b")), repeat=3, number=2)
-    assert order == ["a", "b"] + ["a", "a", "b", "b"] * 3
-    assert [len(times) for times in rounds] == [3, 3]
+    medians = alternated_medians(
+        (lambda: order.append("a"), lambda: order.append("b")), repeat=3, number=2
+    )
+    warm_up, forward, backward = ["a", "b"], ["a", "a", "b", "b"], ["b", "b", "a", "a"]
+    assert order == [*warm_up, *forward, *backward, *forward]
+    assert len(medians) == 2 and all(seconds >= 0 for seconds in medians)

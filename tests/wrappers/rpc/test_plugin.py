@@ -10,10 +10,8 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import attrs
@@ -24,9 +22,9 @@ from google.protobuf.message import Message
 from grpc_health.v1 import health_pb2
 
 from tests.processes import wait_ended
-from vmstack.cchain.genesis import DEV_BALANCE, dev_addresses
+from tests.wrappers.rpc.node_side import GENESIS, Runtime, call_vm
 from vmstack.errors import VMUnavailable
-from vmstack.wrappers.rpc import PROTOCOL_VERSION, VMClient, runtime_pb2, start_plugin, vm_pb2
+from vmstack.wrappers.rpc import PROTOCOL_VERSION, VMClient, start_plugin, vm_pb2
 from vmstack.wrappers.rpc.plugin import (
     ENGINE_ADDRESS_VARIABLE,
     PROTOCOL_VARIABLE,
@@ -34,42 +32,6 @@ from vmstack.wrappers.rpc.plugin import (
 )
 
 pytestmark = pytest.mark.slow
-
-CHAIN_ID = 43_112
-GENESIS = json.dumps(
-    {
-        "config": {"chainId": CHAIN_ID},
-        "alloc": {address.hex(): {"balance": hex(DEV_BALANCE)} for address in dev_addresses()},
-        "gasLimit": hex(15_000_000),
-        "timestamp": "0x0",
-    }
-).encode()
-
-
-class Runtime:
-    """The node's runtime service: records the one Initialize a plugin sends."""
-
-    def __init__(self) -> None:
-        self.handshake: runtime_pb2.InitializeRequest | None = None
-        self.received = threading.Event()
-        self.server = grpc.server(ThreadPoolExecutor(max_workers=2))
-        handler = grpc.unary_unary_rpc_method_handler(
-            self._initialize,
-            request_deserializer=runtime_pb2.InitializeRequest.FromString,
-            response_serializer=empty_pb2.Empty.SerializeToString,
-        )
-        self.server.add_generic_rpc_handlers(
-            (grpc.method_handlers_generic_handler("vm.runtime.Runtime", {"Initialize": handler}),)
-        )
-        self.port = self.server.add_insecure_port("127.0.0.1:0")
-        self.server.start()
-
-    def _initialize(
-        self, request: runtime_pb2.InitializeRequest, context: grpc.ServicerContext
-    ) -> empty_pb2.Empty:
-        self.handshake = request
-        self.received.set()
-        return empty_pb2.Empty()
 
 
 @attrs.define
@@ -82,13 +44,7 @@ class Node:
     protocol_version: int
 
     def call(self, method: str, request: Message, response: type[Message]) -> Message:
-        stub = self.channel.unary_unary(
-            f"/vm.VM/{method}",
-            request_serializer=type(request).SerializeToString,
-            response_deserializer=response.FromString,
-        )
-        answer: Message = stub(request, timeout=30)
-        return answer
+        return call_vm(self.channel, method, request, response)
 
 
 @contextlib.contextmanager
@@ -247,19 +203,25 @@ def test_a_bad_config_is_a_status_with_the_reason(node: Node, tmp_path: Path) ->
     assert node.process.wait(30) == 0
 
 
-def test_the_plugin_without_a_runtime_address_says_so(tmp_path: Path) -> None:
-    environment = {
-        name: value for name, value in os.environ.items() if name != ENGINE_ADDRESS_VARIABLE
-    }
-    result = subprocess.run(
+def _run_plugin(environment: dict[str, str], folder: Path) -> subprocess.CompletedProcess[bytes]:
+    """``vmstack plugin`` run to its end in ``folder`` with ``environment`` (standard input
+    closed, its output captured), 60 seconds at most."""
+    return subprocess.run(
         [sys.executable, "-m", "vmstack", "plugin"],
         stdin=subprocess.DEVNULL,
         capture_output=True,
         env=environment,
-        cwd=tmp_path,
+        cwd=folder,
         timeout=60,
         check=False,
     )
+
+
+def test_the_plugin_without_a_runtime_address_says_so(tmp_path: Path) -> None:
+    environment = {
+        name: value for name, value in os.environ.items() if name != ENGINE_ADDRESS_VARIABLE
+    }
+    result = _run_plugin(environment, tmp_path)
     assert result.returncode == 2
     assert ENGINE_ADDRESS_VARIABLE.encode() in result.stderr
 
@@ -391,15 +353,7 @@ def test_the_plugin_announces_the_protocol_version_it_is_set_to(
 
 def test_a_protocol_version_it_does_not_speak_is_refused(tmp_path: Path) -> None:
     environment = {**os.environ, ENGINE_ADDRESS_VARIABLE: "127.0.0.1:1", PROTOCOL_VARIABLE: "47"}
-    result = subprocess.run(
-        [sys.executable, "-m", "vmstack", "plugin"],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        env=environment,
-        cwd=tmp_path,
-        timeout=60,
-        check=False,
-    )
+    result = _run_plugin(environment, tmp_path)
     assert result.returncode == 2
     assert b"45, 46, got '47'" in result.stderr
 

@@ -10,10 +10,8 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
@@ -23,9 +21,9 @@ import pytest
 from google.protobuf import empty_pb2
 from google.protobuf.message import Message
 
-from vmstack.cchain.genesis import DEV_BALANCE, dev_addresses
+from tests.wrappers.rpc.node_side import GENESIS, Runtime, call_vm
 from vmstack.wrappers.proposer.block import PostForkBlock, build_unsigned
-from vmstack.wrappers.rpc import PROTOCOL_VERSION, runtime_pb2, vm_pb2
+from vmstack.wrappers.rpc import PROTOCOL_VERSION, vm_pb2
 from vmstack.wrappers.rpc.plugin import ENGINE_ADDRESS_VARIABLE
 
 pytestmark = pytest.mark.slow
@@ -35,42 +33,6 @@ pytestmark = pytest.mark.slow
 CONFIG = json.dumps({"transition_time": 1, "fork_time": 1}).encode()
 
 
-GENESIS = json.dumps(
-    {
-        "config": {"chainId": 43_112},
-        "alloc": {address.hex(): {"balance": hex(DEV_BALANCE)} for address in dev_addresses()},
-        "gasLimit": hex(15_000_000),
-        "timestamp": "0x0",
-    }
-).encode()
-
-
-class Runtime:
-    """The node's runtime service: records the one Initialize a plugin sends."""
-
-    def __init__(self) -> None:
-        self.handshake: runtime_pb2.InitializeRequest | None = None
-        self.received = threading.Event()
-        self.server = grpc.server(ThreadPoolExecutor(max_workers=2))
-        handler = grpc.unary_unary_rpc_method_handler(
-            self._initialize,
-            request_deserializer=runtime_pb2.InitializeRequest.FromString,
-            response_serializer=empty_pb2.Empty.SerializeToString,
-        )
-        self.server.add_generic_rpc_handlers(
-            (grpc.method_handlers_generic_handler("vm.runtime.Runtime", {"Initialize": handler}),)
-        )
-        self.port = self.server.add_insecure_port("127.0.0.1:0")
-        self.server.start()
-
-    def _initialize(
-        self, request: runtime_pb2.InitializeRequest, context: grpc.ServicerContext
-    ) -> empty_pb2.Empty:
-        self.handshake = request
-        self.received.set()
-        return empty_pb2.Empty()
-
-
 @attrs.define
 class Node:
     """The node's side of one plugin: vm.VM calls on its channel."""
@@ -78,13 +40,7 @@ class Node:
     channel: grpc.Channel
 
     def call(self, method: str, request: Message, response: type[Message]) -> Message:
-        stub = self.channel.unary_unary(
-            f"/vm.VM/{method}",
-            request_serializer=type(request).SerializeToString,
-            response_deserializer=response.FromString,
-        )
-        answer: Message = stub(request, timeout=30)
-        return answer
+        return call_vm(self.channel, method, request, response)
 
 
 @contextmanager

@@ -10,9 +10,12 @@ upstream's ``String()`` byte for byte (the bit tree's dump is made of them).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Generic, TypeVar
 
 from vmstack.consensus.parameters import Parameters
 from vmstack.wrappers.proposer.certificate import cb58encode
+
+_Choice = TypeVar("_Choice")
 
 __all__ = [
     "BinarySnowball",
@@ -144,8 +147,8 @@ class UnarySnowball(UnarySnowflake):
         return f"SB(PreferenceStrength = {self.preference_strength}, {super().__str__()})"
 
 
-class BinarySnowflake:
-    """A snowflake instance over two choices, 0 and 1: a poll of at least
+class _Snowflake(Generic[_Choice]):
+    """A snowflake instance over choices of one type: a poll of at least
     ``alpha_preference`` votes for a choice makes it the preference (clearing the counters
     when it changes), then raises the counters it reaches."""
 
@@ -161,18 +164,18 @@ class BinarySnowflake:
         self,
         alpha_preference: int,
         termination_conditions: Sequence[TerminationCondition],
-        choice: int,
+        choice: _Choice,
     ) -> None:
         self.alpha_preference = alpha_preference
         self.termination_conditions = tuple(termination_conditions)
         self.confidence = [0] * len(self.termination_conditions)
         self.finalized_ = False
-        self.slush_preference = choice
+        self.slush_preference: _Choice = choice
 
-    def preference(self) -> int:
+    def preference(self) -> _Choice:
         return self.slush_preference
 
-    def record_poll(self, count: int, choice: int) -> None:
+    def record_poll(self, count: int, choice: _Choice) -> None:
         """A poll with ``count`` votes for ``choice``; nothing changes once finalized."""
         if self.finalized_:
             return
@@ -191,12 +194,23 @@ class BinarySnowflake:
     def finalized(self) -> bool:
         return self.finalized_
 
+    def _preference_text(self) -> str:
+        return str(self.slush_preference)
+
     def __str__(self) -> str:
         return (
             f"SF(Confidence = {_go_ints(self.confidence)}, "
             f"Finalized = {_go_bool(self.finalized_)}, "
-            f"SL(Preference = {self.slush_preference}))"
+            f"SL(Preference = {self._preference_text()}))"
         )
+
+
+class BinarySnowflake(_Snowflake[int]):
+    """A snowflake instance over two choices, 0 and 1: a poll of at least
+    ``alpha_preference`` votes for a choice makes it the preference (clearing the counters
+    when it changes), then raises the counters it reaches."""
+
+    __slots__ = ()
 
 
 class BinarySnowball(BinarySnowflake):
@@ -235,60 +249,17 @@ class BinarySnowball(BinarySnowflake):
         )
 
 
-class NnarySnowflake:
+class NnarySnowflake(_Snowflake[bytes]):
     """A snowflake instance over any number of 32-byte choices (the flat instance, not the
     bit tree)."""
 
-    __slots__ = (
-        "alpha_preference",
-        "confidence",
-        "finalized_",
-        "slush_preference",
-        "termination_conditions",
-    )
-
-    def __init__(
-        self,
-        alpha_preference: int,
-        termination_conditions: Sequence[TerminationCondition],
-        choice: bytes,
-    ) -> None:
-        self.alpha_preference = alpha_preference
-        self.termination_conditions = tuple(termination_conditions)
-        self.confidence = [0] * len(self.termination_conditions)
-        self.finalized_ = False
-        self.slush_preference = choice
+    __slots__ = ()
 
     def add(self, choice: bytes) -> None:
         """A new choice: nothing to remember for a snowflake."""
 
-    def preference(self) -> bytes:
-        return self.slush_preference
-
-    def record_poll(self, count: int, choice: bytes) -> None:
-        if self.finalized_:
-            return
-        if count < self.alpha_preference:
-            self.record_unsuccessful_poll()
-            return
-        if choice != self.slush_preference:
-            self.confidence = [0] * len(self.confidence)
-        self.slush_preference = choice
-        if _raise_confidence(self.termination_conditions, self.confidence, count):
-            self.finalized_ = True
-
-    def record_unsuccessful_poll(self) -> None:
-        self.confidence = [0] * len(self.confidence)
-
-    def finalized(self) -> bool:
-        return self.finalized_
-
-    def __str__(self) -> str:
-        return (
-            f"SF(Confidence = {_go_ints(self.confidence)}, "
-            f"Finalized = {_go_bool(self.finalized_)}, "
-            f"SL(Preference = {cb58encode(self.slush_preference)}))"
-        )
+    def _preference_text(self) -> str:
+        return cb58encode(self.slush_preference)
 
 
 class NnarySnowball(NnarySnowflake):

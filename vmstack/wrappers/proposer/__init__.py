@@ -11,8 +11,9 @@ and :mod:`~vmstack.wrappers.proposer.staking` a node's own key and signing.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from vmstack.lazy import load_lazily
 
 if TYPE_CHECKING:
     from vmstack.errors import InvalidCertificate, InvalidSignature
@@ -63,12 +64,7 @@ _MODULE_OF = {
 
 
 def __getattr__(name: str) -> Any:
-    module = _MODULE_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+    return load_lazily(__name__, _MODULE_OF, name)
 
 
 __all__ = [
