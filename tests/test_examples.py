@@ -1,7 +1,8 @@
-"""The examples run as written."""
+"""The examples run as written, and print what the README and docs/ show of them."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +12,24 @@ import pytest
 #: Every example runs in a child process: seconds each.
 pytestmark = pytest.mark.slow
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+
+
+def _shown_after(page: str, marker: str) -> list[str]:
+    """The lines of the first plain fenced block of ``page`` that holds ``marker`` or
+    follows it."""
+    text = (ROOT / page).read_text(encoding="utf-8")
+    at = text.index(marker)
+    for match in re.finditer(r"^```([^\n`]*)\n(.*?)^```$", text, re.DOTALL | re.MULTILINE):
+        if match.group(1) == "" and match.end() > at:
+            return match.group(2).splitlines()
+    raise AssertionError(f"{page} shows no output after {marker!r}")
+
+
+def _contiguous(shown: list[str], printed: list[str]) -> bool:
+    """Whether ``shown`` is a run of consecutive lines of ``printed``."""
+    return any(printed[at : at + len(shown)] == shown for at in range(len(printed)))
 
 
 def _run(script: str) -> subprocess.CompletedProcess[str]:
@@ -34,6 +52,12 @@ def test_write_a_layer_passes_its_conformance_tests() -> None:
     assert "calls seen: {'get_ancestors': 1}" in result.stdout
     assert " passed" in result.stdout
     assert "failed" not in result.stdout
+    shown = _shown_after("README.md", "$ python examples/write_a_layer.py")
+    assert shown[0] == "$ python examples/write_a_layer.py"
+    printed = result.stdout.splitlines()
+    assert printed[:3] == shown[1:4], "the README shows another start of the example's output"
+    summary = re.compile(r"^\d+ passed in [\d.]+s$")
+    assert summary.match(shown[-1]) and summary.match(printed[-1]), printed[-1]
 
 
 def test_embed_in_simulator_runs_and_the_peer_catches_up() -> None:
@@ -87,3 +111,19 @@ def test_out_of_process_serves_the_chain_from_a_child() -> None:
     assert "VMClient(unix:" in result.stdout
     assert "batched: 31 ancestors and 10 parsed blocks in 2 round trips" in result.stdout
     assert "fallback: 31 ancestors in 31 round trips" in result.stdout
+
+    def comparable(line: str) -> str:
+        line = re.sub(r"VMClient\([^)]*\)", "VMClient(ADDRESS)", line)
+        return " ".join(re.sub(r"served by process \d+", "served by process PID", line).split())
+
+    page = "docs/process-boundary.md"
+    shown = [comparable(line) for line in _shown_after(page, "print(describe_stack(vm))\n```")]
+    printed = [comparable(line) for line in result.stdout.splitlines()]
+    assert _contiguous(shown, printed), f"{page} shows other lines than the example prints"
+    code = (ROOT / page).read_text(encoding="utf-8")
+    code = code[code.index("```python\nwith (") + len("```python\n") :]
+    code = code[: code.index("```")]
+    source = (EXAMPLES / "out_of_process.py").read_text(encoding="utf-8").splitlines()
+    written = [line.strip() for line in source]
+    excerpt = [line.strip() for line in code.splitlines()]
+    assert _contiguous(excerpt, written), f"{page}'s code is not the example's"

@@ -5,7 +5,6 @@ what a new user meets first (bounds, messages, names) reads as it should."""
 from __future__ import annotations
 
 import re
-import shlex
 import signal
 import subprocess
 import sys
@@ -208,41 +207,6 @@ def test_the_headline_gives_the_transactions_built_not_those_asked_for(
     assert report.transactions is not None and 0 < report.transactions < 4 * asked
     per_block = f"{report.transactions / 4:,.0f} txs on average"
     assert headline.startswith(f"chain: 4 blocks x {per_block}")
-
-
-README = Path(__file__).resolve().parents[2] / "README.md"
-
-
-def _comparable(lines: list[str]) -> list[str]:
-    """A network run's printout without what differs from run to run or by engine: the
-    progress bar, the measured rows, the engine's name in the headline and where its
-    actors ran."""
-    kept = []
-    for line in lines:
-        if line.startswith(("nodes caught up", "placement: ")) or "(measured)" in line:
-            continue
-        kept.append(re.sub(r"; engine: [^;]*;", "; engine: -;", line.rstrip()))
-    return kept
-
-
-def test_the_readmes_network_excerpt_is_what_its_command_prints(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    """The excerpt's command, run on the local engine (the same simulated figures as on
-    Ray), prints the excerpt's lines but for the measured ones."""
-    match = re.search(
-        r"A real excerpt \(`(vmstack simulate --nodes [^`]+)`.*?\n```\n(.*?)\n```",
-        README.read_text(),
-        re.DOTALL,
-    )
-    assert match is not None, "the README has no network excerpt"
-    command, excerpt = shlex.split(match.group(1)), match.group(2).splitlines()
-    options = command[2:]
-    if "--engine" in options:
-        options[options.index("--engine") + 1] = "local"
-    assert main(["simulate", *options]) == 0
-    printed = capsys.readouterr().out.splitlines()
-    assert _comparable(excerpt) == _comparable(printed)
 
 
 def test_the_network_headline_gives_the_transactions_built(
