@@ -109,7 +109,7 @@ def test_the_quick_start_has_the_two_commands_exactly() -> None:
     assert commands == [MAIN_JOB, TESTS]
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert "python -m pip install --quiet -e '.[test,plot]'" in ci
-    assert ci.rstrip().endswith("python -m pytest -q")
+    assert "\npython -m pytest -q\n" in ci + "\n"
 
 
 def test_the_readme_is_a_front_door() -> None:
