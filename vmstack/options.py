@@ -233,7 +233,7 @@ class ArchiveKind(ValueKind):
     """An era1 archive (``EraArchive``); as text and JSON, its directory, opened with
     missing epochs allowed. Whoever reads one from text or JSON closes it."""
 
-    description = "an EraArchive (a directory of era1 files as text)"
+    description = "an EraArchive (a directory of era1 files as text; spawn: either)"
     metavar = "DIR"
 
     def check(self, name: str, value: Any) -> Any:
@@ -259,6 +259,8 @@ class ArchiveKind(ValueKind):
         if isinstance(value, EraArchive):
             return str(value.directory)
         if isinstance(value, str | os.PathLike):
+            if not Path(value).is_dir():
+                raise InvalidOption(name, f"{name} {os.fspath(value)} is not a directory")
             return os.fspath(value)
         raise self.refuse(name, value)
 

@@ -21,9 +21,24 @@ if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
     from vmstack.interfaces import ChainVM
+    from vmstack.store import KeyValueStore
     from vmstack.wrappers.rpc import vm_pb2
 
-__all__ = ["build_from_initialize", "plugin_main", "run_plugin", "serve"]
+__all__ = ["build_from_initialize", "build_served_stack", "plugin_main", "run_plugin", "serve"]
+
+
+def build_served_stack(
+    store: KeyValueStore, stack_options: Mapping[str, Any], **objects: Any
+) -> ChainVM:
+    """The stack a process serves over ``store``: ``build_stack(store, **stack_options,
+    **objects)``, the C-chain part alone (``served_part``) unless the options give a
+    ``fork_time``. ``stack_options`` are those read from a command line or a node's
+    ``config_bytes``; ``objects`` those that cannot cross (a clock, a genesis)."""
+    from vmstack.stack import build_stack
+
+    return build_stack(
+        store, served_part="fork_time" not in stack_options, **stack_options, **objects
+    )
 
 
 def serve(
@@ -50,7 +65,7 @@ def serve(
 
     from vmstack.clock import SimClock
     from vmstack.closing import close_stack
-    from vmstack.stack import build_stack, wrap_layers
+    from vmstack.stack import wrap_layers
     from vmstack.store import LMDBStore
     from vmstack.wrappers.rpc.process import serve_vm
 
@@ -61,9 +76,7 @@ def serve(
         if archive is not None:
             closing.callback(archive.close)
         store = closing.enter_context(LMDBStore(data_dir, readonly=readonly))
-        vm = build_stack(
-            store, clock=clock, served_part="fork_time" not in stack_options, **stack_options
-        )
+        vm = build_served_stack(store, stack_options, clock=clock)
         closing.callback(close_stack, vm)  # a parse pool's workers stop with the server
         vm = wrap_layers(vm, name="served", registry=registry)
         serve_vm(
@@ -107,7 +120,7 @@ def build_from_initialize(
     from prometheus_client import CollectorRegistry
 
     from vmstack.cchain.genesis import Genesis
-    from vmstack.stack import build_stack, wrap_layers
+    from vmstack.stack import wrap_layers
     from vmstack.store import LMDBStore
 
     if not request.chain_data_dir:
@@ -125,7 +138,7 @@ def build_from_initialize(
         raise
     try:
         registry = CollectorRegistry()
-        vm = build_stack(store, genesis=genesis, served_part="fork_time" not in config, **config)
+        vm = build_served_stack(store, config, genesis=genesis)
         served = wrap_layers(vm, name="served", registry=registry)
     except BaseException:
         # A refused Initialize leaves nothing open: the store's writer lock goes with it,
