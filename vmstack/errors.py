@@ -115,11 +115,13 @@ class ConfigMismatch(VMStackError, ValueError):
 
 class InvalidOption(VMStackError, ValueError):
     """A stack option given a value it does not take, or an option there is not
-    (``vmstack.options`` holds them); ``option`` names it, and so does the message."""
+    (``vmstack.options`` holds them); ``option`` names it, and so does ``reason``, the
+    message."""
 
-    def __init__(self, option: str, message: str) -> None:
+    def __init__(self, option: str, reason: str) -> None:
         self.option = option
-        super().__init__(message)
+        self.reason = reason
+        super().__init__(reason)
 
 
 class VMUnavailable(VMStackError):
