@@ -37,10 +37,10 @@ if TYPE_CHECKING:
     from vmstack.cchain.codec import Flavour
 
 __all__ = [
-    "add_option_flags",
     "STACK_OPTIONS",
     "StackOption",
     "ValueKind",
+    "add_option_flags",
     "check_stack_options",
     "crossing_options",
     "option_arguments",

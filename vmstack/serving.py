@@ -24,7 +24,13 @@ if TYPE_CHECKING:
     from vmstack.store import KeyValueStore
     from vmstack.wrappers.rpc import vm_pb2
 
-__all__ = ["build_from_initialize", "build_served_stack", "plugin_main", "run_plugin", "serve"]
+__all__ = [
+    "build_from_initialize",
+    "build_served_stack",
+    "plugin_main",
+    "run_plugin",
+    "serve",
+]
 
 
 def build_served_stack(

@@ -21,8 +21,8 @@ if TYPE_CHECKING:
     from vmstack.sim.costs import CostModel
 
 __all__ = [
-    "PLOT_FORMATS",
     "IntegerAtLeast",
+    "PLOT_FORMATS",
     "check_data_dir",
     "check_output",
     "check_plot",

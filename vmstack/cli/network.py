@@ -18,7 +18,11 @@ if TYPE_CHECKING:
     from vmstack.sim.costs import CostModel
     from vmstack.sim.network.run import NetworkRun
 
-__all__ = ["PROGRESS_INTERVAL", "consensus_choices", "simulate_network_from_args"]
+__all__ = [
+    "PROGRESS_INTERVAL",
+    "consensus_choices",
+    "simulate_network_from_args",
+]
 
 #: Seconds between two updates of the progress bar.
 PROGRESS_INTERVAL = 0.5

@@ -14,7 +14,10 @@ from rich.console import Console
 
 from vmstack.options import add_option_flags, crossing_options
 
-__all__ = ["add_serve_parser", "run_serve"]
+__all__ = [
+    "add_serve_parser",
+    "run_serve",
+]
 
 
 def add_serve_parser(commands: Any) -> None:
