@@ -312,3 +312,28 @@ def test_spawn_carries_every_option_to_its_child(era1_folder: Path, tmp_path: Pa
             tmp_path / "b", startup_timeout=60, timeout=20, flavour=ETHEREUM, history=archive
         ) as client:
             assert client.last_accepted() == last
+
+
+def _documented_rows() -> list[str]:
+    """The table of docs/options.md as the record gives it."""
+    rows = [
+        "| option | default | `vmstack serve` flag | `config_bytes` key | recorded in |",
+        "|---|---|---|---|---|",
+    ]
+    for option in crossing_options():
+        default = option.default_text if option.default_text is not None else str(option.default)
+        rows.append(
+            f"| `{option.name}` | {default} | `{option.flag} {option.kind.metavar or 'NAME'}` "
+            f"| `{option.json_key}` | {', '.join(option.recorded) or '-'} |"
+        )
+    return rows
+
+
+def test_the_options_page_shows_the_record() -> None:
+    """docs/options.md's table is the record's, row for row, and it names every option
+    that stays in one process."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "options.md").read_text()
+    assert "\n".join(_documented_rows()) in text
+    for option in STACK_OPTIONS:
+        if not option.crosses:
+            assert f"`{option.name}`" in text.split("## The options that stay in one process")[1]
