@@ -337,3 +337,37 @@ def test_the_options_page_shows_the_record() -> None:
     for option in STACK_OPTIONS:
         if not option.crosses:
             assert f"`{option.name}`" in text.split("## The options that stay in one process")[1]
+
+
+@pytest.mark.parametrize(
+    ("given", "genesis_id", "runs"),
+    [
+        (None, 5, 5),
+        (5, 5, 5),
+        (7, None, 7),
+        (None, None, BY_NAME["chain_id"].default),
+        (7, 5, None),
+    ],
+)
+def test_the_chain_id_with_a_genesis_is_decided_once(
+    given: int | None, genesis_id: int | None, runs: int | None
+) -> None:
+    """``build_stack`` and ``CChainVM`` run the chain ID ``Genesis.chain_id_for`` decides:
+    the genesis's unless another is given, which is refused."""
+    from vmstack.cchain import Genesis
+
+    genesis = Genesis(chain_id=genesis_id)
+    keywords = {} if given is None else {"chain_id": given}
+    if runs is None:
+        with pytest.raises(ValueError, match="differs from the genesis's 5"):
+            build_stack(MemoryStore(), genesis=genesis, **keywords)
+        with pytest.raises(ValueError, match="differs from the genesis's 5"):
+            CChainVM(MemoryStore(), genesis=genesis, **keywords)
+        return
+    stack = build_stack(MemoryStore(), genesis=genesis, fork_time=0.0, **keywords)
+    assert _find(stack, CChainVM).chain_id == runs
+    assert stored_configuration(_find(stack, CChainVM).store, "proposer") == {
+        "fork_time": 0.0,
+        "chain_id": runs,
+    }
+    assert CChainVM(MemoryStore(), genesis=genesis, **keywords).chain_id == runs

@@ -178,10 +178,8 @@ def build_stack(
         raise ValueError(f'extra_layers go under "C" or "proposervm", not {unknown}')
     if layers.get("proposervm") and fork_time is None:
         raise ValueError('extra_layers["proposervm"] needs a proposer layer (a fork_time)')
-    if genesis is not None and genesis.chain_id is not None and chain_id != genesis.chain_id:
-        if chain_id != DEFAULT_CHAIN_ID:
-            raise ValueError(f"chain_id {chain_id} differs from the genesis's {genesis.chain_id}")
-        chain_id = genesis.chain_id
+    if genesis is not None:
+        chain_id = genesis.chain_id_for(chain_id)
 
     def chain_vm() -> CChainVM:
         return CChainVM(
