@@ -158,7 +158,8 @@ def test_serve_takes_the_record_flags_and_no_simulate_run_does() -> None:
     """``vmstack serve``'s stack flags are the record's; no simulate run takes a record
     option (the history run's ``--history`` is its own: the archive its peers serve)."""
     commands = next(a for a in _parser()._actions if a.dest == "command")
-    serve = commands.choices["serve"]  # type: ignore[attr-defined]
+    assert isinstance(commands.choices, dict)
+    serve = commands.choices["serve"]
     dests = {action.dest: action.option_strings for action in serve._actions}
     for option in crossing_options():
         assert dests[option.name] == [option.flag]
@@ -175,9 +176,10 @@ def _entry_points() -> list[str]:
 def _build(entry: str, case: Case, tmp_path: Path, closing: list[Any]) -> ChainVM:
     needs = {name: NEEDS[name] for name in case.needs}
     if entry == "build_stack":
-        options = {name: value for name, (value, _, _) in needs.items()}
+        options: dict[str, Any] = {name: value for name, (value, _, _) in needs.items()}
         value = case.python_value(closing)
-        return build_stack(MemoryStore(), clock=SimClock(START), **options, **{case.name: value})
+        options[case.name] = value
+        return build_stack(MemoryStore(), clock=SimClock(START), **options)
     if entry == "config_bytes":
         config = {name: value for name, (_, _, value) in needs.items()}
         config[case.name] = case.json_value
@@ -188,13 +190,13 @@ def _build(entry: str, case: Case, tmp_path: Path, closing: list[Any]) -> ChainV
         return stack
     if entry == "serve flags":
         arguments = [
-            word for name, (_, text, _) in needs.items() for word in (BY_NAME[name].flag, text)
+            word for name, (_, text, _) in needs.items() for word in (str(BY_NAME[name].flag), text)
         ]
         arguments += [str(BY_NAME[case.name].flag), case.text]
     else:  # spawn: the child's command line, read as the child reads it
-        options = {name: value for name, (value, _, _) in needs.items()}
-        options[case.name] = case.python_value(closing)
-        command = _command(tmp_path / "db", None, None, False, options)
+        given: dict[str, Any] = {name: value for name, (value, _, _) in needs.items()}
+        given[case.name] = case.python_value(closing)
+        command = _command(tmp_path / "db", None, None, False, given)
         assert command[1:4] == ["-m", "vmstack", "serve"]
         arguments = command[6:]
     args, rest = _parser().parse_known_args(["serve", "--data-dir", str(tmp_path), *arguments])
@@ -245,7 +247,7 @@ def test_a_bad_value_is_an_error_naming_the_option_everywhere(
     flag is argparse's usage error naming the flag and the option."""
     value, text, json_value = BAD[name]
     with pytest.raises(InvalidOption, match=name) as raised:
-        build_stack(MemoryStore(), **{name: value})
+        build_stack(MemoryStore(), **{name: value})  # type: ignore[arg-type]
     assert raised.value.option == name
     with pytest.raises(InvalidOption, match=name) as raised:
         _command(tmp_path, None, None, False, {name: value})
@@ -357,7 +359,7 @@ def test_the_chain_id_with_a_genesis_is_decided_once(
     from vmstack.cchain import Genesis
 
     genesis = Genesis(chain_id=genesis_id)
-    keywords = {} if given is None else {"chain_id": given}
+    keywords: dict[str, Any] = {} if given is None else {"chain_id": given}
     if runs is None:
         with pytest.raises(ValueError, match="differs from the genesis's 5"):
             build_stack(MemoryStore(), genesis=genesis, **keywords)
