@@ -17,6 +17,8 @@ from vmstack.sim.network.consensus import DEFAULT_CONSENSUS
         (["--nodes", "2", "--blocks", "4"], "two-node"),
         (["--nodes", "3"], "network"),
         (["--nodes=16"], "network"),
+        (["--nodes", "02"], "two-node"),
+        (["--nodes", "many"], "network"),
         (["--engine", "local"], "network"),
         (["--nodes", "2", "--engine", "ray"], "network"),
         (["--history", "DIR"], "history"),

@@ -408,8 +408,15 @@ def selected_run(argv: Sequence[str]) -> str:
     known, _ = selector.parse_known_args(argv)
     if known.history is not None:
         return HISTORY
-    if known.engine is not None or (known.nodes is not None and known.nodes.strip() != "2"):
+    if known.engine is not None:
         return NETWORK
+    if known.nodes is not None:
+        try:
+            two = int(known.nodes) == 2
+        except ValueError:
+            two = False  # the network run's parser says what is wrong with it
+        if not two:
+            return NETWORK
     return TWO_NODE
 
 
