@@ -121,6 +121,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "the C-chain VM, and the era1 archive of its blocks",
         ("vmstack.cchain", "vmstack.store.history"),
     ),
+    ("a stack's options, one record", ("vmstack.options",)),
     ("mempool gossip, over the C-chain's transactions", ("vmstack.gossip",)),
     ("the transition layer", ("vmstack.transition",)),
     ("the wrapper layers", ("vmstack.wrappers",)),

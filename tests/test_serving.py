@@ -38,7 +38,7 @@ def test_the_plugin_executable_refuses_arguments(capsys: pytest.CaptureFixture[s
     [
         (b"[1]", "JSON object"),
         (b'{"colour": 1}', "unknown option 'colour'"),
-        (b'{"chain_id": true}', "chain_id must be a number"),
+        (b'{"chain_id": true}', "chain_id must be a positive int, got True"),
     ],
 )
 def test_an_initialize_it_cannot_follow_says_why(tmp_path: Path, config: bytes, says: str) -> None:

@@ -21,6 +21,7 @@ __all__ = [
     "DuplicateBlock",
     "InvalidBlock",
     "InvalidCertificate",
+    "InvalidOption",
     "InvalidSignature",
     "InvalidTransaction",
     "KitDeclarationError",
@@ -110,6 +111,17 @@ class ConfigMismatch(VMStackError, ValueError):
             f"{field}={given!r}; open it with the same configuration or use "
             "another store"
         )
+
+
+class InvalidOption(VMStackError, ValueError):
+    """A stack option given a value it does not take, or an option there is not
+    (``vmstack.options`` holds them); ``option`` names it, and so does ``reason``, the
+    message."""
+
+    def __init__(self, option: str, reason: str) -> None:
+        self.option = option
+        self.reason = reason
+        super().__init__(reason)
 
 
 class VMUnavailable(VMStackError):

@@ -21,20 +21,30 @@ if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
     from vmstack.interfaces import ChainVM
+    from vmstack.store import KeyValueStore
     from vmstack.wrappers.rpc import vm_pb2
 
-__all__ = ["CONFIG_OPTIONS", "build_from_initialize", "plugin_main", "run_plugin", "serve"]
+__all__ = [
+    "build_from_initialize",
+    "build_served_stack",
+    "plugin_main",
+    "run_plugin",
+    "serve",
+]
 
-#: The stack options a node's ``config_bytes`` may set, and the JSON types each takes.
-CONFIG_OPTIONS: Mapping[str, tuple[type, ...]] = {
-    "chain_id": (int,),
-    "fork_time": (int, float),
-    "transition_time": (int, float),
-    "durango_time": (int, float),
-    "settle_lag": (int,),
-    "cache_size": (int,),
-    "parse_workers": (int,),
-}
+
+def build_served_stack(
+    store: KeyValueStore, stack_options: Mapping[str, Any], **objects: Any
+) -> ChainVM:
+    """The stack a process serves over ``store``: ``build_stack(store, **stack_options,
+    **objects)``, the C-chain part alone (``served_part``) unless the options give a
+    ``fork_time``. ``stack_options`` are those read from a command line or a node's
+    ``config_bytes``; ``objects`` those that cannot cross (a clock, a genesis)."""
+    from vmstack.stack import build_stack
+
+    return build_stack(
+        store, served_part="fork_time" not in stack_options, **stack_options, **objects
+    )
 
 
 def serve(
@@ -54,22 +64,25 @@ def serve(
     given, and serve it until stopped with
     :func:`~vmstack.wrappers.rpc.process.serve_vm` (which says what stops it and what the
     handshake line is). Closes the stack (:func:`~vmstack.closing.close_stack`: a parse
-    pool's workers stop) and the store once serving ends; returns 0.
+    pool's workers stop), the store and the era1 archive of a ``history`` option once
+    serving ends; returns 0.
     """
     from prometheus_client import CollectorRegistry
 
     from vmstack.clock import SimClock
     from vmstack.closing import close_stack
-    from vmstack.stack import build_stack, wrap_layers
+    from vmstack.stack import wrap_layers
     from vmstack.store import LMDBStore
     from vmstack.wrappers.rpc.process import serve_vm
 
     clock = None if sim_clock is None else SimClock(sim_clock)
     registry = CollectorRegistry()
-    with LMDBStore(data_dir, readonly=readonly) as store, contextlib.ExitStack() as closing:
-        vm = build_stack(
-            store, clock=clock, served_part="fork_time" not in stack_options, **stack_options
-        )
+    with contextlib.ExitStack() as closing:
+        archive = stack_options.get("history")
+        if archive is not None:
+            closing.callback(archive.close)
+        store = closing.enter_context(LMDBStore(data_dir, readonly=readonly))
+        vm = build_served_stack(store, stack_options, clock=clock)
         closing.callback(close_stack, vm)  # a parse pool's workers stop with the server
         vm = wrap_layers(vm, name="served", registry=registry)
         serve_vm(
@@ -86,23 +99,16 @@ def serve(
 
 
 def _config(data: bytes) -> dict[str, Any]:
+    """The stack options of ``config_bytes`` (:func:`vmstack.options.options_from_json`)."""
+    from vmstack.options import options_from_json
+
     if not data.strip():
         return {}
     try:
         config = json.loads(data)
     except ValueError as error:
         raise ValueError(f"config_bytes is not JSON: {error}") from None
-    if not isinstance(config, dict):
-        raise ValueError("config_bytes is a JSON object of stack options")
-    for name, value in config.items():
-        if name not in CONFIG_OPTIONS:
-            raise ValueError(
-                f"config_bytes: unknown option {name!r}; the options are "
-                f"{', '.join(CONFIG_OPTIONS)}"
-            )
-        if isinstance(value, bool) or not isinstance(value, CONFIG_OPTIONS[name]):
-            raise ValueError(f"config_bytes: {name} must be a number, got {value!r}")
-    return config
+    return options_from_json(config, source="config_bytes")
 
 
 def build_from_initialize(
@@ -111,33 +117,45 @@ def build_from_initialize(
     """The stack a node's ``Initialize`` asks for: over the LMDB store in the folder
     ``vmstack`` of ``chain_data_dir`` (created if absent), from the geth-style genesis JSON
     in ``genesis_bytes`` (empty: the default genesis) with the stack options of the JSON
-    object in ``config_bytes`` (:data:`CONFIG_OPTIONS`; empty: none). The store is appended
-    to ``closing``, for the plugin to close after ``Shutdown``; a request that cannot be
+    object in ``config_bytes`` (each key an option's JSON key in
+    :data:`vmstack.options.STACK_OPTIONS`, ``"history"`` the directory of era1 files;
+    empty: none). The store (and an archive opened) is appended to ``closing``, for the
+    plugin to close after ``Shutdown``; a request that cannot be
     followed (a genesis balance beyond uint256 or nonce beyond 2^64 - 1 among them) is
     ``ValueError`` saying why, and leaves the store closed."""
     from prometheus_client import CollectorRegistry
 
     from vmstack.cchain.genesis import Genesis
-    from vmstack.stack import build_stack, wrap_layers
+    from vmstack.stack import wrap_layers
     from vmstack.store import LMDBStore
 
     if not request.chain_data_dir:
         raise ValueError("Initialize: chain_data_dir names the folder of the VM's store")
     config = _config(request.config_bytes)
-    genesis = Genesis.from_json(request.genesis_bytes) if request.genesis_bytes else None
-    directory = Path(request.chain_data_dir) / "vmstack"
-    directory.mkdir(parents=True, exist_ok=True)
-    store = LMDBStore(directory)
+    archive = config.get("history")
+    try:
+        genesis = Genesis.from_json(request.genesis_bytes) if request.genesis_bytes else None
+        directory = Path(request.chain_data_dir) / "vmstack"
+        directory.mkdir(parents=True, exist_ok=True)
+        store = LMDBStore(directory)
+    except BaseException:
+        if archive is not None:
+            archive.close()
+        raise
     try:
         registry = CollectorRegistry()
-        vm = build_stack(store, genesis=genesis, served_part="fork_time" not in config, **config)
+        vm = build_served_stack(store, config, genesis=genesis)
         served = wrap_layers(vm, name="served", registry=registry)
     except BaseException:
         # A refused Initialize leaves nothing open: the store's writer lock goes with it,
         # so the node's corrected retry opens the same store.
         store.close()
+        if archive is not None:
+            archive.close()
         raise
     closing.append(store)
+    if archive is not None:
+        closing.append(archive)
     return served, registry
 
 

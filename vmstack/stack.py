@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from vmstack.defaults import DEFAULT_CACHE_SIZE, DEFAULT_CHAIN_ID
 from vmstack.interfaces import ChainVM
+from vmstack.options import check_stack_options, recorded_settings, served_part_options
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer
@@ -150,7 +151,15 @@ def build_stack(
     transition time, settle lag and key prefix for the C-chain part; fork time and chain ID
     for the proposer layer): building a stack over it with another raises
     :class:`~vmstack.errors.ConfigMismatch` naming the option, before anything is served.
+
+    Every keyword's default, kind and check are those of :data:`vmstack.options.STACK_OPTIONS`
+    (a test holds this signature to it): a value a keyword does not take is
+    :class:`~vmstack.errors.InvalidOption` naming it.
     """
+    # Every keyword as given, checked against the options' record (vmstack.options).
+    given = {name: value for name, value in locals().items() if name != "store"}
+    check_stack_options(given)
+
     import time
 
     from vmstack.cchain import AVALANCHE, CChainVM
@@ -160,8 +169,6 @@ def build_stack(
 
     clock = time.time if clock is None else clock
     flavour = AVALANCHE if flavour is None else flavour
-    if isinstance(parse_workers, bool) or not isinstance(parse_workers, int) or (parse_workers < 0):
-        raise ValueError(f"parse_workers must be a non-negative int, got {parse_workers!r}")
 
     if fork_time is None and validators is not None:
         raise ValueError("validators belong to the proposer layer: give a fork_time too")
@@ -171,10 +178,8 @@ def build_stack(
         raise ValueError(f'extra_layers go under "C" or "proposervm", not {unknown}')
     if layers.get("proposervm") and fork_time is None:
         raise ValueError('extra_layers["proposervm"] needs a proposer layer (a fork_time)')
-    if genesis is not None and genesis.chain_id is not None and chain_id != genesis.chain_id:
-        if chain_id != DEFAULT_CHAIN_ID:
-            raise ValueError(f"chain_id {chain_id} differs from the genesis's {genesis.chain_id}")
-        chain_id = genesis.chain_id
+    if genesis is not None:
+        chain_id = genesis.chain_id_for(chain_id)
 
     def chain_vm() -> CChainVM:
         return CChainVM(
@@ -198,13 +203,7 @@ def build_stack(
         check_configuration(
             store,
             "chain",
-            {
-                "flavour": flavour.name,
-                "chain_id": chain_id,
-                "transition_time": transition_time,
-                "settle_lag": settle_lag,
-                "key_prefix": key_prefix.hex(),
-            },
+            recorded_settings("chain", given | {"flavour": flavour, "chain_id": chain_id}),
         )
     if served_part:
         if fork_time is not None or out_of_process is not None:
@@ -212,18 +211,11 @@ def build_stack(
                 "a served part is the C-chain part alone: no fork_time and no out_of_process"
             )
     else:
-        check_configuration(store, "proposer", {"fork_time": fork_time, "chain_id": chain_id})
+        check_configuration(
+            store, "proposer", recorded_settings("proposer", given | {"chain_id": chain_id})
+        )
     if out_of_process is not None:
-        served_options = {
-            "flavour": flavour is not AVALANCHE,
-            "transition_time": transition_time is not None,
-            "key_prefix": key_prefix != b"",
-            "settle_lag": settle_lag != 0,
-            "cache_size": cache_size != DEFAULT_CACHE_SIZE,
-            "genesis": genesis is not None,
-            "history": history is not None,
-        }
-        misplaced = sorted(name for name, given in served_options.items() if given)
+        misplaced = served_part_options(given)
         if misplaced:
             raise ValueError(
                 f"{', '.join(misplaced)} shape the served C-chain part: give "

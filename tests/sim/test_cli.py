@@ -120,7 +120,7 @@ def test_a_count_that_is_not_a_number_names_its_type_readably(
     assert "argument --blocks: invalid positive integer value: 'many'" in error
     assert "_positive" not in error
     with pytest.raises(SystemExit):
-        main(["simulate", "--live-blocks", "-1"])
+        main(["simulate", "--nodes", "4", "--live-blocks", "-1"])
     assert "argument --live-blocks: must be at least 0, got -1" in capsys.readouterr().err
 
 

@@ -128,7 +128,10 @@ def test_simulate_history_refuses_options_that_do_not_apply(
     era_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["simulate", "--history", str(era_dir), "--out-of-process"]) == 2
-    assert "--out-of-process do not apply" in capsys.readouterr().err
+    assert (
+        "--out-of-process applies to the two-node run, not to a history run"
+        in capsys.readouterr().err
+    )
 
 
 @pytest.mark.slow

@@ -23,6 +23,7 @@ from vmstack.cchain.codec import AVALANCHE, Flavour
 from vmstack.cchain.crypto import address_of, keccak256
 from vmstack.cchain.state import EMPTY_CODE_HASH, Account, AccountTrie
 from vmstack.cchain.types import AnyHeader, AvalancheHeader, Block, Header
+from vmstack.defaults import DEFAULT_CHAIN_ID
 
 __all__ = [
     "BASE_FEE",
@@ -153,6 +154,18 @@ class Genesis:
     timestamp: int = attrs.field(default=0, kw_only=True)
     extra_data: bytes = attrs.field(default=b"", kw_only=True)
     chain_id: int | None = attrs.field(default=None, kw_only=True)
+
+    def chain_id_for(self, chain_id: int) -> int:
+        """The EVM chain ID a chain from this genesis runs when given ``chain_id``: the
+        genesis's when it names one and ``chain_id`` is the default (``DEFAULT_CHAIN_ID``,
+        what leaving it out means) or the same, else ``chain_id``. Another is
+        ``ValueError`` naming both. The one place that decides it, for ``CChainVM`` and
+        ``build_stack`` alike."""
+        if self.chain_id is None or chain_id == self.chain_id:
+            return chain_id
+        if chain_id != DEFAULT_CHAIN_ID:
+            raise ValueError(f"chain_id {chain_id} differs from the genesis's {self.chain_id}")
+        return self.chain_id
 
     def __attrs_post_init__(self) -> None:
         for name in ("gas_limit", "timestamp"):

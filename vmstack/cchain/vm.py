@@ -242,12 +242,8 @@ class CChainVM:
         replay: bool = False,
         history: EraArchive | None = None,
     ) -> None:
-        if isinstance(genesis, Genesis) and genesis.chain_id is not None:
-            if chain_id not in (DEFAULT_CHAIN_ID, genesis.chain_id):
-                raise ValueError(
-                    f"chain_id {chain_id} differs from the genesis's {genesis.chain_id}"
-                )
-            chain_id = genesis.chain_id
+        if isinstance(genesis, Genesis):
+            chain_id = genesis.chain_id_for(chain_id)
         if not isinstance(flavour, Flavour):
             raise ValueError(f"flavour must be a Flavour, got {flavour!r}")
         if isinstance(chain_id, bool) or not isinstance(chain_id, int) or chain_id < 1:

@@ -273,7 +273,7 @@ def test_the_plugin_logs_its_address_and_every_refusal(node: Node, tmp_path: Pat
     log = _stderr(node.process)
     assert f"serving vm.VM at {node.address}" in log
     assert f"pid {node.process.pid}" in log
-    assert "Initialize refused: ValueError: config_bytes: unknown option 'fork_tme'" in log
+    assert "Initialize refused: InvalidOption: config_bytes: unknown option 'fork_tme'" in log
 
 
 def test_a_refused_genesis_leaves_the_store_for_the_corrected_retry(

@@ -8,7 +8,7 @@ its records (:mod:`~vmstack.sim.network.records`), the validators' keys and stak
 (:mod:`~vmstack.sim.network.events`) and joining and catching up
 (:mod:`~vmstack.sim.network.bootstrap`). A node (:mod:`~vmstack.sim.network.node`) lives in
 this process or in a Ray actor (:mod:`~vmstack.sim.network.engines`,
-:mod:`~vmstack.sim.network.ray_engine`). :mod:`~vmstack.sim.network.cli` runs it from the
+:mod:`~vmstack.sim.network.ray_engine`). :mod:`vmstack.cli.network` runs it from the
 command line and :mod:`~vmstack.sim.network.report` reports it.
 
 The names a caller of the run needs are exported here.

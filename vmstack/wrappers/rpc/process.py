@@ -12,8 +12,11 @@ standard input; it stops serving and closes its store when that pipe closes, whi
 when ``spawn``'s block ends and also when the parent dies in any way (a SIGKILL included),
 so no served process outlives its parent.
 
-Stack options cross as command-line options of ``vmstack serve`` (:data:`STACK_OPTIONS`);
-options that are objects (a tracer, a registry, a staking key) cannot cross and are refused.
+Stack options cross as command-line options of ``vmstack serve``: those of
+:data:`vmstack.options.STACK_OPTIONS` that cross, each as its flag
+(:func:`vmstack.options.option_arguments`; an era1 archive as its directory); options that
+are objects (a tracer, a registry, a staking key) cannot cross and are refused
+(:class:`~vmstack.errors.InvalidOption`).
 A clock can: with a :class:`~vmstack.clock.SimClock`, the child runs its stack on a
 simulated clock of its own and the client sends the caller's time with every request, so
 both sides share one simulated time.
@@ -40,6 +43,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from vmstack.clock import Clock, SimClock
 from vmstack.errors import VMUnavailable
+from vmstack.options import option_arguments
 from vmstack.wrappers.rpc.client import VMClient
 from vmstack.wrappers.rpc.local import create_token_file, make_private_dir
 from vmstack.wrappers.rpc.plugin import PROTOCOL_VARIABLE
@@ -50,35 +54,10 @@ if TYPE_CHECKING:
 
     from vmstack.interfaces import ChainVM
 
-__all__ = ["HANDSHAKE", "STACK_OPTIONS", "serve_vm", "served_protocol_version", "spawn"]
+__all__ = ["HANDSHAKE", "serve_vm", "served_protocol_version", "spawn"]
 
 #: The first word of the child's first line of output.
 HANDSHAKE = "vmstack-serve"
-
-#: The ``build_stack`` options ``spawn`` passes to the child, and their option names.
-STACK_OPTIONS: Mapping[str, str] = {
-    "chain_id": "--chain-id",
-    "fork_time": "--fork-time",
-    "transition_time": "--transition-time",
-    "settle_lag": "--settle-lag",
-    "cache_size": "--cache-size",
-    "flavour": "--flavour",
-    "key_prefix": "--key-prefix",
-    "parse_workers": "--parse-workers",
-}
-
-
-def _option_text(name: str, value: object) -> str:
-    if name == "flavour":
-        flavour_name = getattr(value, "name", value)
-        return str(flavour_name).lower()
-    if name == "key_prefix":
-        if not isinstance(value, bytes):
-            raise ValueError(f"key_prefix must be bytes, got {type(value).__name__}")
-        return value.hex()
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"{name} must be a number, got {value!r}")
-    return repr(value)
 
 
 def _command(
@@ -89,16 +68,8 @@ def _command(
     stack_options: Mapping[str, object],
     token_file: Path | None = None,
 ) -> list[str]:
-    unknown = sorted(set(stack_options) - set(STACK_OPTIONS))
-    if unknown:
-        raise ValueError(
-            f"spawn cannot pass {', '.join(unknown)} to another process; it "
-            f"takes {', '.join(STACK_OPTIONS)} and clock"
-        )
     command = [sys.executable, "-m", "vmstack", "serve", "--data-dir", str(data_dir)]
-    for name, value in stack_options.items():
-        if value is not None:
-            command += [STACK_OPTIONS[name], _option_text(name, value)]
+    command += option_arguments(stack_options, taker="spawn")
     if address is not None:
         command += ["--address", address]
     if token_file is not None:

@@ -1,36 +1,40 @@
-"""``vmstack simulate --nodes N [--engine local|ray]``: a network run from the command line."""
+"""``vmstack simulate --nodes N [--engine local|ray]``: a network run from the command line.
+
+The network run's flags are in :mod:`vmstack.cli.simulate`, with the other runs'; the
+``--consensus`` flag's choices and default are the network run's own
+(:func:`consensus_choices`)."""
 
 from __future__ import annotations
 
 import argparse
 import time
+from typing import TYPE_CHECKING
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from vmstack.sim.costs import REFERENCE_COSTS, CostModel
-from vmstack.sim.network.consensus import consensus_options
-from vmstack.sim.network.engines import make_engine
-from vmstack.sim.network.records import NetworkSimulationConfig
-from vmstack.sim.network.report import (
-    print_network_report,
-    write_network_json,
-    write_network_plot,
-)
-from vmstack.sim.network.run import NetworkRun, simulate_network
-from vmstack.sim.report import show_and_write
+from vmstack.cli.common import progress_bars
 
-__all__ = ["simulate_network_from_args"]
+if TYPE_CHECKING:
+    from vmstack.sim.costs import CostModel
+    from vmstack.sim.network.run import NetworkRun
+
+__all__ = [
+    "PROGRESS_INTERVAL",
+    "consensus_choices",
+    "simulate_network_from_args",
+]
 
 #: Seconds between two updates of the progress bar.
 PROGRESS_INTERVAL = 0.5
 
-#: Options of the two-node run that a network run does not take.
-_TWO_NODE_ONLY = (
-    ("serial", "--serial"),
-    ("out_of_process", "--out-of-process"),
-    ("data_dir", "--data-dir"),
-)
+
+def consensus_choices() -> tuple[tuple[str, ...], str]:
+    """``--consensus``'s choices and its default: the network run's engines and the one it
+    runs when none is named."""
+    from vmstack.sim.network.consensus import DEFAULT_CONSENSUS
+    from vmstack.sim.network.records import CONSENSUS_ENGINES
+
+    return tuple(CONSENSUS_ENGINES), DEFAULT_CONSENSUS
 
 
 def simulate_network_from_args(
@@ -39,13 +43,19 @@ def simulate_network_from_args(
     """Run the network the parsed ``simulate`` options describe, print it, and write the
     JSON and plot asked for. ``costs`` is the model read from ``--costs`` (the reference
     one when ``None``, unless ``--calibrate`` measures this machine). Bad options raise
-    ``ValueError`` before any work is done."""
-    for name, flag in _TWO_NODE_ONLY:
-        if getattr(args, name):
-            raise ValueError(
-                f"{flag} applies to the two-node run, not to a network "
-                f"(--nodes {args.nodes}, --engine {args.engine or 'local'})"
-            )
+    ``ValueError`` before any work is done (the flags of another run argparse refuses)."""
+    from vmstack.sim.costs import REFERENCE_COSTS
+    from vmstack.sim.network.consensus import consensus_options
+    from vmstack.sim.network.engines import make_engine
+    from vmstack.sim.network.records import NetworkSimulationConfig
+    from vmstack.sim.network.report import (
+        print_network_report,
+        write_network_json,
+        write_network_plot,
+    )
+    from vmstack.sim.network.run import simulate_network
+    from vmstack.sim.report import show_and_write
+
     config = NetworkSimulationConfig(
         nodes=args.nodes,
         builders=args.builders,
@@ -53,12 +63,12 @@ def simulate_network_from_args(
         txs_per_block=args.txs_per_block,
         live_blocks=args.live_blocks,
         seed=args.seed,
-        stake=args.stake or "equal",
-        node_store=args.node_store or "auto",
+        stake=args.stake,
+        node_store=args.node_store,
         **consensus_options(args),
         tx_rate=args.tx_rate or 0.0,
     )
-    engine = make_engine(args.engine or "local", address=args.ray_address, workers=args.workers)
+    engine = make_engine(args.engine, address=args.ray_address, workers=args.workers)
     model = costs or REFERENCE_COSTS
     if args.calibrate:
         from vmstack.sim.run import SimulationConfig, calibrate
@@ -69,14 +79,7 @@ def simulate_network_from_args(
                     blocks=args.blocks, txs_per_block=args.txs_per_block, seed=args.seed
                 )
             )
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=False,
-    ) as progress:
+    with progress_bars(console) as progress:
         caught_up = progress.add_task("nodes caught up", total=config.nodes)
 
         shown = [0.0]

@@ -1,0 +1,9 @@
+"""``python -m vmstack.cli``: the command line, as ``vmstack``."""
+
+from __future__ import annotations
+
+import sys
+
+from vmstack.cli import main
+
+sys.exit(main())
