@@ -609,7 +609,7 @@ def _simulate_history(args: argparse.Namespace, console: Console) -> int:
         raise ValueError(
             f"--history bootstraps two nodes over the archive: {', '.join(refused)} do not apply"
         )
-    from vmstack.sim.history import simulate_history
+    from vmstack.sim.era1_bootstrap import simulate_history
 
     _check_output(args.json, "--json")
     _check_plot(args.plot)
@@ -689,7 +689,7 @@ def _verify_state(args: argparse.Namespace, archive: EraArchive, console: Consol
     _check_state_arguments(args)
     if not args.state:
         return None
-    from vmstack.cchain.history_state import recompute_state_roots
+    from vmstack.cchain.era1.state_roots import recompute_state_roots
 
     text = args.genesis.read_bytes()
     with _progress(console) as progress:
@@ -698,6 +698,7 @@ def _verify_state(args: argparse.Namespace, archive: EraArchive, console: Consol
 
 
 def _history(args: argparse.Namespace, console: Console) -> int:
+    from vmstack.cchain.era1 import verify_archive
     from vmstack.store.history import EraArchive
 
     if args.history_command in ("verify", "import"):
@@ -711,7 +712,7 @@ def _history(args: argparse.Namespace, console: Console) -> int:
             task = progress.add_task(
                 f"verifying {len(archive.files)} era1 files", total=len(archive)
             )
-            size = archive.verify(on_block=lambda number: progress.advance(task))
+            size = verify_archive(archive, on_block=lambda number: progress.advance(task))
         roots = _verify_state(args, archive, console)
     state = "" if roots is None else f", {roots:,} state roots recomputed from {args.genesis}"
     console.print(
@@ -724,7 +725,7 @@ def _history(args: argparse.Namespace, console: Console) -> int:
 
 
 def _history_import(args: argparse.Namespace, console: Console) -> int:
-    from vmstack.cchain.history import NETWORK_CHAIN_IDS, import_history
+    from vmstack.cchain.era1 import NETWORK_CHAIN_IDS, import_history
     from vmstack.store import LMDBStore
     from vmstack.store.history import EraArchive
 
@@ -770,7 +771,7 @@ def _history_export(args: argparse.Namespace, console: Console) -> int:
     import contextlib
 
     from vmstack.cchain import AVALANCHE, ETHEREUM, CChainVM, rawdb
-    from vmstack.cchain.history import export_history
+    from vmstack.cchain.era1 import export_history
     from vmstack.store import LMDBStore
     from vmstack.store.configuration import stored_configuration
     from vmstack.store.history import EraArchive

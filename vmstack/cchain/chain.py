@@ -53,7 +53,7 @@ neither receipts nor (for a parent, whose number is its child's minus one) numbe
 so damage to those shows on the slow path only, while the fast path goes on serving the
 right bytes. A :class:`Settlement` is the receipts a block gets when it becomes settled.
 
-With an archive beneath the store (:class:`~vmstack.cchain.history.HistoryTier`), every read
+With an archive beneath the store (:class:`~vmstack.cchain.era1.HistoryTier`), every read
 by height takes the store first and the archive for the heights it holds that the store has
 no canonical entry for; a read by hash finds the number in the store, else in the archive.
 An archived block has no integrity entry: the archive checks it (CRCs, framing, the header
@@ -74,8 +74,8 @@ from vmstack.cchain import rawdb
 from vmstack.cchain.cache import CanonicalHashCache
 from vmstack.cchain.codec import Flavour, decode_receipts, derive_receipts, encode_receipts
 from vmstack.cchain.crypto import keccak256
+from vmstack.cchain.era1.tier import HistoryTier
 from vmstack.cchain.execution import execute_transactions
-from vmstack.cchain.history import HistoryTier
 from vmstack.cchain.integrity import Integrity, checksum, integrity_block_checksum
 from vmstack.cchain.rlpbytes import block_bytes, stitched_parent_hash
 from vmstack.cchain.types import AnyHeader, Block, Receipt

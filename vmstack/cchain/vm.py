@@ -73,6 +73,7 @@ from vmstack.cchain.cache import CanonicalHashCache
 from vmstack.cchain.chain import MAX_NUMBER, ChainReader, FastAncestorWalk, write_accepted
 from vmstack.cchain.codec import AVALANCHE, Flavour, encode_receipts
 from vmstack.cchain.crypto import keccak256
+from vmstack.cchain.era1.tier import HistoryTier
 from vmstack.cchain.execution import execute_transactions
 from vmstack.cchain.genesis import (
     BASE_FEE,
@@ -82,7 +83,6 @@ from vmstack.cchain.genesis import (
     default_genesis,
     genesis_block,
 )
-from vmstack.cchain.history import HistoryTier
 from vmstack.cchain.mempool import Mempool
 from vmstack.cchain.rlpbytes import block_bytes, first_item_offset, frame_body_fields, header_slice
 from vmstack.cchain.rules import (
@@ -210,7 +210,7 @@ class CChainVM:
     block: the gas limit it takes as given is what bounds the transactions checked.
 
     ``history`` (an :class:`~vmstack.store.history.EraArchive`) puts settled history beneath
-    the store (:mod:`vmstack.cchain.history`): every read takes the store first and the
+    the store (:mod:`vmstack.cchain.era1`): every read takes the store first and the
     archive for the heights it holds that the store lacks; ``get_ancestors`` walks from the
     store into the archive and across its files in one answer, ``get_block`` restores an
     archived block on the same slow path (its receipts from the archive). Over an empty
