@@ -115,6 +115,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "vmstack.verifycache",
             "vmstack.lazy",
             "vmstack.rlpreader",
+            "vmstack.keccak",
         ),
     ),
     ("the store", ("vmstack.store",)),

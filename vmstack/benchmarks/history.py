@@ -62,7 +62,7 @@ from pathlib import Path
 from vmstack.benchmarks import Comparison, alternated_medians
 from vmstack.cchain import CChainVM, rawdb
 from vmstack.cchain.codec import ETHEREUM
-from vmstack.cchain.era1 import import_history
+from vmstack.cchain.era1 import import_history, verify_archive
 from vmstack.cchain.integrity import checksum, integrity_block_checksum
 from vmstack.cchain.rlpbytes import block_bytes, stitched_parent_hash
 from vmstack.cchain.tries import check_body
@@ -190,7 +190,7 @@ def _verify_row(directory: Path, quick: bool) -> Comparison:
 
     def verify() -> object:
         with EraArchive(directory, sparse=True) as fresh:
-            return fresh.verify()
+            return verify_archive(fresh)
 
     def decode() -> object:
         for number in numbers:

@@ -53,12 +53,11 @@ neither receipts nor (for a parent, whose number is its child's minus one) numbe
 so damage to those shows on the slow path only, while the fast path goes on serving the
 right bytes. A :class:`Settlement` is the receipts a block gets when it becomes settled.
 
-With an archive beneath the store (:class:`~vmstack.cchain.era1.HistoryTier`), every read
-by height takes the store first and the archive for the heights it holds that the store has
-no canonical entry for; a read by hash finds the number in the store, else in the archive.
-An archived block has no integrity entry: the archive checks it (CRCs, framing, the header
-against the hash its accumulator covers). The one integrity check of a stored block's bytes
-is :func:`check_block_checksum`, used by every path.
+With an archive beneath the store, which of the two answers a read is decided by the
+chain's :class:`~vmstack.cchain.source.ChainSource` (the store first, then the archive), on
+every path. An archived block has no integrity entry: the archive checks it. The one
+integrity check of a stored block's bytes is :func:`check_block_checksum`, used by every
+path.
 """
 
 from __future__ import annotations
@@ -78,6 +77,7 @@ from vmstack.cchain.era1.tier import HistoryTier
 from vmstack.cchain.execution import execute_transactions
 from vmstack.cchain.integrity import Integrity, checksum, integrity_block_checksum
 from vmstack.cchain.rlpbytes import block_bytes, stitched_parent_hash
+from vmstack.cchain.source import ChainSource
 from vmstack.cchain.types import AnyHeader, Block, Receipt
 from vmstack.errors import BlockNotFound, InvalidBlock, StoreCorrupted
 from vmstack.store.base import KeyReader, KeyWriter, ReadSnapshot
@@ -140,8 +140,8 @@ class ChainReader:
     ) -> None:
         self.schema = schema
         self.flavour = flavour
-        #: The archive beneath the store (``None``: the store holds the whole chain).
-        self.history = history
+        #: Which of the store and the archive beneath it answers each read.
+        self.source = ChainSource(schema, history)
         self.cache = CanonicalHashCache(cache_size)
         self._cache_lock = threading.Lock()
         self._headers: OrderedDict[bytes, AnyHeader] = OrderedDict()
@@ -162,12 +162,9 @@ class ChainReader:
         docstring); it reads more only to explain, on this failure path."""
         schema = self.schema
         if canonical is None:
-            history = self.history
-            if history is not None and number <= history.last and not history.holds(number):
-                return BlockNotFound(
-                    f"height {number} is neither in the store nor in the "
-                    f"archive {history.archive.directory}"
-                )
+            unheld = self.source.unheld(number)
+            if unheld is not None:
+                return BlockNotFound(unheld)
             if number <= self.number_of(reader, self.last_accepted(reader)):
                 return StoreCorrupted(f"accepted height {number} has no canonical entry")
             if block_id is None:
@@ -209,9 +206,8 @@ class ChainReader:
         """The last accepted block pointer, checked against the chain: it names the
         canonical block at its height, and no block is accepted above it."""
         found = rawdb.read_last_accepted_hash(reader, self.schema)
-        if found is None and self.history is not None:
-            # An empty store over an archive: the chain is the archive's.
-            found = self.history.hash(self.history.last)
+        if found is None:
+            found = self.source.head()
         if found is None:
             raise StoreCorrupted("the store has no last accepted block pointer")
         number = self.head_number(reader, found, "last accepted")
@@ -236,29 +232,14 @@ class ChainReader:
 
     def block_number(self, reader: KeyReader, block_hash: bytes) -> int | None:
         """The height of ``block_hash``: its number entry in the store, else its height in
-        the archive beneath (``None`` if neither has it)."""
-        number = rawdb.read_header_number(reader, self.schema, block_hash)
-        if number is None and self.history is not None:
-            number = self.history.number_of(block_hash)
-        return number
+        the archive beneath (``None`` if neither has it: :meth:`ChainSource.number
+        <vmstack.cchain.source.ChainSource.number>`)."""
+        return self.source.number(reader, block_hash)
 
     def canonical_at(self, reader: KeyReader, number: int) -> bytes | None:
         """The canonical hash at ``number``: the store's entry, else the archive's block
         there (``None`` if neither has one)."""
-        found = rawdb.read_canonical_hash(reader, self.schema, number)
-        if found is None and self.history is not None and self.history.holds(number):
-            return self.history.hash(number)
-        return found
-
-    def archived(self, reader: KeyReader, number: int) -> bool:
-        """Whether height ``number`` is served from the archive: the store has no
-        canonical entry there and the archive holds it."""
-        history = self.history
-        return (
-            history is not None
-            and history.holds(number)
-            and rawdb.read_canonical_hash(reader, self.schema, number) is None
-        )
+        return self.source.canonical(reader, number)
 
     def head_number(self, reader: KeyReader, block_hash: bytes, pointer: str) -> int:
         """The height of the block a head pointer names, checked: it has a number entry and
@@ -323,16 +304,7 @@ class ChainReader:
         known = self._headers.get(block_hash)
         if known is not None and known.number == number:
             return known
-        data: bytes | memoryview | None = rawdb.read_header_rlp(
-            reader, self.schema, number, block_hash
-        )
-        if (
-            data is None
-            and self.archived(reader, number)
-            and self.history is not None
-            and (self.history.hash(number) == block_hash)
-        ):
-            data = self.history.parts(number)[0]
+        data = self.source.header(reader, number, block_hash)
         if data is None:
             raise StoreCorrupted(f"block {block_hash.hex()} at {number} has no header")
         if keccak256(data) != block_hash:
@@ -359,25 +331,15 @@ class ChainReader:
     ) -> tuple[bytes | memoryview, bytes | memoryview] | None:
         """The header and body RLP of the block ``block_id`` at ``number``, from the store,
         else from the archive when it is the archive's block there; ``None`` if neither."""
-        header = rawdb.read_header_rlp(reader, self.schema, number, block_id)
-        body = rawdb.read_body_rlp(reader, self.schema, number, block_id)
-        if header is not None and body is not None:
-            return header, body
-        if (
-            self.archived(reader, number)
-            and self.history is not None
-            and (self.history.hash(number) == block_id)
-        ):
-            return self.history.parts(number)
-        return None
+        return self.source.parts(reader, number, block_id)
 
     def canonical_hash(self, reader: KeyReader, height: int) -> bytes:
         """The ID of the accepted block at ``height``, from the store: its canonical entry,
         which must name a block the store has there (number entry, header and body)."""
         found = rawdb.read_canonical_hash(reader, self.schema, height)
-        history = self.history
-        if found is None and history is not None and history.holds(height):
-            return history.hash(height)
+        archived = self.source.archived_hash(height, found)
+        if archived is not None:
+            return archived
         schema = self.schema
         if (
             found is None
@@ -398,8 +360,9 @@ class ChainReader:
         if number is None:
             raise BlockNotFound(f"block {block_id.hex()} is not known")
         canonical = rawdb.read_canonical_hash(reader, schema, number)
-        if canonical is None and self.history is not None and self.history.holds(number):
-            return self._restore_archived(self.history, number, block_id)
+        archived = self.source.archived_hash(number, canonical)
+        if archived is not None:
+            return self._restore_archived(number, block_id, archived)
         header_rlp = rawdb.read_header_rlp(reader, schema, number, block_id)
         body_rlp = rawdb.read_body_rlp(reader, schema, number, block_id)
         if canonical != block_id or header_rlp is None or body_rlp is None:
@@ -439,12 +402,12 @@ class ChainReader:
             )
         return receipts_rlp
 
-    def _restore_archived(
-        self, history: HistoryTier, number: int, block_id: bytes
-    ) -> RestoredBlock:
-        """The slow path over an archived block: the same decode, sender recovery, receipts
-        (from the archive, consensus form) and re-encode as for a stored block."""
-        if history.hash(number) != block_id:
+    def _restore_archived(self, number: int, block_id: bytes, archived: bytes) -> RestoredBlock:
+        """The slow path over an archived block (``archived`` the archive's hash at
+        ``number``): the same decode, sender recovery, receipts (from the archive,
+        consensus form) and re-encode as for a stored block."""
+        history = self.source.archive
+        if history is None or archived != block_id:
             raise BlockNotFound(f"block {block_id.hex()} is not the archived block at {number}")
         header_rlp, body_rlp = history.parts(number)
         return self._decode(
@@ -646,19 +609,23 @@ class FastAncestorWalk:
     methods it calls per block are bound once, up front: this is the hot loop of the
     batched protocol. ``processing`` gives the processing blocks by ID (served from memory).
 
-    A height the store has no block at is read from the archive beneath it, if the chain
-    has one that holds the height (the store first, as go-ethereum reads): the canonical
-    check against the archive's hash there, the header and body bytes from the archive
-    (checked by it) stitched the same way. So one answer walks from the store into the
-    archive and across its files.
+    A height with no canonical entry in the store is read from the archive beneath it as
+    the chain's :class:`~vmstack.cchain.source.ChainSource` decides (one call,
+    :meth:`~vmstack.cchain.source.ChainSource.archived_block`, on that path only; above the
+    archive's last height one comparison tells the store answers): the canonical check
+    against the archive's hash there, the header and body bytes from the archive (checked
+    by it) stitched the same way. So one answer walks from the store into the archive and
+    across its files.
     """
 
     __slots__ = (
+        "_archive_last",
+        "_archived_block",
+        "_canonical_key",
         "_chain",
         "_check_from",
         "_get",
         "_has",
-        "_history",
         "_keys",
         "_lookup",
         "_next_number",
@@ -678,9 +645,11 @@ class FastAncestorWalk:
         self._get = snap.get
         self._has = snap.has
         self._keys = chain.schema.block_data_keys
+        self._canonical_key = chain.schema.canonical_hash_key
         self._processing = processing
         self._lookup = chain.cache.lookup
-        self._history = chain.history
+        self._archive_last = chain.source.archive_last
+        self._archived_block = chain.source.archived_block
         self._next_number: int | None = None
         settled = chain.settled_number(snap)
         chain.settle_cache(settled)
@@ -709,23 +678,18 @@ class FastAncestorWalk:
             canonical = self._lookup(number)
         if canonical is None:
             try:
-                canonical = get(self._chain.schema.canonical_hash_key(number))
+                canonical = get(self._canonical_key(number))
             except KeyError:
-                history = self._history
-                if history is not None and history.holds(number):
-                    # The store has no block here: the archive's is the canonical one.
-                    archived = history.block_parts(number)
+                # No canonical entry in the store: the archive's block, if it holds one.
+                archived = self._archived_block(number)
+                if archived is not None:
                     canonical = archived[0]
             if settled and canonical == block_id:
                 self._chain.remember_canonical(number, block_id)
-        elif (
-            self._history is not None
-            and self._history.holds(number)
-            and not self._has(self._chain.schema.canonical_hash_key(number))
-        ):
+        elif number <= self._archive_last and not self._has(self._canonical_key(number)):
             # A cached height the store has no entry for: the archive's block is served.
-            archived = self._history.block_parts(number)
-            if archived[0] != canonical:
+            archived = self._archived_block(number)
+            if archived is not None and archived[0] != canonical:
                 raise self._chain.missing_or_corrupt(self._snap, number, block_id, archived[0])
         if canonical != block_id:
             raise self._chain.missing_or_corrupt(self._snap, number, block_id, canonical)
@@ -738,17 +702,9 @@ class FastAncestorWalk:
                 header = get(header_key)
                 body = get(body_key)
             except KeyError:
-                history = self._history
-                if history is None or not self._chain.archived(self._snap, number):
-                    raise self._chain.missing_or_corrupt(
-                        self._snap, number, block_id, canonical
-                    ) from None
-                archived = history.block_parts(number)
-                if archived[0] != block_id:
-                    raise self._chain.missing_or_corrupt(
-                        self._snap, number, block_id, archived[0]
-                    ) from None
-                header, body = archived[1], archived[2]
+                raise self._chain.missing_or_corrupt(
+                    self._snap, number, block_id, canonical
+                ) from None
         try:
             data = block_bytes(header, body)
             parent_id = stitched_parent_hash(data, header)

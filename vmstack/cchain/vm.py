@@ -92,6 +92,7 @@ from vmstack.cchain.rules import (
     check_receipts_commitments,
     check_received_body,
 )
+from vmstack.cchain.source import ChainSource
 from vmstack.cchain.state import (
     AcceptedState,
     Account,
@@ -561,6 +562,11 @@ class CChainVM:
     def history(self) -> EraArchive | None:
         """The archive beneath the store, if any."""
         return None if self._history is None else self._history.archive
+
+    @property
+    def source(self) -> ChainSource:
+        """Which of the store and the archive beneath it answers each read of the chain."""
+        return self._chain.source
 
     @property
     def cache(self) -> CanonicalHashCache:

@@ -209,13 +209,10 @@ def export_history(
     if not re.fullmatch(r"[A-Za-z0-9_]+", network):
         raise ValueError(f"a network name is letters, digits and _, not {network!r}")
     history = vm.history
+    source = vm.source
     settled = vm.get_block(vm.last_settled()).height
     lowest = 0
-    if (
-        history is not None
-        and not history.holds(0)
-        and rawdb.read_canonical_hash(vm.store, vm.schema, 0) is None
-    ):
+    if history is not None and source.canonical(vm.store, 0) is None:
         lowest = history.first
     if history is not None and not all(
         history.holds(n) for n in range(lowest, min(history.last, settled) + 1)
@@ -236,11 +233,7 @@ def export_history(
             number = start + offset
             header, body = split_block(data)
             block_id = keccak256(header)
-            if (
-                history is not None
-                and history.holds(number)
-                and rawdb.read_canonical_hash(vm.store, vm.schema, number) is None
-            ):
+            if history is not None and source.archived(vm.store, number):
                 total_difficulty = history.total_difficulty(number)
                 receipts = history.receipts(number)
             else:

@@ -37,8 +37,9 @@ from types import TracebackType
 from typing import Final, Self
 
 from vmstack.errors import BlockNotFound, InvalidBlock, StoreCorrupted
+from vmstack.keccak import keccak256
 from vmstack.store.history.era_file import EraFile
-from vmstack.store.history.records import ERA1_BLOCKS, header_hash
+from vmstack.store.history.records import ERA1_BLOCKS
 
 __all__ = ["BlockCheck", "EraArchive"]
 
@@ -205,7 +206,7 @@ class EraArchive:
         try:
             header, body = file.read_parts(number)
             block_hash = (
-                file.hashes[number - file.start] if file.hashes is not None else header_hash(header)
+                file.hashes[number - file.start] if file.hashes is not None else keccak256(header)
             )
             return block_hash, header, body
         finally:
@@ -225,7 +226,7 @@ class EraArchive:
         try:
             if file.hashes is not None:
                 return file.hashes[number - file.start]
-            return header_hash(file.read(number, 0))
+            return keccak256(file.read(number, 0))
         finally:
             self._release(file)
 
@@ -245,8 +246,7 @@ class EraArchive:
                             file.hashes
                             if file.hashes is not None
                             else [
-                                header_hash(file.read(n, 0))
-                                for n in range(file.start, file.last + 1)
+                                keccak256(file.read(n, 0)) for n in range(file.start, file.last + 1)
                             ]
                         )
                     finally:
@@ -305,7 +305,7 @@ class EraArchive:
                         on_block(number)
                 previous = (
                     file.last,
-                    header_hash(file.read(file.last, 0)),
+                    keccak256(file.read(file.last, 0)),
                     file.read_total_difficulty(file.last),
                 )
             finally:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Final
 
 from vmstack.errors import InvalidBlock, StoreCorrupted
+from vmstack.keccak import keccak256
 from vmstack.rlpreader import iter_list_items, read_prefix
 from vmstack.store.history.records import (
     ERA1_BLOCKS,
@@ -31,7 +32,6 @@ from vmstack.store.history.records import (
     U64,
     accumulator_root,
     e2store_record,
-    header_hash,
     snappy_unframe,
 )
 
@@ -231,7 +231,7 @@ class EraFile:
                 raise self._misnumbered(number, found)
             if hashes and self.parent_hash(header, number) != hashes[-1]:
                 raise self.damaged(f"block {number}'s parent hash is not block {number - 1}'s hash")
-            hashes.append(header_hash(header))
+            hashes.append(keccak256(header))
             td = self._total_difficulty(values[3], number)
             if tds or number == 0:
                 below = tds[-1] if tds else 0
@@ -373,7 +373,7 @@ class EraFile:
         headers' numbers were checked), or, in a trusted file, its number its height."""
         if self.hashes is None:
             self._check_number(header, number)
-        elif header_hash(header) != self.hashes[number - self.start]:
+        elif keccak256(header) != self.hashes[number - self.start]:
             raise self.damaged(
                 f"block {number} header: its hash is not the one its accumulator covers"
             )

@@ -1,8 +1,8 @@
 """The records of an era1 file and what they hold, at the byte level: the e2store record
 head (``type u16 LE | length u32 LE | reserved u16 = 0``), the snappy framing of the header,
-body and receipts values (:func:`snappy_frame`, :func:`snappy_unframe`), a header's hash
-(:func:`header_hash`, Keccak-256 of its bytes), the accumulator (:func:`accumulator_root`),
-and writing one file (:class:`EraRecord`, :func:`write_era1`). Nothing here decodes a block.
+body and receipts values (:func:`snappy_frame`, :func:`snappy_unframe`), the accumulator
+(:func:`accumulator_root`, over each header's Keccak-256) and writing one file
+(:class:`EraRecord`, :func:`write_era1`). Nothing here decodes a block.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from typing import Final
 import attrs
 import cramjam
 import google_crc32c
-from Crypto.Hash import keccak
 
 from vmstack.errors import StoreCorrupted
+from vmstack.keccak import keccak256
 
 __all__ = [
     "ERA1_BLOCKS",
@@ -35,7 +35,6 @@ __all__ = [
     "TYPE_VERSION",
     "U64",
     "accumulator_root",
-    "header_hash",
     "e2store_record",
     "snappy_frame",
     "snappy_unframe",
@@ -62,12 +61,6 @@ RECORD_HEAD: Final = struct.Struct("<HIH")
 U64: Final = struct.Struct("<Q")
 _STREAM_ID: Final = b"\xff\x06\x00\x00sNaPpY"
 _MAX_CHUNK: Final = 65536
-
-
-def header_hash(header_rlp: bytes | memoryview) -> bytes:
-    """The block hash an era1 file's accumulator covers: Keccak-256 of the header's bytes
-    as they stand (pycryptodome's Keccak, the library the C-chain hashes with)."""
-    return keccak.new(digest_bits=256, data=bytes(header_rlp)).digest()
 
 
 def e2store_record(kind: int, value: bytes) -> bytes:
@@ -210,7 +203,7 @@ def write_era1(
             parts.append(e2store_record(kind, value))
             written += 8 + len(value)
     root = accumulator_root(
-        [header_hash(r.header_rlp) for r in records], [r.total_difficulty for r in records]
+        [keccak256(r.header_rlp) for r in records], [r.total_difficulty for r in records]
     )
     parts.append(e2store_record(TYPE_ACCUMULATOR, root))
     base = written + 40
