@@ -7,7 +7,7 @@ which the store has no canonical entry (the archive holds canonical blocks only,
 is the archive's at a height when its hash is the archive's hash there). Archived heights
 are settled and cannot reorg. :class:`ChainSource` is the one place that rule is decided;
 every read of :class:`~vmstack.cchain.chain.ChainReader` and of the fast walk
-(:class:`~vmstack.cchain.chain.FastAncestorWalk`) asks it, and so does exporting a chain
+(:class:`~vmstack.cchain.fastwalk.FastAncestorWalk`) asks it, and so does exporting a chain
 (:func:`~vmstack.cchain.era1.export_history`).
 
 An archived block has no integrity entry: what is checked on it is what the archive checks

@@ -1,11 +1,9 @@
 """The archive tier beneath a C-chain VM's key-value store: :class:`HistoryTier`.
 
 A :class:`~vmstack.cchain.vm.CChainVM` given ``history=EraArchive(...)`` reads a height from
-its key-value store first and, where the store has no canonical entry there, from the archive
-when the archive holds that height (go-ethereum reads its immutable history the same way: the
-archive holds canonical blocks only, so a read by hash compares the archive's hash at that
-height). Archived heights are settled and cannot reorg; their canonical hashes go through the
-VM's canonical hash cache like any settled height's.
+the archive where its :class:`~vmstack.cchain.source.ChainSource` says (the store first).
+Archived heights are settled and cannot reorg; their canonical hashes go through the VM's
+canonical hash cache like any settled height's.
 
 What is checked on an archived block is what the archive checks (see
 :mod:`vmstack.store.history`): the snappy CRCs and RLP framing of every record read, each
