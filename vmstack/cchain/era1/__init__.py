@@ -22,10 +22,10 @@ from vmstack.cchain.era1.transfer import (
 from vmstack.cchain.era1.verify import check_archived_block, verify_archive
 
 __all__ = [
-    "NETWORK_CHAIN_IDS",
     "ArchivedBlock",
     "HistoryTier",
     "ImportResult",
+    "NETWORK_CHAIN_IDS",
     "StateNotModelled",
     "check_archived_block",
     "decode_consensus_receipts",

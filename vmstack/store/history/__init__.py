@@ -21,8 +21,8 @@ from vmstack.store.history.records import (
 )
 
 __all__ = [
-    "ERA1_BLOCKS",
     "BlockCheck",
+    "ERA1_BLOCKS",
     "EraArchive",
     "EraRecord",
     "accumulator_root",
