@@ -16,7 +16,7 @@ import pytest
 
 from vmstack import build_stack
 from vmstack.cchain import ETHEREUM, CChainVM
-from vmstack.cchain.history import export_history
+from vmstack.cchain.era1 import export_history
 from vmstack.cli import _parser
 from vmstack.cli.serve import stack_options_of
 from vmstack.cli.simulate import RUNS, run_parser

@@ -12,9 +12,10 @@ import pytest
 
 from tests.conftest import ERA1_FIRST as FIRST
 from tests.conftest import ERA1_SECOND as SECOND
-from vmstack.cchain import ETHEREUM, history_state, keccak256
+from vmstack.cchain import ETHEREUM, keccak256
+from vmstack.cchain.era1 import state_roots
+from vmstack.cchain.era1.state_roots import StateNotModelled, genesis_header, recompute_state_roots
 from vmstack.cchain.genesis import Genesis
-from vmstack.cchain.history_state import StateNotModelled, genesis_header, recompute_state_roots
 from vmstack.cchain.rewards import ETHER, GWEI, Forks, apply_rewards, block_reward
 from vmstack.cchain.state import Account
 from vmstack.cchain.types import Body, Header, Withdrawal
@@ -97,7 +98,7 @@ def test_dropping_the_reward_fails_at_height_1(
     folder = _short_archive(era_dir, tmp_path / "a", 16, {})
     with EraArchive(folder) as archive:
         assert recompute_state_roots(archive, genesis_text) == 16
-        monkeypatch.setattr(history_state, "apply_rewards", lambda *args: {})
+        monkeypatch.setattr(state_roots, "apply_rewards", lambda *args: {})
         with pytest.raises(InvalidBlock, match=r"^block 1: state root"):
             recompute_state_roots(archive, genesis_text)
 

@@ -16,7 +16,7 @@ from tests.conftest import ERA1_FIRST as FIRST
 from tests.conftest import ERA1_SECOND as SECOND
 from tests.conftest import load_vectors
 from vmstack.cchain import ETHEREUM, CChainVM, block_bytes, keccak256, rawdb
-from vmstack.cchain.history import export_history, import_history
+from vmstack.cchain.era1 import export_history, import_history, verify_archive
 from vmstack.clock import SimClock
 from vmstack.errors import BlockNotFound, StoreCorrupted, StoreError
 from vmstack.stack import build_stack
@@ -236,7 +236,7 @@ def test_export_then_verify_round_trips_a_generated_chain(tmp_path: Path) -> Non
     paths = export_history(vm, out, network="vmstack")
     assert [p.name[:14] for p in paths] == ["vmstack-00000-"]
     with EraArchive(out) as exported:
-        assert exported.verify() == paths[0].stat().st_size
+        assert verify_archive(exported) == paths[0].stat().st_size
         assert (exported.first, exported.last) == (0, 40)
         assert exported.hash(40) == vm.last_accepted()
         served = CChainVM(MemoryStore(), flavour=ETHEREUM, clock=SimClock(START), history=exported)

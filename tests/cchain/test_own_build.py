@@ -9,7 +9,7 @@ from typing import Any
 import attrs
 import pytest
 
-import vmstack.cchain.vm as vm_module
+import vmstack.cchain.deciding as vm_module
 from tests.cchain.chains import new_vm, tampered
 from vmstack.cchain import (
     AVALANCHE,

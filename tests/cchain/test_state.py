@@ -30,6 +30,7 @@ from vmstack.cchain import (
     execute_transactions,
     keccak256,
 )
+from vmstack.cchain.accounts import state_of
 from vmstack.cchain.generate import generate_chain
 from vmstack.errors import InvalidBlock, InvalidTransaction
 from vmstack.store import MemoryStore
@@ -107,7 +108,7 @@ def test_a_chain_s_state_root_is_the_trie_of_its_stored_accounts() -> None:
     vm = new_vm(MemoryStore())
     generate_chain(vm, blocks=20, txs_per_block=6, seed=3, clock=vm.clock)  # type: ignore[arg-type]
     reference = HexaryTrie({})
-    base = vm._state_of(None)
+    base = state_of(vm, None)
     for address, account in base.accounts.items():  # type: ignore[union-attr]
         reference[keccak256(address)] = account.encode()
     assert vm.get_block(vm.last_accepted()).header.state_root == reference.root_hash

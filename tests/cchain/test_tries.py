@@ -29,6 +29,7 @@ from vmstack.cchain.tries import (
     body_commitments,
     check_body_commitments,
     encoded_body_commitments,
+    encoded_receipt_commitments,
     receipt_commitments,
     receipts_bloom,
     with_body_commitments,
@@ -186,3 +187,24 @@ def test_a_stated_bloom_counts_as_the_receipts_root_counts_it() -> None:
     without = attrs.evolve(header, bloom=bytes([0]) + with_bits[1:])
     with pytest.raises(InvalidBlock, match="logs bloom"):
         check_receipts_commitments(without, receipts)
+
+
+def test_receipts_commitments_come_from_their_encodings_on_every_path() -> None:
+    """receipt_commitments is encoded_receipt_commitments over the receipts' consensus
+    encodings (typed ones after their type byte), the function the era1 verifier calls on a
+    file's receipts: gas used, receipts root and bloom agree; a stated bloom counts; a
+    receipt of another shape is refused naming it."""
+    typed = attrs.evolve(_receipts_with_logs()[0], tx_type=2, cumulative_gas_used=50_000)
+    odd = Receipt(cumulative_gas_used=90_000, logs=(), bloom=b"\x01" + bytes(255))
+    receipts = [*_receipts_with_logs(), typed, odd]
+    from_receipts = receipt_commitments(receipts)
+    assert encoded_receipt_commitments([r.encode() for r in receipts]) == from_receipts
+    assert from_receipts.gas_used == 90_000
+    assert from_receipts.bloom == receipts_bloom(receipts)
+    assert encoded_receipt_commitments([]) == receipt_commitments([])
+    with pytest.raises(InvalidBlock, match="receipt 1 has 3 fields"):
+        encoded_receipt_commitments([receipts[0].encode(), rlp.encode([b"", b"", []])])
+    with pytest.raises(InvalidBlock, match="receipt 0: its bloom is not 256 bytes"):
+        encoded_receipt_commitments([rlp.encode([b"\x01", b"", bytes(255), []])])
+    with pytest.raises(InvalidBlock, match="receipt 0: RLP list"):
+        encoded_receipt_commitments([b"\x02"])

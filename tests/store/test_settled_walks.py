@@ -11,7 +11,7 @@ import pytest
 from tests.conftest import ERA1_SECOND as SECOND
 from vmstack.benchmarks.history import cursor_walk, gets_walk
 from vmstack.cchain import ETHEREUM, CChainVM
-from vmstack.cchain.history import import_history
+from vmstack.cchain.era1 import import_history
 from vmstack.errors import StoreCorrupted
 from vmstack.store import LMDBStore
 from vmstack.store.history import EraArchive

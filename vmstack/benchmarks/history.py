@@ -25,7 +25,7 @@ of a ``CChainVM`` over an empty store with the archive beneath it:
   joined: the least a reader of compressed, checksummed records does.
 
 ``settled walk, LMDB``: the last 2,000 blocks of the last file imported into an LMDB store
-(:func:`~vmstack.cchain.history.import_history`, integrity entries written), walked from the
+(:func:`~vmstack.cchain.era1.import_history`, integrity entries written), walked from the
 tip:
 
 - fast: the VM's walk, ``get_ancestors`` (separate gets per block, through the VM's walk
@@ -46,7 +46,7 @@ per block, the headers decoded beforehand:
 - baseline: the same with the ``trie`` package's ``HexaryTrie`` updated in place;
 - floor: one keccak256 of each changed account's encoding.
 
-The notes give :func:`~vmstack.cchain.history_state.recompute_state_roots` whole (the
+The notes give :func:`~vmstack.cchain.era1.state_roots.recompute_state_roots` whole (the
 records read and decoded too), per block.
 
 """
@@ -62,7 +62,7 @@ from pathlib import Path
 from vmstack.benchmarks import Comparison, alternated_medians
 from vmstack.cchain import CChainVM, rawdb
 from vmstack.cchain.codec import ETHEREUM
-from vmstack.cchain.history import import_history
+from vmstack.cchain.era1 import import_history, verify_archive
 from vmstack.cchain.integrity import checksum, integrity_block_checksum
 from vmstack.cchain.rlpbytes import block_bytes, stitched_parent_hash
 from vmstack.cchain.tries import check_body
@@ -105,8 +105,8 @@ def _state_roots_rows(directory: Path, quick: bool) -> list[Comparison]:
     from trie.hexary import HexaryTrie
 
     from vmstack.cchain.crypto import keccak256
+    from vmstack.cchain.era1.state_roots import recompute_state_roots
     from vmstack.cchain.genesis import Genesis
-    from vmstack.cchain.history_state import recompute_state_roots
     from vmstack.cchain.rewards import Forks, apply_rewards
     from vmstack.cchain.state import AccountTrie
 
@@ -190,7 +190,7 @@ def _verify_row(directory: Path, quick: bool) -> Comparison:
 
     def verify() -> object:
         with EraArchive(directory, sparse=True) as fresh:
-            return fresh.verify()
+            return verify_archive(fresh)
 
     def decode() -> object:
         for number in numbers:

@@ -40,6 +40,7 @@ from vmstack.cchain import (
     execute_transactions,
     keccak256,
 )
+from vmstack.cchain.accounts import state_of
 from vmstack.cchain.crypto import private_key_object
 from vmstack.cchain.generate import generate_chain, transaction_pool
 from vmstack.cchain.genesis import BASE_FEE, BLACKHOLE_ADDRESS
@@ -150,7 +151,7 @@ def _verify_row(repeat: int) -> Comparison:
 
     def transition() -> object:
         node = CChainVM(MemoryStore(), clock=clock)
-        base = node._state_of(None)
+        base = state_of(node, None)
         assert isinstance(base, AcceptedState)
         roots = []
         for height in range(blocks):

@@ -44,10 +44,7 @@ from vmstack.cchain.rlpbytes import (
     check_rlp,
     header_parent_hash,
     header_slice,
-    iter_list_items,
-    list_items,
     list_prefix,
-    read_prefix,
     split_block,
 )
 from vmstack.cchain.state import EMPTY_CODE_HASH, EMPTY_TRIE_ROOT, Account, AccountTrie
@@ -92,6 +89,7 @@ from vmstack.cchain.types import (
 )
 from vmstack.cchain.vm import CChainVM
 from vmstack.defaults import DEFAULT_CHAIN_ID
+from vmstack.rlpreader import iter_list_items, list_items, read_prefix
 
 __all__ = [
     "AVALANCHE",

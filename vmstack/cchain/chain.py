@@ -9,14 +9,11 @@ Two ways to serve a block:
   settled block (read and decode its receipts, derive their derived fields, recover every
   sender with secp256k1 public-key recovery) and re-encode the block to produce its bytes.
   Nothing is skipped and nothing is slowed down on purpose: it is the honest serial baseline.
-- The fast path (:class:`FastAncestorWalk`, behind ``CChainVM.get_ancestors``) reads within
-  ONE store snapshot, per block: the header and body RLP (zero-copy views on LMDB), the
-  block bytes stitched by :func:`~vmstack.cchain.block_bytes`, the parent hash read in place
-  from the header bytes, and the canonical check, through the
-  :class:`~vmstack.cchain.cache.CanonicalHashCache` for settled heights (immutable) and from
-  the store for the others (a reorg can still change those, so they are never cached). The
-  number of each parent is its child's minus one. The budget is
-  :class:`~vmstack.batching.AncestorBudget` walked by :func:`~vmstack.batching.walk_ancestors`.
+- The fast path (:class:`~vmstack.cchain.fastwalk.FastAncestorWalk`, behind
+  ``CChainVM.get_ancestors``) reads within ONE store snapshot and stitches each block's
+  bytes without decoding (see :mod:`vmstack.cchain.fastwalk`); the number of each parent is
+  its child's minus one. The budget is :class:`~vmstack.batching.AncestorBudget` walked by
+  :func:`~vmstack.batching.walk_ancestors`.
 
 Each accept writes an integrity entry per block (a crc32 of the block's integrity key and
 its RLP, and of that key and the receipts RLP once settled: a block's values copied under
@@ -53,19 +50,18 @@ neither receipts nor (for a parent, whose number is its child's minus one) numbe
 so damage to those shows on the slow path only, while the fast path goes on serving the
 right bytes. A :class:`Settlement` is the receipts a block gets when it becomes settled.
 
-With an archive beneath the store (:class:`~vmstack.cchain.history.HistoryTier`), every read
-by height takes the store first and the archive for the heights it holds that the store has
-no canonical entry for; a read by hash finds the number in the store, else in the archive.
-An archived block has no integrity entry: the archive checks it (CRCs, framing, the header
-against the hash its accumulator covers). The one integrity check of a stored block's bytes
-is :func:`check_block_checksum`, used by every path.
+With an archive beneath the store, which of the two answers a read is decided by the
+chain's :class:`~vmstack.cchain.source.ChainSource` (the store first, then the archive), on
+every path. An archived block has no integrity entry: the archive checks it. The one
+integrity check of a stored block's bytes is :func:`check_block_checksum`, used by every
+path.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final, Protocol
 
 import attrs
@@ -74,21 +70,21 @@ from vmstack.cchain import rawdb
 from vmstack.cchain.cache import CanonicalHashCache
 from vmstack.cchain.codec import Flavour, decode_receipts, derive_receipts, encode_receipts
 from vmstack.cchain.crypto import keccak256
+from vmstack.cchain.era1.tier import HistoryTier
 from vmstack.cchain.execution import execute_transactions
-from vmstack.cchain.history import HistoryTier
-from vmstack.cchain.integrity import Integrity, checksum, integrity_block_checksum
-from vmstack.cchain.rlpbytes import block_bytes, stitched_parent_hash
+from vmstack.cchain.integrity import Integrity, checksum
+from vmstack.cchain.rlpbytes import block_bytes
+from vmstack.cchain.source import ChainSource
 from vmstack.cchain.types import AnyHeader, Block, Receipt
 from vmstack.errors import BlockNotFound, InvalidBlock, StoreCorrupted
 from vmstack.store.base import KeyReader, KeyWriter, ReadSnapshot
 
 if TYPE_CHECKING:
-    from vmstack.cchain.block import CChainBlock
+    pass
 
 __all__ = [
     "AcceptedParts",
     "ChainReader",
-    "FastAncestorWalk",
     "MAX_NUMBER",
     "RestoredBlock",
     "Settlement",
@@ -140,8 +136,8 @@ class ChainReader:
     ) -> None:
         self.schema = schema
         self.flavour = flavour
-        #: The archive beneath the store (``None``: the store holds the whole chain).
-        self.history = history
+        #: Which of the store and the archive beneath it answers each read.
+        self.source = ChainSource(schema, history)
         self.cache = CanonicalHashCache(cache_size)
         self._cache_lock = threading.Lock()
         self._headers: OrderedDict[bytes, AnyHeader] = OrderedDict()
@@ -162,12 +158,9 @@ class ChainReader:
         docstring); it reads more only to explain, on this failure path."""
         schema = self.schema
         if canonical is None:
-            history = self.history
-            if history is not None and number <= history.last and not history.holds(number):
-                return BlockNotFound(
-                    f"height {number} is neither in the store nor in the "
-                    f"archive {history.archive.directory}"
-                )
+            unheld = self.source.unheld(number)
+            if unheld is not None:
+                return BlockNotFound(unheld)
             if number <= self.number_of(reader, self.last_accepted(reader)):
                 return StoreCorrupted(f"accepted height {number} has no canonical entry")
             if block_id is None:
@@ -209,9 +202,8 @@ class ChainReader:
         """The last accepted block pointer, checked against the chain: it names the
         canonical block at its height, and no block is accepted above it."""
         found = rawdb.read_last_accepted_hash(reader, self.schema)
-        if found is None and self.history is not None:
-            # An empty store over an archive: the chain is the archive's.
-            found = self.history.hash(self.history.last)
+        if found is None:
+            found = self.source.head()
         if found is None:
             raise StoreCorrupted("the store has no last accepted block pointer")
         number = self.head_number(reader, found, "last accepted")
@@ -236,29 +228,14 @@ class ChainReader:
 
     def block_number(self, reader: KeyReader, block_hash: bytes) -> int | None:
         """The height of ``block_hash``: its number entry in the store, else its height in
-        the archive beneath (``None`` if neither has it)."""
-        number = rawdb.read_header_number(reader, self.schema, block_hash)
-        if number is None and self.history is not None:
-            number = self.history.number_of(block_hash)
-        return number
+        the archive beneath (``None`` if neither has it: :meth:`ChainSource.number
+        <vmstack.cchain.source.ChainSource.number>`)."""
+        return self.source.number(reader, block_hash)
 
     def canonical_at(self, reader: KeyReader, number: int) -> bytes | None:
         """The canonical hash at ``number``: the store's entry, else the archive's block
         there (``None`` if neither has one)."""
-        found = rawdb.read_canonical_hash(reader, self.schema, number)
-        if found is None and self.history is not None and self.history.holds(number):
-            return self.history.hash(number)
-        return found
-
-    def archived(self, reader: KeyReader, number: int) -> bool:
-        """Whether height ``number`` is served from the archive: the store has no
-        canonical entry there and the archive holds it."""
-        history = self.history
-        return (
-            history is not None
-            and history.holds(number)
-            and rawdb.read_canonical_hash(reader, self.schema, number) is None
-        )
+        return self.source.canonical(reader, number)
 
     def head_number(self, reader: KeyReader, block_hash: bytes, pointer: str) -> int:
         """The height of the block a head pointer names, checked: it has a number entry and
@@ -323,16 +300,7 @@ class ChainReader:
         known = self._headers.get(block_hash)
         if known is not None and known.number == number:
             return known
-        data: bytes | memoryview | None = rawdb.read_header_rlp(
-            reader, self.schema, number, block_hash
-        )
-        if (
-            data is None
-            and self.archived(reader, number)
-            and self.history is not None
-            and (self.history.hash(number) == block_hash)
-        ):
-            data = self.history.parts(number)[0]
+        data = self.source.header(reader, number, block_hash)
         if data is None:
             raise StoreCorrupted(f"block {block_hash.hex()} at {number} has no header")
         if keccak256(data) != block_hash:
@@ -359,25 +327,15 @@ class ChainReader:
     ) -> tuple[bytes | memoryview, bytes | memoryview] | None:
         """The header and body RLP of the block ``block_id`` at ``number``, from the store,
         else from the archive when it is the archive's block there; ``None`` if neither."""
-        header = rawdb.read_header_rlp(reader, self.schema, number, block_id)
-        body = rawdb.read_body_rlp(reader, self.schema, number, block_id)
-        if header is not None and body is not None:
-            return header, body
-        if (
-            self.archived(reader, number)
-            and self.history is not None
-            and (self.history.hash(number) == block_id)
-        ):
-            return self.history.parts(number)
-        return None
+        return self.source.parts(reader, number, block_id)
 
     def canonical_hash(self, reader: KeyReader, height: int) -> bytes:
         """The ID of the accepted block at ``height``, from the store: its canonical entry,
         which must name a block the store has there (number entry, header and body)."""
         found = rawdb.read_canonical_hash(reader, self.schema, height)
-        history = self.history
-        if found is None and history is not None and history.holds(height):
-            return history.hash(height)
+        archived = self.source.archived_hash(height, found)
+        if archived is not None:
+            return archived
         schema = self.schema
         if (
             found is None
@@ -398,8 +356,9 @@ class ChainReader:
         if number is None:
             raise BlockNotFound(f"block {block_id.hex()} is not known")
         canonical = rawdb.read_canonical_hash(reader, schema, number)
-        if canonical is None and self.history is not None and self.history.holds(number):
-            return self._restore_archived(self.history, number, block_id)
+        archived = self.source.archived_hash(number, canonical)
+        if archived is not None:
+            return self._restore_archived(number, block_id, archived)
         header_rlp = rawdb.read_header_rlp(reader, schema, number, block_id)
         body_rlp = rawdb.read_body_rlp(reader, schema, number, block_id)
         if canonical != block_id or header_rlp is None or body_rlp is None:
@@ -439,12 +398,12 @@ class ChainReader:
             )
         return receipts_rlp
 
-    def _restore_archived(
-        self, history: HistoryTier, number: int, block_id: bytes
-    ) -> RestoredBlock:
-        """The slow path over an archived block: the same decode, sender recovery, receipts
-        (from the archive, consensus form) and re-encode as for a stored block."""
-        if history.hash(number) != block_id:
+    def _restore_archived(self, number: int, block_id: bytes, archived: bytes) -> RestoredBlock:
+        """The slow path over an archived block (``archived`` the archive's hash at
+        ``number``): the same decode, sender recovery, receipts (from the archive,
+        consensus form) and re-encode as for a stored block."""
+        history = self.source.archive
+        if history is None or archived != block_id:
             raise BlockNotFound(f"block {block_id.hex()} is not the archived block at {number}")
         header_rlp, body_rlp = history.parts(number)
         return self._decode(
@@ -637,136 +596,3 @@ def write_accepted(
         rawdb.write_last_settled_hash(batch, schema, block_id)
     elif settling:
         rawdb.write_last_settled_hash(batch, schema, settling[-1].block_hash)
-
-
-class FastAncestorWalk:
-    """The fast path's per-block fetch for :func:`~vmstack.batching.walk_ancestors`, over
-    one snapshot, through ``chain``'s interface. It remembers the height of the block it
-    fetched last, so a parent's height is its child's minus one and needs no lookup. The
-    methods it calls per block are bound once, up front: this is the hot loop of the
-    batched protocol. ``processing`` gives the processing blocks by ID (served from memory).
-
-    A height the store has no block at is read from the archive beneath it, if the chain
-    has one that holds the height (the store first, as go-ethereum reads): the canonical
-    check against the archive's hash there, the header and body bytes from the archive
-    (checked by it) stitched the same way. So one answer walks from the store into the
-    archive and across its files.
-    """
-
-    __slots__ = (
-        "_chain",
-        "_check_from",
-        "_get",
-        "_has",
-        "_history",
-        "_keys",
-        "_lookup",
-        "_next_number",
-        "_processing",
-        "_settled",
-        "_snap",
-    )
-
-    def __init__(
-        self,
-        chain: ChainReader,
-        snap: ReadSnapshot,
-        processing: Callable[[bytes], CChainBlock | None],
-    ) -> None:
-        self._chain = chain
-        self._snap = snap
-        self._get = snap.get
-        self._has = snap.has
-        self._keys = chain.schema.block_data_keys
-        self._processing = processing
-        self._lookup = chain.cache.lookup
-        self._history = chain.history
-        self._next_number: int | None = None
-        settled = chain.settled_number(snap)
-        chain.settle_cache(settled)
-        self._settled = settled
-        start = chain.integrity_start(snap)
-        self._check_from = MAX_NUMBER + 1 if start is None else start
-
-    def fetch(self, block_id: bytes) -> tuple[bytes, bytes]:
-        known = self._processing(block_id)
-        if known is not None:
-            self._next_number = known.height - 1
-            return bytes(known), known.parent_id
-        number = self._next_number
-        if number is None:
-            number = self._chain.block_number(self._snap, block_id)
-            if number is None:
-                raise BlockNotFound(f"block {block_id.hex()} is not known")
-        elif number < 0:
-            raise BlockNotFound("the walk is past the genesis block")
-        get = self._get
-        header_key, body_key, integrity_key = self._keys(number, block_id)
-        canonical: bytes | memoryview | None = None
-        archived: tuple[bytes, bytes, bytes] | None = None
-        settled = number <= self._settled
-        if settled:
-            canonical = self._lookup(number)
-        if canonical is None:
-            try:
-                canonical = get(self._chain.schema.canonical_hash_key(number))
-            except KeyError:
-                history = self._history
-                if history is not None and history.holds(number):
-                    # The store has no block here: the archive's is the canonical one.
-                    archived = history.block_parts(number)
-                    canonical = archived[0]
-            if settled and canonical == block_id:
-                self._chain.remember_canonical(number, block_id)
-        elif (
-            self._history is not None
-            and self._history.holds(number)
-            and not self._has(self._chain.schema.canonical_hash_key(number))
-        ):
-            # A cached height the store has no entry for: the archive's block is served.
-            archived = self._history.block_parts(number)
-            if archived[0] != canonical:
-                raise self._chain.missing_or_corrupt(self._snap, number, block_id, archived[0])
-        if canonical != block_id:
-            raise self._chain.missing_or_corrupt(self._snap, number, block_id, canonical)
-        header: bytes | memoryview
-        body: bytes | memoryview
-        if archived is not None:
-            header, body = archived[1], archived[2]
-        else:
-            try:
-                header = get(header_key)
-                body = get(body_key)
-            except KeyError:
-                history = self._history
-                if history is None or not self._chain.archived(self._snap, number):
-                    raise self._chain.missing_or_corrupt(
-                        self._snap, number, block_id, canonical
-                    ) from None
-                archived = history.block_parts(number)
-                if archived[0] != block_id:
-                    raise self._chain.missing_or_corrupt(
-                        self._snap, number, block_id, archived[0]
-                    ) from None
-                header, body = archived[1], archived[2]
-        try:
-            data = block_bytes(header, body)
-            parent_id = stitched_parent_hash(data, header)
-        except InvalidBlock as error:
-            raise StoreCorrupted(
-                f"the stored block {block_id.hex()} at {number} is malformed: {error.reason}"
-            ) from None
-        if number >= self._check_from and archived is None:
-            try:
-                entry = get(integrity_key)
-            except KeyError:
-                entry = None
-            check_block_checksum(
-                integrity_key,
-                number,
-                block_id,
-                data,
-                None if entry is None else integrity_block_checksum(entry),
-            )
-        self._next_number = number - 1
-        return data, parent_id

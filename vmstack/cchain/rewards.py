@@ -7,7 +7,7 @@ number) / 8`` of it, as go-ethereum's ethash ``accumulateRewards`` does. From th
 there is no reward; a block credits each of its withdrawals (EIP-4895, amounts in gwei) to
 its address. That is every state change of a block that carries no transaction, so the
 state root of such a block follows from its parent's accounts
-(:func:`vmstack.cchain.history_state.recompute_state_roots`).
+(:func:`vmstack.cchain.era1.state_roots.recompute_state_roots`).
 """
 
 from __future__ import annotations

@@ -12,7 +12,9 @@ each lies, and :func:`list_item_encodings` gives a list's items as a trie stores
 :func:`encode_item` is the encoder the records use: the same bytes as ``rlp.encode``, in
 one walk of the item tree.
 
-Every reading function accepts ``bytes``, ``bytearray`` or a ``memoryview`` (e.g. a
+The strict prefix reader they build on (:func:`~vmstack.rlpreader.read_prefix`, list
+items without decoding) is :mod:`vmstack.rlpreader`, beneath the store. Every reading
+function accepts ``bytes``, ``bytearray`` or a ``memoryview`` (e.g. a
 zero-copy LMDB buffer) and is strict: a non-canonical length prefix, a length past the end
 of the buffer (even a declared length of 2**60: nothing is allocated for it), or trailing
 bytes raise :class:`~vmstack.errors.InvalidBlock` with a message that says what was wrong.
@@ -21,19 +23,18 @@ bytes raise :class:`~vmstack.errors.InvalidBlock` with a message that says what 
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, TypeAlias
 
 import attrs
 
 from vmstack.cchain.crypto import keccak256
 from vmstack.errors import InvalidBlock
+from vmstack.rlpreader import Buffer, list_payload_offset, read_prefix
 
 if TYPE_CHECKING:
     from vmstack.cchain.codec import Flavour
 
 __all__ = [
-    "Buffer",
     "ItemSpan",
     "block_bytes",
     "block_hash",
@@ -44,17 +45,11 @@ __all__ = [
     "frame_body_fields",
     "header_parent_hash",
     "header_slice",
-    "iter_list_items",
     "list_item_encodings",
-    "list_items",
     "list_prefix",
-    "read_prefix",
     "split_block",
     "stitched_parent_hash",
 ]
-
-Buffer = bytes | bytearray | memoryview
-"""A contiguous byte buffer: what the helpers here read."""
 
 RLPItem: TypeAlias = bytes | list["RLPItem"]
 """A raw RLP item tree, what :func:`encode_item` writes (it takes ``bytearray`` strings
@@ -132,98 +127,6 @@ def encode_item(item: RLPItem) -> bytes:
     return _long_prefix(length, 0xC0) + payload
 
 
-def read_prefix(data: Buffer, offset: int = 0, end: int | None = None) -> tuple[bool, int, int]:
-    """Read the item prefix at ``offset``; returns ``(is_list, payload_offset, payload_length)``.
-
-    The item must lie within ``data[offset:end]`` (``end`` defaults to the buffer's end). A
-    single byte below 0x80 is its own payload: ``(False, offset, 1)``. Raises
-    ``InvalidBlock`` for a missing prefix, a non-canonical prefix (a long form for a short
-    length, leading zero bytes in a length, a one-byte string that should have been the
-    byte itself) or a payload that runs past ``end``.
-    """
-    if end is None:
-        end = len(data)
-    if offset >= end:
-        raise InvalidBlock(f"RLP item expected at offset {offset}, found the end of the input")
-    b0 = data[offset]
-    if b0 < 0x80:
-        return False, offset, 1
-    if b0 < 0xB8:
-        length = b0 - 0x80
-        start = offset + 1
-        if start + length > end:
-            raise InvalidBlock(f"RLP string at offset {offset} runs past the end of its input")
-        if length == 1 and data[start] < 0x80:
-            raise InvalidBlock(
-                f"non-canonical RLP at offset {offset}: single byte below 0x80 encoded as string"
-            )
-        return False, start, length
-    if b0 < 0xC0:
-        is_list = False
-        width = b0 - 0xB7
-    elif b0 < 0xF8:
-        length = b0 - 0xC0
-        start = offset + 1
-        if start + length > end:
-            raise InvalidBlock(f"RLP list at offset {offset} runs past the end of its input")
-        return True, start, length
-    else:
-        is_list = True
-        width = b0 - 0xF7
-    start = offset + 1 + width
-    if start > end:
-        raise InvalidBlock(f"RLP length at offset {offset} is truncated")
-    if data[offset + 1] == 0:
-        raise InvalidBlock(f"non-canonical RLP at offset {offset}: length has leading zero bytes")
-    length = int.from_bytes(data[offset + 1 : start], "big")
-    if length < 56:
-        raise InvalidBlock(
-            f"non-canonical RLP at offset {offset}: long length form used for {length} bytes"
-        )
-    if start + length > end:
-        kind = "list" if is_list else "string"
-        raise InvalidBlock(
-            f"RLP {kind} at offset {offset} declares {length} bytes, "
-            f"only {end - start} remain in its input"
-        )
-    return is_list, start, length
-
-
-def _whole_list(data: Buffer, what: str) -> int:
-    """Check ``data`` is exactly one canonical RLP list; return its payload offset."""
-    n = len(data)
-    if n == 0:
-        raise InvalidBlock(f"{what}: empty input, expected an RLP list")
-    b0 = data[0]
-    if b0 < 0xC0:
-        raise InvalidBlock(f"{what}: expected an RLP list, found a string")
-    if b0 < 0xF8:
-        if b0 - 0xBF != n:
-            raise _length_mismatch(what, b0 - 0xC0, n - 1)
-        return 1
-    start = b0 - 0xF6
-    if n < start:
-        raise InvalidBlock(f"{what}: RLP list length is truncated")
-    if data[1] == 0:
-        raise InvalidBlock(f"{what}: non-canonical RLP, list length has leading zero bytes")
-    length = int.from_bytes(data[1:start], "big")
-    if length < 56:
-        raise InvalidBlock(f"{what}: non-canonical RLP, long length form for {length} bytes")
-    if length != n - start:
-        raise _length_mismatch(what, length, n - start)
-    return start
-
-
-def _length_mismatch(what: str, declared: int, available: int) -> InvalidBlock:
-    if declared > available:
-        return InvalidBlock(
-            f"{what}: truncated, the RLP list declares {declared} bytes, {available} present"
-        )
-    return InvalidBlock(
-        f"{what}: {available - declared} trailing bytes after the RLP list of {declared} bytes"
-    )
-
-
 def block_bytes(header_rlp: Buffer, body_rlp: Buffer) -> bytes:
     """The block RLP ``[header, *body items]`` from a header RLP and a body RLP.
 
@@ -262,8 +165,8 @@ def block_bytes(header_rlp: Buffer, body_rlp: Buffer) -> bytes:
 
 def _block_bytes_checked(header_rlp: Buffer, body_rlp: Buffer) -> bytes:
     """:func:`block_bytes` for any framing: every prefix width, and every error message."""
-    _whole_list(header_rlp, "header")
-    body_start = _whole_list(body_rlp, "body")
+    list_payload_offset(header_rlp, "header")
+    body_start = list_payload_offset(body_rlp, "body")
     payload = len(header_rlp) + len(body_rlp) - body_start
     return _join((list_prefix(payload), header_rlp, memoryview(body_rlp)[body_start:]))
 
@@ -275,7 +178,7 @@ def header_parent_hash(header_rlp: Buffer) -> bytes:
         h0, declared, f0 = _BYTE_U16_BYTE.unpack_from(header_rlp)
         if h0 == 0xF9 and declared == n - 3 and declared > 0xFF and f0 == 0xA0:
             return bytes(header_rlp[4:36])
-    start = _whole_list(header_rlp, "header")
+    start = list_payload_offset(header_rlp, "header")
     if n < start + 33 or header_rlp[start] != 0xA0:
         raise InvalidBlock("header: the first field (parent hash) is not a 32-byte string")
     return bytes(header_rlp[start + 1 : start + 33])
@@ -293,7 +196,7 @@ def stitched_parent_hash(block_rlp: bytes, header_rlp: Buffer) -> bytes:
 
 
 def _header_bounds(block_rlp: Buffer) -> tuple[int, int]:
-    start = _whole_list(block_rlp, "block")
+    start = list_payload_offset(block_rlp, "block")
     is_list, payload, length = read_prefix(block_rlp, start)
     if not is_list:
         raise InvalidBlock("block: the first item (header) is not an RLP list")
@@ -330,31 +233,6 @@ def split_block(block_rlp: Buffer) -> tuple[bytes, bytes]:
     view = memoryview(block_rlp)
     rest = view[header_end:]
     return bytes(view[start:header_end]), b"".join((list_prefix(len(rest)), rest))
-
-
-def list_items(data: Buffer) -> list[memoryview]:
-    """The first-level items of the single RLP list ``data``, each a view of its full encoding.
-
-    Checks the framing only: the outer list spans the whole buffer, and each item's prefix is
-    canonical and ends within the list. Raises ``InvalidBlock`` otherwise.
-    """
-    return list(iter_list_items(data))
-
-
-def iter_list_items(data: Buffer) -> Iterator[memoryview]:
-    """Yield the first-level items of the single RLP list ``data`` (see :func:`list_items`).
-
-    The outer framing is checked before the first item is yielded; a malformed item raises
-    ``InvalidBlock`` when the iteration reaches it.
-    """
-    offset = _whole_list(data, "RLP list")
-    end = len(data)
-    view = memoryview(data)
-    while offset < end:
-        _, payload, length = read_prefix(data, offset, end)
-        item_end = payload + length
-        yield view[offset:item_end]
-        offset = item_end
 
 
 def decode_string_list(data: Buffer) -> list[bytes] | None:

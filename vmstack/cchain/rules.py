@@ -19,6 +19,7 @@ from vmstack.cchain.genesis import BASE_FEE, BLACKHOLE_ADDRESS, GAS_LIMIT, MAX_A
 from vmstack.cchain.rlpbytes import ItemSpan, list_item_encodings
 from vmstack.cchain.state import max_price
 from vmstack.cchain.tries import (
+    ReceiptCommitments,
     check_body_commitments,
     encoded_body_commitments,
     receipt_commitments,
@@ -41,6 +42,7 @@ __all__ = [
     "base_fee_rule",
     "check_fee_rules",
     "check_header_rules",
+    "check_receipt_commitments",
     "check_receipts_commitments",
     "check_received_body",
     "check_transaction_rules",
@@ -192,18 +194,26 @@ def check_transaction_rules(
 
 def check_receipts_commitments(header: AnyHeader, receipts: Sequence[Receipt]) -> None:
     """The header commits to the receipts its block's execution produced, as
-    :func:`~vmstack.cchain.tries.receipt_commitments` computes them: its gas used is their
+    :func:`~vmstack.cchain.tries.receipt_commitments` computes them
+    (:func:`check_receipt_commitments`)."""
+    check_receipt_commitments(header, receipt_commitments(receipts), "the block's execution")
+
+
+def check_receipt_commitments(
+    header: AnyHeader, expected: ReceiptCommitments, source: str = "the block"
+) -> None:
+    """The ONE comparison of a header with receipts' commitments: its gas used is their
     cumulative gas, its receipts root is theirs and its bloom is theirs (``InvalidBlock``
-    naming the field that differs)."""
-    expected = receipt_commitments(receipts)
+    naming the field that differs and ``source``, whose receipts they are)."""
     if header.gas_used != expected.gas_used:
         raise InvalidBlock(
-            f"block gas used {header.gas_used} is not the {expected.gas_used} its transactions use"
+            f"block gas used {header.gas_used} is not the {expected.gas_used} "
+            f"the receipts of {source} use"
         )
     if header.receipt_root != expected.receipt_root:
-        raise InvalidBlock("receipts root does not match the receipts of the block's execution")
+        raise InvalidBlock(f"receipts root does not match the receipts of {source}")
     if header.bloom != expected.bloom:
-        raise InvalidBlock("logs bloom does not match the receipts of the block's execution")
+        raise InvalidBlock(f"logs bloom does not match the receipts of {source}")
 
 
 def check_received_body(

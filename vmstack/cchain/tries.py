@@ -15,8 +15,10 @@ encodings of the body's items (what a block received as bytes already has, the f
 names the field; :func:`with_body_commitments` writes them into a header. Sealing a block
 (``Flavour.seal``), building one (``CChainVM.build_block``), :func:`check_body` and
 ``CChainVM.verify`` all go through these. The receipts' commitments (gas used, receipts
-root, bloom) are computed by ONE function too, :func:`receipt_commitments`, whose bloom is
-:func:`receipts_bloom` (its docstring gives the one meaning of the bloom);
+root, bloom) are computed by ONE function too, :func:`encoded_receipt_commitments`, from the
+receipts' consensus encodings (:func:`receipt_commitments` gives it those of decoded
+receipts; the era1 verifier a file's receipts as they stand), whose bloom means what
+:func:`receipts_bloom` says;
 :func:`with_receipt_commitments` writes them into a header and
 ``rules.check_receipts_commitments`` compares them with one.
 
@@ -46,6 +48,7 @@ from vmstack.cchain.types import (
     logs_bloom,
 )
 from vmstack.errors import InvalidBlock
+from vmstack.rlpreader import list_items, read_prefix
 
 if TYPE_CHECKING:
     from vmstack.cchain.types import Block, Body, Receipt
@@ -58,6 +61,7 @@ __all__ = [
     "check_body_commitments",
     "derive_root",
     "encoded_body_commitments",
+    "encoded_receipt_commitments",
     "ext_data_hash",
     "receipt_commitments",
     "receipts_bloom",
@@ -219,13 +223,42 @@ class ReceiptCommitments:
 
 
 def receipt_commitments(receipts: Sequence[Receipt]) -> ReceiptCommitments:
-    """The ONE computation of a header's commitments to ``receipts`` (consensus receipts
-    in transaction order): building (``CChainVM.build_block``), sealing (``Flavour.seal``)
-    and verifying (:func:`~vmstack.cchain.rules.check_receipts_commitments`) all use it."""
+    """A header's commitments to ``receipts`` (consensus receipts in transaction order):
+    :func:`encoded_receipt_commitments` over their consensus encodings. Building
+    (``CChainVM.build_block``), sealing (``Flavour.seal``) and verifying
+    (:func:`~vmstack.cchain.rules.check_receipts_commitments`) all use it."""
+    return encoded_receipt_commitments([r.encode() for r in receipts])
+
+
+def encoded_receipt_commitments(encodings: Sequence[bytes]) -> ReceiptCommitments:
+    """The ONE computation of a header's commitments to a block's receipts, from their
+    consensus encodings in transaction order (what the receipts trie stores:
+    ``[outcome, cumulative gas, bloom, logs]``, a typed receipt after its type byte): the
+    gas used is the last one's cumulative gas, the receipts root their trie's, the bloom
+    the union of the blooms they carry (:func:`receipts_bloom` gives the meaning).
+    :func:`receipt_commitments` passes decoded receipts' encodings, the era1 verifier
+    (:func:`~vmstack.cchain.era1.check_archived_block`) a file's receipts as they stand.
+    ``InvalidBlock`` naming the receipt for an encoding of another shape."""
+    bloom = 0
+    gas_used = 0
+    for index, encoding in enumerate(encodings):
+        try:
+            fields = list_items(encoding if encoding[:1] >= b"\xc0" else memoryview(encoding)[1:])
+        except InvalidBlock as error:
+            raise InvalidBlock(f"receipt {index}: {error.reason}") from None
+        if len(fields) != 4:
+            raise InvalidBlock(f"receipt {index} has {len(fields)} fields, expected 4")
+        is_list, offset, length = read_prefix(fields[2])
+        if is_list or length != 256:
+            raise InvalidBlock(f"receipt {index}: its bloom is not 256 bytes")
+        bloom |= int.from_bytes(fields[2][offset : offset + length], "big")
+        if index == len(encodings) - 1:
+            is_list, offset, length = read_prefix(fields[1])
+            if is_list:
+                raise InvalidBlock(f"receipt {index}: its cumulative gas is not a string")
+            gas_used = int.from_bytes(fields[1][offset : offset + length], "big")
     return ReceiptCommitments(
-        gas_used=receipts[-1].cumulative_gas_used if receipts else 0,
-        receipt_root=receipts_root(receipts),
-        bloom=receipts_bloom(receipts),
+        gas_used=gas_used, receipt_root=derive_root(encodings), bloom=bloom.to_bytes(256, "big")
     )
 
 

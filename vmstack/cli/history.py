@@ -111,7 +111,7 @@ def _verify_state(args: argparse.Namespace, archive: EraArchive, console: Consol
     _check_state_arguments(args)
     if not args.state:
         return None
-    from vmstack.cchain.history_state import recompute_state_roots
+    from vmstack.cchain.era1.state_roots import recompute_state_roots
 
     text = args.genesis.read_bytes()
     with progress_bars(console) as progress:
@@ -121,6 +121,7 @@ def _verify_state(args: argparse.Namespace, archive: EraArchive, console: Consol
 
 def run_history(args: argparse.Namespace, console: Console) -> int:
     """Run the ``history`` command asked for."""
+    from vmstack.cchain.era1 import verify_archive
     from vmstack.store.history import EraArchive
 
     if args.history_command in ("verify", "import"):
@@ -134,7 +135,7 @@ def run_history(args: argparse.Namespace, console: Console) -> int:
             task = progress.add_task(
                 f"verifying {len(archive.files)} era1 files", total=len(archive)
             )
-            size = archive.verify(on_block=lambda number: progress.advance(task))
+            size = verify_archive(archive, on_block=lambda number: progress.advance(task))
         roots = _verify_state(args, archive, console)
     state = "" if roots is None else f", {roots:,} state roots recomputed from {args.genesis}"
     console.print(
@@ -147,7 +148,7 @@ def run_history(args: argparse.Namespace, console: Console) -> int:
 
 
 def _history_import(args: argparse.Namespace, console: Console) -> int:
-    from vmstack.cchain.history import NETWORK_CHAIN_IDS, import_history
+    from vmstack.cchain.era1 import NETWORK_CHAIN_IDS, import_history
     from vmstack.store import LMDBStore
     from vmstack.store.history import EraArchive
 
@@ -193,7 +194,7 @@ def _history_export(args: argparse.Namespace, console: Console) -> int:
     import contextlib
 
     from vmstack.cchain import AVALANCHE, ETHEREUM, CChainVM, rawdb
-    from vmstack.cchain.history import export_history
+    from vmstack.cchain.era1 import export_history
     from vmstack.store import LMDBStore
     from vmstack.store.configuration import stored_configuration
     from vmstack.store.history import EraArchive

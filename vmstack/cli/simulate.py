@@ -517,7 +517,7 @@ def _simulate_two_nodes(args: argparse.Namespace, console: Console) -> int:
 
 def _simulate_history(args: argparse.Namespace, console: Console) -> int:
     from vmstack.sim.costs import REFERENCE_COSTS
-    from vmstack.sim.history import simulate_history
+    from vmstack.sim.era1_bootstrap import simulate_history
     from vmstack.sim.report import print_report, show_and_write, write_json, write_plot
     from vmstack.sim.run import MODES
 

@@ -5,8 +5,8 @@ from the framing of the stored bodies (the two-node run's report and a network n
 from __future__ import annotations
 
 from vmstack.cchain import rawdb
-from vmstack.cchain.rlpbytes import list_items
 from vmstack.errors import InvalidBlock, StoreCorrupted
+from vmstack.rlpreader import list_items
 from vmstack.store import KeyValueStore
 
 __all__ = ["chain_transactions"]

@@ -31,8 +31,8 @@ from vmstack.cchain import CChainVM
 from vmstack.errors import StoreCorrupted
 from vmstack.store import LMDBStore
 if len(sys.argv) > 2:  # a bound on the whole-tree check, to take the big store's path
-    import vmstack.cchain.vm
-    vmstack.cchain.vm.WHOLE_TREE_CHECK_BOUND = int(sys.argv[2])
+    import vmstack.cchain.opening
+    vmstack.cchain.opening.WHOLE_TREE_CHECK_BOUND = int(sys.argv[2])
 try:
     CChainVM(LMDBStore(sys.argv[1], readonly=True))
     print("opened")

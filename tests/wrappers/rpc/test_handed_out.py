@@ -15,9 +15,10 @@ from google.protobuf.message import Message
 
 from tests.wrappers.rpc.conftest import BLOCKS, ServedChain, build_served_chain
 from vmstack.cchain import AVALANCHE, block_bytes, header_slice, split_block
-from vmstack.cchain.rlpbytes import encode_item, list_items, list_prefix
+from vmstack.cchain.rlpbytes import encode_item, list_prefix
 from vmstack.errors import BlockNotFound, InvalidBlock
 from vmstack.interfaces import ChainVM
+from vmstack.rlpreader import list_items
 from vmstack.store import MemoryStore
 from vmstack.wrappers.proposer.block import build_unsigned, decode_block
 from vmstack.wrappers.rpc import VMClient, VMServer, vm_pb2

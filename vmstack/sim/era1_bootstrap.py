@@ -30,10 +30,10 @@ from opentelemetry import trace
 from prometheus_client import CollectorRegistry
 
 from vmstack.cchain import ETHEREUM, CChainVM, block_bytes
-from vmstack.cchain.history import NETWORK_CHAIN_IDS
-from vmstack.cchain.rlpbytes import iter_list_items
+from vmstack.cchain.era1 import NETWORK_CHAIN_IDS
 from vmstack.clock import SimClock
 from vmstack.interfaces import ChainVM
+from vmstack.rlpreader import iter_list_items
 from vmstack.sim.bootstrap import Bootstrapper, BootstrapResult
 from vmstack.sim.costs import REFERENCE_COSTS, CostModel
 from vmstack.sim.links import Network

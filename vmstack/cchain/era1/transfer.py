@@ -1,19 +1,10 @@
-"""The archive tier beneath a C-chain VM's key-value store: :class:`HistoryTier`.
+"""Era1 files into a store and out of a chain: :func:`import_history`, :func:`export_history`.
 
-A :class:`~vmstack.cchain.vm.CChainVM` given ``history=EraArchive(...)`` reads a height from
-its key-value store first and, where the store has no canonical entry there, from the archive
-when the archive holds that height (go-ethereum reads its immutable history the same way: the
-archive holds canonical blocks only, so a read by hash compares the archive's hash at that
-height). Archived heights are settled and cannot reorg; their canonical hashes go through the
-VM's canonical hash cache like any settled height's.
-
-What is checked on an archived block is what the archive checks (see
-:mod:`vmstack.store.history`): the snappy CRCs and RLP framing of every record read, each
-header against the hash its file's accumulator covers (unless the archive was opened with
-``trust=True``, when the hash asked for is the header's keccak), and the parent links inside
-each file. The slow path also decodes the block strictly, recovers every sender and checks the
-receipts' blooms against their logs. Real history is served, not re-executed: the VM has no
-state for it, so no state root of an archived block is checked.
+Importing verifies the whole archive first (:func:`~vmstack.cchain.era1.verify_archive`),
+then writes its last blocks into an empty store as accepted and settled blocks, the rest
+served from the archive beneath (:class:`~vmstack.cchain.era1.HistoryTier`). Exporting
+writes a chain's settled blocks as era1 files whose roots are the archive's for a chain
+imported from one.
 """
 
 from __future__ import annotations
@@ -28,114 +19,23 @@ import attrs
 from vmstack.cchain import rawdb
 from vmstack.cchain.codec import Flavour
 from vmstack.cchain.crypto import keccak256
+from vmstack.cchain.era1.tier import HistoryTier
+from vmstack.cchain.era1.verify import verify_archive
 from vmstack.cchain.rlpbytes import block_bytes, encode_item, list_prefix, split_block
-from vmstack.cchain.types import Receipt
-from vmstack.cchain.types.fields import decode_rlp
-from vmstack.cchain.types.receipts import logs_bloom
-from vmstack.errors import InvalidBlock, StoreCorrupted
+from vmstack.errors import StoreCorrupted
+from vmstack.store.history import ERA1_BLOCKS, EraArchive, EraRecord, write_era1
 
 if TYPE_CHECKING:
     from vmstack.cchain.vm import CChainVM
     from vmstack.store.base import KeyValueStore
-    from vmstack.store.history import EraArchive
 
 __all__ = [
     "ArchivedBlock",
-    "HistoryTier",
     "ImportResult",
     "NETWORK_CHAIN_IDS",
-    "decode_consensus_receipts",
     "export_history",
     "import_history",
 ]
-
-
-def decode_consensus_receipts(data: bytes) -> tuple[Receipt, ...]:
-    """Receipts from their consensus form (what an era1 file and a receipts root hold): a
-    list whose items are ``[outcome, cumulative_gas, bloom, logs]``, a typed receipt as the
-    string ``type || rlp(...)``. Each bloom must be its logs' bloom. ``InvalidBlock`` for
-    anything else. The derived fields are left for
-    :func:`~vmstack.cchain.codec.derive_receipts`."""
-    items = decode_rlp(data, "receipts", max_depth=5)
-    if type(items) is not list:
-        raise InvalidBlock("receipts: expected an RLP list, found a string")
-    receipts = []
-    for index, item in enumerate(items):
-        what = f"receipt {index}"
-        tx_type = 0
-        if type(item) is bytes:
-            if not item or item[0] >= 0x7F:
-                raise InvalidBlock(f"{what}: a typed receipt starts with a type byte below 0x7f")
-            tx_type = item[0]
-            item = decode_rlp(item[1:], what, max_depth=4)
-        if type(item) is not list or len(item) != 4:
-            raise InvalidBlock(f"{what}: expected [outcome, cumulative gas, bloom, logs]")
-        outcome, gas, bloom, logs = item
-        receipt = attrs.evolve(
-            Receipt.from_storage_items([outcome, gas, logs], what), tx_type=tx_type
-        )
-        if bloom != logs_bloom(receipt.logs):
-            raise InvalidBlock(f"{what}: its bloom is not its logs' bloom")
-        receipts.append(receipt)
-    return tuple(receipts)
-
-
-class HistoryTier:
-    """An :class:`EraArchive` as a VM's lower tier: its heights, hashes, block parts and
-    receipts, with every failure of the archive a ``StoreCorrupted`` naming the file.
-    ``flavour`` must decode the archive's first header (``ValueError`` otherwise: an archive
-    of Ethereum blocks under an Avalanche VM is a wrong configuration, not damage)."""
-
-    __slots__ = ("archive", "first", "last")
-
-    def __init__(self, archive: EraArchive, flavour: Flavour) -> None:
-        from vmstack.store.history import EraArchive  # the store module imports cchain
-
-        if not isinstance(archive, EraArchive):
-            raise ValueError(f"history must be an EraArchive, got {type(archive).__name__}")
-        self.archive = archive
-        self.first = archive.first
-        self.last = archive.last
-        try:
-            flavour.decode_header(archive.header_rlp(archive.first))
-        except InvalidBlock as error:
-            raise ValueError(
-                f"the archive {archive.directory} does not hold {flavour.name} "
-                f"blocks: its first header does not decode ({error.reason})"
-            ) from None
-
-    def holds(self, number: int) -> bool:
-        """Whether the archive holds height ``number``."""
-        return self.archive.holds(number)
-
-    def hash(self, number: int) -> bytes:
-        """The hash of the archived block at ``number`` (held: see :meth:`holds`)."""
-        return self.archive.hash(number)
-
-    def number_of(self, block_hash: bytes) -> int | None:
-        """The height of the archived block ``block_hash``, or ``None``."""
-        return self.archive.number_of(block_hash)
-
-    def parts(self, number: int) -> tuple[bytes, bytes]:
-        """The header and body RLP of the archived block at ``number``."""
-        return self.archive.header_rlp(number), self.archive.body_rlp(number)
-
-    def block_parts(self, number: int) -> tuple[bytes, bytes, bytes]:
-        """The hash, header RLP and body RLP of the archived block at ``number``, read in
-        one visit to its file."""
-        return self.archive.block_parts(number)
-
-    def receipts(self, number: int) -> tuple[Receipt, ...]:
-        """The receipts of the archived block at ``number``, decoded from consensus form."""
-        try:
-            return decode_consensus_receipts(self.archive.receipts(number))
-        except InvalidBlock as error:
-            raise StoreCorrupted(
-                f"era1 archive {self.archive.directory}: block {number} receipts: {error.reason}"
-            ) from None
-
-
-# --- import and export ----------------------------------------------------------------------
 
 #: The EVM chain IDs of the networks whose era1 files are published.
 NETWORK_CHAIN_IDS: Final = {"mainnet": 1, "sepolia": 11155111, "holesky": 17000}
@@ -183,8 +83,8 @@ def import_history(
     batch_blocks: int = 512,
 ) -> ImportResult:
     """Make ``store`` (empty) the key-value tier of a chain whose history is ``archive``:
-    every block of the archive is verified first (:meth:`EraArchive.verify
-    <vmstack.store.history.EraArchive.verify>`: each file's accumulator, parent hashes
+    every block of the archive is verified first (:func:`~vmstack.cchain.era1.verify_archive`:
+    each file's accumulator, parent hashes
     within and across files, every body against its header's transactions root, uncles
     hash and withdrawals root, every receipts list against the receipts root and the logs
     bloom), then the last ``recent`` blocks are written to the store as accepted and
@@ -226,7 +126,7 @@ def import_history(
         if on_verified is not None:
             on_verified(number)
 
-    size = archive.verify(on_block=verified_one)
+    size = verify_archive(archive, on_block=verified_one)
     check_configuration(
         store,
         "chain",
@@ -296,7 +196,6 @@ def export_history(
     an archive beneath with gaps, or a ``directory`` that already holds era1 files;
     ``StoreCorrupted`` for damage met. ``on_block(n)`` is called per block exported."""
     from vmstack.cchain.codec import ETHEREUM
-    from vmstack.store.history import ERA1_BLOCKS, EraRecord, write_era1
 
     if vm.flavour is not ETHEREUM:
         raise ValueError(
@@ -310,13 +209,10 @@ def export_history(
     if not re.fullmatch(r"[A-Za-z0-9_]+", network):
         raise ValueError(f"a network name is letters, digits and _, not {network!r}")
     history = vm.history
+    source = vm.source
     settled = vm.get_block(vm.last_settled()).height
     lowest = 0
-    if (
-        history is not None
-        and not history.holds(0)
-        and rawdb.read_canonical_hash(vm.store, vm.schema, 0) is None
-    ):
+    if history is not None and source.canonical(vm.store, 0) is None:
         lowest = history.first
     if history is not None and not all(
         history.holds(n) for n in range(lowest, min(history.last, settled) + 1)
@@ -337,11 +233,7 @@ def export_history(
             number = start + offset
             header, body = split_block(data)
             block_id = keccak256(header)
-            if (
-                history is not None
-                and history.holds(number)
-                and rawdb.read_canonical_hash(vm.store, vm.schema, number) is None
-            ):
+            if history is not None and source.archived(vm.store, number):
                 total_difficulty = history.total_difficulty(number)
                 receipts = history.receipts(number)
             else:
