@@ -23,7 +23,7 @@ from vmstack.defaults import DEFAULT_CHAIN_ID
 from vmstack.interfaces import find_layer, iter_layers
 from vmstack.parsepool import _FRONT, _INDEX_MASK, MAX_FAILURES, ParsePool
 from vmstack.store import MemoryStore
-from vmstack.wrappers.proposer.block import PostForkBlock, build_signed
+from vmstack.wrappers.proposer.envelope import PostForkBlock, build_signed
 from vmstack.wrappers.proposer.staking import StakingKey
 from vmstack.wrappers.proposer.vm import ProposerVM
 from vmstack.wrappers.rpc import spawn
