@@ -1,4 +1,4 @@
-"""Tests for vmstack.capability: the sentinel carries the capability, and a stack says what
+"""Tests for the capability (vmstack.layers): the sentinel carries it, and a stack says what
 each layer can do now without anything subscribed or cached."""
 
 from __future__ import annotations

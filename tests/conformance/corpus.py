@@ -23,13 +23,11 @@ from vmstack.batching import (
     get_ancestors,
     walk_ancestors,
 )
-from vmstack.capability import supports_batching
 from vmstack.clock import Clock
 from vmstack.conformance import Declaration, LayerConformance
 from vmstack.errors import BatchingNotImplemented, BlockNotFound, InvalidBlock, VMStackError
 from vmstack.interfaces import BatchedChainVM, Block, ChainVM
-from vmstack.layers import refusal
-from vmstack.wrappers.passthrough import PassThroughBlock, PassThroughVM
+from vmstack.layers import PassThroughBlock, PassThroughVM, refusal, supports_batching
 from vmstack.wrappers.proposer.block import ProposerBlock
 from vmstack.wrappers.proposer.chain import LayerChain
 from vmstack.wrappers.proposer.vm import ProposerVM

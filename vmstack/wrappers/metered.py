@@ -17,7 +17,7 @@ object. When the VM below has no batched methods, the batched methods refuse at 
 without an observation; the engine's fallback that follows is metered call by call. A VM
 below that has them and cannot batch now (a transition layer before its transition)
 refuses the call itself: one ``not_implemented`` observation. The forwarding is
-:class:`~vmstack.wrappers.passthrough.PassThroughVM`'s; this module adds the timing around
+:class:`~vmstack.layers.PassThroughVM`'s; this module adds the timing around
 each call (:meth:`MeteredVM.intercept`).
 """
 
@@ -33,7 +33,7 @@ from prometheus_client import CollectorRegistry, Histogram
 
 from vmstack.errors import BatchingNotImplemented
 from vmstack.interfaces import ChainVM
-from vmstack.wrappers.passthrough import PassThroughBlock, PassThroughVM
+from vmstack.layers import PassThroughBlock, PassThroughVM
 
 __all__ = ["DURATION_BUCKETS", "ERROR", "MeteredBlock", "MeteredVM", "NOT_IMPLEMENTED", "SUCCESS"]
 

@@ -37,7 +37,6 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
-from vmstack.capability import has_batched_methods
 from vmstack.clock import Clock
 from vmstack.errors import (
     BlockNotFound,
@@ -46,6 +45,7 @@ from vmstack.errors import (
     StoreCorrupted,
 )
 from vmstack.interfaces import ChainVM
+from vmstack.layers import has_batched_methods
 from vmstack.parsepool import ParsePool
 from vmstack.store import KeyValueStore, MemoryStore, is_writer
 from vmstack.wrappers.proposer import batched
