@@ -64,8 +64,8 @@ from vmstack.errors import BatchingNotImplemented
 from vmstack.interfaces import BatchedChainVM, Block, ChainVM, iter_layers
 
 __all__ = [
-    "METHODS",
     "Layer",
+    "METHODS",
     "PassThroughBlock",
     "PassThroughVM",
     "WrappedBlock",
