@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 from harness import attempt, main, vector_files
 
-from vmstack.wrappers.proposer.block import (
+from vmstack.wrappers.proposer.envelope import (
     Epoch,
     Header,
     OptionBlock,

@@ -1,4 +1,4 @@
-"""Tests for vmstack.capability: the sentinel carries the capability, and a stack says what
+"""Tests for the capability (vmstack.layers): the sentinel carries it, and a stack says what
 each layer can do now without anything subscribed or cached."""
 
 from __future__ import annotations
@@ -72,10 +72,10 @@ def test_a_stack_over_a_transition_follows_it_by_the_sentinel_alone() -> None:
     assert [layer.capability for layer in describe_stack(top)][:3] == ["batched"] * 3
 
 
-def test_a_refusal_from_below_is_one_span_and_observed_once_metrics_exist() -> None:
+def test_a_refusal_from_below_is_one_span_and_one_not_implemented_observation() -> None:
     """A batched call refused by the VM below is one span with the refusal as an event and
-    no error status; unobserved while the VM below has never batched (the batched
-    histograms do not exist yet), one ``not_implemented`` observation once it has."""
+    no error status, and one ``not_implemented`` observation: the batched histograms exist
+    from the layer's building, before the VM below has ever batched."""
     post = BatchedMemoryVM(clock=SimClock(22.0))
     post.extend_chain(10)
     spans, registry = SpanRecorder(), CollectorRegistry()
@@ -88,7 +88,12 @@ def test_a_refusal_from_below_is_one_span_and_observed_once_metrics_exist() -> N
         event.attributes["exception.type"]
         for event in span.events  # type: ignore[index]
     ] == ["vmstack.errors.BatchingNotImplemented"]
-    assert "C_get_ancestors_duration_seconds" not in {family.name for family in registry.collect()}
+    assert (
+        registry.get_sample_value(
+            "C_get_ancestors_duration_seconds_count", {"outcome": "not_implemented"}
+        )
+        == 1
+    )
     inner = memory_vm(batching=True, blocks=3)
     assert isinstance(inner, BatchedMemoryVM)
     metered = MeteredVM(inner, registry=registry, namespace="M")

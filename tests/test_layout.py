@@ -105,7 +105,6 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "vmstack.clock",
             "vmstack.checksum",
             "vmstack.defaults",
-            "vmstack.capability",
             "vmstack.batching",
             "vmstack.layers",
             "vmstack.closing",

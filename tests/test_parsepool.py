@@ -21,9 +21,10 @@ from vmstack.cchain.vm import CChainVM
 from vmstack.clock import SimClock
 from vmstack.defaults import DEFAULT_CHAIN_ID
 from vmstack.interfaces import find_layer, iter_layers
-from vmstack.parsepool import _FRONT, _INDEX_MASK, MAX_FAILURES, ParsePool
+from vmstack.parsepool import MAX_FAILURES, ParsePool
+from vmstack.parsepool.claims import FRONT, INDEX_MASK
 from vmstack.store import MemoryStore
-from vmstack.wrappers.proposer.block import PostForkBlock, build_signed
+from vmstack.wrappers.proposer.envelope import PostForkBlock, build_signed
 from vmstack.wrappers.proposer.staking import StakingKey
 from vmstack.wrappers.proposer.vm import ProposerVM
 from vmstack.wrappers.rpc import spawn
@@ -53,7 +54,7 @@ def _started(pool: ParsePool) -> tuple[int, ...]:
 
 def _front(pool: ParsePool) -> int:
     """How far the workers have claimed the batch out, from the front."""
-    return int(pool._claims[_FRONT] & _INDEX_MASK)
+    return int(pool._claims[FRONT] & INDEX_MASK)
 
 
 def _all_claimed(pool: ParsePool, count: int) -> None:
@@ -461,3 +462,16 @@ def test_a_first_batch_prepares_no_checks_while_the_workers_start(
         assert len(headers) == len(blocks)
     finally:
         close_stack(vm)
+
+
+def test_the_package_serves_its_names_from_their_modules() -> None:
+    """``vmstack.parsepool``'s public names are the pool module's objects, and no module of
+    the package is over 600 lines."""
+    import vmstack.parsepool as package
+    from vmstack.parsepool import pool
+
+    for name in package.__all__:
+        assert getattr(package, name) is getattr(pool, name), name
+    assert ParsePool.__module__ == "vmstack.parsepool.pool"
+    for path in Path(package.__file__).parent.glob("*.py"):
+        assert len(path.read_text().splitlines()) <= 600, path.name

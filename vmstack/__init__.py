@@ -11,7 +11,6 @@ from vmstack.batching import (
     batched_parse_block,
     get_ancestors,
 )
-from vmstack.capability import supports_batching
 from vmstack.clock import Clock, SimClock
 from vmstack.closing import close_stack
 from vmstack.describe import describe_stack
@@ -29,10 +28,10 @@ from vmstack.interfaces import (
     BatchedChainVM,
     Block,
     ChainVM,
-    Layer,
     find_layer,
     iter_layers,
 )
+from vmstack.layers import Layer, supports_batching
 from vmstack.stack import build_stack
 from vmstack.submission import find_mempool, submit_transactions
 

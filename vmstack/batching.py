@@ -19,8 +19,8 @@ The rules (ARCHITECTURE.md, section 3), in the order the code applies them:
 5. Every layer obeys rule 4 for the WHOLE answer it returns: :class:`AncestorBudget` is the
    one implementation of it, used by the fallback walk and by every layer that walks.
 
-Whether a VM batches at all (:func:`supports_batching`, :func:`has_batched_methods`) is
-:mod:`vmstack.capability`'s to say; both are re-exported here.
+Whether a VM batches at all (``supports_batching``, ``has_batched_methods``) is
+:mod:`vmstack.layers`'s to say.
 """
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ from typing import overload
 
 import attrs
 
-from vmstack.capability import supports_batching
 from vmstack.interfaces import ChainVM, iter_layers
+from vmstack.layers import supports_batching
 
 __all__ = ["LayerInfo", "StackDescription", "describe_stack"]
 
@@ -93,7 +93,7 @@ def describe_stack(vm: ChainVM) -> StackDescription:
 
     Follows each layer's ``inner`` until a VM without one (the bottom). A layer's name is
     its ``name`` attribute when that is a string; its capability is what
-    :func:`vmstack.capability.supports_batching` says. A bottom that is a process boundary
+    :func:`vmstack.layers.supports_batching` says. A bottom that is a process boundary
     (it has ``describe_served()``, as :class:`~vmstack.wrappers.rpc.VMClient` has) is
     followed by the layers it serves, read on the serving side. A stack whose ``inner``
     links loop raises ``ValueError``.

@@ -5,7 +5,8 @@ from them, it simply has the methods. :class:`BatchedChainVM` is the optional ca
 VM that has its methods but cannot serve them (a pass-through layer over a VM that cannot
 batch) raises :class:`~vmstack.errors.BatchingNotImplemented`, and the engine helpers in
 :mod:`vmstack.batching` fall back to one call per block. The sentinel carries the
-capability (:mod:`vmstack.capability`); ``batching`` describes it.
+capability (:mod:`vmstack.layers`, the layer author's toolkit, with the ``Layer``
+protocol); ``batching`` describes it.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ __all__ = [
     "BatchedChainVM",
     "Block",
     "ChainVM",
-    "Layer",
     "Mempool",
     "SubmitsTransactions",
     "TransactionSink",
@@ -105,21 +105,6 @@ class BatchedChainVM(Protocol):
     ) -> list[bytes]: ...
 
     def batched_parse_block(self, blocks: Sequence[bytes]) -> list[Block]: ...
-
-
-@runtime_checkable
-class Layer(Protocol):
-    """A VM that wraps another: ``inner`` is the VM directly below it.
-
-    :func:`vmstack.describe_stack` follows ``inner`` from the top of a stack to the bottom.
-    ``batching`` says whether the layer answers batched calls rather than refusing them.
-    """
-
-    @property
-    def inner(self) -> ChainVM: ...
-
-    @property
-    def batching(self) -> bool: ...
 
 
 def iter_layers(vm: object) -> Iterator[object]:

@@ -10,7 +10,6 @@ import pytest
 
 from tests.cchain.chains import START, build_chain, new_vm, tampered
 from vmstack.batching import serial_get_ancestors
-from vmstack.capability import supports_batching
 from vmstack.cchain import (
     AVALANCHE,
     ETHEREUM,
@@ -33,6 +32,7 @@ from vmstack.cchain.rules import MAX_FUTURE_SECONDS
 from vmstack.clock import SimClock
 from vmstack.errors import BlockNotFound, InvalidBlock
 from vmstack.interfaces import BatchedChainVM, ChainVM
+from vmstack.layers import supports_batching
 from vmstack.store import MemoryStore, ReadSnapshot, WriteBatch
 from vmstack.store.base import BytesLike
 

@@ -23,14 +23,14 @@ from vmstack.batching import (
     get_ancestors,
     walk_ancestors,
 )
-from vmstack.capability import supports_batching
 from vmstack.clock import Clock
 from vmstack.conformance import Declaration, LayerConformance
 from vmstack.errors import BatchingNotImplemented, BlockNotFound, InvalidBlock, VMStackError
 from vmstack.interfaces import BatchedChainVM, Block, ChainVM
-from vmstack.layers import refusal
-from vmstack.wrappers.passthrough import PassThroughBlock, PassThroughVM
-from vmstack.wrappers.proposer.vm import ProposerBlock, ProposerVM
+from vmstack.layers import PassThroughBlock, PassThroughVM, refusal, supports_batching
+from vmstack.wrappers.proposer.block import ProposerBlock
+from vmstack.wrappers.proposer.chain import LayerChain
+from vmstack.wrappers.proposer.vm import ProposerVM
 
 # --- a correct pass-through layer, the base of most broken ones -----------------------------
 
@@ -451,17 +451,21 @@ class RejectsSiblingsItself(PassVM):
         return result
 
 
-class RejectsSharedBlock(ProposerVM):
-    """A proposer layer that rejects an inner block with the last processing envelope that
-    wraps it, though a later envelope of it may still be accepted."""
-
-    def _reject(self, block: ProposerBlock) -> None:
+class _RejectsSharedChain(LayerChain):
+    def reject(self, block: ProposerBlock) -> None:
         inner_id = block.inner.id
-        super()._reject(block)
+        super().reject(block)
         shared = self._shared.get(inner_id)
         if block.post_fork and shared is not None and not shared.wrappers:
             del self._shared[inner_id]
             shared.block.reject()
+
+
+class RejectsSharedBlock(ProposerVM):
+    """A proposer layer that rejects an inner block with the last processing envelope that
+    wraps it, though a later envelope of it may still be accepted."""
+
+    chain_type = _RejectsSharedChain
 
 
 class ForwardsEachPreferenceOnce(PassVM):

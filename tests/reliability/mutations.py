@@ -47,7 +47,7 @@ from vmstack.cchain import (
     sign_transaction,
 )
 from vmstack.errors import InvalidBlock
-from vmstack.wrappers.proposer.block import (
+from vmstack.wrappers.proposer.envelope import (
     Epoch,
     build_option,
     build_signed,

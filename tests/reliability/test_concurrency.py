@@ -23,7 +23,7 @@ from vmstack.cchain import header_parent_hash, header_slice, keccak256
 from vmstack.interfaces import ChainVM
 from vmstack.stack import build_stack
 from vmstack.store import KeyValueStore, LMDBStore, MemoryStore
-from vmstack.wrappers.proposer.block import decode_block
+from vmstack.wrappers.proposer.envelope import decode_block
 
 BLOCKS = 36
 

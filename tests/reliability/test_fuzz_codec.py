@@ -51,7 +51,7 @@ from vmstack.cchain import (
     split_block,
 )
 from vmstack.errors import InvalidBlock
-from vmstack.wrappers.proposer.block import (
+from vmstack.wrappers.proposer.envelope import (
     HEADER_LEN,
     Header,
     OptionBlock,

@@ -30,8 +30,8 @@ from vmstack.store import MemoryStore
 from vmstack.wrappers.proposer import certificate as certificate_module
 from vmstack.wrappers.proposer import verify as proposer_verify
 from vmstack.wrappers.proposer import vm as proposer_module
-from vmstack.wrappers.proposer.block import PostForkBlock, build_signed, build_unsigned
 from vmstack.wrappers.proposer.certificate import MAX_ECDSA_SIGNATURE_LEN
+from vmstack.wrappers.proposer.envelope import PostForkBlock, build_signed, build_unsigned
 from vmstack.wrappers.proposer.staking import der_element
 
 #: Hostile input through whole stacks: the full suite runs it.

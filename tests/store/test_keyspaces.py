@@ -23,7 +23,7 @@ from vmstack.store.keyspaces import (
     overlapping_pairs,
     overlaps,
 )
-from vmstack.wrappers.proposer.block import build_unsigned
+from vmstack.wrappers.proposer.envelope import build_unsigned
 from vmstack.wrappers.proposer.state import STORE_PREFIX, ProposerState
 
 PREFIXES = pytest.mark.parametrize(

@@ -15,9 +15,9 @@ from vmstack.cchain import CChainVM
 from vmstack.cchain.generate import dev_transactions
 from vmstack.conformance import memory_vm
 from vmstack.interfaces import Block, ChainVM
+from vmstack.layers import PassThroughVM
 from vmstack.store import MemoryStore
 from vmstack.transition import SerialChainVM, TransitionVM
-from vmstack.wrappers.passthrough import PassThroughVM
 
 START = 1_000.0
 TRANSITION_TIME = START + 10

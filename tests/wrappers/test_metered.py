@@ -45,6 +45,48 @@ def test_batched_metrics_exist_only_with_the_capability(
     assert (metered.name, metered.namespace, metered.registry) == ("C", "C", vmstack_registry)
 
 
+def test_batched_metrics_are_registered_as_the_layer_is_built(
+    vmstack_registry: CollectorRegistry,
+) -> None:
+    """Over a VM that has the batched methods but cannot batch now, the batched histograms
+    exist from the start, and concurrent first refusals are each one ``not_implemented``
+    observation; an answer later adds to the same histogram."""
+    import threading
+
+    from vmstack.conformance import BatchedMemoryVM
+
+    inner = memory_vm(batching=True, blocks=5)
+    assert isinstance(inner, BatchedMemoryVM)
+    inner.batching = False
+    metered = MeteredVM(inner, registry=vmstack_registry, namespace="C")
+    assert _families(vmstack_registry) == {
+        f"C_{name}_duration_seconds" for name in ONE_BLOCK + BATCHED
+    }
+    tip = inner.last_accepted()
+    start = threading.Barrier(4)
+    refused: list[bool] = []
+
+    def call() -> None:
+        start.wait(timeout=10)
+        try:
+            metered.get_ancestors(tip, 5, 10_000, 1.0)
+        except BatchingNotImplemented:
+            refused.append(True)
+
+    threads = [threading.Thread(target=call) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+        assert not thread.is_alive()
+    assert refused == [True] * 4
+    assert _count(vmstack_registry, "get_ancestors", "not_implemented") == 4
+    assert _count(vmstack_registry, "get_ancestors") == 0
+    inner.batching = True
+    assert len(metered.get_ancestors(tip, 5, 10_000, 1.0)) == 5
+    assert _count(vmstack_registry, "get_ancestors") == 1
+
+
 def test_batched_get_ancestors_is_one_observation(vmstack_registry: CollectorRegistry) -> None:
     """Each batched get_ancestors, however many blocks it returns, is one observation."""
     inner = memory_vm(batching=True, blocks=60)

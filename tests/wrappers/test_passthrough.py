@@ -1,4 +1,4 @@
-"""Tests for vmstack.wrappers.passthrough: one hook sees every call, once, and changes
+"""Tests for PassThroughVM (vmstack.layers): one hook sees every call, once, and changes
 nothing; a third-party counting layer on it is short and passes the kit."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import pytest
 
 from vmstack import BatchingNotImplemented, BlockNotFound, ChainVM, get_ancestors
 from vmstack.conformance import LayerConformance, memory_vm
+from vmstack.layers import METHODS
 from vmstack.wrappers import PassThroughBlock, PassThroughVM
-from vmstack.wrappers.passthrough import METHODS
 
 T = TypeVar("T")
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "write_a_layer.py"

@@ -51,7 +51,7 @@ from vmstack.errors import VMStackError
 from vmstack.interfaces import ChainVM, find_layer
 from vmstack.stack import build_stack
 from vmstack.store import MemoryStore
-from vmstack.wrappers.proposer.block import PostForkBlock, build_signed, build_unsigned
+from vmstack.wrappers.proposer.envelope import PostForkBlock, build_signed, build_unsigned
 from vmstack.wrappers.proposer.staking import StakingKey, der_element
 from vmstack.wrappers.proposer.vm import ProposerVM
 

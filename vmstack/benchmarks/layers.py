@@ -26,8 +26,8 @@ from opentelemetry.trace import NoOpTracer, Tracer
 
 from vmstack.batching import MAX_CONTAINERS_LEN, AncestorBudget, get_ancestors, walk_ancestors
 from vmstack.benchmarks import Comparison, median_seconds
-from vmstack.capability import supports_batching
 from vmstack.interfaces import ChainVM
+from vmstack.layers import supports_batching
 
 __all__ = ["BLOCKS", "run"]
 

@@ -20,13 +20,13 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from vmstack.capability import supports_batching
 from vmstack.clock import SimClock
 from vmstack.conformance.checks import KitChecks, cost
 from vmstack.conformance.doubles import MemoryVM, memory_vm
 from vmstack.conformance.plugin import MAX_EXAMPLES_OPTION
 from vmstack.conformance.stacks import KIT_FETCH_COST, KIT_START_TIME, KitStack
 from vmstack.interfaces import ChainVM
+from vmstack.layers import supports_batching
 
 __all__ = ["KitBase"]
 

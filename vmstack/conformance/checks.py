@@ -15,13 +15,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from vmstack.batching import CONTAINER_LEN_OVERHEAD, AncestorBudget, walk_ancestors
-from vmstack.capability import has_batched_methods, supports_batching
 from vmstack.clock import SimClock
 from vmstack.conformance.declarations import Declaration, KitDeclarations
 from vmstack.conformance.doubles import Call
 from vmstack.conformance.stacks import KIT_FETCH_COST, KIT_START_TIME, KIT_TIME_BUDGET, KitStack
 from vmstack.errors import BatchingNotImplemented, BlockNotFound
 from vmstack.interfaces import BatchedChainVM, Block, ChainVM, iter_layers
+from vmstack.layers import has_batched_methods, supports_batching
 
 __all__ = [
     "KitChecks",

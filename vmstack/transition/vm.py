@@ -26,7 +26,6 @@ import math
 import time
 from collections.abc import Sequence
 
-from vmstack.capability import has_batched_methods, supports_batching
 from vmstack.clock import Clock
 from vmstack.errors import BatchingNotImplemented, InvalidBlock, InvalidTransaction
 from vmstack.interfaces import (
@@ -37,7 +36,7 @@ from vmstack.interfaces import (
     TransactionSource,
     find_layer,
 )
-from vmstack.layers import WrappedBlock
+from vmstack.layers import WrappedBlock, has_batched_methods, supports_batching
 from vmstack.transition.rules import transition_accepted
 
 __all__ = ["TransitionBlock", "TransitionVM"]

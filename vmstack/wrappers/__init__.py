@@ -2,9 +2,10 @@
 batched protocol through as one call (or refuses it when the VM below cannot batch).
 
 ``TracedVM`` (OpenTelemetry spans) and ``MeteredVM`` (prometheus-client histograms) are
-pass-through layers built on :class:`PassThroughVM` (:mod:`vmstack.wrappers.passthrough`),
-the base for users writing pass-through layers of their own: it forwards every call and
-wraps every block, and a subclass overrides one hook, ``intercept``. ``ProposerVM``
+pass-through layers built on :class:`PassThroughVM` (from :mod:`vmstack.layers`, the
+layer author's toolkit), the base for users writing pass-through layers of their own: it
+forwards every call and wraps every block, and a subclass overrides one hook,
+``intercept``. ``ProposerVM``
 (:mod:`vmstack.wrappers.proposer`) answers partly from post-fork blocks of its own.
 """
 
@@ -15,9 +16,8 @@ from typing import TYPE_CHECKING, Any
 from vmstack.lazy import load_lazily
 
 if TYPE_CHECKING:
-    from vmstack.layers import WrappedBlock
+    from vmstack.layers import PassThroughBlock, PassThroughVM, WrappedBlock
     from vmstack.wrappers.metered import MeteredBlock, MeteredVM
-    from vmstack.wrappers.passthrough import PassThroughBlock, PassThroughVM
     from vmstack.wrappers.proposer import ProposerBlock, ProposerVM
     from vmstack.wrappers.traced import TracedBlock, TracedVM
 
@@ -27,8 +27,8 @@ if TYPE_CHECKING:
 _MODULE_OF = {
     "MeteredBlock": "vmstack.wrappers.metered",
     "MeteredVM": "vmstack.wrappers.metered",
-    "PassThroughBlock": "vmstack.wrappers.passthrough",
-    "PassThroughVM": "vmstack.wrappers.passthrough",
+    "PassThroughBlock": "vmstack.layers",
+    "PassThroughVM": "vmstack.layers",
     "ProposerBlock": "vmstack.wrappers.proposer",
     "ProposerVM": "vmstack.wrappers.proposer",
     "TracedBlock": "vmstack.wrappers.traced",

@@ -6,25 +6,24 @@ Each method has a histogram ``{namespace}_{method}_duration_seconds`` with one l
 are :class:`MeteredBlock`\\ s, metered as ``{namespace}_block_verify_duration_seconds`` etc.
 
 Histograms live in the ``registry`` the caller passes, never in prometheus-client's global
-one, so two stacks in one process (two nodes of a simulation) keep their figures apart. The
-batched histograms are registered once the VM below batches (when the layer is built, or at
-the first batched call the VM below answers rather than refuses): a metric that cannot move
-is not exported. A batched call is ONE observation, never one per block.
+one, so two stacks in one process (two nodes of a simulation) keep their figures apart. All
+of a layer's histograms are registered when it is built; the batched ones only when the VM
+below has the batched methods (the capability is fixed then, as every layer fixes it): a
+metric that cannot move is not exported. A batched call is ONE observation, never one per
+block.
 
 Errors from below are observed with ``outcome="error"`` and re-raised unchanged, the very
 object. When the VM below has no batched methods, the batched methods refuse at once
 without an observation; the engine's fallback that follows is metered call by call. A VM
 below that has them and cannot batch now (a transition layer before its transition)
-refuses the call itself: unobserved while the batched histograms do not exist yet, one
-``not_implemented`` observation once they do. The forwarding is
-:class:`~vmstack.wrappers.passthrough.PassThroughVM`'s; this module adds the timing around
+refuses the call itself: one ``not_implemented`` observation. The forwarding is
+:class:`~vmstack.layers.PassThroughVM`'s; this module adds the timing around
 each call (:meth:`MeteredVM.intercept`).
 """
 
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Callable, Sequence
 from time import perf_counter
 from types import TracebackType
@@ -34,7 +33,7 @@ from prometheus_client import CollectorRegistry, Histogram
 
 from vmstack.errors import BatchingNotImplemented
 from vmstack.interfaces import ChainVM
-from vmstack.wrappers.passthrough import PassThroughBlock, PassThroughVM
+from vmstack.layers import PassThroughBlock, PassThroughVM
 
 __all__ = ["DURATION_BUCKETS", "ERROR", "MeteredBlock", "MeteredVM", "NOT_IMPLEMENTED", "SUCCESS"]
 
@@ -133,27 +132,27 @@ class _Observation:
 
 
 class _Meters:
-    """Every histogram of one metered layer, by the name of the call it times."""
+    """Every histogram of one metered layer, by the name of the call it times, all
+    registered as the layer is built."""
 
-    __slots__ = ("_lock", "buckets", "namespace", "registry", "timings")
+    __slots__ = ("buckets", "namespace", "registry", "timings")
 
     def __init__(
         self,
         registry: CollectorRegistry,
         namespace: str,
         *,
-        batching: bool,
+        batched: bool,
         buckets: Sequence[float],
     ) -> None:
         self.registry = registry
         self.namespace = namespace
         self.buckets = buckets
         self.timings: dict[str, _Timing] = {}
-        self._lock = threading.Lock()
         try:
             self._register(_ONE_BLOCK, batched=False)
-            if batching:
-                self.register_batched()
+            if batched:
+                self._register(_BATCHED, batched=True)
         except ValueError as error:
             for timing in self.timings.values():
                 registry.unregister(timing.histogram)
@@ -161,32 +160,6 @@ class _Meters:
                 f"cannot register the metrics of MeteredVM({namespace}) in this registry: "
                 f"{error} (each metered layer of a registry needs its own namespace)"
             ) from error
-
-    def register_batched(self) -> None:
-        """Register the histograms of both batched calls, once: two threads making their
-        first batched call together register them once."""
-        with self._lock:
-            if "get_ancestors" not in self.timings:
-                self._register(_BATCHED, batched=True)
-
-    def first_batched(
-        self, method: str, forward: Callable[..., ResultT], args: tuple[Any, ...]
-    ) -> ResultT:
-        """A batched call made before the VM below was ever seen batching: a refusal passes
-        up unobserved; an answer or another error registers the batched histograms (the VM
-        below batches now) and is their first observation."""
-        started = perf_counter()
-        try:
-            result = forward(*args)
-        except BatchingNotImplemented:
-            raise
-        except Exception:
-            self.register_batched()
-            self.timings[method].error.observe(perf_counter() - started)
-            raise
-        self.register_batched()
-        self.timings[method].success.observe(perf_counter() - started)
-        return result
 
     def _register(self, metrics: dict[str, tuple[str, str]], *, batched: bool) -> None:
         for method, (metric, what) in metrics.items():
@@ -213,8 +186,9 @@ class MeteredVM(PassThroughVM):
     ``namespace`` prefixes the metric names and must be a valid Prometheus name
     (``[a-zA-Z_:][a-zA-Z0-9_:]*``); one registry holds one metered layer per namespace, and
     a second one raises ``ValueError``. ``buckets`` are the histograms' upper bounds in
-    seconds. The batched methods exist always: they forward one call when ``inner``
-    batches and raise ``BatchingNotImplemented`` otherwise.
+    seconds. The batched methods exist always: they forward one call when ``inner`` has
+    them (observed, a refusal from below as ``not_implemented``) and raise
+    ``BatchingNotImplemented`` at once, unobserved, when it has not.
     """
 
     __slots__ = ("_meters",)
@@ -236,7 +210,9 @@ class MeteredVM(PassThroughVM):
         if not isinstance(registry, CollectorRegistry):
             raise ValueError(f"a MeteredVM needs an explicit CollectorRegistry, got {registry!r}")
         super().__init__(inner, name=namespace)
-        self._meters = _Meters(registry, namespace, batching=self.batching, buckets=buckets)
+        self._meters = _Meters(
+            registry, namespace, batched=self._batched is not None, buckets=buckets
+        )
 
     @property
     def name(self) -> str:
@@ -254,11 +230,10 @@ class MeteredVM(PassThroughVM):
         return self._meters.registry
 
     def intercept(self, method: str, forward: Callable[..., ResultT], *args: Any) -> ResultT:
-        """Make the call inside one observation of its histogram, by outcome."""
-        timing = self._meters.timings.get(method)
-        if timing is None:
-            return self._meters.first_batched(method, forward, args)
-        with _Observation(timing):
+        """Make the call inside one observation of its histogram, by outcome. A batched
+        call reaches this hook only when the VM below has the batched methods, so its
+        histogram exists."""
+        with _Observation(self._meters.timings[method]):
             return forward(*args)
 
     def __repr__(self) -> str:

@@ -19,7 +19,7 @@ has no batched methods, the batched methods refuse at once, without a span: the 
 fallback that follows is traced call by call.
 
 Only the OpenTelemetry API is used; the caller injects the tracer (an SDK tracer, or the
-API's no-op one). The forwarding is :class:`~vmstack.wrappers.passthrough.PassThroughVM`'s;
+API's no-op one). The forwarding is :class:`~vmstack.layers.PassThroughVM`'s;
 this module adds the span around each call (:meth:`TracedVM.intercept`).
 """
 
@@ -38,7 +38,7 @@ from opentelemetry.util.types import AttributeValue
 
 from vmstack.errors import BatchingNotImplemented
 from vmstack.interfaces import ChainVM
-from vmstack.wrappers.passthrough import METHODS, PassThroughBlock, PassThroughVM
+from vmstack.layers import METHODS, PassThroughBlock, PassThroughVM
 
 __all__ = ["TracedBlock", "TracedVM"]
 

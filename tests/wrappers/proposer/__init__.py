@@ -9,8 +9,9 @@ from vmstack.clock import SimClock
 from vmstack.conformance import MemoryVM, memory_vm
 from vmstack.interfaces import ChainVM
 from vmstack.store import MemoryStore
+from vmstack.wrappers.proposer.block import ProposerBlock
 from vmstack.wrappers.proposer.staking import StakingKey
-from vmstack.wrappers.proposer.vm import ProposerBlock, ProposerVM
+from vmstack.wrappers.proposer.vm import ProposerVM
 
 CHAIN_ID = bytes([7]) * 32
 #: Seconds between blocks in the built chains.

@@ -21,8 +21,9 @@ from vmstack.interfaces import ChainVM
 from vmstack.store import MemoryStore
 from vmstack.wrappers import TracedVM
 from vmstack.wrappers.proposer.batched import walk_own
+from vmstack.wrappers.proposer.block import ProposerBlock
 from vmstack.wrappers.proposer.state import ProposerState
-from vmstack.wrappers.proposer.vm import ProposerBlock, ProposerVM
+from vmstack.wrappers.proposer.vm import ProposerVM
 
 from . import grow, make_vm
 

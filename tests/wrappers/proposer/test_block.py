@@ -10,7 +10,8 @@ import pytest
 
 from tests.conftest import load_vectors, vectors_dir
 from vmstack.errors import InvalidBlock
-from vmstack.wrappers.proposer.block import (
+from vmstack.wrappers.proposer.certificate import cb58decode
+from vmstack.wrappers.proposer.envelope import (
     HEADER_LEN,
     TYPE_GRANITE,
     TYPE_OPTION,
@@ -26,7 +27,6 @@ from vmstack.wrappers.proposer.block import (
     format_id,
     parse_block,
 )
-from vmstack.wrappers.proposer.certificate import cb58decode
 from vmstack.wrappers.proposer.staking import StakingKey
 
 VECTORS = "proposervm_blocks.json"

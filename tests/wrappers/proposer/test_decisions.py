@@ -29,11 +29,12 @@ from vmstack import SimClock, build_stack
 from vmstack.clock import Clock
 from vmstack.conformance import MemoryVM, memory_vm
 from vmstack.interfaces import Block, ChainVM
+from vmstack.layers import PassThroughBlock, PassThroughVM
 from vmstack.store import MemoryStore
-from vmstack.wrappers.passthrough import PassThroughBlock, PassThroughVM
-from vmstack.wrappers.proposer.block import build_signed, build_unsigned
+from vmstack.wrappers.proposer.block import ProposerBlock
+from vmstack.wrappers.proposer.envelope import build_signed, build_unsigned
 from vmstack.wrappers.proposer.staking import StakingKey
-from vmstack.wrappers.proposer.vm import ProposerBlock, ProposerVM
+from vmstack.wrappers.proposer.vm import ProposerVM
 from vmstack.wrappers.rpc import spawn
 
 from . import CHAIN_ID, node_key

@@ -15,14 +15,14 @@ from vmstack.conformance import MemoryVM, memory_vm
 from vmstack.errors import InvalidBlock
 from vmstack.interfaces import ChainVM
 from vmstack.wrappers.proposer import verify
-from vmstack.wrappers.proposer.block import build_unsigned
+from vmstack.wrappers.proposer.block import ProposerBlock
+from vmstack.wrappers.proposer.envelope import build_unsigned
 from vmstack.wrappers.proposer.verify import (
     BlockFacts,
     ProposerChain,
     check_post_fork,
     check_pre_fork,
 )
-from vmstack.wrappers.proposer.vm import ProposerBlock
 
 PARENT = b"\x51" * 32
 

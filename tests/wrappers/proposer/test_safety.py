@@ -25,9 +25,10 @@ from vmstack.conformance import MemoryVM
 from vmstack.interfaces import ChainVM
 from vmstack.store import LMDBStore, MemoryStore, ReadSnapshot
 from vmstack.submission import find_mempool
-from vmstack.wrappers.proposer.block import build_signed
+from vmstack.wrappers.proposer.block import ProposerBlock
+from vmstack.wrappers.proposer.envelope import build_signed
 from vmstack.wrappers.proposer.staking import StakingKey
-from vmstack.wrappers.proposer.vm import ProposerBlock, ProposerVM
+from vmstack.wrappers.proposer.vm import ProposerVM
 
 from . import CHAIN_ID, make_vm, node_key
 from . import grow as grow_proposer

@@ -10,7 +10,7 @@ import pytest
 from vmstack.errors import StoreCorrupted
 from vmstack.store import MemoryStore
 from vmstack.store.format import FORMAT_KEY
-from vmstack.wrappers.proposer.block import PostForkBlock, build_unsigned
+from vmstack.wrappers.proposer.envelope import PostForkBlock, build_unsigned
 from vmstack.wrappers.proposer.state import STORE_PREFIX, ProposerState, stored_block
 from vmstack.wrappers.proposer.vm import ProposerVM
 

@@ -23,7 +23,7 @@ from vmstack.parsepool import ParsePool
 from vmstack.stack import build_stack
 from vmstack.store import MemoryStore
 from vmstack.verifycache import clear_all
-from vmstack.wrappers.proposer.block import PostForkBlock, build_signed
+from vmstack.wrappers.proposer.envelope import PostForkBlock, build_signed
 from vmstack.wrappers.proposer.staking import StakingKey
 from vmstack.wrappers.proposer.verdicts import SignatureVerdicts, signature_verdict
 from vmstack.wrappers.proposer.vm import ProposerVM

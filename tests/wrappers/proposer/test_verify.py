@@ -10,14 +10,15 @@ import pytest
 
 from vmstack.conformance import MemoryVM
 from vmstack.errors import InvalidBlock
-from vmstack.wrappers.proposer.block import build_signed, build_unsigned
+from vmstack.wrappers.proposer.block import ProposerBlock
+from vmstack.wrappers.proposer.envelope import build_signed, build_unsigned
 from vmstack.wrappers.proposer.verify import (
     MAX_CLOCK_SKEW,
     BlockFacts,
     PreForkFacts,
     pchain_height_source,
 )
-from vmstack.wrappers.proposer.vm import ProposerBlock, ProposerVM
+from vmstack.wrappers.proposer.vm import ProposerVM
 
 from . import CHAIN_ID, grow, make_vm, node_key
 
@@ -205,7 +206,7 @@ def test_a_rejected_pre_fork_block_is_forgotten() -> None:
     accepted = grow(vm, clock, 1)[-1]
     rejected = grow(vm, clock, 1, accept=False)[-1]
     rejected.reject()
-    assert vm._pre_fork_facts.get(rejected.id) is None
+    assert vm._chain.pre_fork_facts(rejected.id) is None
     clock.advance(2)
     assert vm.build_block().parent_id == accepted.id
 

@@ -14,14 +14,15 @@ from vmstack.clock import SimClock
 from vmstack.conformance import Declaration, LayerConformance, MemoryVM, memory_vm
 from vmstack.errors import BlockNotFound, InvalidBlock
 from vmstack.interfaces import ChainVM
-from vmstack.wrappers.proposer.block import (
+from vmstack.wrappers.proposer.block import ProposerBlock
+from vmstack.wrappers.proposer.envelope import (
     PostForkBlock,
     build_option,
     build_signed,
     decode_block,
 )
 from vmstack.wrappers.proposer.staking import StakingKey
-from vmstack.wrappers.proposer.vm import ProposerBlock, ProposerVM
+from vmstack.wrappers.proposer.vm import ProposerVM
 
 from . import CHAIN_ID, grow, make_vm, node_key
 

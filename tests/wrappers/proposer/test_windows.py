@@ -10,9 +10,10 @@ import pytest
 from vmstack.clock import SimClock
 from vmstack.conformance import memory_vm
 from vmstack.errors import InvalidBlock, ProposerWindowNotStarted
-from vmstack.wrappers.proposer.block import build_signed, build_unsigned
+from vmstack.wrappers.proposer.block import ProposerBlock
+from vmstack.wrappers.proposer.envelope import build_signed, build_unsigned
 from vmstack.wrappers.proposer.staking import StakingKey
-from vmstack.wrappers.proposer.vm import ProposerBlock, ProposerVM
+from vmstack.wrappers.proposer.vm import ProposerVM
 
 from . import CHAIN_ID
 

@@ -20,7 +20,7 @@ from vmstack.errors import BlockNotFound, InvalidBlock
 from vmstack.interfaces import ChainVM
 from vmstack.rlpreader import list_items
 from vmstack.store import MemoryStore
-from vmstack.wrappers.proposer.block import build_unsigned, decode_block
+from vmstack.wrappers.proposer.envelope import build_unsigned, decode_block
 from vmstack.wrappers.rpc import VMClient, VMServer, vm_pb2
 from vmstack.wrappers.rpc.handed import HANDED_OUT_BYTES, HANDED_OUT_OVERHEAD
 

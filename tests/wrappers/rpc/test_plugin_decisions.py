@@ -22,7 +22,7 @@ from google.protobuf import empty_pb2
 from google.protobuf.message import Message
 
 from tests.wrappers.rpc.node_side import GENESIS, Runtime, call_vm
-from vmstack.wrappers.proposer.block import PostForkBlock, build_unsigned
+from vmstack.wrappers.proposer.envelope import PostForkBlock, build_unsigned
 from vmstack.wrappers.rpc import PROTOCOL_VERSION, vm_pb2
 from vmstack.wrappers.rpc.plugin import ENGINE_ADDRESS_VARIABLE
 

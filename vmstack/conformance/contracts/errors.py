@@ -15,7 +15,6 @@ import pytest
 from hypothesis import strategies as st
 
 from vmstack.batching import MAX_CONTAINERS_LEN, batched_parse_block, get_ancestors
-from vmstack.capability import supports_batching
 from vmstack.conformance.base import KitBase
 from vmstack.conformance.checks import batched
 from vmstack.conformance.declarations import rule
@@ -33,6 +32,7 @@ from vmstack.errors import (
     StoreCorrupted,
     VMStackError,
 )
+from vmstack.layers import supports_batching
 
 __all__ = ["ErrorContract"]
 

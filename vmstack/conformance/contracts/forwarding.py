@@ -20,7 +20,6 @@ from vmstack.batching import (
     get_ancestors,
     walk_ancestors,
 )
-from vmstack.capability import supports_batching
 from vmstack.clock import SimClock
 from vmstack.conformance.base import KitBase
 from vmstack.conformance.checks import batched, reaches
@@ -37,6 +36,7 @@ from vmstack.conformance.stacks import (
 )
 from vmstack.describe import describe_stack
 from vmstack.errors import BlockNotFound, InvalidBlock
+from vmstack.layers import supports_batching
 
 __all__ = ["ForwardingContract"]
 

@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 import attrs
 
 from vmstack.wrappers.proposer import StakingKey
-from vmstack.wrappers.proposer.block import chain_id_bytes
+from vmstack.wrappers.proposer.envelope import chain_id_bytes
 from vmstack.wrappers.proposer.windower import Windower
 
 __all__ = [

@@ -35,15 +35,16 @@ from vmstack.batching import (
     walk_ancestors,
 )
 from vmstack.errors import BatchingNotImplemented, BlockNotFound, InvalidBlock
-from vmstack.interfaces import Block
+from vmstack.interfaces import BatchedChainVM, Block, ChainVM
 from vmstack.store import ReadSnapshot
-from vmstack.wrappers.proposer.block import PostForkBlock
+from vmstack.wrappers.proposer.chain import LayerChain
+from vmstack.wrappers.proposer.envelope import PostForkBlock
 from vmstack.wrappers.proposer.state import stored_block
 from vmstack.wrappers.proposer.verdicts import SignatureVerdicts, start_signature_checks
 from vmstack.wrappers.proposer.verify import decode_envelope
 
 if TYPE_CHECKING:
-    from vmstack.wrappers.proposer.vm import ProposerVM
+    from vmstack.parsepool import ParsePool
 
 __all__ = ["ParsedElement", "batched_parse_block", "check_signatures", "get_ancestors", "walk_own"]
 
@@ -54,7 +55,8 @@ logger = logging.getLogger(__name__)
 
 
 def get_ancestors(
-    vm: ProposerVM,
+    chain: LayerChain,
+    below: BatchedChainVM | None,
     block_id: bytes,
     max_blocks_num: int,
     max_blocks_size: int,
@@ -62,21 +64,20 @@ def get_ancestors(
 ) -> list[bytes]:
     """``block_id`` and its ancestors, newest first, under one budget for the whole
     answer: the layer's own blocks, then the pre-fork part from the inner VM (one
-    batched call, or a serial walk of it when it cannot batch)."""
+    batched call, or a serial walk of it when it cannot batch). ``chain`` is the layer's,
+    ``below`` its inner VM when that has the batched methods (``None``: walked serially)."""
     block_id = check_block_id(block_id)
-    budget = AncestorBudget(max_blocks_num, max_blocks_size, max_retrieval_time, clock=vm.clock)
+    budget = AncestorBudget(max_blocks_num, max_blocks_size, max_retrieval_time, clock=chain.clock)
     # The processing blocks are looked at before the snapshot opens: an accept writes
     # its record before it forgets the processing block, so a block accepted in between
     # is in one or the other, never in neither.
-    processing = dict(vm._processing)
-    with vm._state.snapshot() as snapshot:
+    processing = dict(chain.processing)
+    with chain.state.snapshot() as snapshot:
         handoff = walk_own(snapshot, processing, block_id, budget)
     if handoff is None:
         return budget.blocks
-    if not budget.blocks and vm._envelope_of_inner(handoff) is not None:
+    if not budget.blocks and chain.envelope_of_inner(handoff) is not None:
         return []
-    inner = vm.inner
-    below = vm._inner_batched
     if below is not None:
         num, size, seconds = budget.remaining()
         try:
@@ -97,7 +98,7 @@ def get_ancestors(
         else:
             budget.extend(answer)
             return budget.blocks
-    return walk_ancestors(fetch_through(inner), handoff, budget).blocks
+    return walk_ancestors(fetch_through(chain.inner), handoff, budget).blocks
 
 
 def walk_own(
@@ -131,10 +132,18 @@ def walk_own(
 ParsedElement = tuple[Block, PostForkBlock | None]
 
 
-def batched_parse_block(vm: ProposerVM, blocks: Sequence[bytes]) -> list[ParsedElement]:
+def batched_parse_block(
+    inner: ChainVM,
+    blocks: Sequence[bytes],
+    *,
+    chain_id: bytes,
+    parse_pool: ParsePool | None,
+) -> list[ParsedElement]:
     """Parse ``blocks`` in input order: envelopes decoded here, all inner bytes parsed
     below in one call, then signatures checked; ``InvalidBlock`` names the failing index.
-    The layer wraps each element into its block (reusing a processing one).
+    The layer wraps each element into its block (reusing a processing one). ``inner`` is
+    the layer's inner VM, ``chain_id`` the chain ID its headers sign, ``parse_pool`` its
+    worker processes (``None``: the signatures are checked here).
 
     Each element is classified as ``parse_block`` classifies it (post-fork if it
     is a valid envelope, else pre-fork bytes), so the answer, and the index of the
@@ -146,11 +155,17 @@ def batched_parse_block(vm: ProposerVM, blocks: Sequence[bytes]) -> list[ParsedE
     batch = check_parse_batch(blocks)
     parsed: list[ParsedElement] = []
     while len(parsed) < len(batch):
-        parsed.extend(_parse_run(vm, batch, len(parsed)))
+        parsed.extend(_parse_run(inner, batch, len(parsed), chain_id, parse_pool))
     return parsed
 
 
-def _parse_run(vm: ProposerVM, batch: Sequence[bytes], start: int) -> list[ParsedElement]:
+def _parse_run(
+    inner: ChainVM,
+    batch: Sequence[bytes],
+    start: int,
+    chain_id: bytes,
+    parse_pool: ParsePool | None,
+) -> list[ParsedElement]:
     """Parse ``batch[start:]`` up to and including the first element whose envelope
     fails to decode (all of it when none does) with one batched call below; return
     the blocks of that run, or raise for its first bad element."""
@@ -168,10 +183,10 @@ def _parse_run(vm: ProposerVM, batch: Sequence[bytes], start: int) -> list[Parse
             break
     # The signatures go to the layer's worker processes (if it has a pool and the run is
     # large enough) while the inner VM parses; they are consulted in the serial order.
-    verdicts = start_signature_checks(vm.parse_pool, envelopes, vm.chain_id)
-    parse_inner = vm.inner.parse_block
+    verdicts = start_signature_checks(parse_pool, envelopes, chain_id)
+    parse_inner = inner.parse_block
     try:
-        inner_blocks: list[Block | None] = list(batching.batched_parse_block(vm.inner, inner_bytes))
+        inner_blocks: list[Block | None] = list(batching.batched_parse_block(inner, inner_bytes))
     except InvalidBlock as error:
         # A failed run needs few of the checks: the ones it needs run here, serially.
         verdicts.cancel()
@@ -184,7 +199,7 @@ def _parse_run(vm: ProposerVM, batch: Sequence[bytes], start: int) -> list[Parse
             [None] * len(envelopes),
             start,
             bad + 1,
-            chain_id=vm.chain_id,
+            chain_id=chain_id,
             parse_inner=parse_inner,
         )
         if failure is not None and bad == len(inner_bytes) - 1:
@@ -202,7 +217,7 @@ def _parse_run(vm: ProposerVM, batch: Sequence[bytes], start: int) -> list[Parse
             inner_blocks,
             start,
             len(envelopes),
-            chain_id=vm.chain_id,
+            chain_id=chain_id,
             parse_inner=parse_inner,
             verdicts=verdicts,
         )

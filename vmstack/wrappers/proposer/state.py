@@ -30,7 +30,7 @@ from vmstack.checksum import frame, unframe
 from vmstack.errors import InvalidBlock, StoreCorrupted
 from vmstack.store import KeyValueStore, PrefixedStore, ReadSnapshot, keyspaces
 from vmstack.store.format import check_format
-from vmstack.wrappers.proposer.block import PostForkBlock, decode_block
+from vmstack.wrappers.proposer.envelope import PostForkBlock, decode_block
 
 __all__ = [
     "ProposerState",

@@ -1,11 +1,11 @@
 """Signature verdicts of a batch of post-fork envelopes, computed ahead in worker processes.
 
 The costly part of parsing a signed envelope is its signature check (a P-256 or RSA verify
-over the sha256 of its :class:`~vmstack.wrappers.proposer.block.Header`), and it depends on
+over the sha256 of its :class:`~vmstack.wrappers.proposer.envelope.Header`), and it depends on
 nothing but the envelope's certificate, header and signature. A batched parse hands these
 checks to a :class:`~vmstack.parsepool.ParsePool` (:func:`start_signature_checks`) before
 it parses the inner blocks, then verifies the envelopes in its usual serial order with
-:meth:`PostForkBlock.verify <vmstack.wrappers.proposer.block.PostForkBlock.verify>`,
+:meth:`PostForkBlock.verify <vmstack.wrappers.proposer.envelope.PostForkBlock.verify>`,
 whose signature check asks :meth:`SignatureVerdicts.check`: a verdict computed ahead for
 exactly these bytes is used (the same function gave it, so the same answer), anything else
 is checked on the spot. The rule stays in one place (``verify`` and
@@ -23,7 +23,7 @@ from vmstack.wrappers.proposer.certificate import Certificate
 
 if TYPE_CHECKING:  # a worker imports this module: it needs only the certificates
     from vmstack.parsepool import ParsePool, PendingResults
-    from vmstack.wrappers.proposer.block import PostForkBlock
+    from vmstack.wrappers.proposer.envelope import PostForkBlock
 
 __all__ = ["SignatureJob", "SignatureVerdicts", "signature_verdict", "start_signature_checks"]
 

@@ -24,7 +24,7 @@ changing nothing. The block comes as an argument, the
 layer's configuration as values (the fork time, the windower, Durango's time) or as the
 callables it reads late (the clock, the P-chain height), and what the layer knows of its
 chain through :class:`ProposerChain`, a few read-only queries the layer
-(:mod:`~vmstack.wrappers.proposer.vm`) answers from its processing blocks, its records
+(:mod:`~vmstack.wrappers.proposer.chain`) answers from its processing blocks, its records
 (:mod:`~vmstack.wrappers.proposer.state`) and its inner VM. No rule reads the layer itself.
 The facts the checks gather of a block (:class:`BlockFacts`) are also what building on it
 needs. The facts of a pre-fork block the layer has verified or accepted are kept
@@ -42,8 +42,8 @@ import attrs
 
 from vmstack.errors import AnyoneCanPropose, BlockNotFound, InvalidBlock
 from vmstack.interfaces import Block, ChainVM
-from vmstack.wrappers.proposer.block import OptionBlock, PostForkBlock, decode_block
 from vmstack.wrappers.proposer.certificate import format_node_id
+from vmstack.wrappers.proposer.envelope import OptionBlock, PostForkBlock, decode_block
 from vmstack.wrappers.proposer.windower import (
     EMPTY_NODE_ID,
     MAX_BUILD_WINDOWS,
@@ -55,7 +55,7 @@ from vmstack.wrappers.proposer.windower import (
 )
 
 if TYPE_CHECKING:
-    from vmstack.wrappers.proposer.vm import ProposerBlock
+    from vmstack.wrappers.proposer.block import ProposerBlock
 
 __all__ = [
     "BlockFacts",

@@ -37,8 +37,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import ClassVar
 
 from vmstack.errors import AnyoneCanPropose
-from vmstack.wrappers.proposer.block import chain_id_bytes
 from vmstack.wrappers.proposer.certificate import NODE_ID_LEN
+from vmstack.wrappers.proposer.envelope import chain_id_bytes
 
 __all__ = [
     "EMPTY_NODE_ID",

@@ -1,90 +1,35 @@
-"""ParsePool: worker processes for the CPU-bound, independent checks of a large parse batch.
+"""ParsePool and PendingResults: the pool a layer hands a batch's independent checks to, and
+one batch's results (the rules they keep: :mod:`vmstack.parsepool`).
 
-A batched parse (ARCHITECTURE.md, section 3, rule 7) does some work per element that
-depends on nothing else in the batch and costs far more than it takes to send: the staking
-signature of every post-fork envelope (a P-256 or RSA verify, about 0.3 ms in
-pycryptodome, which holds the GIL, so threads do not help). A layer hands such work to a
-pool with :meth:`ParsePool.submit` and keeps doing its cheap serial work meanwhile; it then
-reads the results with :meth:`PendingResults.results` and walks the batch in its own serial
-order, consulting them, so answers and errors are the serial parse's, element for element.
-Every worker gets the whole batch and claims items one at a time from the front, through a
-counter in shared memory; ``results`` makes the caller claim and run items from the back
-until the two ends meet (it would otherwise sit waiting), so a worker whose core is busy
-with other processes takes fewer, and one that never ran is not waited for.
-
-The rules the pool keeps:
-
-- It is an optimisation only: every way it can fail (below the threshold, closed, busy with
-  another thread's batch, no worker ready, a worker that died, is stopped or does not
-  answer within ``timeout``) makes :meth:`ParsePool.submit` or
-  :meth:`PendingResults.results` answer ``None``, and the caller does the work serially.
-  Nothing it does can change an answer.
-- The caller never waits without a deadline, and never on anything a worker holds. Its
-  writes to a worker's pipe are non-blocking, bounded by ``timeout`` in all (a stopped
-  worker that does not read makes the batch serial, it does not hang the caller); every
-  wait for an answer is bounded by ``timeout``; the claims are words of shared memory
-  that the caller reads and writes without a lock (the workers take the front under a lock
-  of their own, which the caller never takes, so a killed worker can leave nothing held
-  that the caller waits on; two ends that meet may both run one item, whose result is the
-  same). An
-  answer is read only once the pipe holds all of it.
-- Workers start in the background (:meth:`ParsePool.start`, which the proposer layer calls
-  when it is built; else the first batch at or over ``threshold``), and no batch waits for
-  one: a worker takes batches once it has answered a warm-up batch that imports what it
-  will run, and a batch submitted before any worker is ready stays serial. A worker still
-  busy with an earlier batch is not sent a new one; one that owes an answer for longer
-  than ``timeout`` counts as stuck. The start method is ``forkserver`` (``spawn`` where
-  there is none), never a plain ``fork`` of a process that runs grpc, LMDB or
-  OpenTelemetry threads. A worker imports the module of the function it runs (with the
-  packages above it) and, as multiprocessing does for these start methods, the main module
-  of the program, whose entry point must therefore be guarded (``if __name__ ==
-  "__main__":``). multiprocessing's forkserver, one per process and shared, stays until the
-  process exits; it is not a worker. Each worker has its own pipe, written and read by the
-  calling thread itself: no helper thread has to win the GIL from a busy caller before the
-  work reaches the workers.
-- It never leaks a process: :meth:`ParsePool.close` (also the context manager's exit, and a
-  ``weakref.finalize`` when a forgotten pool is collected or the interpreter exits) stops
-  and reaps every worker within a bounded wait (killed if need be); the workers are
-  daemonic, so they also die with this process. A pool whose worker died, was stuck or
-  failed is torn down (killed: a stopped worker too) with one log line and started afresh
-  in the background; after :data:`MAX_FAILURES` such failures it stays serial for good.
-  A closed pool answers every batch ``None`` (the caller's serial path): using one after
-  ``close`` is not an error.
-- It belongs to the process that made it. In a child made by ``os.fork()`` the pool (a
-  copy of the parent's) behaves as closed: every batch is serial, ``close`` is quiet, and
-  nothing the child does reaches the parent's workers (nor does multiprocessing's exit
-  handler in the child terminate them).
-
-The pool knows nothing about blocks: the layers decide what to send (ARCHITECTURE.md,
-section 5: it is injected, keyword-only, never a module global). Only the proposer layer
-sends anything, as profiling found: its signature checks are about three quarters of a
-signed block's parse through the full stack. The C-chain VM's lazy parse is not worth
-sending: per block of 10 transactions it hashes the header slice (about 40 µs), decodes the
-header (about 45 µs) and checks the body's framing, and a decoded header costs about 30 µs
-to pickle back, so a worker could take only the hash, at the price of a round trip, while
-the caller's core is already shared with the signature workers.
+The pool sends a batch to its ready workers (:mod:`~vmstack.parsepool.worker`), which claim
+items from the front while the caller claims them from the back
+(:mod:`~vmstack.parsepool.claims`); it starts its workers in the background, tears them
+down after a failure and starts new ones, and belongs to the process that made it.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import multiprocessing
 import multiprocessing.process
 import os
-import pickle
 import select
-import struct
 import threading
 import time
 import weakref
 from collections.abc import Callable, Sequence
-from multiprocessing.connection import Connection, wait
-from multiprocessing.context import ForkServerContext, SpawnContext
-from multiprocessing.process import BaseProcess
+from multiprocessing.connection import wait
 from typing import Any, Generic, TypeVar
 
-from vmstack.errors import VMStackError
+from vmstack.parsepool.claims import BACK, FRONT, LAST_BATCH, claim_back, word
+from vmstack.parsepool.worker import (
+    PoolFailure,
+    Worker,
+    frame,
+    serve,
+    start_context,
+    stop,
+)
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -96,7 +41,8 @@ __all__ = [
     "available_cores",
 ]
 
-logger = logging.getLogger(__name__)
+#: The pool's log lines go to ``vmstack.parsepool``, the package's logger.
+logger = logging.getLogger("vmstack.parsepool")
 
 ItemT = TypeVar("ItemT")
 ResultT = TypeVar("ResultT")
@@ -119,19 +65,6 @@ DEFAULT_TIMEOUT = 30.0
 START_TIMEOUT = 60.0
 #: Failures (a worker that died, was stuck or failed) after which a pool stays serial.
 MAX_FAILURES = 3
-# How long close() waits for a worker to exit before it is killed.
-_EXIT_WAIT = 2.0
-# A frame on a worker's pipe: its length, then a pickle.
-_FRAME_HEADER = struct.Struct("!Q")
-_READ_SIZE = 1 << 16
-# The two claim words in shared memory: the next index the workers take (the front) and
-# the lowest index the caller has taken (the back). Each word carries its batch number
-# above _INDEX_BITS, so a worker still on an old batch never moves a new batch's ends.
-_FRONT, _BACK = 0, 1
-_INDEX_BITS = 32
-_INDEX_MASK = (1 << _INDEX_BITS) - 1
-# Batch numbers run from 1 to this and wrap (0 is no batch; the words stay positive).
-_LAST_BATCH = (1 << 30) - 1
 
 
 def available_cores() -> int:
@@ -140,183 +73,6 @@ def available_cores() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not every OS has sched_getaffinity
         return os.cpu_count() or 1
-
-
-def _context() -> ForkServerContext | SpawnContext:
-    """``forkserver`` where the OS has it, else ``spawn``: never a plain ``fork``."""
-    if "forkserver" in multiprocessing.get_all_start_methods():
-        return multiprocessing.get_context("forkserver")
-    return multiprocessing.get_context("spawn")
-
-
-def _word(batch: int, index: int) -> int:
-    """A claim word: ``index`` of ``batch``."""
-    return (batch << _INDEX_BITS) | index
-
-
-def _claim_front(
-    claims: Any,
-    workers_lock: Any,
-    batch: int,
-    function: Callable[[ItemT], ResultT],
-    items: Sequence[ItemT],
-) -> list[tuple[int, ResultT]]:
-    """A worker's claims: run ``function`` over the items of ``batch`` it takes from the
-    front, one at a time, until the front meets the caller's back or the batch is no longer
-    the current one; ``(index, result)`` pairs.
-
-    Workers take the front under ``workers_lock``, a lock only workers hold (the caller
-    never takes it, so a worker killed while holding it blocks no one but the pool's other
-    workers, which the caller stops when it finds the dead one). The caller's back needs no
-    lock: where the ends meet, a worker and the caller may both take the last item (one
-    result is kept), and no item is ever skipped.
-    """
-    done: list[tuple[int, ResultT]] = []
-    while True:
-        with workers_lock:
-            front, back = claims[_FRONT], claims[_BACK]
-            if front >> _INDEX_BITS != batch or back >> _INDEX_BITS != batch:
-                return done
-            index = front & _INDEX_MASK
-            if index >= min(back & _INDEX_MASK, len(items)):
-                return done
-            claims[_FRONT] = front + 1
-        done.append((index, function(items[index])))
-
-
-def _claim_back(
-    claims: Any, batch: int, function: Callable[[ItemT], ResultT], items: Sequence[ItemT]
-) -> list[tuple[int, ResultT]]:
-    """The caller's claims: run ``function`` over the items of ``batch`` from the back, one
-    at a time, until it reaches the workers' front; ``(index, result)`` pairs. When it
-    returns, every item is taken: by the caller, or by a worker below the front it read (a
-    front of another batch counts as none taken, and the caller runs the whole batch)."""
-    done: list[tuple[int, ResultT]] = []
-    index = len(items)
-    while index > 0:
-        front = claims[_FRONT]
-        taken = front & _INDEX_MASK if front >> _INDEX_BITS == batch else 0
-        if index - 1 < taken:
-            break
-        index -= 1
-        claims[_BACK] = _word(batch, index)
-        done.append((index, function(items[index])))
-    return done
-
-
-def _frame(message: object) -> bytes:
-    """``message`` pickled, behind its length."""
-    payload = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    return _FRAME_HEADER.pack(len(payload)) + payload
-
-
-def _read_exactly(fd: int, count: int) -> bytes:
-    """``count`` bytes from the blocking ``fd`` (a worker's end); ``EOFError`` at its end."""
-    parts: list[bytes] = []
-    while count:
-        chunk = os.read(fd, min(count, _READ_SIZE))
-        if not chunk:
-            raise EOFError
-        parts.append(chunk)
-        count -= len(chunk)
-    return b"".join(parts)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    """All of ``data`` to the blocking ``fd`` (a worker's end)."""
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
-def _serve(connection: Connection, claims: Any, workers_lock: Any) -> None:
-    """A worker's loop: read ``(batch, function, items)``, answer the ``(index, result)``
-    pairs of the items it claimed (or the failure, as text); stop at ``None`` or when the
-    pool's end closes."""
-    fd = connection.fileno()
-    while True:
-        try:
-            (length,) = _FRAME_HEADER.unpack(_read_exactly(fd, _FRAME_HEADER.size))
-            payload = _read_exactly(fd, length)
-        except (EOFError, OSError):
-            return
-        try:
-            message = pickle.loads(payload)
-            if message is None:
-                return
-            batch, function, items = message
-            answer: tuple[bool, Any] = (
-                True,
-                _claim_front(claims, workers_lock, batch, function, items),
-            )
-        except Exception as error:  # reported to the pool, which goes serial
-            answer = (False, f"{type(error).__name__}: {error}")
-        try:
-            _write_all(fd, _frame(answer))
-        except OSError:
-            return
-
-
-class _Worker:
-    """One worker process and the pool's end of its pipe (non-blocking). A worker owes at
-    most one answer (it is sent a batch only when it owes none): ``owed_batch`` is the
-    batch it is for (0: the warm-up) and ``owed_since`` when it was sent (``None``: owes
-    nothing); ``ready`` once the warm-up was answered; ``inbox`` holds an answer's bytes
-    read so far; ``ended`` once its pipe reached its end."""
-
-    __slots__ = ("connection", "ended", "inbox", "owed_batch", "owed_since", "process", "ready")
-
-    def __init__(self, process: BaseProcess, connection: Connection) -> None:
-        self.process = process
-        self.connection = connection
-        self.ready = False
-        self.owed_batch = 0
-        self.owed_since: float | None = None
-        self.inbox = bytearray()
-        self.ended = False
-
-    def owe(self, batch: int) -> None:
-        self.owed_batch = batch
-        self.owed_since = time.monotonic()
-
-    def read_answer(self) -> tuple[bool, Any] | None:
-        """The answer owed, if the pipe holds all of it now (never waits); ``_PoolFailure``
-        if the worker is gone without one, or sent something that is no answer."""
-        fd = self.connection.fileno()
-        while not self.ended:
-            try:
-                chunk = os.read(fd, _READ_SIZE)
-            except BlockingIOError:
-                break
-            except OSError:
-                self.ended = True
-                break
-            if not chunk:
-                self.ended = True
-                break
-            self.inbox += chunk
-        answer = self._take_frame()
-        if answer is None and self.ended:
-            raise _PoolFailure("a worker process died")
-        return answer
-
-    def _take_frame(self) -> tuple[bool, Any] | None:
-        header = _FRAME_HEADER.size
-        if len(self.inbox) < header:
-            return None
-        (length,) = _FRAME_HEADER.unpack_from(self.inbox)
-        if len(self.inbox) < header + length:
-            return None
-        payload = bytes(self.inbox[header : header + length])
-        del self.inbox[: header + length]
-        try:
-            answer = pickle.loads(payload)
-            ok, _ = answer
-        except Exception:
-            raise _PoolFailure("a worker sent something that is not an answer") from None
-        self.owed_since = None
-        self.ready = True
-        return (bool(ok), answer[1])
 
 
 class PendingResults(Generic[ResultT]):
@@ -330,7 +86,7 @@ class PendingResults(Generic[ResultT]):
     def __init__(
         self,
         pool: ParsePool,
-        workers: list[_Worker],
+        workers: list[Worker],
         batch: int,
         function: Callable[[ItemT], ResultT],
         items: list[ItemT],
@@ -355,7 +111,7 @@ class PendingResults(Generic[ResultT]):
         if not self._settled:
             claims = self._pool._claims
             try:
-                own = _claim_back(claims, self._batch, self._function, self._items)
+                own = claim_back(claims, self._batch, self._function, self._items)
             except Exception:  # the caller's serial path meets it again, in its place
                 self.cancel()
                 return None
@@ -417,8 +173,8 @@ class ParsePool:
         self._generation = 0  # moves at every teardown: a start of an older one gives up
         self._starter: threading.Thread | None = None
         # Shared with the finalizer, which must not hold the pool itself.
-        self._workers: list[_Worker] = []
-        self._finalizer = weakref.finalize(self, _stop, self._workers, self._pid)
+        self._workers: list[Worker] = []
+        self._finalizer = weakref.finalize(self, stop, self._workers, self._pid)
         _POOLS.add(self)
 
     @property
@@ -472,7 +228,7 @@ class ParsePool:
                 return False
             try:
                 ready = self._ready_workers()
-            except _PoolFailure as failure:
+            except PoolFailure as failure:
                 self._fail_locked(str(failure))
                 return False
             if not ready and not self._workers:
@@ -501,7 +257,7 @@ class ParsePool:
                 if not self._busy:
                     try:
                         ready = self._ready_workers()
-                    except _PoolFailure as failure:
+                    except PoolFailure as failure:
                         ready = []
                         self._fail_locked(str(failure))
                     if len(ready) == self._size:
@@ -533,7 +289,7 @@ class ParsePool:
                 self._warm_up = function
             try:
                 workers = self._ready_workers()
-            except _PoolFailure as failure:
+            except PoolFailure as failure:
                 self._fail_locked(str(failure))
                 return None
             if not workers:
@@ -541,21 +297,21 @@ class ParsePool:
                     self._start_in_background()
                 return None
             self._busy = True
-            self._batch = self._batch % _LAST_BATCH + 1
+            self._batch = self._batch % LAST_BATCH + 1
             batch = self._batch
             claims = self._claims
         batch_items = list(items)
         try:
-            frame = _frame((batch, function, batch_items))
+            message = frame((batch, function, batch_items))
         except Exception as error:  # an item that cannot be pickled: the serial path
             self._release()
             logger.warning("parse pool: a batch cannot be sent (%s); parsing it serially", error)
             return None
-        claims[_BACK] = _word(batch, len(batch_items))
-        claims[_FRONT] = _word(batch, 0)
+        claims[BACK] = word(batch, len(batch_items))
+        claims[FRONT] = word(batch, 0)
         try:
-            self._send(workers, frame, batch)
-        except _PoolFailure as failure:
+            self._send(workers, message, batch)
+        except PoolFailure as failure:
             self._abandon(batch)
             self._fail(str(failure))
             return None
@@ -612,31 +368,32 @@ class ParsePool:
         )
         self._starter.start()
 
-    def _ready_workers(self) -> list[_Worker]:
+    def _ready_workers(self) -> list[Worker]:
         """The workers that owe no answer and have answered their warm-up (called with the
-        lock held): answers that came are read and dropped; ``_PoolFailure`` for a worker
+        lock held): answers that came are read and dropped; ``PoolFailure`` for a worker
         that died or owes an answer for too long (stuck)."""
         now = time.monotonic()
-        ready: list[_Worker] = []
+        ready: list[Worker] = []
         for worker in self._workers:
             if worker.owed_since is not None:
                 worker.read_answer()
             if worker.owed_since is None:
                 if worker.ended:
-                    raise _PoolFailure("a worker process died")
+                    raise PoolFailure("a worker process died")
                 if worker.ready:
                     ready.append(worker)
                 continue
             limit = self._timeout if worker.ready else max(self._timeout, START_TIMEOUT)
             if now - worker.owed_since > limit:
-                raise _PoolFailure(f"a worker owes an answer for over {limit:g} s (stuck)")
+                raise PoolFailure(f"a worker owes an answer for over {limit:g} s (stuck)")
         return ready
 
-    def _send(self, workers: list[_Worker], frame: bytes, batch: int) -> None:
-        """Write ``frame`` to every worker's pipe, all at once, without blocking, within
-        the timeout; ``_PoolFailure`` if a worker is gone or does not read it in time."""
+    def _send(self, workers: list[Worker], message: bytes, batch: int) -> None:
+        """Write the framed ``message`` to every worker's pipe, all at once, without
+        blocking, within the timeout; ``PoolFailure`` if a worker is gone or does not read
+        it in time."""
         deadline = time.monotonic() + self._timeout
-        left = {worker.connection.fileno(): memoryview(frame) for worker in workers}
+        left = {worker.connection.fileno(): memoryview(message) for worker in workers}
         for worker in workers:
             worker.owe(batch)
         while True:
@@ -646,14 +403,14 @@ class ParsePool:
                 except BlockingIOError:
                     continue
                 except OSError as error:
-                    raise _PoolFailure(f"could not reach a worker ({error})") from None
+                    raise PoolFailure(f"could not reach a worker ({error})") from None
                 if not left[fd]:
                     del left[fd]
             if not left:
                 return
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise _PoolFailure(
+                raise PoolFailure(
                     f"a worker took no batch within {self._timeout:g} s (stopped or stuck)"
                 )
             poller = select.poll()
@@ -662,7 +419,7 @@ class ParsePool:
             poller.poll(max(remaining * 1000, 1))
 
     def _collect(
-        self, workers: list[_Worker], batch: int, own: list[tuple[int, ResultT]], count: int
+        self, workers: list[Worker], batch: int, own: list[tuple[int, ResultT]], count: int
     ) -> list[ResultT] | None:
         """The ``count`` results in item order, from the caller's ``own`` pairs and the
         answers of ``workers``, read until they cover the batch (a worker that took nothing
@@ -680,16 +437,16 @@ class ParsePool:
                     waiting.remove(worker)
                     ok, pairs = answer
                     if not ok:
-                        raise _PoolFailure(f"a worker failed ({pairs})")
+                        raise PoolFailure(f"a worker failed ({pairs})")
                     for index, result in pairs:
                         found.setdefault(index, result)
                 if len(found) >= count:
                     break
                 if not waiting:
-                    raise _PoolFailure("the answers do not cover the batch")
+                    raise PoolFailure("the answers do not cover the batch")
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise _PoolFailure(f"no answer within {self._timeout:g} s")
+                    raise PoolFailure(f"no answer within {self._timeout:g} s")
                 wait(
                     [
                         handle
@@ -698,7 +455,7 @@ class ParsePool:
                     ],
                     remaining,
                 )
-        except _PoolFailure as failure:
+        except PoolFailure as failure:
             self._abandon(batch)
             self._fail(str(failure))
             return None
@@ -720,7 +477,7 @@ class ParsePool:
         word), and their answers are dropped when read."""
         with self._lock:
             if self._claims is not None and self._batch == batch:
-                self._claims[_BACK] = _word(batch, 0)
+                self._claims[BACK] = word(batch, 0)
             self._busy = False
 
     def _fail(self, what: str) -> None:
@@ -734,7 +491,7 @@ class ParsePool:
             return
         self._failures += 1
         self._generation += 1
-        _stop(self._workers, self._pid, grace=0.0)  # a worker's state is not worth waiting for
+        stop(self._workers, self._pid, grace=0.0)  # a worker's state is not worth waiting for
         if self.disabled:
             then = "parsing serially from now on"
         else:
@@ -743,25 +500,20 @@ class ParsePool:
         logger.warning("parse pool: %s; %s", what, then)
 
 
-class _PoolFailure(VMStackError):
-    """Why a batch could not go to or come back from the workers (internal: the caller
-    goes serial)."""
-
-
 def _start_workers(pool: ParsePool, generation: int, function: Callable[[Any], Any]) -> None:
     """Start ``pool``'s workers (on the starting thread, without the pool's lock) and send
     each a warm-up batch that imports what ``function`` needs; a worker is handed to the
     pool as soon as it runs, unless the pool was torn down or closed meanwhile (then it is
     stopped here). If workers cannot start, the pool is disabled."""
-    context = _context()
+    context = start_context()
     try:
         claims = context.Array("q", 2, lock=False)
-        workers_lock = context.Lock()  # the workers' alone: see _claim_front
-        warm_up = _frame((0, function, []))
+        workers_lock = context.Lock()  # the workers' alone: see claim_front
+        warm_up = frame((0, function, []))
         for _ in range(pool._size):
             ours, theirs = context.Pipe()
             process = context.Process(
-                target=_serve,
+                target=serve,
                 args=(theirs, claims, workers_lock),
                 daemon=True,
                 name="vmstack-parse-worker",
@@ -769,12 +521,12 @@ def _start_workers(pool: ParsePool, generation: int, function: Callable[[Any], A
             process.start()
             theirs.close()
             os.set_blocking(ours.fileno(), False)
-            worker = _Worker(process, ours)
+            worker = Worker(process, ours)
             os.write(ours.fileno(), warm_up)  # a fresh pipe holds a warm-up whole
             worker.owe(0)
             with pool._lock:
                 if pool._generation != generation or pool.closed:
-                    _stop([worker], pool._pid, grace=0.0)
+                    stop([worker], pool._pid, grace=0.0)
                     return
                 pool._claims, pool._workers_lock = claims, workers_lock
                 pool._workers.append(worker)
@@ -782,32 +534,8 @@ def _start_workers(pool: ParsePool, generation: int, function: Callable[[Any], A
         with pool._lock:
             if pool._generation == generation:
                 pool._failures = MAX_FAILURES
-                _stop(pool._workers, pool._pid)
+                stop(pool._workers, pool._pid)
         logger.warning("parse pool: workers cannot start (%s); parsing serially", error)
-
-
-def _stop(workers: list[_Worker], owner: int, grace: float = _EXIT_WAIT) -> None:
-    """Stop and reap ``workers`` (emptying the list): ask each to exit, give them
-    ``grace`` seconds, kill what is left (a stopped worker too). In a process other than
-    ``owner`` (a child of ``os.fork()``) it only closes that process's copies of the
-    pipes: the workers are the owner's. Holds no reference to the pool, so it can be its
-    finalizer."""
-    if os.getpid() != owner:
-        for worker in workers:
-            worker.connection.close()
-        workers.clear()
-        return
-    for worker in workers:
-        with contextlib.suppress(OSError, ValueError):  # full, or already gone: killed below
-            os.write(worker.connection.fileno(), _frame(None))
-    deadline = time.monotonic() + grace
-    for worker in workers:
-        worker.process.join(max(deadline - time.monotonic(), 0.0))
-        if worker.process.is_alive():
-            worker.process.kill()
-            worker.process.join(_EXIT_WAIT)
-        worker.connection.close()
-    workers.clear()
 
 
 #: Every pool of this process, for the fork handler below.
