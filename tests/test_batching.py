@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -254,7 +255,7 @@ def test_batched_answer_equals_fallback_answer(
     serial = RefusingVM(clock=SimClock(START), fetch_cost=fetch_cost)
     serial.extend_chain(length)
     block_id = batched._by_height[min(start, length)]
-    limits = {"max_blocks_num": num, "max_blocks_size": size}
+    limits: dict[str, Any] = {"max_blocks_num": num, "max_blocks_size": size}
     answer = get_ancestors(batched, block_id, **limits)
     assert answer == get_ancestors(serial, block_id, **limits)
     assert len(answer) <= num

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests import slow_start
-from tests.processes import descendants, ended, returns_within, wait_ended, wait_stopped
+from tests.support.processes import descendants, ended, returns_within, wait_ended, wait_stopped
 from vmstack import build_stack, close_stack
 from vmstack.batching import batched_parse_block, serial_parse_block
 from vmstack.cchain.generate import generate_chain

@@ -11,6 +11,7 @@ import pytest
 
 import vmstack.cchain.vm as vm_module
 from tests.cchain.chains import new_vm, tampered
+from tests.support.transactions import signed_transfer
 from vmstack.cchain import (
     AVALANCHE,
     ETHEREUM,
@@ -40,14 +41,7 @@ TO = keccak256(b"own build recipient")[12:]
 
 
 def _tx(nonce: int) -> DynamicFeeTx:
-    return DynamicFeeTx(
-        chain_id=43114,
-        nonce=nonce,
-        max_priority_fee_per_gas=1,
-        max_fee_per_gas=50 * 10**9,
-        gas=21_000,
-        to=TO,
-    ).sign(KEY)
+    return signed_transfer(nonce, key=KEY, to=TO, max_priority_fee_per_gas=1)
 
 
 def _built(vm: CChainVM) -> CChainBlock:

@@ -36,7 +36,7 @@ def _header(extra: int = 600) -> list[bytes]:
 
 
 def _enc(value: Any) -> bytes:
-    return rlp.encode(value, infer_serializer=False)  # type: ignore[no-any-return]
+    return rlp.encode(value, infer_serializer=False)
 
 
 BODIES = {

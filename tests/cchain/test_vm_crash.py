@@ -97,7 +97,7 @@ def test_a_killed_writer_never_leaves_a_half_written_block(
 def _state_is_the_tip_s(store: LMDBStore, vm: CChainVM) -> None:
     """The stored accounts are the last accepted block's post-state: the state head names
     that block, and the trie package's root over the accounts is its header's state root."""
-    from trie import HexaryTrie
+    from trie.hexary import HexaryTrie
 
     from vmstack.cchain.state import read_account_record, read_state_head_record
 

@@ -128,7 +128,11 @@ def test_huge_limits_give_the_whole_chain(stack: ChainVM, inner: MemoryVM) -> No
     chain once, ending at genesis, batched and serial alike."""
     chain = chain_bytes(inner)
     tip = inner.last_accepted()
-    limits = {"max_blocks_num": 2**62, "max_blocks_size": 2**62, "max_retrieval_time": math.inf}
+    limits: dict[str, Any] = {
+        "max_blocks_num": 2**62,
+        "max_blocks_size": 2**62,
+        "max_retrieval_time": math.inf,
+    }
     assert get_ancestors(stack, tip, **limits) == chain
     assert serial_get_ancestors(stack, tip, **limits) == chain
     assert len(chain) == CHAIN + 1
@@ -526,7 +530,11 @@ def test_huge_and_tiny_limits_through_the_full_stack(
     head alone; unknown IDs give []; batched and serial agree throughout."""
     vm, chain = real_stack
     head = vm.last_accepted()
-    huge = {"max_blocks_num": 2**62, "max_blocks_size": 2**62, "max_retrieval_time": math.inf}
+    huge: dict[str, Any] = {
+        "max_blocks_num": 2**62,
+        "max_blocks_size": 2**62,
+        "max_retrieval_time": math.inf,
+    }
     assert get_ancestors(vm, head, **huge) == serial_get_ancestors(vm, head, **huge) == chain
     for tiny in ({"max_blocks_num": 1}, {"max_blocks_size": 0}, {"max_retrieval_time": 0.0}):
         assert (

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.processes import descendants, wait_ended
 from tests.sim.commands import first_line, signal_and_wait, start_command
+from tests.support.processes import descendants, wait_ended
 from vmstack.cchain import rawdb
 from vmstack.cli import PEERS_PROGRESS_FROM, main
 from vmstack.sim.bounds import MAX_PEERS, MAX_PEERS_OUT_OF_PROCESS

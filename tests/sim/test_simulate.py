@@ -168,7 +168,7 @@ def test_a_serving_peer_whose_process_dies_is_dropped_out_of_process() -> None:
     peer from then on, and reaches the tip; the report says which peer was dropped."""
     import signal
 
-    from tests.processes import descendants, wait_ended
+    from tests.support.processes import descendants, wait_ended
 
     killed: list[int] = []
 

@@ -42,7 +42,7 @@ class TestPrefixedMemoryStore(StoreConformance):
 class _WritesAtOnce:
     """A batch that writes each operation as it is queued: not atomic."""
 
-    def __init__(self, store: KeyValueStore) -> None:
+    def __init__(self, store: MemoryStore) -> None:
         self._store = store
 
     def __enter__(self) -> _WritesAtOnce:

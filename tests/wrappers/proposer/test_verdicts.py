@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 import pytest
 
-from tests.processes import ended, returns_within, wait_ended, wait_stopped
+from tests.support.processes import ended, returns_within, wait_ended, wait_stopped
 from vmstack.batching import batched_parse_block, serial_parse_block
 from vmstack.cchain.generate import generate_chain
 from vmstack.clock import SimClock

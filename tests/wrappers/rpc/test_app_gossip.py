@@ -18,6 +18,7 @@ import pytest
 from google.protobuf import empty_pb2
 from google.protobuf.message import Message
 
+from tests.support.transactions import signed_transfer
 from tests.wrappers.rpc.node_side import CHAIN_ID, GENESIS
 from tests.wrappers.rpc.test_plugin import Node, start_node
 from vmstack.cchain import DEV_KEYS, DynamicFeeTx
@@ -43,16 +44,9 @@ DEADLINE = 30.0
 PEER = bytes(range(20))
 
 
-def transfer(nonce: int, key: bytes, value: int = 1) -> DynamicFeeTx:
+def transfer(nonce: int, key: int | bytes, value: int = 1) -> DynamicFeeTx:
     """A signed transfer of the plugin's chain from ``key`` at ``nonce``."""
-    return DynamicFeeTx(
-        chain_id=CHAIN_ID,
-        nonce=nonce,
-        max_fee_per_gas=50 * 10**9,
-        gas=21_000,
-        to=bytes(20),
-        value=value,
-    ).sign(key)
+    return signed_transfer(nonce, key=key, value=value, chain_id=CHAIN_ID)
 
 
 class AppSender:

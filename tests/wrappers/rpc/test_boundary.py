@@ -389,12 +389,12 @@ def test_the_server_refuses_oversized_and_malformed_requests(served: Served) -> 
     address = client.address
     with pytest.raises(grpc.RpcError) as oversized:
         _raw_call(address, "BatchedParseBlock", bytes(MAX_REQUEST_SIZE + 100))
-    assert oversized.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED  # type: ignore[attr-defined]
+    assert oversized.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     with pytest.raises(grpc.RpcError) as malformed:
         _raw_call(address, "SetPreference", b"\x0a\xff\xff\xff\xff\xff")
-    assert malformed.value.code() == grpc.StatusCode.INVALID_ARGUMENT  # type: ignore[attr-defined]
+    assert malformed.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert isinstance(
-        trailing_error(malformed.value.trailing_metadata()),  # type: ignore[attr-defined]
+        trailing_error(malformed.value.trailing_metadata()),
         MalformedRequest,
     )
     with pytest.raises(grpc.RpcError) as bad_digest:
@@ -404,7 +404,7 @@ def test_the_server_refuses_oversized_and_malformed_requests(served: Served) -> 
             vm_pb2.BlockAcceptRequest(id=before).SerializeToString(),
             metadata=((DIGEST_METADATA_KEY, b"short"),),
         )
-    assert "32-byte" in bad_digest.value.details()  # type: ignore[attr-defined]
+    assert "32-byte" in bad_digest.value.details()
     later = vm_pb2.GetBlockIDAtHeightRequest(height=0).SerializeToString() + b"\x50\x01"
     answer = vm_pb2.GetBlockIDAtHeightResponse.FromString(
         _raw_call(address, "GetBlockIDAtHeight", later)

@@ -10,12 +10,13 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import vmstack
-from tests.processes import ended, wait_ended, wait_stopped
 from tests.reliability.stacks import check_store
+from tests.support.processes import ended, wait_ended, wait_stopped
 from tests.wrappers.rpc.conftest import START, TRANSITION_TIME
 from vmstack.batching import serial_get_ancestors
 from vmstack.clock import SimClock
@@ -53,7 +54,7 @@ def test_spawn_serves_the_store_and_stops_with_the_block(lmdb_chain: Path) -> No
             )
             for count, size in ((1, 0), (7, 5_000), (30, 40_000), (2000, 1 << 30)):
                 for block_id in (tip, local.get_block_id_at_height(9)):
-                    budget = {
+                    budget: dict[str, Any] = {
                         "max_blocks_num": count,
                         "max_blocks_size": size,
                         "max_retrieval_time": 60.0,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.processes import wait_ended
+from tests.support.processes import wait_ended
 from tests.wrappers.rpc.conftest import TRANSITION_TIME
 from vmstack.conformance import memory_vm
 from vmstack.errors import VMUnavailable

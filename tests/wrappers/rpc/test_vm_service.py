@@ -132,7 +132,7 @@ def test_a_cancelled_wait_for_event_ends(served: tuple[VMServer, VMClient, SimCl
         )
         with pytest.raises(grpc.RpcError) as error:
             wait(empty_pb2.Empty(), timeout=0.3)
-        assert error.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED  # type: ignore[attr-defined]
+        assert error.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
     assert client.get_block_id_at_height(0) == client.last_accepted()
 
 

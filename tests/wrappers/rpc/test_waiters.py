@@ -74,7 +74,7 @@ def test_a_waiter_past_the_bound_is_refused_at_once(
         (one_more,) = _waiters(channel, 1)
         with pytest.raises(grpc.RpcError) as refused:
             one_more.result(timeout=5)
-        assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED  # type: ignore[attr-defined]
+        assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         assert [method for method, _ in refusals] == ["WaitForEvent"]
         assert "serving" in client.health()
         client.shutdown()
