@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import sys
 import tomllib
+from collections.abc import Mapping
 from functools import cache
 from importlib.metadata import distribution, packages_distributions
 from pathlib import Path
@@ -52,7 +53,7 @@ def imported_modules() -> dict[str, str]:
 
 
 @cache
-def _top_level_providers() -> dict[str, list[str]]:
+def _top_level_providers() -> Mapping[str, list[str]]:
     """Installed distributions by the top-level names they provide."""
     return packages_distributions()
 

@@ -9,6 +9,7 @@ import os
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -266,7 +267,7 @@ def test_a_function_that_fails_gives_none_and_frees_the_pool() -> None:
     with ParsePool(1, threshold=0) as pool:
         for batch in ([1, "x"], ["x", 1], ["x"]):
             _started(pool)
-            failing = pool.submit(abs, batch)
+            failing = pool.submit(abs, batch)  # type: ignore[arg-type, var-annotated]  # a str
             assert failing is not None and failing.results() is None
         _started(pool)
         after = pool.submit(abs, [-1, -2])
@@ -449,9 +450,12 @@ def test_a_first_batch_prepares_no_checks_while_the_workers_start(
         assert pool is not None
         headers: list[bytes] = []
         header = PostForkBlock.header
-        monkeypatch.setattr(
-            PostForkBlock, "header", lambda self, *a: headers.append(b"") or header(self, *a)
-        )
+
+        def counted_header(self: PostForkBlock, *args: Any) -> Any:
+            headers.append(b"")
+            return header(self, *args)
+
+        monkeypatch.setattr(PostForkBlock, "header", counted_header)
         monkeypatch.setattr(pool, "takes_now", lambda count: False)
         submitted: list[int] = []
         monkeypatch.setattr(pool, "submit", lambda *args: submitted.append(1))

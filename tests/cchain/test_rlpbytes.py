@@ -23,7 +23,7 @@ from vmstack.cchain import (
     read_prefix,
     split_block,
 )
-from vmstack.cchain.rlpbytes import encode_item, stitched_parent_hash
+from vmstack.cchain.rlpbytes import RLPItem, encode_item, stitched_parent_hash
 from vmstack.cchain.types import decode_rlp
 from vmstack.errors import InvalidBlock
 
@@ -351,7 +351,7 @@ def test_encode_item_matches_rlp_at_every_length_width(length: int) -> None:
     string = bytes(range(256)) * (length // 256) + bytes(range(length % 256))
     assert encode_item(string) == _enc(string)
     assert encode_item([string]) == _enc([string])
-    items = [b"\x01"] * length
+    items: list[RLPItem] = [b"\x01"] * length
     assert encode_item(items) == _enc(items)
     assert encode_item([[b""] * length, b"x"]) == _enc([[b""] * length, b"x"])
 

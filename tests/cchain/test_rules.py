@@ -213,7 +213,7 @@ def test_a_bad_signature_is_found_before_any_sender_is_recovered(
     txs.append(attrs.evolve(_dynamic(20), s=0))
     data = _block_over(vm, txs)
     calls = 0
-    original = types.recover_address
+    original = types.recover_address  # type: ignore[attr-defined]
 
     def counting(*args: Any, **kwargs: Any) -> bytes:
         nonlocal calls

@@ -433,11 +433,11 @@ def cchain_seeds() -> list[tuple[Flavour, bytes]]:
             min_delay_excess=3,
         ),
     ]
-    for i, header in enumerate(ava_headers):
+    for i, ava_header in enumerate(ava_headers):
         txs = _transactions(10 * i) if i else []
         body = AVALANCHE.body(txs, version=0, ext_data=b"\x00\x01atomic" * i)
         out.append(
-            (AVALANCHE, AVALANCHE.encode_block(AVALANCHE.seal(header, body, _receipts(txs))))
+            (AVALANCHE, AVALANCHE.encode_block(AVALANCHE.seal(ava_header, body, _receipts(txs))))
         )
     return out
 

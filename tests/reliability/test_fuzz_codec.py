@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import tracemalloc
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -92,7 +92,7 @@ RECEIPT_SEEDS = [
 ]
 PROPOSER_CHAIN = bytes(32)
 PROPOSER_SEEDS = proposer_seeds() + [
-    entry["data"]
+    cast(bytes, entry["data"])
     for entry in vector_proposer_blocks()
     if entry.get("kind") != "header"
     and entry["expect"].get(  # type: ignore[attr-defined]

@@ -339,7 +339,7 @@ def test_pre_fork_bytes_that_look_like_an_envelope_still_parse(
     parsed = batched_parse_block(vm, batch)
     assert [block.id for block in parsed] == [b.id for b in serial_parse_block(vm, batch)]
     assert [bytes(block) for block in parsed] == batch
-    assert all(not block.post_fork for block in parsed)
+    assert all(not block.post_fork for block in parsed)  # type: ignore[attr-defined]
 
 
 def test_a_valid_batch_still_parses_whole(stack: tuple[ChainVM, SimClock]) -> None:

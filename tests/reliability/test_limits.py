@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from hypothesis import given, settings
@@ -520,7 +520,7 @@ def test_malformed_ids_through_the_full_stack(
         vm.get_ancestors(block_id, 10, 10_000, 1.0)  # type: ignore[attr-defined]
     *_, bottom = iter_layers(vm)
     with pytest.raises(ValueError):
-        bottom.get_block(block_id)
+        cast(ChainVM, bottom).get_block(block_id)
 
 
 def test_huge_and_tiny_limits_through_the_full_stack(

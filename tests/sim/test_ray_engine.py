@@ -20,6 +20,7 @@ from rich.console import Console
 from tests.sim.hostile import answer_other_bodies, damage_bodies
 from tests.sim.networks import SMALL, simulated
 from tests.sim.test_bad_nodes import HOSTILE, assert_survived, failing_build, run_with
+from tests.support.reports import reported
 from vmstack.errors import VMStackError
 from vmstack.sim.network import LocalEngine, NetworkRun, RayEngine, simulate_network
 from vmstack.sim.network.ray_engine import RayHost, _probe_cluster, plan_placement
@@ -118,20 +119,20 @@ def test_ray_engine_gives_the_local_figures_with_skewed_stake(ray_session: Any) 
     assert sum(node.blocks_built for node in on_ray.nodes) == config.live_blocks
     assert len({node.weight for node in on_ray.nodes}) > 1
     assert (
-        on_ray.as_dict()["simulated"]
-        == simulate_network(config, LocalEngine()).as_dict()["simulated"]
+        reported(on_ray)["simulated"]
+        == reported(simulate_network(config, LocalEngine()))["simulated"]
     )
 
 
 def test_the_report_says_which_host_each_actor_ran_on_and_what_it_held(ray_session: Any) -> None:
     report = simulate_network(SMALL, RayEngine(workers=3))
-    engine = report.engine
+    engine: dict[str, Any] = report.engine
     node_id = ray_session.get_runtime_context().get_node_id()
     address = ray_session.util.get_node_ip_address()
     assert engine["hosts"] == [{"node_id": node_id, "address": address, "actors": [0, 1, 2]}]
     assert [actor["nodes"] for actor in engine["actors"]] == [[0, 3], [1], [2]]
     assert {actor["node_id"] for actor in engine["actors"]} == {node_id}
-    measured = report.as_dict()["measured"]
+    measured = reported(report)["measured"]
     by_actor = measured["peak_memory_bytes_by_actor"]
     assert [entry["actor"] for entry in by_actor] == [0, 1, 2]
     assert all(entry["bytes"] > 0 and entry["node_id"] == node_id for entry in by_actor)
@@ -149,7 +150,7 @@ def test_actors_that_ask_for_cpus_go_to_as_many_as_the_cluster_holds(ray_session
     # The local Ray has two CPUs: two actors of one CPU each, and the four nodes on them.
     engine = RayEngine(workers=4, actor_cpus=1.0)
     ray_figures = simulated(engine)
-    described = engine.describe()
+    described: dict[str, Any] = engine.describe()
     assert (described["workers"], described["workers_asked"]) == (2, 4)
     assert [actor["nodes"] for actor in described["actors"]] == [[0, 2], [1, 3]]
     assert ray_figures == simulated(LocalEngine())
@@ -187,7 +188,8 @@ def test_a_killed_actor_is_reported_as_crashed_and_the_run_goes_on(ray_session: 
     assert report.totals["nodes_at_tip"] == SMALL.nodes - 1
     assert report.totals["blocks_built"] == SMALL.live_blocks
     assert (report.engine["workers"], report.engine["address"]) == (SMALL.nodes, None)
-    assert [actor["nodes"] for actor in report.engine["actors"]] == [[0], [1], [2], [3]]
+    facts: dict[str, Any] = report.engine
+    assert [actor["nodes"] for actor in facts["actors"]] == [[0], [1], [2], [3]]
     # Even the killed actor's store is gone once the engine is closed.
     assert engine.store_root is not None and not engine.store_root.exists()
 
@@ -241,7 +243,7 @@ def test_a_bad_node_on_ray_is_dropped_and_counted_as_on_the_local_engine(
     assert_survived(report)
     assert report.nodes[HOSTILE].bad_answers_sent > 0
     local = run_with(LocalEngine(), fault)
-    assert report.as_dict()["simulated"] == local.as_dict()["simulated"]
+    assert reported(report)["simulated"] == reported(local)["simulated"]
 
 
 def test_a_node_whose_own_call_fails_on_ray_is_crashed_not_the_run(ray_session: Any) -> None:

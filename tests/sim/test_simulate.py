@@ -14,6 +14,7 @@ import attrs
 import pytest
 
 from tests.sim.commands import live_processes_naming, signal_and_wait, start_command, wait_for
+from tests.support.reports import reported
 from vmstack.sim.costs import REFERENCE_COSTS, CostModel
 from vmstack.sim.run import SimulationConfig, calibrate, simulate
 
@@ -55,12 +56,12 @@ def test_simulate_cli_end_to_end(tmp_path: Path) -> None:
 
 def test_same_seed_gives_identical_simulated_figures(tmp_path: Path) -> None:
     """Two runs with the same seed and cost model agree on every simulated figure."""
-    first = simulate(SMALL).as_dict()
-    second = simulate(SMALL).as_dict()
+    first = reported(simulate(SMALL))
+    second = reported(simulate(SMALL))
     assert first["simulated"] == second["simulated"]
     assert first["layers"].keys() == second["layers"].keys()
     other = simulate(SimulationConfig(blocks=45, txs_per_block=2, peers=2, seed=12))
-    assert other.as_dict()["simulated"] != first["simulated"]
+    assert reported(other)["simulated"] != first["simulated"]
 
 
 def test_data_dir_keeps_the_chain_for_the_next_run(tmp_path: Path) -> None:
@@ -68,7 +69,7 @@ def test_data_dir_keeps_the_chain_for_the_next_run(tmp_path: Path) -> None:
     first = simulate(SMALL, data_dir=tmp_path, costs=REFERENCE_COSTS)
     second = simulate(SMALL, data_dir=tmp_path, costs=REFERENCE_COSTS)
     assert not first.chain_reused and second.chain_reused
-    assert first.as_dict()["simulated"] == second.as_dict()["simulated"]
+    assert reported(first)["simulated"] == reported(second)["simulated"]
     with pytest.raises(ValueError, match="different chain"):
         simulate(SimulationConfig(blocks=46, txs_per_block=2, peers=2, seed=11), data_dir=tmp_path)
 
@@ -146,8 +147,8 @@ def test_bench_only_runs_the_named_cases(tmp_path: Path) -> None:
 def test_out_of_process_gives_the_same_simulated_figures(tmp_path: Path) -> None:
     """Each node's C-chain VM in its own process: the same answers and simulated figures
     as in process, with the round trips measured beside them."""
-    in_process = simulate(SMALL, data_dir=tmp_path).as_dict()
-    out = simulate(attrs.evolve(SMALL, out_of_process=True), data_dir=tmp_path).as_dict()
+    in_process = reported(simulate(SMALL, data_dir=tmp_path))
+    out = reported(simulate(attrs.evolve(SMALL, out_of_process=True), data_dir=tmp_path))
     assert out["simulated"] == in_process["simulated"]
     assert in_process["round_trips"] == {}
     batched, serial = out["round_trips"]["batched"], out["round_trips"]["serial"]
@@ -191,7 +192,7 @@ def test_a_serving_peer_whose_process_dies_is_dropped_out_of_process() -> None:
     assert len(serial.peers_dropped) == 1
     assert "timeout" in {reason for _, reason in serial.retries_at}
     assert report.results["batched"].peers_dropped == ()
-    assert report.as_dict()["simulated"]["serial"]["peers_dropped"] == list(serial.peers_dropped)
+    assert reported(report)["simulated"]["serial"]["peers_dropped"] == list(serial.peers_dropped)
 
 
 def test_calibrating_out_of_process_learns_the_round_trips() -> None:
@@ -369,6 +370,6 @@ def test_version_and_integer_counts(tmp_path: Path) -> None:
     """--version names the package version; the JSON report counts calls as integers."""
     version = run_cli("--version")
     assert version.returncode == 0 and version.stdout.startswith("vmstack ")
-    report = simulate(attrs.evolve(SMALL, modes=("serial",))).as_dict()
+    report = reported(simulate(attrs.evolve(SMALL, modes=("serial",))))
     calls = [entry["calls"] for figures in report["layers"].values() for entry in figures.values()]
     assert calls and all(type(count) is int for count in calls)

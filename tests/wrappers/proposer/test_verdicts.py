@@ -18,7 +18,7 @@ from vmstack.cchain.generate import generate_chain
 from vmstack.clock import SimClock
 from vmstack.defaults import DEFAULT_CHAIN_ID
 from vmstack.errors import InvalidBlock
-from vmstack.interfaces import ChainVM, find_layer
+from vmstack.interfaces import Block, ChainVM, find_layer
 from vmstack.parsepool import ParsePool
 from vmstack.stack import build_stack
 from vmstack.store import MemoryStore
@@ -117,10 +117,12 @@ SPOIL: dict[str, Callable[[bytes, random.Random], bytes]] = {
 
 
 def _outcome(
-    parse: Callable[[ChainVM, Sequence[bytes]], list[object]], vm: ChainVM, batch: Sequence[bytes]
+    parse: Callable[[ChainVM, Sequence[bytes]], Sequence[Block]],
+    vm: ChainVM,
+    batch: Sequence[bytes],
 ) -> tuple[object, ...]:
     try:
-        return ("parsed", [block.id for block in parse(vm, batch)])  # type: ignore[attr-defined]
+        return ("parsed", [block.id for block in parse(vm, batch)])
     except InvalidBlock as error:
         return ("refused", error.reason, error.index)
 

@@ -198,7 +198,7 @@ def test_a_bad_config_is_a_status_with_the_reason(node: Node, tmp_path: Path) ->
             ),
             vm_pb2.InitializeResponse,
         )
-    assert "unknown option 'fork_tme'" in refused.value.details()
+    assert "unknown option 'fork_tme'" in str(refused.value.details())
     node.call("Shutdown", empty_pb2.Empty(), empty_pb2.Empty)
     assert node.process.wait(30) == 0
 
@@ -292,7 +292,7 @@ def test_a_refused_genesis_leaves_the_store_for_the_corrected_retry(
         if refused is not None:
             with pytest.raises(grpc.RpcError) as error:
                 node.call("Initialize", request, vm_pb2.InitializeResponse)
-            assert "balance is an int from 0 to 0x" in error.value.details()
+            assert "balance is an int from 0 to 0x" in str(error.value.details())
         else:
             started = node.call("Initialize", request, vm_pb2.InitializeResponse)
             assert isinstance(started, vm_pb2.InitializeResponse)

@@ -32,7 +32,7 @@ def server() -> Iterator[tuple[VMServer, list[tuple[str, BaseException]]]]:
         yield served, refusals
 
 
-def _waiters(channel: grpc.Channel, count: int, timeout: float = 60) -> list[grpc.Future]:
+def _waiters(channel: grpc.Channel, count: int, timeout: float = 60) -> list[grpc.CallFuture]:
     wait = channel.unary_unary(
         "/vm.VM/WaitForEvent",
         request_serializer=empty_pb2.Empty.SerializeToString,
