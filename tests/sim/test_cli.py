@@ -33,9 +33,9 @@ def _after_serving(stderr: str) -> list[str]:
 
 
 def test_sigterm_stops_serve_with_143_one_line_and_its_socket_folder_removed(
-    tmp_path: Path,
+    tmp_path: Path, short_tmp_path: Path
 ) -> None:
-    temporary = tmp_path / "tmp"
+    temporary = short_tmp_path
     store = tmp_path / "store"
     process = start_command(
         "serve", "--data-dir", str(store), "--no-stdin-watch", temporary=temporary
@@ -54,19 +54,19 @@ def test_sigterm_stops_serve_with_143_one_line_and_its_socket_folder_removed(
         pass
 
 
-def test_ctrl_c_stops_serve_with_130(tmp_path: Path) -> None:
+def test_ctrl_c_stops_serve_with_130(tmp_path: Path, short_tmp_path: Path) -> None:
     process = start_command(
         "serve",
         "--data-dir",
         str(tmp_path / "store"),
         "--no-stdin-watch",
-        temporary=tmp_path / "tmp",
+        temporary=short_tmp_path,
     )
     first_line(process)
     interrupted = signal_and_wait(process, signal.SIGINT)
     assert interrupted.returncode == 130, interrupted.stderr
     assert _after_serving(interrupted.stderr) == ["vmstack serve: interrupted"]
-    assert list((tmp_path / "tmp").iterdir()) == []
+    assert list(short_tmp_path.iterdir()) == []
 
 
 def _damage_the_tip_header(data_dir: Path, height: int) -> None:
