@@ -10,8 +10,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,6 +24,7 @@ from tests.reliability.stacks import (
     grow,
     store_items,
 )
+from tests.support.processes import python_child_output
 from vmstack import BlockNotFound, SimClock, StoreCorrupted, get_ancestors
 from vmstack.batching import serial_get_ancestors
 from vmstack.cchain import rawdb
@@ -496,17 +495,9 @@ def test_a_truncated_store_is_store_corrupted_through_the_full_stack(
         path = tmp_path / f"cut{size}"
         shutil.copytree(stack_store, path)
         os.truncate(path / "data.mdb", size)
-        child = subprocess.run(
-            [sys.executable, "-c", _OPEN_STACK_IN_CHILD, str(path), mode],
-            capture_output=True,
-            text=True,
-            timeout=CHILD_DEADLINE,
-            check=False,
-            env={**os.environ, "PYTHONPATH": os.getcwd()},
-        )
-        assert child.returncode == 0, f"the opener died (rc {child.returncode})"
-        assert child.stdout.startswith(f"StoreCorrupted: the LMDB data file {path}"), child.stdout
-        assert f"is {size} bytes" in child.stdout
+        said = python_child_output(_OPEN_STACK_IN_CHILD, str(path), mode, seconds=CHILD_DEADLINE)
+        assert said.startswith(f"StoreCorrupted: the LMDB data file {path}"), said
+        assert f"is {size} bytes" in said
 
 
 def test_an_emptied_store_is_never_a_new_chain(stack_store: Path, tmp_path: Path) -> None:
