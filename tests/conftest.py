@@ -59,3 +59,12 @@ def short_tmp_path() -> Iterator[Path]:
     folder = Path(tempfile.mkdtemp(prefix="vmstack-test-"))
     yield folder
     shutil.rmtree(folder, ignore_errors=True)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that asks for the ``ray_session`` fixture (``tests/sim/conftest.py``) runs on
+    a local Ray: it carries the ``ray`` marker, so the quick loop's ``-m "not ray"`` leaves
+    it out with no marker written beside the fixture."""
+    for item in items:
+        if "ray_session" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.ray)

@@ -18,7 +18,7 @@ from vmstack.cchain import CChainVM, keccak256, rawdb
 from vmstack.store import LMDBStore
 
 #: These tests kill writer processes.
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.processes
 
 WRITER = """
 import sys
@@ -62,6 +62,7 @@ def _complete(vm: CChainVM, store: LMDBStore) -> int:
     return tip_height
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("seed", "settle_lag"), [(1, 0), (2, 3)])
 def test_a_killed_writer_never_leaves_a_half_written_block(
     tmp_path: Path, seed: int, settle_lag: int

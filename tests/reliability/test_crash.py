@@ -47,7 +47,7 @@ from vmstack.store.base import WriteOp
 from vmstack.submission import find_mempool
 
 #: These tests SIGKILL writer processes.
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.processes
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -120,6 +120,7 @@ def check_reopened(path: Path, config: str) -> int:
         return height
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("config", "seed"),
     [
@@ -240,6 +241,7 @@ def crash_points(factory: Callable[[KeyValueStore, SimClock], ChainVM], blocks: 
     return store.writes
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "name",
     [

@@ -31,7 +31,7 @@ from vmstack.stack import wrap_layers
 from vmstack.wrappers.proposer import ProposerVM
 
 #: Hundreds of stacks driven to their limits: the full suite runs them.
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.thorough
 
 CHAIN = 30
 

@@ -22,7 +22,7 @@ from vmstack.sim.run import SimulationConfig, simulate
 from vmstack.store import LMDBStore
 
 #: These tests run the command line in child processes.
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.processes
 
 
 def _after_serving(stderr: str) -> list[str]:
@@ -32,6 +32,7 @@ def _after_serving(stderr: str) -> list[str]:
     return lines[1:] if lines and lines[0].startswith("vmstack serve: serving ") else lines
 
 
+@pytest.mark.slow
 def test_sigterm_stops_serve_with_143_one_line_and_its_socket_folder_removed(
     tmp_path: Path, short_tmp_path: Path
 ) -> None:
@@ -54,6 +55,7 @@ def test_sigterm_stops_serve_with_143_one_line_and_its_socket_folder_removed(
         pass
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_serve_with_130(tmp_path: Path, short_tmp_path: Path) -> None:
     process = start_command(
         "serve",
@@ -79,6 +81,7 @@ def _damage_the_tip_header(data_dir: Path, height: int) -> None:
         store.put(key, bytes(header))
 
 
+@pytest.mark.slow
 def test_a_damaged_data_dir_is_one_line_naming_it_and_how_to_rebuild(tmp_path: Path) -> None:
     config = SimulationConfig(blocks=30, txs_per_block=1, peers=1)
     simulate(config, data_dir=tmp_path)
@@ -144,6 +147,7 @@ def test_peers_beyond_the_documented_bound_are_refused_before_any_work(
     assert out.out == ""
 
 
+@pytest.mark.slow
 def test_many_peers_show_their_set_up_progress(capsys: pytest.CaptureFixture[str]) -> None:
     assert (
         main(
@@ -187,6 +191,7 @@ def test_install_hints_keep_their_extras(
     assert hint in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_the_headline_gives_the_transactions_built_not_those_asked_for(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -225,6 +230,7 @@ def _comparable(lines: list[str]) -> list[str]:
     return kept
 
 
+@pytest.mark.slow
 def test_the_readmes_network_excerpt_is_what_its_command_prints(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -245,6 +251,7 @@ def test_the_readmes_network_excerpt_is_what_its_command_prints(
     assert _comparable(excerpt) == _comparable(printed)
 
 
+@pytest.mark.slow
 def test_the_network_headline_gives_the_transactions_built(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -69,7 +69,7 @@ def test_the_placement_line_names_every_host_with_its_actors_and_nodes() -> None
 
 
 #: These tests start Ray.
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.ray
 
 
 def test_an_unreachable_cluster_is_a_clear_error_not_a_hang() -> None:
@@ -103,6 +103,7 @@ def test_a_listener_that_is_not_ray_is_one_line_within_the_join_bound() -> None:
     assert waited < 15
 
 
+@pytest.mark.slow
 def test_ray_engine_gives_the_local_engine_figures(ray_session: Any) -> None:
     # Two actors for four nodes: calls on the two run at once, two nodes share each.
     engine = RayEngine(workers=2)
@@ -111,6 +112,7 @@ def test_ray_engine_gives_the_local_engine_figures(ray_session: Any) -> None:
     assert ray_figures == simulated(LocalEngine())
 
 
+@pytest.mark.slow
 def test_ray_engine_gives_the_local_figures_with_skewed_stake(ray_session: Any) -> None:
     # The proposer windows' choices (who builds, which slots are missed) are the
     # coordinator's, from the same book on either engine.
@@ -124,6 +126,7 @@ def test_ray_engine_gives_the_local_figures_with_skewed_stake(ray_session: Any) 
     )
 
 
+@pytest.mark.slow
 def test_the_report_says_which_host_each_actor_ran_on_and_what_it_held(ray_session: Any) -> None:
     report = simulate_network(SMALL, RayEngine(workers=3))
     engine: dict[str, Any] = report.engine
@@ -146,6 +149,7 @@ def test_the_report_says_which_host_each_actor_ran_on_and_what_it_held(ray_sessi
     )
 
 
+@pytest.mark.slow
 def test_actors_that_ask_for_cpus_go_to_as_many_as_the_cluster_holds(ray_session: Any) -> None:
     # The local Ray has two CPUs: two actors of one CPU each, and the four nodes on them.
     engine = RayEngine(workers=4, actor_cpus=1.0)
@@ -167,6 +171,7 @@ def _wait_until_dead(ray: Any, actor: Any) -> None:
     raise AssertionError("the killed actor still answers")
 
 
+@pytest.mark.slow
 def test_a_killed_actor_is_reported_as_crashed_and_the_run_goes_on(ray_session: Any) -> None:
     # One actor per node, the default.
     engine = RayEngine(call_timeout=30.0)
@@ -194,6 +199,7 @@ def test_a_killed_actor_is_reported_as_crashed_and_the_run_goes_on(ray_session: 
     assert engine.store_root is not None and not engine.store_root.exists()
 
 
+@pytest.mark.slow
 def test_scaling_example_compares_local_and_ray_on_a_running_cluster(
     ray_session: Any, tmp_path: Path
 ) -> None:
@@ -232,6 +238,7 @@ def test_scaling_example_compares_local_and_ray_on_a_running_cluster(
     assert rows[0]["calls"] == rows[1]["calls"] > 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "fault", [answer_other_bodies, damage_bodies], ids=["other bodies", "damaged store"]
 )
@@ -246,6 +253,7 @@ def test_a_bad_node_on_ray_is_dropped_and_counted_as_on_the_local_engine(
     assert reported(report)["simulated"] == reported(local)["simulated"]
 
 
+@pytest.mark.slow
 def test_a_node_whose_own_call_fails_on_ray_is_crashed_not_the_run(ray_session: Any) -> None:
     engine = RayEngine(workers=2, call_timeout=60.0)
     report = run_with(engine, failing_build)
@@ -297,6 +305,7 @@ def test_a_cluster_that_needs_a_token_refuses_a_driver_without_it_in_one_line(
     assert "InvalidAuthToken" in last
 
 
+@pytest.mark.slow
 def test_a_cluster_of_another_ray_version_is_refused_in_one_line(
     ray_session: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -47,7 +47,8 @@ class RecordingVM(PassThroughVM):
         return forward(*args)
 
 
-@pytest.mark.slow  # the whole kit; TracedVM and MeteredVM run it on the same base in the quick loop
+# The whole kit; TracedVM and MeteredVM run it on the same base in the quick loop.
+@pytest.mark.thorough
 class TestExampleCountingVM(LayerConformance):
     """The example's CountingVM, a third party's pass-through layer, passes the kit."""
 

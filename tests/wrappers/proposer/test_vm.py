@@ -30,7 +30,7 @@ FORK = 10.0
 # --- the conformance kit ----------------------------------------------------------------
 
 
-@pytest.mark.slow  # the whole kit again, over another arrangement: the full suite runs it
+@pytest.mark.thorough  # the whole kit again, over another arrangement: the full suite runs it
 class TestConformanceBeforeTheFork(LayerConformance):
     """With the fork never reached the layer passes pre-fork blocks through, and completes
     batched answers itself (walking a VM below that cannot batch)."""
@@ -45,7 +45,7 @@ class TestConformanceBeforeTheFork(LayerConformance):
 
 
 # The whole kit over the proposer layer: the quick loop leaves it to the full suite.
-@pytest.mark.slow
+@pytest.mark.thorough
 class TestConformanceForkAtGenesis(LayerConformance):
     """With the fork at genesis every block the kit grows is a signed post-fork block: an
     envelope of the layer's own, which it serves from its own store."""

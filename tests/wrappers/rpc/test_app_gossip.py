@@ -37,7 +37,7 @@ from vmstack.gossip import (
 from vmstack.wrappers.rpc import appsender_pb2, vm_pb2, vmstack_pb2
 from vmstack.wrappers.rpc.app_gossip import APP_ERROR_UNEXPECTED
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.processes
 
 #: Seconds any wait of these tests may take.
 DEADLINE = 30.0
@@ -165,6 +165,7 @@ def push(node: Node, payload: bytes) -> None:
     node.call("AppGossip", vm_pb2.AppGossipMsg(node_id=PEER, msg=payload), empty_pb2.Empty)
 
 
+@pytest.mark.slow
 def test_pushed_and_pulled_transactions_enter_the_mempool_and_bad_bytes_lose_nothing(
     node: tuple[Node, StandardError], appsender: AppSender
 ) -> None:
@@ -231,6 +232,7 @@ def test_pushed_and_pulled_transactions_enter_the_mempool_and_bad_bytes_lose_not
     assert parse_pull_response(appsender.next("SendAppResponse").response) == []
 
 
+@pytest.mark.slow
 def test_submitted_transactions_are_pushed_and_pulls_go_to_a_connected_peer(
     node: tuple[Node, StandardError], appsender: AppSender
 ) -> None:
