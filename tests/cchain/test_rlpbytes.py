@@ -271,6 +271,7 @@ def test_check_rlp_accepts_every_encoding(value: Any) -> None:
     assert decode_rlp(data, "value") == value
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.one_of(st.binary(max_size=40), _items.map(_enc).flatmap(_mutations)))
 def test_check_rlp_agrees_with_the_strict_decoder(data: bytes) -> None:

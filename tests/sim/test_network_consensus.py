@@ -147,6 +147,7 @@ def test_a_node_without_enough_connected_stake_sends_no_polls() -> None:
         node.close()
 
 
+@pytest.mark.slow
 def test_the_same_seed_gives_the_same_figures_batched_or_one_event_at_a_time() -> None:
     config = _config(live_blocks=3)
     batched = reported(simulate_network(config, LocalEngine()))["simulated"]
@@ -181,6 +182,7 @@ def test_bad_consensus_options_are_value_errors() -> None:
         _config(tx_rate=1.0)
 
 
+@pytest.mark.slow
 def test_the_cli_writes_the_consensus_figures(tmp_path: Path) -> None:
     out = tmp_path / "run.json"
     code = main(

@@ -317,6 +317,7 @@ def test_identity_from_a_raw_key_and_certificate() -> None:
         )
 
 
+@pytest.mark.slow
 def test_blocks_of_an_rsa_proposer_verify_on_another_node() -> None:
     """Blocks signed with an RSA staking key parse, verify and accept on a node with another
     key: the certificate in each block is what the signature is checked against."""
