@@ -24,6 +24,8 @@ Run it::
 
 from __future__ import annotations
 
+from typing import Any
+
 from vmstack import SimClock, find_layer, submit_transactions
 from vmstack.cchain import DEV_KEYS, CChainVM, DynamicFeeTx, keccak256
 from vmstack.interfaces import Block, ChainVM
@@ -42,7 +44,7 @@ class Network:
 
     def __init__(self, clock: SimClock) -> None:
         self.clock = clock
-        options = {"transition_time": TRANSITION_TIME, "fork_time": TRANSITION_TIME}
+        options: dict[str, Any] = {"transition_time": TRANSITION_TIME, "fork_time": TRANSITION_TIME}
         self.nodes: list[ChainVM] = [
             build_stack(MemoryStore(), clock=clock, **options) for _ in range(NODES)
         ]
@@ -87,7 +89,7 @@ class Network:
         block = self.verified[0][block_id]
         while not hasattr(block, "transactions"):
             block = block.inner  # type: ignore[attr-defined]
-        return {tx.hash for tx in block.transactions}  # type: ignore[attr-defined]
+        return {tx.hash for tx in block.transactions}
 
     def prefer(self, block_id: bytes) -> None:
         for node in self.nodes:

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,3 +48,23 @@ def era_dir() -> Path:
     if not (path / ERA1_FIRST).is_file() or not (path / ERA1_SECOND).is_file():
         pytest.skip(f"era1 vectors not found at {path} (set VMSTACK_VECTORS to the folder)")
     return path
+
+
+@pytest.fixture
+def short_tmp_path() -> Iterator[Path]:
+    """A new, empty folder directly in the system's temporary directory, removed after the
+    test: short enough to be a child's ``TMPDIR`` when the child puts a Unix socket in it
+    (a socket's path holds at most 107 bytes, and pytest's ``tmp_path`` under
+    ``pytest -n`` is already some 75 long)."""
+    folder = Path(tempfile.mkdtemp(prefix="vmstack-test-"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that asks for the ``ray_session`` fixture (``tests/sim/conftest.py``) runs on
+    a local Ray: it carries the ``ray`` marker, so the quick loop's ``-m "not ray"`` leaves
+    it out with no marker written beside the fixture."""
+    for item in items:
+        if "ray_session" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.ray)

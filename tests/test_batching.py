@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -20,6 +22,7 @@ from vmstack import (
     get_ancestors,
 )
 from vmstack.batching import (
+    DEFAULT_MAX_RETRIEVAL_TIME,
     MAX_PARSE_BATCH,
     AncestorBudget,
     AncestorWalk,
@@ -27,6 +30,9 @@ from vmstack.batching import (
     walk_ancestors,
 )
 from vmstack.conformance import GENESIS_PARENT, BatchedMemoryVM, MemoryVM, memory_vm
+
+#: Where the simulated clocks start.
+START = 1_000.0
 
 BATCHING = pytest.mark.parametrize("batching", [True, False], ids=["batches", "serial"])
 
@@ -233,20 +239,35 @@ def test_malformed_block_id_raises_value_error(block_id: object) -> None:
     start=st.integers(0, 25),
     num=st.integers(1, 30),
     size=st.integers(0, 2000),
+    fetch_cost=st.sampled_from([0.0, 0.004, 0.02]),
 )
 def test_batched_answer_equals_fallback_answer(
-    length: int, start: int, num: int, size: int
+    length: int, start: int, num: int, size: int, fetch_cost: float
 ) -> None:
-    """Rule 6: for the same chain, the batched answer equals the fallback, byte for byte."""
-    batched = memory_vm(batching=True, blocks=length)
-    serial = RefusingVM()
+    """Rule 6: for the same chain, the batched answer equals the fallback, byte for byte,
+    the retrieval-time budget included.
+
+    Both VMs run on simulated clocks where each block read costs ``fetch_cost`` seconds, so
+    the default budget (``DEFAULT_MAX_RETRIEVAL_TIME``) cuts both walks at the same block
+    whatever the machine's load; with no cost it never cuts."""
+    batched = memory_vm(batching=True, clock=SimClock(START), fetch_cost=fetch_cost)
+    batched.extend_chain(length)
+    serial = RefusingVM(clock=SimClock(START), fetch_cost=fetch_cost)
     serial.extend_chain(length)
     block_id = batched._by_height[min(start, length)]
-    limits = {"max_blocks_num": num, "max_blocks_size": size}
+    limits: dict[str, Any] = {"max_blocks_num": num, "max_blocks_size": size}
     answer = get_ancestors(batched, block_id, **limits)
     assert answer == get_ancestors(serial, block_id, **limits)
     assert len(answer) <= num
     assert len(answer) == 1 or sum(len(b) + 4 for b in answer) <= size
+    unbounded = get_ancestors(batched, block_id, **limits, max_retrieval_time=math.inf)
+    if fetch_cost:
+        # The budget cuts the walk short of the other limits, never past them.
+        assert answer == unbounded[: len(answer)]
+        assert len(answer) <= DEFAULT_MAX_RETRIEVAL_TIME / fetch_cost + 1
+    else:
+        # Simulated time stands still: the budget never cuts, whatever the load.
+        assert answer == unbounded
 
 
 @BATCHING

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 #: Every example runs in a child process: seconds each.
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.processes
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -44,6 +44,7 @@ def _run(script: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_write_a_layer_passes_its_conformance_tests() -> None:
     """The layer example prints its stack and passes the kit, exiting 0."""
     result = _run("write_a_layer.py")
@@ -60,6 +61,7 @@ def test_write_a_layer_passes_its_conformance_tests() -> None:
     assert summary.match(shown[-1]) and summary.match(printed[-1]), printed[-1]
 
 
+@pytest.mark.slow
 def test_embed_in_simulator_runs_and_the_peer_catches_up() -> None:
     """The simulator example gossips to four nodes, includes each transaction once, rejects
     the rival proposal, and a new node catches up through the full stack."""
@@ -74,6 +76,7 @@ def test_embed_in_simulator_runs_and_the_peer_catches_up() -> None:
     assert "new node caught up" in result.stdout
 
 
+@pytest.mark.slow
 def test_decisions_fork_agrees_through_two_forks_and_two_switches() -> None:
     """The decisions example forks at the transition height and after the fork, switches
     preference twice, rejects the losing branches, and every node agrees."""
@@ -89,6 +92,7 @@ def test_decisions_fork_agrees_through_two_forks_and_two_switches() -> None:
     assert "4 nodes agree on every height" in result.stdout
 
 
+@pytest.mark.slow
 def test_inspect_store_lists_blocks_heads_and_sizes() -> None:
     """The store example lists heads and every block of its demo chain, newest first."""
     result = _run("inspect_store.py")
@@ -103,6 +107,7 @@ def test_inspect_store_lists_blocks_heads_and_sizes() -> None:
     assert rows == [str(height) for height in range(12, -1, -1)]
 
 
+@pytest.mark.slow
 def test_out_of_process_serves_the_chain_from_a_child() -> None:
     """The boundary example serves the C-chain part from a child: two round trips batched,
     one per block on the fallback (but the tip: the client holds the last accepted block)."""

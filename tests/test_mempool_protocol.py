@@ -143,7 +143,7 @@ def test_the_refusal_of_a_stack_without_a_mempool_is_written_once() -> None:
     assert str(submitted.value) == str(found.value)
     from vmstack.cchain import generate
 
-    assert generate.find_mempool is find_mempool
+    assert generate.find_mempool is find_mempool  # type: ignore[attr-defined]  # re-exported
     package = Path(vmstack.__file__).parent
     writing = sorted(
         str(path.relative_to(package))

@@ -9,11 +9,12 @@ import os
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests import slow_start
-from tests.processes import descendants, ended, returns_within, wait_ended, wait_stopped
+from tests.support.processes import descendants, ended, returns_within, wait_ended, wait_stopped
 from vmstack import build_stack, close_stack
 from vmstack.batching import batched_parse_block, serial_parse_block
 from vmstack.cchain.generate import generate_chain
@@ -30,7 +31,7 @@ from vmstack.wrappers.proposer.vm import ProposerVM
 from vmstack.wrappers.rpc import spawn
 
 #: These tests start, stop and kill worker processes.
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.processes
 
 
 def _gone(pid: int) -> bool:
@@ -71,6 +72,7 @@ def _no_children(pids: tuple[int, ...]) -> None:
     assert all(_gone(pid) for pid in pids)
 
 
+@pytest.mark.slow
 def test_results_come_in_item_order() -> None:
     with ParsePool(2, threshold=0) as pool:
         _started(pool)
@@ -100,6 +102,7 @@ def test_bad_settings_are_refused(bad: dict[str, object]) -> None:
         ParsePool(**bad)  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 def test_a_killed_worker_gives_none_and_a_fresh_pool_next(caplog: pytest.LogCaptureFixture) -> None:
     """A worker SIGKILLed mid-batch: the batch answers ``None`` (the caller's serial path)
     at once, with one log line; the next batch starts new workers."""
@@ -121,6 +124,7 @@ def test_a_killed_worker_gives_none_and_a_fresh_pool_next(caplog: pytest.LogCapt
         assert again is not None and again.results() == [3, 4]
 
 
+@pytest.mark.slow
 def test_no_answer_in_time_gives_none_and_no_leftover_worker() -> None:
     with ParsePool(1, threshold=0, timeout=0.5) as pool:
         pids = _started(pool)
@@ -131,6 +135,7 @@ def test_no_answer_in_time_gives_none_and_no_leftover_worker() -> None:
         _no_children(pids)
 
 
+@pytest.mark.slow
 def test_repeated_failures_leave_the_pool_serial_for_good() -> None:
     with ParsePool(1, threshold=0, timeout=0.2) as pool:
         for _ in range(MAX_FAILURES):
@@ -144,6 +149,7 @@ def test_repeated_failures_leave_the_pool_serial_for_good() -> None:
         assert pool.submit(abs, [1, 2]) is None and pool.worker_pids == ()
 
 
+@pytest.mark.slow
 def test_a_cancelled_batch_does_not_hold_up_the_next() -> None:
     """The next batch is not sent to a worker still busy with a cancelled one (it stays
     serial instead of waiting behind it); once the worker is done, batches reach it."""
@@ -178,6 +184,7 @@ def test_a_forgotten_pool_is_reaped_when_collected() -> None:
     _no_children(pids)
 
 
+@pytest.mark.slow
 def test_closing_the_stack_stops_its_workers_and_it_still_parses() -> None:
     """``build_stack(parse_workers=2)`` gives the proposer layer one pool; ``close_stack``
     stops its workers, and the closed stack parses the same blocks serially."""
@@ -218,6 +225,7 @@ def test_bad_parse_workers_are_refused() -> None:
         build_stack(MemoryStore(), fork_time=0, parse_workers=-1)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads the process tree from /proc")
 def test_a_served_stack_stops_its_workers_with_the_server(tmp_path: Path) -> None:
     """`vmstack serve --parse-workers 1`: the served proposer layer checks a batch's
@@ -267,7 +275,7 @@ def test_a_function_that_fails_gives_none_and_frees_the_pool() -> None:
     with ParsePool(1, threshold=0) as pool:
         for batch in ([1, "x"], ["x", 1], ["x"]):
             _started(pool)
-            failing = pool.submit(abs, batch)
+            failing = pool.submit(abs, batch)  # type: ignore[arg-type, var-annotated]  # a str
             assert failing is not None and failing.results() is None
         _started(pool)
         after = pool.submit(abs, [-1, -2])
@@ -280,6 +288,7 @@ def _distinct_items(count: int, size: int) -> list[bytes]:
     return [index.to_bytes(4, "big") * (size // 4) for index in range(count)]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads process states from /proc")
 @pytest.mark.timeout(120)
 def test_a_stopped_worker_makes_the_batch_serial_instead_of_hanging() -> None:
@@ -312,6 +321,7 @@ def test_a_stopped_worker_makes_the_batch_serial_instead_of_hanging() -> None:
                 os.kill(pids[0], signal.SIGKILL)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_a_worker_killed_anywhere_in_its_claims_never_blocks_the_caller() -> None:
     """Workers and the caller claim items in shared memory: a worker SIGKILLed at any
@@ -331,6 +341,7 @@ def test_a_worker_killed_anywhere_in_its_claims_never_blocks_the_caller() -> Non
             assert returns_within(60, pending.results) in (None, expected)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_a_pool_in_a_forked_child_is_closed_there_and_the_parent_keeps_it() -> None:
     """After ``os.fork()`` the child's copy of a running pool parses serially (60 batches
@@ -403,6 +414,7 @@ def test_the_workers_start_when_the_stack_is_built() -> None:
         close_stack(vm)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_no_batch_waits_for_a_starting_worker() -> None:
     """Workers whose start takes seconds (an import that sleeps): every batch submitted
@@ -417,6 +429,7 @@ def test_no_batch_waits_for_a_starting_worker() -> None:
         assert pending is not None and pending.results() == [-1, -2, -3]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_takes_now_says_whether_a_batch_would_go_to_the_workers() -> None:
     """While the worker starts, ``takes_now`` is false at once (a caller prepares nothing
@@ -450,9 +463,12 @@ def test_a_first_batch_prepares_no_checks_while_the_workers_start(
         assert pool is not None
         headers: list[bytes] = []
         header = PostForkBlock.header
-        monkeypatch.setattr(
-            PostForkBlock, "header", lambda self, *a: headers.append(b"") or header(self, *a)
-        )
+
+        def counted_header(self: PostForkBlock, *args: Any) -> Any:
+            headers.append(b"")
+            return header(self, *args)
+
+        monkeypatch.setattr(PostForkBlock, "header", counted_header)
         monkeypatch.setattr(pool, "takes_now", lambda count: False)
         submitted: list[int] = []
         monkeypatch.setattr(pool, "submit", lambda *args: submitted.append(1))

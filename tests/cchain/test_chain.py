@@ -209,7 +209,7 @@ def test_a_block_is_served_while_it_is_being_accepted(monkeypatch: pytest.Monkey
     real_snapshot = MemoryStore.snapshot
     pending = [block]
 
-    def accept_first(self: MemoryStore):  # type: ignore[no-untyped-def]
+    def accept_first(self: MemoryStore):
         if pending:
             pending.pop().accept()
         return real_snapshot(self)

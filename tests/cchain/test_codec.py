@@ -40,7 +40,7 @@ from vmstack.errors import InvalidBlock
 
 
 def _enc(value: Any) -> bytes:
-    return rlp.encode(value, infer_serializer=False)  # type: ignore[no-any-return]
+    return rlp.encode(value, infer_serializer=False)
 
 
 def test_seal_commits_the_header_to_the_body() -> None:
@@ -61,6 +61,7 @@ def test_seal_commits_the_header_to_the_body() -> None:
     assert eth.header.bloom != bytes(256)
     ava = AVALANCHE.seal(AvalancheHeader(number=1), AVALANCHE.body(txs, ext_data=b"atomic"))
     check_body(ava)
+    assert isinstance(ava.header, AvalancheHeader)
     assert ava.header.ext_data_hash == ext_data_hash(b"atomic")
     assert ava.body.withdrawals is None and ava.body.version == 0
     assert ETHEREUM.body().withdrawals is None and ETHEREUM.body().ext_data is None
@@ -148,7 +149,7 @@ def test_contract_address_matches_the_known_value() -> None:
 BASE_TX = signed_transactions()[3]
 
 
-def _eth_block(header: list[Any] | None = None, body: list[Any] | None = None) -> bytes:
+def _eth_block(header: list[Any] | bytes | None = None, body: list[Any] | None = None) -> bytes:
     good = ETHEREUM.seal(Header(number=1), ETHEREUM.body([BASE_TX], withdrawals=[Withdrawal()]))
     items = [good.header.to_items(), *ETHEREUM._body_items(good.body)]
     if header is not None:
@@ -216,7 +217,7 @@ MALFORMED: dict[str, tuple[Flavour, bytes, str]] = {
         ETHEREUM,
         _eth_block(header=b"\x01" * 600),
         "header must be an RLP list",
-    ),  # type: ignore[arg-type]
+    ),
     "header with 14 fields": (
         ETHEREUM,
         _eth_block(header=ETH_HEADER[:14]),

@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest
 
 from tests.cchain.chains import new_vm
-from vmstack.cchain import CChainVM, DynamicFeeTx
+from tests.support.transactions import signed_transfer
+from vmstack.cchain import CChainVM
 from vmstack.cchain.block import CChainBlock
 from vmstack.cchain.genesis import BASE_FEE, DEV_KEYS
 from vmstack.cchain.types import Transaction
@@ -21,14 +22,9 @@ START = 1_700_000_000.0
 
 
 def _tx(key: int, nonce: int = 0) -> Transaction:
-    return DynamicFeeTx(
-        chain_id=43114,
-        nonce=nonce,
-        max_fee_per_gas=2 * BASE_FEE,
-        gas=21_000,
-        to=b"\x77" * 20,
-        value=key % 1000 + 1,
-    ).sign(key)
+    return signed_transfer(
+        nonce, key=key, to=b"\x77" * 20, value=key % 1000 + 1, max_fee_per_gas=2 * BASE_FEE
+    )
 
 
 class Net:

@@ -3,6 +3,7 @@ cost, and the receipts execute_transactions derives from transactions alone."""
 
 from __future__ import annotations
 
+from tests.support.transactions import signed_transfer
 from vmstack.cchain import DynamicFeeTx, keccak256
 from vmstack.cchain.execution import TX_BASE_GAS, execute_transactions, intrinsic_gas
 from vmstack.cchain.types import AccessTuple
@@ -12,15 +13,9 @@ TO = keccak256(b"test recipient")[12:]
 
 
 def _tx(nonce: int, *, gas: int = 21_000, data: bytes = b"", chain_id: int = 43114) -> DynamicFeeTx:
-    return DynamicFeeTx(
-        chain_id=chain_id,
-        nonce=nonce,
-        max_priority_fee_per_gas=1,
-        max_fee_per_gas=50 * 10**9,
-        gas=gas,
-        to=TO,
-        data=data,
-    ).sign(KEY)
+    return signed_transfer(
+        nonce, key=KEY, to=TO, gas=gas, data=data, chain_id=chain_id, max_priority_fee_per_gas=1
+    )
 
 
 def test_execution_model_status_gas_and_logs() -> None:

@@ -13,11 +13,11 @@ import attrs
 import pytest
 
 from tests.cchain.chains import new_vm
+from tests.support.transactions import signed_transfer
 from vmstack.cchain import (
     AVALANCHE,
     ETHEREUM,
     CChainVM,
-    DynamicFeeTx,
     LegacyTx,
     address_of,
     execute_transactions,
@@ -41,9 +41,9 @@ BUILDER = address_of(DEV_KEYS[5])
 TO = b"\x42" * 20
 
 
-def _transfer(nonce: int = 0, *, key: int = KEY, **fees: int) -> Transaction:
+def _transfer(nonce: int = 0, *, key: int = KEY, **fees: Any) -> Transaction:
     fees = fees or {"max_fee_per_gas": 2 * BASE_FEE, "max_priority_fee_per_gas": 10**9}
-    return DynamicFeeTx(chain_id=43114, nonce=nonce, gas=21_000, to=TO, value=1, **fees).sign(key)
+    return signed_transfer(nonce, key=key, to=TO, value=1, **fees)
 
 
 def _crafted(
@@ -168,4 +168,5 @@ def test_a_genesis_holds_uint256_balances_and_64_bit_nonces(entry: Any, field: s
     with pytest.raises(ValueError, match=f"{field} is an int from 0 to"):
         Genesis.from_json(text)
     with pytest.raises(ValueError, match=f"{field} is an int from 0 to"):
-        Genesis({TO: GenesisAccount(**{field: int(entry[field], 16)})})
+        bad: dict[str, Any] = {field: int(entry[field], 16)}
+        Genesis({TO: GenesisAccount(**bad)})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
+from typing import Any
 
 import pytest
 
@@ -105,7 +106,11 @@ def test_empty_blocks_and_bad_arguments() -> None:
     vm = new_vm(MemoryStore())
     ids = generate_chain(vm, blocks=2, txs_per_block=0, seed=1)
     assert [len(vm.get_block(block_id).transactions) for block_id in ids] == [0, 0]
-    for options in ({"blocks": -1, "txs_per_block": 1}, {"blocks": 1, "txs_per_block": -1}):
+    invalid: list[dict[str, Any]] = [
+        {"blocks": -1, "txs_per_block": 1},
+        {"blocks": 1, "txs_per_block": -1},
+    ]
+    for options in invalid:
         with pytest.raises(ValueError):
             generate_chain(vm, seed=1, **options)
     with pytest.raises(ValueError):

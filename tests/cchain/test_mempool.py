@@ -8,6 +8,7 @@ from collections.abc import Callable
 import attrs
 import pytest
 
+from tests.support.transactions import signed_transfer
 from vmstack.cchain import DynamicFeeTx, Withdrawal, address_of, keccak256
 from vmstack.cchain.genesis import DEV_KEYS
 from vmstack.cchain.mempool import Mempool
@@ -19,9 +20,7 @@ TO = keccak256(b"mempool recipient")[12:]
 
 
 def _tx(nonce: int, gas: int = 21_000) -> DynamicFeeTx:
-    return DynamicFeeTx(
-        chain_id=43114, nonce=nonce, max_fee_per_gas=50 * 10**9, gas=gas, to=TO
-    ).sign(KEY)
+    return signed_transfer(nonce, key=KEY, to=TO, gas=gas)
 
 
 FUNDED = Account(balance=10**24)

@@ -9,7 +9,8 @@ from collections.abc import Callable
 
 import pytest
 
-from vmstack.cchain import DynamicFeeTx, address_of, keccak256
+from tests.support.transactions import signed_transfer
+from vmstack.cchain import address_of, keccak256
 from vmstack.cchain.genesis import BASE_FEE, DEV_KEYS
 from vmstack.cchain.mempool import MAX_PENDING, MAX_QUEUED, Mempool
 from vmstack.cchain.state import Account
@@ -23,15 +24,9 @@ ONE_TRANSFER = 21_000 * FEE + 1
 
 
 def _transfer(key: int, nonce: int, fee: int = FEE, tip: int = 0) -> Transaction:
-    return DynamicFeeTx(
-        chain_id=43114,
-        nonce=nonce,
-        max_fee_per_gas=fee,
-        max_priority_fee_per_gas=tip,
-        gas=21_000,
-        to=TO,
-        value=1,
-    ).sign(key)
+    return signed_transfer(
+        nonce, key=key, to=TO, value=1, max_fee_per_gas=fee, max_priority_fee_per_gas=tip
+    )
 
 
 def _keys(count: int, tag: bytes) -> list[int]:

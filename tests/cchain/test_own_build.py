@@ -11,6 +11,7 @@ import pytest
 
 import vmstack.cchain.deciding as vm_module
 from tests.cchain.chains import new_vm, tampered
+from tests.support.transactions import signed_transfer
 from vmstack.cchain import (
     AVALANCHE,
     ETHEREUM,
@@ -40,14 +41,7 @@ TO = keccak256(b"own build recipient")[12:]
 
 
 def _tx(nonce: int) -> DynamicFeeTx:
-    return DynamicFeeTx(
-        chain_id=43114,
-        nonce=nonce,
-        max_priority_fee_per_gas=1,
-        max_fee_per_gas=50 * 10**9,
-        gas=21_000,
-        to=TO,
-    ).sign(KEY)
+    return signed_transfer(nonce, key=KEY, to=TO, max_priority_fee_per_gas=1)
 
 
 def _built(vm: CChainVM) -> CChainBlock:
@@ -61,8 +55,8 @@ def _built(vm: CChainVM) -> CChainBlock:
 
 def _count_commitment_checks(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     calls = {"body": 0, "receipts": 0}
-    body_check = vm_module.check_received_body
-    receipts_check = vm_module.check_receipts_commitments
+    body_check = vm_module.check_received_body  # type: ignore[attr-defined]
+    receipts_check = vm_module.check_receipts_commitments  # type: ignore[attr-defined]
 
     def counted_body(*args: Any, **kwargs: Any) -> Any:
         calls["body"] += 1

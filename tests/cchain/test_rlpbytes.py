@@ -23,7 +23,7 @@ from vmstack.cchain import (
     read_prefix,
     split_block,
 )
-from vmstack.cchain.rlpbytes import encode_item, stitched_parent_hash
+from vmstack.cchain.rlpbytes import RLPItem, encode_item, stitched_parent_hash
 from vmstack.cchain.types import decode_rlp
 from vmstack.errors import InvalidBlock
 
@@ -36,7 +36,7 @@ def _header(extra: int = 600) -> list[bytes]:
 
 
 def _enc(value: Any) -> bytes:
-    return rlp.encode(value, infer_serializer=False)  # type: ignore[no-any-return]
+    return rlp.encode(value, infer_serializer=False)
 
 
 BODIES = {
@@ -271,6 +271,7 @@ def test_check_rlp_accepts_every_encoding(value: Any) -> None:
     assert decode_rlp(data, "value") == value
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.one_of(st.binary(max_size=40), _items.map(_enc).flatmap(_mutations)))
 def test_check_rlp_agrees_with_the_strict_decoder(data: bytes) -> None:
@@ -351,7 +352,7 @@ def test_encode_item_matches_rlp_at_every_length_width(length: int) -> None:
     string = bytes(range(256)) * (length // 256) + bytes(range(length % 256))
     assert encode_item(string) == _enc(string)
     assert encode_item([string]) == _enc([string])
-    items = [b"\x01"] * length
+    items: list[RLPItem] = [b"\x01"] * length
     assert encode_item(items) == _enc(items)
     assert encode_item([[b""] * length, b"x"]) == _enc([[b""] * length, b"x"])
 

@@ -12,6 +12,7 @@ import attrs
 import pytest
 
 from tests.cchain.chains import START, build_chain, new_vm
+from tests.support.transactions import signed_transfer
 from vmstack.cchain import (
     ETHEREUM,
     AccessListTx,
@@ -48,15 +49,9 @@ def _legacy(
 def _dynamic(
     nonce: int, *, chain_id: int = CHAIN_ID, gas: int = 21_000, data: bytes = b""
 ) -> DynamicFeeTx:
-    return DynamicFeeTx(
-        chain_id=chain_id,
-        nonce=nonce,
-        max_priority_fee_per_gas=1,
-        max_fee_per_gas=50 * 10**9,
-        gas=gas,
-        to=TO,
-        data=data,
-    ).sign(KEY)
+    return signed_transfer(
+        nonce, key=KEY, to=TO, gas=gas, data=data, chain_id=chain_id, max_priority_fee_per_gas=1
+    )
 
 
 def _item_encoding(tx: Transaction) -> bytes:
@@ -218,7 +213,7 @@ def test_a_bad_signature_is_found_before_any_sender_is_recovered(
     txs.append(attrs.evolve(_dynamic(20), s=0))
     data = _block_over(vm, txs)
     calls = 0
-    original = types.recover_address
+    original = types.recover_address  # type: ignore[attr-defined]
 
     def counting(*args: Any, **kwargs: Any) -> bytes:
         nonlocal calls

@@ -12,9 +12,10 @@ import attrs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from trie import HexaryTrie
+from trie.hexary import HexaryTrie
 
 from tests.cchain.chains import new_vm
+from tests.support.transactions import signed_transfer
 from vmstack.cchain import (
     DEV_BALANCE,
     DEV_KEYS,
@@ -42,9 +43,7 @@ POOR = keccak256(b"state: an unfunded key")
 def _transfer(
     nonce: int, *, key: int | bytes = DEV_KEYS[0], value: int = 10**18, to: bytes = TO
 ) -> DynamicFeeTx:
-    return DynamicFeeTx(
-        chain_id=43114, nonce=nonce, max_fee_per_gas=50 * 10**9, gas=21_000, to=to, value=value
-    ).sign(key)
+    return signed_transfer(nonce, key=key, to=to, value=value)
 
 
 def _crafted(vm: CChainVM, txs: Sequence[Transaction]) -> bytes:

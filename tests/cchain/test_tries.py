@@ -153,6 +153,7 @@ def test_seal_build_and_verify_agree_on_the_receipts_commitments(flavour: Flavou
     assert (header.receipt_root, header.bloom) == (expected.receipt_root, expected.bloom)
     check_receipts_commitments(header, receipts)
     _, block = _built(flavour)
+    assert block.receipts is not None
     built = receipt_commitments(block.receipts)
     assert (block.header.gas_used, block.header.receipt_root, block.header.bloom) == (
         built.gas_used,

@@ -12,6 +12,7 @@ from vmstack.cchain import (
     EMPTY_ROOT,
     ETHEREUM,
     Flavour,
+    Header,
     block_bytes,
     block_hash,
     check_body,
@@ -125,6 +126,7 @@ def test_body_matches_the_header_commitments(name: str, flavour: Flavour) -> Non
         block = flavour.decode_block(_hex(vector["rlp"]))
         assert transactions_root(block.transactions) == block.header.tx_root, vector["name"]
         if block.withdrawals is not None:
+            assert isinstance(block.header, Header)
             assert withdrawals_root(block.withdrawals) == block.header.withdrawals_hash
         check_body(block)
         checked += 1

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from tests.cchain.chains import START, build_chain, new_vm, tampered
+from tests.support.transactions import signed_transfer
 from vmstack.batching import serial_get_ancestors
 from vmstack.cchain import (
     AVALANCHE,
@@ -41,15 +42,9 @@ TO = keccak256(b"test recipient")[12:]
 
 
 def _tx(nonce: int, *, gas: int = 21_000, data: bytes = b"", chain_id: int = 43114) -> DynamicFeeTx:
-    return DynamicFeeTx(
-        chain_id=chain_id,
-        nonce=nonce,
-        max_priority_fee_per_gas=1,
-        max_fee_per_gas=50 * 10**9,
-        gas=gas,
-        to=TO,
-        data=data,
-    ).sign(KEY)
+    return signed_transfer(
+        nonce, key=KEY, to=TO, gas=gas, data=data, chain_id=chain_id, max_priority_fee_per_gas=1
+    )
 
 
 class CountingStore:
@@ -78,7 +73,7 @@ class CountingStore:
         self.batches += 1
         return self.inner.write_batch()
 
-    def iterate(self, prefix: bytes = b"", *, start: bytes | None = None):  # type: ignore[no-untyped-def]
+    def iterate(self, prefix: bytes = b"", *, start: bytes | None = None):
         return self.inner.iterate(prefix, start=start)
 
     def snapshot(self) -> AbstractContextManager[ReadSnapshot]:

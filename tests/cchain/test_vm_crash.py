@@ -18,7 +18,7 @@ from vmstack.cchain import CChainVM, keccak256, rawdb
 from vmstack.store import LMDBStore
 
 #: These tests kill writer processes.
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.processes
 
 WRITER = """
 import sys
@@ -62,6 +62,7 @@ def _complete(vm: CChainVM, store: LMDBStore) -> int:
     return tip_height
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("seed", "settle_lag"), [(1, 0), (2, 3)])
 def test_a_killed_writer_never_leaves_a_half_written_block(
     tmp_path: Path, seed: int, settle_lag: int
@@ -97,7 +98,7 @@ def test_a_killed_writer_never_leaves_a_half_written_block(
 def _state_is_the_tip_s(store: LMDBStore, vm: CChainVM) -> None:
     """The stored accounts are the last accepted block's post-state: the state head names
     that block, and the trie package's root over the accounts is its header's state root."""
-    from trie import HexaryTrie
+    from trie.hexary import HexaryTrie
 
     from vmstack.cchain.state import read_account_record, read_state_head_record
 

@@ -48,7 +48,7 @@ class TestMeteredVM(LayerConformance):
         return MeteredVM(inner, registry=CollectorRegistry(), namespace="C")
 
 
-@pytest.mark.slow  # the whole kit again, over another arrangement: the full suite runs it
+@pytest.mark.thorough  # the whole kit again, over another arrangement: the full suite runs it
 class TestTracedOverAClockThatStandsStill(LayerConformance):
     """A ``make_inner`` of the user's own, whose reads cost no time: a correct layer still
     passes (the time budget then runs out only when it is zero)."""
@@ -62,7 +62,7 @@ class TestTracedOverAClockThatStandsStill(LayerConformance):
         return TracedVM(inner, tracer=SpanRecorder().tracer, name="C")
 
 
-@pytest.mark.slow  # the whole kit again, over another arrangement: the full suite runs it
+@pytest.mark.thorough  # the whole kit again, over another arrangement: the full suite runs it
 class TestTracedOverMetered(LayerConformance):
     """TracedVM over MeteredVM (the order of wrap_layers) passes the kit."""
 
@@ -72,7 +72,7 @@ class TestTracedOverMetered(LayerConformance):
         return _stack(inner, ["metered", "traced"], SpanRecorder(), CollectorRegistry())
 
 
-@pytest.mark.slow  # the whole kit again, over another arrangement: the full suite runs it
+@pytest.mark.thorough  # the whole kit again, over another arrangement: the full suite runs it
 class TestMeteredOverTraced(LayerConformance):
     """MeteredVM over TracedVM passes the kit."""
 
@@ -82,7 +82,7 @@ class TestMeteredOverTraced(LayerConformance):
         return _stack(inner, ["traced", "metered"], SpanRecorder(), CollectorRegistry())
 
 
-@pytest.mark.slow  # the whole kit again, over another arrangement: the full suite runs it
+@pytest.mark.thorough  # the whole kit again, over another arrangement: the full suite runs it
 class TestDoubleTraced(LayerConformance):
     """Two TracedVMs, one over the other, pass the kit."""
 
@@ -92,7 +92,7 @@ class TestDoubleTraced(LayerConformance):
         return _stack(inner, ["traced", "traced"], SpanRecorder(), CollectorRegistry())
 
 
-@pytest.mark.slow  # the whole kit again, over another arrangement: the full suite runs it
+@pytest.mark.thorough  # the whole kit again, over another arrangement: the full suite runs it
 class TestWrapLayersTwice(LayerConformance):
     """wrap_layers applied twice, as build_stack does around a proposer, passes the kit."""
 

@@ -10,7 +10,7 @@ import pkgutil
 import time
 from collections.abc import Iterator
 from types import ModuleType
-from typing import ClassVar
+from typing import ClassVar, cast
 
 import pytest
 from _pytest.assertion.rewrite import AssertionRewritingHook
@@ -84,7 +84,7 @@ def test_a_kit_failure_shows_the_compared_values() -> None:
     the expression compared and the values it had."""
     kit = kit_class("HeightIndexOffByOne")()
     with pytest.raises(AssertionError) as raised:
-        kit.test_get_block_id_at_height_forwards(inner_batches=True)  # type: ignore[attr-defined]
+        kit.test_get_block_id_at_height_forwards(inner_batches=True)
     shown = str(raised.value)
     assert shown.startswith("[kit rule forwarding.height-index] expected: ")
     assert "get_block_id_at_height(1) must name the block at that height" in shown
@@ -120,7 +120,7 @@ class _Layer(LayerConformance):
 )
 def test_a_bad_declaration_is_an_error(attributes: dict[str, object], message: str) -> None:
     """Misspelt, malformed or outdated declarations raise KitDeclarationError naming them."""
-    declared = type("TestDeclared", (_Layer,), attributes)
+    declared = cast("type[_Layer]", type("TestDeclared", (_Layer,), attributes))
     with pytest.raises(KitDeclarationError, match="TestDeclared") as raised:
         declared.kit_check_declarations()
     assert message in str(raised.value)

@@ -289,10 +289,11 @@ def _check(
         elif field == "preferred":
             got = {name: tree.is_preferred(ids[name]) for name in value}
         elif field == "at_height":
-            got = {}
+            at_height: dict[int, str | None] = {}
             for height in value:
                 found = tree.preference_at_height(height)
-                got[height] = None if found is None else names.get(found)
+                at_height[height] = None if found is None else names.get(found)
+            got = at_height
         elif field == "last_accepted":
             block_id, height = tree.last_accepted()
             got = names.get(block_id)

@@ -5,9 +5,11 @@ TestEngineNetworkBuildsAndAcceptsBlocks does over its test VMs."""
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 
 import pytest
 
+from tests.support.transactions import signed_transfer
 from vmstack import BlockNotFound, SimClock, build_stack, submit_transactions
 from vmstack.cchain import DEV_KEYS, DynamicFeeTx, keccak256
 from vmstack.consensus import Parameters
@@ -52,7 +54,7 @@ class Network:
             for index, (vm, node_id) in enumerate(zip(self.vms, self.ids, strict=True))
         ]
 
-    def _sender(self, source: bytes) -> object:
+    def _sender(self, source: bytes) -> Callable[[bytes, Message], None]:
         def send(destination: bytes, message: Message) -> None:
             self.sent.append((source, destination, message))
             if destination not in self.cut and source not in self.cut:
@@ -71,14 +73,9 @@ class Network:
 
 
 def _transfer(key: int, nonce: int) -> DynamicFeeTx:
-    return DynamicFeeTx(
-        chain_id=43114,
-        nonce=nonce,
-        max_fee_per_gas=50 * 10**9,
-        gas=21_000,
-        to=keccak256(b"to %d" % nonce)[12:],
-        value=1 + nonce,
-    ).sign(DEV_KEYS[key])
+    return signed_transfer(
+        nonce, key=DEV_KEYS[key], to=keccak256(b"to %d" % nonce)[12:], value=1 + nonce
+    )
 
 
 def test_two_engines_build_and_accept_blocks() -> None:

@@ -95,12 +95,12 @@ def _vector_failures(module: types.ModuleType) -> list[str]:
         failures.append("wire form of coreth's filter after 1,000 additions")
     if sum(bin(byte).count("1") for byte in wire[1 + 7 * 8 :]) != COUNT_VECTOR_BITS:
         failures.append("bits set in coreth's filter after 1,000 additions")
-    for count, probability, hashes, entries in OPTIMAL_TABLE:
-        if module.optimal_parameters(count, probability) != (hashes, entries):
+    for count, probability, hash_count, entry_count in OPTIMAL_TABLE:
+        if module.optimal_parameters(count, probability) != (hash_count, entry_count):
             failures.append(f"optimal_parameters({count}, {probability})")
-    for hashes, entries, probability, expected in ESTIMATE_COUNT_TABLE:
-        if module.estimate_count(hashes, entries, probability) != expected:
-            failures.append(f"estimate_count({hashes}, {entries}, {probability})")
+    for hash_count, entry_count, probability, expected in ESTIMATE_COUNT_TABLE:
+        if module.estimate_count(hash_count, entry_count, probability) != expected:
+            failures.append(f"estimate_count({hash_count}, {entry_count}, {probability})")
     if module.estimate_count(7, 9_815, 0.05) != 11_836:
         failures.append("coreth's reset count")
     return failures
@@ -197,7 +197,7 @@ def test_the_seeds_are_the_filters_own_and_on_the_wire() -> None:
     assert [int.from_bytes(wire[1 + 8 * i : 9 + 8 * i], "big") for i in range(8)] == list(
         first.seeds
     )
-    assert first.add(1) is None
+    assert first.add(1) is None  # type: ignore[func-returns-value]  # what is checked
 
 
 # --- ported: utils/bloom/hasher_test.go ---

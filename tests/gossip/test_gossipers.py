@@ -268,7 +268,8 @@ def _gossiper(
 
 
 def test_a_push_goes_to_ninety_percent_of_the_stake_and_the_validator_count() -> None:
-    held, sent, clock = SetDouble(), [], ManualClock()
+    held, clock = SetDouble(), ManualClock()
+    sent: list[tuple[SendConfig, bytes]] = []
     gossiper = _gossiper(held, sent, clock)
     held.add(tx(1))
     gossiper.add([tx(1)])
@@ -288,7 +289,8 @@ def test_top_validators_is_upstreams_inverse_cdf() -> None:
 
 
 def test_a_push_message_stops_at_the_target_size() -> None:
-    held, sent, clock = SetDouble(), [], ManualClock()
+    held, clock = SetDouble(), ManualClock()
+    sent: list[tuple[SendConfig, bytes]] = []
     gossiper = _gossiper(held, sent, clock, target_gossip_size=64)
     items = [tx(n) for n in range(5)]
     for item in items:
@@ -301,7 +303,8 @@ def test_a_push_message_stops_at_the_target_size() -> None:
 
 
 def test_an_item_the_set_dropped_is_not_sent_and_a_regossip_drop_is_remembered() -> None:
-    held, sent, clock = SetDouble(), [], ManualClock()
+    held, clock = SetDouble(), ManualClock()
+    sent: list[tuple[SendConfig, bytes]] = []
     gossiper = _gossiper(held, sent, clock)
     gossiper.add([tx(1)])  # never in the set: dropped from the unsent queue
     gossiper.gossip()
@@ -400,7 +403,8 @@ def test_choose_peers_resolves_a_send_config() -> None:
 
 
 def test_next_due_says_when_a_cycle_can_send() -> None:
-    held, sent, clock = SetDouble(), [], ManualClock()
+    held, clock = SetDouble(), ManualClock()
+    sent: list[tuple[SendConfig, bytes]] = []
     gossiper = _gossiper(held, sent, clock)
     assert gossiper.next_due() is None
     held.add(tx(1))

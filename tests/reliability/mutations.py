@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import Any
 
 import attrs
 from hypothesis import strategies as st
@@ -302,8 +303,8 @@ def _transactions(nonce: int, *, big: bool = False) -> list[Transaction]:
     """One signed transaction of every type (data of 70 KiB in one when ``big``)."""
     keys = (b"\x22" * 32, b"\x33" * 32)
     access = (AccessTuple(address=_ADDRESS, storage_keys=keys),)
-    common = {"chain_id": CHAIN_ID, "gas": 21_000, "value": 10**18}
-    fees = {"max_priority_fee_per_gas": 2 * 10**9, "max_fee_per_gas": 50 * 10**9}
+    common: dict[str, Any] = {"chain_id": CHAIN_ID, "gas": 21_000, "value": 10**18}
+    fees: dict[str, Any] = {"max_priority_fee_per_gas": 2 * 10**9, "max_fee_per_gas": 50 * 10**9}
     unsigned: list[Transaction] = [
         LegacyTx(
             nonce=nonce,
@@ -432,11 +433,11 @@ def cchain_seeds() -> list[tuple[Flavour, bytes]]:
             min_delay_excess=3,
         ),
     ]
-    for i, header in enumerate(ava_headers):
+    for i, ava_header in enumerate(ava_headers):
         txs = _transactions(10 * i) if i else []
         body = AVALANCHE.body(txs, version=0, ext_data=b"\x00\x01atomic" * i)
         out.append(
-            (AVALANCHE, AVALANCHE.encode_block(AVALANCHE.seal(header, body, _receipts(txs))))
+            (AVALANCHE, AVALANCHE.encode_block(AVALANCHE.seal(ava_header, body, _receipts(txs))))
         )
     return out
 

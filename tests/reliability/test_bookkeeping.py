@@ -29,7 +29,7 @@ from vmstack.store import KeyValueStore, MemoryStore
 from vmstack.wrappers.proposer.state import STORE_PREFIX
 
 #: Every damaged record of whole stacks: the full suite runs it.
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.thorough
 
 REFUSED = (StoreCorrupted, BlockNotFound)
 
@@ -136,6 +136,7 @@ def with_value(items: dict[bytes, bytes], key: bytes, value: bytes | None) -> di
 # --- the C-chain's head pointers and integrity-start marker ---------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", list(HEAD_KEYS))
 @pytest.mark.parametrize("stack", ["bare", "settling late", "full stack"])
 def test_damaged_head_pointer_or_marker_is_never_trusted(
@@ -230,6 +231,7 @@ def test_the_head_blocks_number_entry_damaged(bare_chain: Chain) -> None:
         check_never_wrong(bare_vm, bare_chain, items, f"head number entry {what}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("height", [0, TARGET, 8])
 def test_number_and_canonical_entries_at_every_kind_of_height(
     bare_chain: Chain, height: int
@@ -268,6 +270,7 @@ def test_proposer_keys_are_present(stack_chain: Chain) -> None:
         assert key in stack_chain.items
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "kind",
     [

@@ -10,8 +10,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,6 +24,7 @@ from tests.reliability.stacks import (
     grow,
     store_items,
 )
+from tests.support.processes import python_child_output
 from vmstack import BlockNotFound, SimClock, StoreCorrupted, get_ancestors
 from vmstack.batching import serial_get_ancestors
 from vmstack.cchain import rawdb
@@ -126,7 +125,7 @@ def check_damaged(vm: ChainVM, chain: Chain, kind: str, target_id: bytes, target
     from_target = ancestors(vm, target_id)
     from_head = ancestors(vm, head)
     walked = serial(vm, head)
-    assert from_head is not StoreCorrupted and walked is not StoreCorrupted
+    assert isinstance(from_head, list) and isinstance(walked, list)
     assert is_prefix(from_head, chain.truth) and is_prefix(walked, chain.truth)
     assert walked == chain.truth[:below]
     if kind == "receipts":
@@ -276,7 +275,7 @@ def test_damage_above_the_fork_through_the_full_stack(stack_chain: Chain, kind: 
         vm.get_block(stack_chain.ids[height])
     head = stack_chain.ids[-1]
     for answer in (ancestors(vm, head), serial(vm, head)):
-        assert answer is not StoreCorrupted and is_prefix(answer, stack_chain.truth)
+        assert isinstance(answer, list) and is_prefix(answer, stack_chain.truth)
 
 
 def proposer_record_key(chain: Chain, height: int) -> bytes:
@@ -309,7 +308,7 @@ def test_a_damaged_proposer_signature_is_never_served(stack_chain: Chain) -> Non
     vm = full_stack(reopen(items), SimClock(START + 100))
     head = stack_chain.ids[-1]
     for answer in (ancestors(vm, head), serial(vm, head)):
-        assert answer is StoreCorrupted or is_prefix(answer, stack_chain.truth)
+        assert not isinstance(answer, list) or is_prefix(answer, stack_chain.truth)
     try:
         served = bytes(vm.get_block(stack_chain.ids[height]))
     except StoreCorrupted:
@@ -434,7 +433,7 @@ def test_a_proposer_value_under_another_blocks_key_is_store_corrupted(
             vm.get_block_id_at_height(height)
         head, below = stack_chain.ids[-1], len(stack_chain.ids) - 1 - height
         for answer in (ancestors(vm, head), serial(vm, head)):
-            assert answer is StoreCorrupted or is_prefix(answer, stack_chain.truth)
+            assert not isinstance(answer, list) or is_prefix(answer, stack_chain.truth)
         for read in (
             lambda: bytes(vm.get_block(stack_chain.ids[height])),
             lambda: bytes(vm.parse_block(stack_chain.truth[below])),
@@ -496,17 +495,9 @@ def test_a_truncated_store_is_store_corrupted_through_the_full_stack(
         path = tmp_path / f"cut{size}"
         shutil.copytree(stack_store, path)
         os.truncate(path / "data.mdb", size)
-        child = subprocess.run(
-            [sys.executable, "-c", _OPEN_STACK_IN_CHILD, str(path), mode],
-            capture_output=True,
-            text=True,
-            timeout=CHILD_DEADLINE,
-            check=False,
-            env={**os.environ, "PYTHONPATH": os.getcwd()},
-        )
-        assert child.returncode == 0, f"the opener died (rc {child.returncode})"
-        assert child.stdout.startswith(f"StoreCorrupted: the LMDB data file {path}"), child.stdout
-        assert f"is {size} bytes" in child.stdout
+        said = python_child_output(_OPEN_STACK_IN_CHILD, str(path), mode, seconds=CHILD_DEADLINE)
+        assert said.startswith(f"StoreCorrupted: the LMDB data file {path}"), said
+        assert f"is {size} bytes" in said
 
 
 def test_an_emptied_store_is_never_a_new_chain(stack_store: Path, tmp_path: Path) -> None:

@@ -11,10 +11,8 @@ holds, as a restarted node would be.
 from __future__ import annotations
 
 import random
-import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -30,6 +28,7 @@ from tests.reliability.stacks import (
     full_stack,
 )
 from tests.reliability.stores import replay
+from tests.support.processes import kill_once_ready
 from vmstack import SimClock
 from vmstack.cchain import CChainVM, rawdb
 from vmstack.cchain.generate import dev_transactions
@@ -48,7 +47,7 @@ from vmstack.store.base import WriteOp
 from vmstack.submission import find_mempool
 
 #: These tests SIGKILL writer processes.
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.processes
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -106,15 +105,7 @@ def run_and_kill(path: Path, config: str, seed: int, rng: random.Random) -> None
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
-    try:
-        assert writer.stdout is not None
-        line = writer.stdout.readline()
-        assert line == b"ready\n", writer.stderr.read() if writer.stderr else line
-        time.sleep(rng.uniform(0.01, 0.3))
-    finally:
-        writer.send_signal(signal.SIGKILL)
-        writer.wait()
-    assert writer.returncode == -signal.SIGKILL
+    kill_once_ready(writer, rng.uniform(0.01, 0.3))
 
 
 def check_reopened(path: Path, config: str) -> int:
@@ -129,6 +120,7 @@ def check_reopened(path: Path, config: str) -> int:
         return height
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("config", "seed"),
     [
@@ -249,6 +241,7 @@ def crash_points(factory: Callable[[KeyValueStore, SimClock], ChainVM], blocks: 
     return store.writes
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "name",
     [

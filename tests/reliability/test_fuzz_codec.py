@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import tracemalloc
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -61,7 +61,7 @@ from vmstack.wrappers.proposer.envelope import (
 )
 
 #: Fuzzing: the full suite runs it.
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.thorough
 
 FLAVOURS = (ETHEREUM, AVALANCHE)
 SEEDS = cchain_seeds() + vector_seeds()
@@ -92,7 +92,7 @@ RECEIPT_SEEDS = [
 ]
 PROPOSER_CHAIN = bytes(32)
 PROPOSER_SEEDS = proposer_seeds() + [
-    entry["data"]
+    cast(bytes, entry["data"])
     for entry in vector_proposer_blocks()
     if entry.get("kind") != "header"
     and entry["expect"].get(  # type: ignore[attr-defined]
@@ -167,6 +167,7 @@ def test_seeds_are_valid_blocks(index: int) -> None:
     check_decoded_block(flavour, data, flavour.decode_block(data))
 
 
+@pytest.mark.slow
 @CODEC
 @given(mutate(BLOCK_SEEDS, rlp_mutations))
 def test_mutated_blocks_raise_only_invalid_block(data: bytes) -> None:
@@ -174,6 +175,7 @@ def test_mutated_blocks_raise_only_invalid_block(data: bytes) -> None:
     exercise_block_bytes(data)
 
 
+@pytest.mark.slow
 @CODEC
 @given(st.data())
 def test_block_bytes_of_mutated_parts(data: st.DataObject) -> None:
@@ -192,6 +194,7 @@ def test_block_bytes_of_mutated_parts(data: st.DataObject) -> None:
     assert attempt(split_block, stitched) in (None, (header, body))
 
 
+@pytest.mark.slow
 @CODEC
 @given(mutate(HEADER_SEEDS, rlp_mutations))
 def test_mutated_headers(data: bytes) -> None:
@@ -207,6 +210,7 @@ def test_mutated_headers(data: bytes) -> None:
         assert parent == data[start + 1 : start + 33] and data[start] == 0xA0
 
 
+@pytest.mark.slow
 @CODEC
 @given(mutate(BODY_SEEDS, rlp_mutations))
 def test_mutated_bodies(data: bytes) -> None:
@@ -217,6 +221,7 @@ def test_mutated_bodies(data: bytes) -> None:
             assert flavour.encode_body(body) == data
 
 
+@pytest.mark.slow
 @CODEC
 @given(mutate(TX_SEEDS, rlp_mutations))
 def test_mutated_transactions(data: bytes) -> None:
@@ -228,6 +233,7 @@ def test_mutated_transactions(data: bytes) -> None:
         attempt(tx.sender)
 
 
+@pytest.mark.slow
 @CODEC
 @given(mutate(RECEIPT_SEEDS, rlp_mutations))
 def test_mutated_receipts(data: bytes) -> None:
@@ -349,6 +355,7 @@ def exercise_envelope(data: bytes) -> None:
     attempt(parse_block, data, PROPOSER_CHAIN)
 
 
+@pytest.mark.slow
 @CODEC
 @given(mutate(PROPOSER_SEEDS, u32_mutations))
 def test_mutated_proposer_envelopes(data: bytes) -> None:

@@ -14,7 +14,7 @@ import pytest
 from tests.reliability.mutations import BitFlip, SetLength, Truncate
 
 #: Fuzzing: the full suite runs it.
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.thorough
 
 FUZZ = Path(__file__).resolve().parents[2] / "fuzz"
 HARNESSES = ["fuzz_codec", "fuzz_proposer", "fuzz_rpc", "fuzz_stack"]

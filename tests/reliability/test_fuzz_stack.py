@@ -27,7 +27,7 @@ from vmstack.interfaces import ChainVM
 from vmstack.store import MemoryStore
 
 #: Fuzzing: the full suite runs it.
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.thorough
 
 STACK = settings(
     max_examples=50,
@@ -115,6 +115,7 @@ def exercise(node: Node, data: bytes) -> None:
     assert store_items(node.store) == before
 
 
+@pytest.mark.slow
 @STACK
 @given(data=st.data())
 def test_mutated_blocks_through_the_stack(node: Node, data: st.DataObject) -> None:

@@ -35,7 +35,7 @@ from vmstack.wrappers.proposer.envelope import PostForkBlock, build_signed, buil
 from vmstack.wrappers.proposer.staking import der_element
 
 #: Hostile input through whole stacks: the full suite runs it.
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.thorough
 
 START = 1_000.0
 
@@ -194,6 +194,7 @@ def test_a_batch_of_bogus_envelopes_stops_at_the_first(
     assert decodes.calls == 1
 
 
+@pytest.mark.slow
 def test_a_batch_of_bogus_envelopes_holds_no_failure_per_element(
     stack: tuple[ChainVM, SimClock],
 ) -> None:
@@ -227,6 +228,7 @@ def test_signatures_are_checked_only_up_to_the_first_bad_element(
     assert checks.calls == 3
 
 
+@pytest.mark.slow
 def test_unsigned_envelopes_over_a_bad_inner_block_cost_one_inner_batch(
     stack: tuple[ChainVM, SimClock], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -297,6 +299,7 @@ def _element_pool() -> tuple[ChainVM, dict[str, list[bytes]]]:
     return vm, pool
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(
     st.lists(
@@ -339,7 +342,7 @@ def test_pre_fork_bytes_that_look_like_an_envelope_still_parse(
     parsed = batched_parse_block(vm, batch)
     assert [block.id for block in parsed] == [b.id for b in serial_parse_block(vm, batch)]
     assert [bytes(block) for block in parsed] == batch
-    assert all(not block.post_fork for block in parsed)
+    assert all(not block.post_fork for block in parsed)  # type: ignore[attr-defined]
 
 
 def test_a_valid_batch_still_parses_whole(stack: tuple[ChainVM, SimClock]) -> None:
@@ -359,6 +362,7 @@ def _verifier() -> CChainVM:
     return CChainVM(MemoryStore(), clock=SimClock(START))
 
 
+@pytest.mark.slow
 def test_a_block_with_more_transactions_than_its_gas_pays_for_is_refused_unread(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -381,6 +385,7 @@ def test_a_block_with_more_transactions_than_its_gas_pays_for_is_refused_unread(
     assert decodes.calls == 0
 
 
+@pytest.mark.slow
 def test_verify_recovers_at_most_the_senders_the_gas_limit_allows(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

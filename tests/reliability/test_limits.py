@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from hypothesis import given, settings
@@ -31,7 +31,7 @@ from vmstack.stack import wrap_layers
 from vmstack.wrappers.proposer import ProposerVM
 
 #: Hundreds of stacks driven to their limits: the full suite runs them.
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.thorough
 
 CHAIN = 30
 
@@ -128,7 +128,11 @@ def test_huge_limits_give_the_whole_chain(stack: ChainVM, inner: MemoryVM) -> No
     chain once, ending at genesis, batched and serial alike."""
     chain = chain_bytes(inner)
     tip = inner.last_accepted()
-    limits = {"max_blocks_num": 2**62, "max_blocks_size": 2**62, "max_retrieval_time": math.inf}
+    limits: dict[str, Any] = {
+        "max_blocks_num": 2**62,
+        "max_blocks_size": 2**62,
+        "max_retrieval_time": math.inf,
+    }
     assert get_ancestors(stack, tip, **limits) == chain
     assert serial_get_ancestors(stack, tip, **limits) == chain
     assert len(chain) == CHAIN + 1
@@ -516,7 +520,7 @@ def test_malformed_ids_through_the_full_stack(
         vm.get_ancestors(block_id, 10, 10_000, 1.0)  # type: ignore[attr-defined]
     *_, bottom = iter_layers(vm)
     with pytest.raises(ValueError):
-        bottom.get_block(block_id)
+        cast(ChainVM, bottom).get_block(block_id)
 
 
 def test_huge_and_tiny_limits_through_the_full_stack(
@@ -526,7 +530,11 @@ def test_huge_and_tiny_limits_through_the_full_stack(
     head alone; unknown IDs give []; batched and serial agree throughout."""
     vm, chain = real_stack
     head = vm.last_accepted()
-    huge = {"max_blocks_num": 2**62, "max_blocks_size": 2**62, "max_retrieval_time": math.inf}
+    huge: dict[str, Any] = {
+        "max_blocks_num": 2**62,
+        "max_blocks_size": 2**62,
+        "max_retrieval_time": math.inf,
+    }
     assert get_ancestors(vm, head, **huge) == serial_get_ancestors(vm, head, **huge) == chain
     for tiny in ({"max_blocks_num": 1}, {"max_blocks_size": 0}, {"max_retrieval_time": 0.0}):
         assert (

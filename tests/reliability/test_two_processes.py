@@ -40,7 +40,7 @@ from vmstack.store.base import WriteOp
 from vmstack.wrappers.proposer.state import STORE_PREFIX
 
 #: These tests run a store from two processes.
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.processes
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -123,6 +123,7 @@ def check_read_only_open(path: Path) -> int:
         return block.height
 
 
+@pytest.mark.slow
 def test_read_only_openers_never_fail_nor_disturb_a_live_writer(live_writer: Path) -> None:
     """Opening the full stack read-only again and again while the writer accepts: every
     open succeeds and serves the accepted chain whole; the writer goes on, and afterwards
@@ -131,6 +132,7 @@ def test_read_only_openers_never_fail_nor_disturb_a_live_writer(live_writer: Pat
     assert seen == sorted(seen) and seen[-1] > seen[0] > LAST_PRE_FORK
 
 
+@pytest.mark.slow
 def test_a_reader_asking_for_the_head_again_and_again_is_never_refused(live_writer: Path) -> None:
     """last_accepted and the height index, asked in a loop while the writer accepts, always
     answer a served block: each check of the head runs within one snapshot, so a block
@@ -147,12 +149,14 @@ def test_a_reader_asking_for_the_head_again_and_again_is_never_refused(live_writ
         assert previous > LAST_PRE_FORK
 
 
+@pytest.mark.slow
 def test_a_second_writer_is_refused_while_the_first_lives(live_writer: Path) -> None:
     """A second handle opened for writing raises StoreError and writes nothing."""
     with pytest.raises(StoreError, match="writer lock"):
         LMDBStore(live_writer)
 
 
+@pytest.mark.slow
 def test_the_writer_lock_is_released_when_the_writer_dies(tmp_path: Path) -> None:
     """After the writer is SIGKILLed the next writer opens, recovers and checks out."""
     path = tmp_path / "db"

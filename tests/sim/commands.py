@@ -43,7 +43,7 @@ def _finish(process: subprocess.Popen[str], seconds: float) -> subprocess.Comple
         process.kill()
         stdout, stderr = process.communicate(timeout=30)
         raise AssertionError(
-            f"{process.args} did not end within {seconds:g} s: {stderr[-2000:]}"
+            f"{process.args!r} did not end within {seconds:g} s: {stderr[-2000:]}"
         ) from None
     return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
 

@@ -10,9 +10,10 @@ from typing import Any
 
 from tests.sim.hostile import answer_other_bodies, damage_bodies, inject
 from tests.sim.networks import SMALL
+from tests.support.reports import reported
 from vmstack.errors import StoreCorrupted
 from vmstack.sim.network import LocalEngine, NetworkReport, NetworkRun, simulate_network
-from vmstack.sim.network.node import Executed, NodeServer
+from vmstack.sim.network.node import Built, Executed, NodeServer
 from vmstack.sim.network.stake import StakeSchedule
 
 HOSTILE = 1
@@ -53,10 +54,10 @@ def assert_survived(report: NetworkReport) -> None:
     assert totals["bad_answers"] == sum(node.bad_answers for node in nodes) > 0
     assert nodes[HOSTILE].bad_answers_sent == totals["bad_answers"]
     assert all(node.bad_answers_sent == 0 for node in nodes if node.index != HOSTILE)
-    assert report.as_dict()["simulated"]["totals"]["bad_answers"] == totals["bad_answers"]
+    assert reported(report)["simulated"]["totals"]["bad_answers"] == totals["bad_answers"]
 
 
-def _raise_damaged(*_: Any) -> Any:
+def _raise_damaged(now: float, seed: int, position: int, txs: int) -> Built:
     raise StoreCorrupted("the block record at the head is damaged")
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.processes import descendants, wait_ended
 from tests.sim.commands import first_line, signal_and_wait, start_command
+from tests.support.processes import descendants, wait_ended
 from vmstack.cchain import rawdb
 from vmstack.cli import PEERS_PROGRESS_FROM, main
 from vmstack.sim.bounds import MAX_PEERS, MAX_PEERS_OUT_OF_PROCESS
@@ -21,7 +21,7 @@ from vmstack.sim.run import SimulationConfig, simulate
 from vmstack.store import LMDBStore
 
 #: These tests run the command line in child processes.
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.processes
 
 
 def _after_serving(stderr: str) -> list[str]:
@@ -31,10 +31,11 @@ def _after_serving(stderr: str) -> list[str]:
     return lines[1:] if lines and lines[0].startswith("vmstack serve: serving ") else lines
 
 
+@pytest.mark.slow
 def test_sigterm_stops_serve_with_143_one_line_and_its_socket_folder_removed(
-    tmp_path: Path,
+    tmp_path: Path, short_tmp_path: Path
 ) -> None:
-    temporary = tmp_path / "tmp"
+    temporary = short_tmp_path
     store = tmp_path / "store"
     process = start_command(
         "serve", "--data-dir", str(store), "--no-stdin-watch", temporary=temporary
@@ -53,19 +54,20 @@ def test_sigterm_stops_serve_with_143_one_line_and_its_socket_folder_removed(
         pass
 
 
-def test_ctrl_c_stops_serve_with_130(tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_ctrl_c_stops_serve_with_130(tmp_path: Path, short_tmp_path: Path) -> None:
     process = start_command(
         "serve",
         "--data-dir",
         str(tmp_path / "store"),
         "--no-stdin-watch",
-        temporary=tmp_path / "tmp",
+        temporary=short_tmp_path,
     )
     first_line(process)
     interrupted = signal_and_wait(process, signal.SIGINT)
     assert interrupted.returncode == 130, interrupted.stderr
     assert _after_serving(interrupted.stderr) == ["vmstack serve: interrupted"]
-    assert list((tmp_path / "tmp").iterdir()) == []
+    assert list(short_tmp_path.iterdir()) == []
 
 
 def _damage_the_tip_header(data_dir: Path, height: int) -> None:
@@ -78,6 +80,7 @@ def _damage_the_tip_header(data_dir: Path, height: int) -> None:
         store.put(key, bytes(header))
 
 
+@pytest.mark.slow
 def test_a_damaged_data_dir_is_one_line_naming_it_and_how_to_rebuild(tmp_path: Path) -> None:
     config = SimulationConfig(blocks=30, txs_per_block=1, peers=1)
     simulate(config, data_dir=tmp_path)
@@ -143,6 +146,7 @@ def test_peers_beyond_the_documented_bound_are_refused_before_any_work(
     assert out.out == ""
 
 
+@pytest.mark.slow
 def test_many_peers_show_their_set_up_progress(capsys: pytest.CaptureFixture[str]) -> None:
     assert (
         main(
@@ -186,6 +190,7 @@ def test_install_hints_keep_their_extras(
     assert hint in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_the_headline_gives_the_transactions_built_not_those_asked_for(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -209,6 +214,7 @@ def test_the_headline_gives_the_transactions_built_not_those_asked_for(
     assert headline.startswith(f"chain: 4 blocks x {per_block}")
 
 
+@pytest.mark.slow
 def test_the_network_headline_gives_the_transactions_built(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

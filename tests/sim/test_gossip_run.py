@@ -40,6 +40,7 @@ def local_figures() -> dict[str, Any]:
     return _gossip()
 
 
+@pytest.mark.slow
 def test_every_submitted_transaction_is_included_exactly_once(
     local_figures: dict[str, Any],
 ) -> None:
@@ -57,6 +58,7 @@ def test_every_submitted_transaction_is_included_exactly_once(
     assert local_figures["totals"]["blocks_built"] == GOSSIP.live_blocks
 
 
+@pytest.mark.slow
 def test_one_event_at_a_time_gives_the_same_figures(local_figures: dict[str, Any]) -> None:
     one_by_one = _gossip(batch=False)
     assert one_by_one["gossip"] == local_figures["gossip"]

@@ -18,6 +18,7 @@ from vmstack.sim.network.node import NodeServer, NodeSpec
 from vmstack.store import MemoryStore
 
 
+@pytest.mark.slow
 def test_pool_slices_are_the_pool_at_every_position() -> None:
     """Slices of the sequence are the first chunk's pool wherever they are cut, and the
     chunk after it starts from the nonces the first ends with."""

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.reports import reported
 from vmstack.cli import main
 from vmstack.consensus.engine import PullQuery, PushQuery
 from vmstack.errors import VMStackError
@@ -61,7 +62,7 @@ def test_two_nodes_build_and_accept_100_blocks() -> None:
     report = simulate_network(
         _config(nodes=2, live_blocks=100, k=2, alpha=2, beta=3), LocalEngine()
     )
-    decided = report.consensus
+    decided: dict[str, Any] = report.consensus
     assert decided["engine"] == "snowman" and decided["converged"] is True
     assert decided["blocks_accepted"] >= 100
     chain = _one_chain(report)
@@ -87,7 +88,7 @@ def test_a_partition_of_30_percent_cannot_finalize_and_loses_its_blocks() -> Non
             # No block accepted while cut off (a little after the cut for what was in
             # flight, a little before the end for the reconnection to arrive).
             assert not [at for at, _ in node.heights if 12.0 < at < 60.0], node.heights
-    decided = report.consensus
+    decided: dict[str, Any] = report.consensus
     assert decided["converged"] is True
     assert decided["blocks_rejected"] >= 1
     assert sum(node.rejected_count for node in report.nodes if node.index in minority) >= 1
@@ -146,10 +147,11 @@ def test_a_node_without_enough_connected_stake_sends_no_polls() -> None:
         node.close()
 
 
+@pytest.mark.slow
 def test_the_same_seed_gives_the_same_figures_batched_or_one_event_at_a_time() -> None:
     config = _config(live_blocks=3)
-    batched = simulate_network(config, LocalEngine()).as_dict()["simulated"]
-    single = simulate_network(config, LocalEngine(), batch=False).as_dict()["simulated"]
+    batched = reported(simulate_network(config, LocalEngine()))["simulated"]
+    single = reported(simulate_network(config, LocalEngine(), batch=False))["simulated"]
     for figures in (batched, single):
         figures["totals"].pop("batches")
         figures["totals"].pop("widest_batch")
@@ -180,6 +182,7 @@ def test_bad_consensus_options_are_value_errors() -> None:
         _config(tx_rate=1.0)
 
 
+@pytest.mark.slow
 def test_the_cli_writes_the_consensus_figures(tmp_path: Path) -> None:
     out = tmp_path / "run.json"
     code = main(
@@ -255,7 +258,7 @@ def test_runs_of_more_than_64_nodes_list_no_accepted_ids() -> None:
             setup_wall_seconds=0.0,
             run_wall_seconds=0.0,
         )
-        simulated = made.as_dict()["simulated"]
+        simulated = reported(made)["simulated"]
         assert isinstance(simulated, dict)
         return simulated
 

@@ -32,6 +32,10 @@ class RecordingEngine:
     def start(self, specs: Sequence[NodeSpec]) -> None:
         raise AssertionError("the event loop never starts the engine")
 
+    def memory_by_place(self) -> dict[str, object]:
+        """Nothing: the recording engine holds no nodes."""
+        return {}
+
     def run(self, calls: Sequence[Call], *, timeout: float | None = None) -> list[Any]:
         self.batches.append(list(calls))
         return [

@@ -98,7 +98,6 @@ def test_a_drawn_schedule_travels_as_its_recipe_and_others_whole() -> None:
     assert whole.weights == tuple(range(1, 41)) and whole.key == reweighted.key
 
 
-@pytest.mark.slow
 def test_a_node_builds_only_in_its_slot_and_the_others_refuse_a_block_out_of_turn(
     tmp_path: Path,
 ) -> None:

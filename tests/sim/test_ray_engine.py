@@ -20,6 +20,7 @@ from rich.console import Console
 from tests.sim.hostile import answer_other_bodies, damage_bodies
 from tests.sim.networks import SMALL, simulated
 from tests.sim.test_bad_nodes import HOSTILE, assert_survived, failing_build, run_with
+from tests.support.reports import reported
 from vmstack.errors import VMStackError
 from vmstack.sim.network import LocalEngine, NetworkRun, RayEngine, simulate_network
 from vmstack.sim.network.ray_engine import RayHost, _probe_cluster, plan_placement
@@ -68,7 +69,7 @@ def test_the_placement_line_names_every_host_with_its_actors_and_nodes() -> None
 
 
 #: These tests start Ray.
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.ray
 
 
 def test_an_unreachable_cluster_is_a_clear_error_not_a_hang() -> None:
@@ -102,6 +103,7 @@ def test_a_listener_that_is_not_ray_is_one_line_within_the_join_bound() -> None:
     assert waited < 15
 
 
+@pytest.mark.slow
 def test_ray_engine_gives_the_local_engine_figures(ray_session: Any) -> None:
     # Two actors for four nodes: calls on the two run at once, two nodes share each.
     engine = RayEngine(workers=2)
@@ -110,6 +112,7 @@ def test_ray_engine_gives_the_local_engine_figures(ray_session: Any) -> None:
     assert ray_figures == simulated(LocalEngine())
 
 
+@pytest.mark.slow
 def test_ray_engine_gives_the_local_figures_with_skewed_stake(ray_session: Any) -> None:
     # The proposer windows' choices (who builds, which slots are missed) are the
     # coordinator's, from the same book on either engine.
@@ -118,20 +121,21 @@ def test_ray_engine_gives_the_local_figures_with_skewed_stake(ray_session: Any) 
     assert sum(node.blocks_built for node in on_ray.nodes) == config.live_blocks
     assert len({node.weight for node in on_ray.nodes}) > 1
     assert (
-        on_ray.as_dict()["simulated"]
-        == simulate_network(config, LocalEngine()).as_dict()["simulated"]
+        reported(on_ray)["simulated"]
+        == reported(simulate_network(config, LocalEngine()))["simulated"]
     )
 
 
+@pytest.mark.slow
 def test_the_report_says_which_host_each_actor_ran_on_and_what_it_held(ray_session: Any) -> None:
     report = simulate_network(SMALL, RayEngine(workers=3))
-    engine = report.engine
+    engine: dict[str, Any] = report.engine
     node_id = ray_session.get_runtime_context().get_node_id()
     address = ray_session.util.get_node_ip_address()
     assert engine["hosts"] == [{"node_id": node_id, "address": address, "actors": [0, 1, 2]}]
     assert [actor["nodes"] for actor in engine["actors"]] == [[0, 3], [1], [2]]
     assert {actor["node_id"] for actor in engine["actors"]} == {node_id}
-    measured = report.as_dict()["measured"]
+    measured = reported(report)["measured"]
     by_actor = measured["peak_memory_bytes_by_actor"]
     assert [entry["actor"] for entry in by_actor] == [0, 1, 2]
     assert all(entry["bytes"] > 0 and entry["node_id"] == node_id for entry in by_actor)
@@ -145,11 +149,12 @@ def test_the_report_says_which_host_each_actor_ran_on_and_what_it_held(ray_sessi
     )
 
 
+@pytest.mark.slow
 def test_actors_that_ask_for_cpus_go_to_as_many_as_the_cluster_holds(ray_session: Any) -> None:
     # The local Ray has two CPUs: two actors of one CPU each, and the four nodes on them.
     engine = RayEngine(workers=4, actor_cpus=1.0)
     ray_figures = simulated(engine)
-    described = engine.describe()
+    described: dict[str, Any] = engine.describe()
     assert (described["workers"], described["workers_asked"]) == (2, 4)
     assert [actor["nodes"] for actor in described["actors"]] == [[0, 2], [1, 3]]
     assert ray_figures == simulated(LocalEngine())
@@ -166,6 +171,7 @@ def _wait_until_dead(ray: Any, actor: Any) -> None:
     raise AssertionError("the killed actor still answers")
 
 
+@pytest.mark.slow
 def test_a_killed_actor_is_reported_as_crashed_and_the_run_goes_on(ray_session: Any) -> None:
     # One actor per node, the default.
     engine = RayEngine(call_timeout=30.0)
@@ -187,11 +193,13 @@ def test_a_killed_actor_is_reported_as_crashed_and_the_run_goes_on(ray_session: 
     assert report.totals["nodes_at_tip"] == SMALL.nodes - 1
     assert report.totals["blocks_built"] == SMALL.live_blocks
     assert (report.engine["workers"], report.engine["address"]) == (SMALL.nodes, None)
-    assert [actor["nodes"] for actor in report.engine["actors"]] == [[0], [1], [2], [3]]
+    facts: dict[str, Any] = report.engine
+    assert [actor["nodes"] for actor in facts["actors"]] == [[0], [1], [2], [3]]
     # Even the killed actor's store is gone once the engine is closed.
     assert engine.store_root is not None and not engine.store_root.exists()
 
 
+@pytest.mark.slow
 def test_scaling_example_compares_local_and_ray_on_a_running_cluster(
     ray_session: Any, tmp_path: Path
 ) -> None:
@@ -230,6 +238,7 @@ def test_scaling_example_compares_local_and_ray_on_a_running_cluster(
     assert rows[0]["calls"] == rows[1]["calls"] > 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "fault", [answer_other_bodies, damage_bodies], ids=["other bodies", "damaged store"]
 )
@@ -241,9 +250,10 @@ def test_a_bad_node_on_ray_is_dropped_and_counted_as_on_the_local_engine(
     assert_survived(report)
     assert report.nodes[HOSTILE].bad_answers_sent > 0
     local = run_with(LocalEngine(), fault)
-    assert report.as_dict()["simulated"] == local.as_dict()["simulated"]
+    assert reported(report)["simulated"] == reported(local)["simulated"]
 
 
+@pytest.mark.slow
 def test_a_node_whose_own_call_fails_on_ray_is_crashed_not_the_run(ray_session: Any) -> None:
     engine = RayEngine(workers=2, call_timeout=60.0)
     report = run_with(engine, failing_build)
@@ -295,6 +305,7 @@ def test_a_cluster_that_needs_a_token_refuses_a_driver_without_it_in_one_line(
     assert "InvalidAuthToken" in last
 
 
+@pytest.mark.slow
 def test_a_cluster_of_another_ray_version_is_refused_in_one_line(
     ray_session: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

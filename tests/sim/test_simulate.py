@@ -14,11 +14,12 @@ import attrs
 import pytest
 
 from tests.sim.commands import live_processes_naming, signal_and_wait, start_command, wait_for
+from tests.support.reports import reported
 from vmstack.sim.costs import REFERENCE_COSTS, CostModel
 from vmstack.sim.run import SimulationConfig, calibrate, simulate
 
 #: These tests run `vmstack simulate` and `bench`, most in child processes.
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.processes
 
 SMALL = SimulationConfig(blocks=45, txs_per_block=2, peers=2, seed=11)
 
@@ -33,6 +34,7 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_simulate_cli_end_to_end(tmp_path: Path) -> None:
     """`vmstack simulate --blocks 200` bootstraps both ways and writes every figure."""
     out = tmp_path / "sim.json"
@@ -53,26 +55,29 @@ def test_simulate_cli_end_to_end(tmp_path: Path) -> None:
     assert "batched bootstrap is" in result.stdout
 
 
+@pytest.mark.slow
 def test_same_seed_gives_identical_simulated_figures(tmp_path: Path) -> None:
     """Two runs with the same seed and cost model agree on every simulated figure."""
-    first = simulate(SMALL).as_dict()
-    second = simulate(SMALL).as_dict()
+    first = reported(simulate(SMALL))
+    second = reported(simulate(SMALL))
     assert first["simulated"] == second["simulated"]
     assert first["layers"].keys() == second["layers"].keys()
     other = simulate(SimulationConfig(blocks=45, txs_per_block=2, peers=2, seed=12))
-    assert other.as_dict()["simulated"] != first["simulated"]
+    assert reported(other)["simulated"] != first["simulated"]
 
 
+@pytest.mark.slow
 def test_data_dir_keeps_the_chain_for_the_next_run(tmp_path: Path) -> None:
     """With a data directory the serving chain is built once and reused, same answers."""
     first = simulate(SMALL, data_dir=tmp_path, costs=REFERENCE_COSTS)
     second = simulate(SMALL, data_dir=tmp_path, costs=REFERENCE_COSTS)
     assert not first.chain_reused and second.chain_reused
-    assert first.as_dict()["simulated"] == second.as_dict()["simulated"]
+    assert reported(first)["simulated"] == reported(second)["simulated"]
     with pytest.raises(ValueError, match="different chain"):
         simulate(SimulationConfig(blocks=46, txs_per_block=2, peers=2, seed=11), data_dir=tmp_path)
 
 
+@pytest.mark.slow
 def test_serial_flag_runs_the_serial_bootstrap_alone(tmp_path: Path) -> None:
     """`--serial` runs only the fallback bootstrap; a bad cost file is a clear error."""
     out = tmp_path / "sim.json"
@@ -110,6 +115,7 @@ def test_cost_model_round_trips_through_json() -> None:
     assert CostModel.from_dict(json.loads(json.dumps(REFERENCE_COSTS.as_dict()))) == REFERENCE_COSTS
 
 
+@pytest.mark.slow
 def test_bench_quick_writes_every_row(tmp_path: Path) -> None:
     """`vmstack bench --quick --json` runs every benchmark and reports ratios and floors."""
     out = tmp_path / "bench.json"
@@ -131,6 +137,7 @@ def test_bench_quick_writes_every_row(tmp_path: Path) -> None:
     assert "met" in result.stdout
 
 
+@pytest.mark.slow
 def test_bench_only_runs_the_named_cases(tmp_path: Path) -> None:
     """`vmstack bench --only windower` runs that case module alone; an unknown name is one
     line listing the known ones and status 2."""
@@ -143,11 +150,12 @@ def test_bench_only_runs_the_named_cases(tmp_path: Path) -> None:
     assert "unknown case nosuchcase; known: codec," in refused.stdout
 
 
+@pytest.mark.slow
 def test_out_of_process_gives_the_same_simulated_figures(tmp_path: Path) -> None:
     """Each node's C-chain VM in its own process: the same answers and simulated figures
     as in process, with the round trips measured beside them."""
-    in_process = simulate(SMALL, data_dir=tmp_path).as_dict()
-    out = simulate(attrs.evolve(SMALL, out_of_process=True), data_dir=tmp_path).as_dict()
+    in_process = reported(simulate(SMALL, data_dir=tmp_path))
+    out = reported(simulate(attrs.evolve(SMALL, out_of_process=True), data_dir=tmp_path))
     assert out["simulated"] == in_process["simulated"]
     assert in_process["round_trips"] == {}
     batched, serial = out["round_trips"]["batched"], out["round_trips"]["serial"]
@@ -162,13 +170,14 @@ def test_out_of_process_gives_the_same_simulated_figures(tmp_path: Path) -> None
     assert serial["node"]["ParseBlock"]["calls"] >= SMALL.blocks
 
 
+@pytest.mark.slow
 def test_a_serving_peer_whose_process_dies_is_dropped_out_of_process() -> None:
     """Out of process, a serving peer's process killed between the batched and the serial
     bootstrap is a dropped peer: the serial bootstrap times out on it once, asks the other
     peer from then on, and reaches the tip; the report says which peer was dropped."""
     import signal
 
-    from tests.processes import descendants, wait_ended
+    from tests.support.processes import descendants, wait_ended
 
     killed: list[int] = []
 
@@ -191,9 +200,10 @@ def test_a_serving_peer_whose_process_dies_is_dropped_out_of_process() -> None:
     assert len(serial.peers_dropped) == 1
     assert "timeout" in {reason for _, reason in serial.retries_at}
     assert report.results["batched"].peers_dropped == ()
-    assert report.as_dict()["simulated"]["serial"]["peers_dropped"] == list(serial.peers_dropped)
+    assert reported(report)["simulated"]["serial"]["peers_dropped"] == list(serial.peers_dropped)
 
 
+@pytest.mark.slow
 def test_calibrating_out_of_process_learns_the_round_trips() -> None:
     """A cost model measured across the boundary says so, and charges a serial get_block
     at least the base of one round trip."""
@@ -219,6 +229,7 @@ def _start_and_interrupt(data_dir: Path, signum: int) -> subprocess.CompletedPro
     return signal_and_wait(process, signum)
 
 
+@pytest.mark.slow
 def test_ctrl_c_exits_130_with_one_line_and_the_next_run_rebuilds(tmp_path: Path) -> None:
     """Ctrl-C mid-build: status 130, one line, no traceback; the same --data-dir then
     serves a run with another configuration (the interrupted chain was never finished)."""
@@ -241,6 +252,7 @@ def test_ctrl_c_exits_130_with_one_line_and_the_next_run_rebuilds(tmp_path: Path
     assert "reusing" not in result.stdout
 
 
+@pytest.mark.slow
 def test_ctrl_c_reaches_the_command_when_the_suite_ignores_sigint(tmp_path: Path) -> None:
     """A suite run as a background job ignores SIGINT, and a child inherits that: the
     command is started with SIGINT at its default, so Ctrl-C still stops it."""
@@ -253,6 +265,7 @@ def test_ctrl_c_reaches_the_command_when_the_suite_ignores_sigint(tmp_path: Path
     assert interrupted.stderr.strip() == "vmstack simulate: interrupted"
 
 
+@pytest.mark.slow
 def test_sigterm_exits_143_with_one_line_and_removes_the_temporary_store(tmp_path: Path) -> None:
     """SIGTERM mid-build, as Ctrl-C: status 143, one line, and the temporary store (in
     the folder the command's TMPDIR names) is removed."""
@@ -270,6 +283,7 @@ def test_sigterm_exits_143_with_one_line_and_removes_the_temporary_store(tmp_pat
     assert list(temporary.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_sigterm_out_of_process_stops_every_served_child(tmp_path: Path) -> None:
     """SIGTERM while the served processes of an out-of-process run start: status 143,
     one line, no served process left, the temporary stores removed."""
@@ -293,6 +307,7 @@ def test_sigterm_out_of_process_stops_every_served_child(tmp_path: Path) -> None
     assert list(temporary.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_sigkill_mid_build_leaves_a_directory_the_next_run_uses(tmp_path: Path) -> None:
     """A run killed mid-build (SIGKILL) leaves a directory the next run rebuilds and then
     reuses, never one that fails for good."""
@@ -317,6 +332,7 @@ def test_sigkill_mid_build_leaves_a_directory_the_next_run_uses(tmp_path: Path) 
         assert json.loads((tmp_path / "r.json").read_text())["chain"]["reused"] is reused
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
@@ -365,10 +381,11 @@ def test_cost_files_name_the_bad_field(change: dict[str, object], field: str) ->
         CostModel.from_dict(incomplete)
 
 
+@pytest.mark.slow
 def test_version_and_integer_counts(tmp_path: Path) -> None:
     """--version names the package version; the JSON report counts calls as integers."""
     version = run_cli("--version")
     assert version.returncode == 0 and version.stdout.startswith("vmstack ")
-    report = simulate(attrs.evolve(SMALL, modes=("serial",))).as_dict()
+    report = reported(simulate(attrs.evolve(SMALL, modes=("serial",))))
     calls = [entry["calls"] for figures in report["layers"].values() for entry in figures.values()]
     assert calls and all(type(count) is int for count in calls)

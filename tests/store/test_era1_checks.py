@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ERA1_FIRST as FIRST
-from tests.processes import returns_within
+from tests.support.processes import returns_within
 from vmstack.cchain import keccak256
 from vmstack.cli import main
 from vmstack.errors import StoreCorrupted

@@ -135,7 +135,9 @@ def test_simulate_history_refuses_options_that_do_not_apply(
 
 
 @pytest.mark.slow
-def test_serve_history_serves_the_archive_beneath_the_store(era_dir: Path, tmp_path: Path) -> None:
+def test_serve_history_serves_the_archive_beneath_the_store(
+    era_dir: Path, tmp_path: Path, short_tmp_path: Path
+) -> None:
     """`vmstack serve --history DIR` over an empty store serves the archive's chain."""
     folder = tmp_path / "era"
     folder.mkdir()
@@ -151,7 +153,7 @@ def test_serve_history_serves_the_archive_beneath_the_store(era_dir: Path, tmp_p
         "--history",
         str(folder),
         "--no-stdin-watch",
-        temporary=tmp_path / "tmp",
+        temporary=short_tmp_path,
     )
     try:
         address = first_line(process).split()[2]

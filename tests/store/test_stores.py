@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.store.broken_stores import NonAtomicStore
 from vmstack.conformance import StoreConformance
 from vmstack.store import KeyValueStore, LMDBStore, MemoryStore, PrefixedStore, StoreClosed
 
@@ -37,32 +38,6 @@ class TestPrefixedMemoryStore(StoreConformance):
 
     def make_store(self) -> KeyValueStore:
         return PrefixedStore(MemoryStore(), b"view/")
-
-
-class _WritesAtOnce:
-    """A batch that writes each operation as it is queued: not atomic."""
-
-    def __init__(self, store: KeyValueStore) -> None:
-        self._store = store
-
-    def __enter__(self) -> _WritesAtOnce:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-    def put(self, key: bytes, value: bytes) -> None:
-        self._store.put(key, value)
-
-    def delete(self, key: bytes) -> None:
-        self._store.delete(key)
-
-
-class NonAtomicStore(MemoryStore):
-    """A store whose batches write as they go."""
-
-    def write_batch(self) -> _WritesAtOnce:  # type: ignore[override]
-        return _WritesAtOnce(self)
 
 
 @pytest.mark.parametrize(

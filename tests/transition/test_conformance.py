@@ -48,7 +48,7 @@ class _TransitionKit(LayerConformance):
         return ids
 
 
-@pytest.mark.slow  # the whole kit again, over another arrangement: the full suite runs it
+@pytest.mark.thorough  # the whole kit again, over another arrangement: the full suite runs it
 class TestBeforeTheTransition(_TransitionKit):
     """The transition never comes: ``pre`` is in charge of every chain the kit grows."""
 
@@ -60,7 +60,7 @@ class TestBeforeTheTransition(_TransitionKit):
         return ids
 
 
-@pytest.mark.slow  # the whole kit again, over another arrangement: the full suite runs it
+@pytest.mark.thorough  # the whole kit again, over another arrangement: the full suite runs it
 class TestAfterTheTransition(_TransitionKit):
     """The first block the kit grows is the transition block: ``post`` is in charge of
     every chain of one block or more."""
@@ -80,7 +80,7 @@ class TestAcrossTheTransition(_TransitionKit):
     transition_time = KIT_START_TIME + 12 * STEP + 1
 
 
-@pytest.mark.slow  # the whole kit again, over another arrangement: the full suite runs it
+@pytest.mark.thorough  # the whole kit again, over another arrangement: the full suite runs it
 class TestTransitionedAtGenesis(LayerConformance):
     """A transition at time 0 hands the chain to post from genesis on: a pure pass-through."""
 

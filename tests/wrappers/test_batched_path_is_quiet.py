@@ -6,6 +6,7 @@ blocks with the store's ``KeyError`` for the first block it does not hold.)"""
 
 from __future__ import annotations
 
+import functools
 import sys
 import traceback
 from collections.abc import Callable, Iterator
@@ -96,7 +97,7 @@ def test_a_batched_call_that_succeeds_raises_nothing(
         batched_parse_block(parser, newest[:4])  # warm: whatever is done once is done
         for size in (4, 30):
             batch = newest[:size]
-            assert _raised_during(lambda batch=batch: batched_parse_block(parser, batch)) == []
+            assert _raised_during(functools.partial(batched_parse_block, parser, batch)) == []
         assert not signed or (
             _raised_during(
                 lambda: get_ancestors(

@@ -47,12 +47,13 @@ class RecordingVM(PassThroughVM):
         return forward(*args)
 
 
-@pytest.mark.slow  # the whole kit; TracedVM and MeteredVM run it on the same base in the quick loop
+# The whole kit; TracedVM and MeteredVM run it on the same base in the quick loop.
+@pytest.mark.thorough
 class TestExampleCountingVM(LayerConformance):
     """The example's CountingVM, a third party's pass-through layer, passes the kit."""
 
     def wrap(self, inner: ChainVM) -> ChainVM:
-        return CountingVM(inner)  # type: ignore[no-any-return]
+        return CountingVM(inner)
 
 
 def test_the_example_counting_layer_is_at_most_30_lines() -> None:

@@ -17,6 +17,11 @@ dict model. ``make_store`` is called for each test and for each Hypothesis examp
 must return a new, empty store each time; :meth:`StoreConformance.close_store` closes it
 (override it for a view that must close what it wraps too).
 
+Each test checks one named rule (:data:`STORE_RULES`: the name and what it expects of a
+store); a failure starts with ``[kit rule NAME] expected: ...``, as the layer kit's do, and
+each test carries its rule as ``kit_rule``. ``tests/store/broken_stores.py`` is a corpus of
+stores with one mistake each, every one caught by the rule it breaks.
+
 vmstack's own stores run it: ``MemoryStore``, ``LMDBStore`` and ``PrefixedStore`` views
 (``tests/store/test_stores.py``). This module imports pytest and Hypothesis: it is for test
 suites, and :mod:`vmstack.conformance` imports it only when :class:`StoreConformance` is
@@ -25,17 +30,20 @@ asked for.
 
 from __future__ import annotations
 
+import functools
 import random
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import nullcontext
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from vmstack.conformance.declarations import _name_the_rule
 from vmstack.conformance.stacks import KitFault
 from vmstack.store import (
     MAX_KEY_LEN,
@@ -47,7 +55,94 @@ from vmstack.store import (
     WriteBatch,
 )
 
-__all__ = ["StoreConformance"]
+__all__ = ["STORE_RULES", "StoreConformance", "store_rule"]
+
+#: Every rule of the store kit: its name and what it expects of a store.
+STORE_RULES: dict[str, str] = {}
+
+F = TypeVar("F", bound=Callable[..., None])
+
+
+def store_rule(name: str, expectation: str) -> Callable[[F], F]:
+    """Mark a store-kit test as the check of rule ``name`` (registered in
+    :data:`STORE_RULES`): every failure of the test is prefixed with
+    ``[kit rule NAME] expected: EXPECTATION``, and the test carries ``kit_rule``."""
+    if STORE_RULES.setdefault(name, expectation) != expectation:
+        raise ValueError(f"store kit rule {name!r} registered twice with different expectations")
+
+    def decorate(test: F) -> F:
+        @functools.wraps(test)
+        def run(*args: Any, **kwargs: Any) -> None:
+            try:
+                test(*args, **kwargs)
+            except (Exception, pytest.fail.Exception) as failure:
+                _name_the_rule(failure, name, expectation)
+                raise
+
+        run.kit_rule = name  # type: ignore[attr-defined]
+        return run  # type: ignore[return-value]
+
+    return decorate
+
+
+PROTOCOL = store_rule(
+    "store.protocol", "the store, its batches and its snapshots satisfy the runtime protocols"
+)
+READ_WRITE = store_rule(
+    "store.read-write",
+    "a put value reads back until it is deleted; a missing key raises KeyError; an empty "
+    "value is a value",
+)
+COPIES = store_rule(
+    "store.copies-values", "a bytes-like value is stored as a bytes copy taken at put time"
+)
+KEYS_RULE = store_rule(
+    "store.keys",
+    "a key is non-empty bytes of at most MAX_KEY_LEN; any other key raises TypeError or "
+    "ValueError on every operation",
+)
+VALUES_RULE = store_rule(
+    "store.values", "a value that is not bytes-like raises TypeError and writes nothing"
+)
+BATCH_ATOMIC = store_rule(
+    "store.batch.atomic",
+    "a batch's writes appear together when its with-block exits, and not at all if it raises",
+)
+BATCH_ORDER = store_rule("store.batch.order", "within a batch, the later operation on a key wins")
+BATCH_ONCE = store_rule(
+    "store.batch.once", "a batch takes writes only inside its with-block, and only once"
+)
+ITERATE_ORDER = store_rule(
+    "store.iterate.order",
+    "iterate yields every pair once, in ascending key order, within its prefix from its start",
+)
+ITERATE_ARGUMENTS = store_rule(
+    "store.iterate.arguments",
+    "a prefix or start that is not bytes raises TypeError, an over-long one ValueError, at "
+    "the call",
+)
+SNAPSHOT_ISOLATION = store_rule(
+    "store.snapshot.isolation",
+    "a snapshot keeps the view it opened with, whole, while others write",
+)
+SNAPSHOT_VALUES = store_rule(
+    "store.snapshot.values",
+    "a snapshot's values slice, compare and copy like bytes inside its with-block",
+)
+SNAPSHOT_CLOSES = store_rule(
+    "store.snapshot.closes", "a snapshot used after its with-block raises StoreClosed"
+)
+CLOSE = store_rule(
+    "store.close", "every operation on a closed store raises StoreClosed; close is idempotent"
+)
+PREFIXED = store_rule(
+    "store.prefixed-views",
+    "PrefixedStore views over the store are isolated, strip their prefix, batch atomically, "
+    "snapshot consistently, compose, and close alone",
+)
+MODEL = store_rule(
+    "store.model", "any sequence of puts, deletes and batches leaves the store equal to a dict"
+)
 
 
 KEYS = st.binary(min_size=1, max_size=3)
@@ -114,6 +209,7 @@ class StoreConformance:
 
     # --- the contract --------------------------------------------------------------------
 
+    @PROTOCOL
     def test_store_meets_the_protocol(self, store: KeyValueStore) -> None:
         """Every store, its batches and its snapshots satisfy the runtime-checkable protocols."""
         assert isinstance(store, KeyValueStore)
@@ -122,6 +218,7 @@ class StoreConformance:
         with store.snapshot() as snap:
             assert isinstance(snap, ReadSnapshot)
 
+    @READ_WRITE
     def test_put_get_has_delete(self, store: KeyValueStore) -> None:
         """A put value reads back; delete removes it; a missing key raises KeyError."""
         store.put(b"alpha", b"one")
@@ -134,17 +231,20 @@ class StoreConformance:
         with pytest.raises(KeyError):
             store.get(b"alpha")
 
+    @READ_WRITE
     def test_delete_of_missing_key_is_fine(self, store: KeyValueStore) -> None:
         """Deleting a key that was never written is not an error."""
         store.delete(b"never")
         assert not store.has(b"never")
 
+    @READ_WRITE
     def test_empty_value_is_a_value(self, store: KeyValueStore) -> None:
         """An empty value is stored and distinguished from a missing key."""
         store.put(b"empty", b"")
         assert store.has(b"empty")
         assert store.get(b"empty") == b""
 
+    @COPIES
     def test_bytes_like_values_are_copied(self, store: KeyValueStore) -> None:
         """bytearray and memoryview values are stored as copies of their bytes at put time."""
         data = bytearray(b"mutable")
@@ -165,6 +265,7 @@ class StoreConformance:
             (b"k" * (MAX_KEY_LEN + 1), ValueError),
         ],
     )
+    @KEYS_RULE
     def test_bad_keys_are_rejected(
         self, store: KeyValueStore, key: object, error: type[Exception]
     ) -> None:
@@ -183,6 +284,7 @@ class StoreConformance:
         with store.snapshot() as snap, pytest.raises(error):
             snap.get(key)  # type: ignore[arg-type]
 
+    @KEYS_RULE
     def test_longest_key_is_accepted(self, store: KeyValueStore) -> None:
         """A key of MAX_KEY_LEN bytes (less any view prefix) is stored and read back."""
         room = self.max_key_len(store)
@@ -191,12 +293,14 @@ class StoreConformance:
         assert store.get(key) == b"long"
         assert [k for k, _ in store.iterate(b"k")] == [key]
 
+    @VALUES_RULE
     def test_bad_values_are_rejected(self, store: KeyValueStore) -> None:
         """A value that is not bytes-like raises TypeError and writes nothing."""
         with pytest.raises(TypeError):
             store.put(b"k", "text")  # type: ignore[arg-type]
         assert not store.has(b"k")
 
+    @BATCH_ATOMIC
     def test_batch_commits_at_exit(self, store: KeyValueStore) -> None:
         """Writes queued in a batch are invisible until the with-block exits, then all visible."""
         store.put(b"old", b"x")
@@ -210,6 +314,7 @@ class StoreConformance:
         assert store.get(b"b") == b"2"
         assert not store.has(b"old")
 
+    @BATCH_ATOMIC
     def test_batch_that_raises_writes_nothing(self, store: KeyValueStore) -> None:
         """An exception inside the with-block discards every queued put and delete."""
         store.put(b"keep", b"x")
@@ -220,6 +325,7 @@ class StoreConformance:
         assert not store.has(b"a")
         assert store.get(b"keep") == b"x"
 
+    @BATCH_ORDER
     def test_batch_applies_operations_in_order(self, store: KeyValueStore) -> None:
         """Within one batch the later operation on a key wins."""
         store.put(b"b", b"old")
@@ -231,6 +337,7 @@ class StoreConformance:
         assert not store.has(b"a")
         assert store.get(b"b") == b"new"
 
+    @BATCH_ONCE
     def test_batch_is_used_once_inside_its_block(self, store: KeyValueStore) -> None:
         """A batch refuses writes before its with-block and after it."""
         batch = store.write_batch()
@@ -242,6 +349,7 @@ class StoreConformance:
             batch.put(b"b", b"2")
         assert not store.has(b"b")
 
+    @ITERATE_ORDER
     def test_iterate_in_key_order_with_prefix_and_start(self, store: KeyValueStore) -> None:
         """iterate yields pairs in ascending key order, filtered by prefix and start."""
         keys = [b"a", b"a\x00", b"ab", b"ab\xff", b"a\xff", b"b", b"ba", b"\x01"]
@@ -258,6 +366,7 @@ class StoreConformance:
         assert list(store.iterate(b"c")) == []
         assert list(store.iterate(b"a", start=b"b")) == []
 
+    @ITERATE_ORDER
     def test_iterate_many_keys_spans_chunks(self, store: KeyValueStore) -> None:
         """Iteration over more keys than one read chunk returns every key exactly once."""
         with store.write_batch() as batch:
@@ -267,6 +376,7 @@ class StoreConformance:
         pairs = list(store.iterate(b"n"))
         assert pairs == [(b"n%05d" % n, b"%d" % n) for n in range(700)]
 
+    @ITERATE_ARGUMENTS
     def test_iterate_rejects_bad_arguments(self, store: KeyValueStore) -> None:
         """A non-bytes prefix or start raises TypeError before any iteration."""
         with pytest.raises(TypeError):
@@ -276,6 +386,7 @@ class StoreConformance:
         with pytest.raises(ValueError):
             store.iterate(b"p" * (MAX_KEY_LEN + 1))
 
+    @SNAPSHOT_ISOLATION
     def test_snapshot_ignores_later_writes(self, store: KeyValueStore) -> None:
         """A snapshot keeps the view it opened with through puts, deletes and new keys."""
         store.put(b"k1", b"v1")
@@ -300,6 +411,7 @@ class StoreConformance:
             assert not fresh.has(b"k2")
             assert [k for k, _ in fresh.iterate(b"k")] == [b"k1", b"k3"]
 
+    @SNAPSHOT_VALUES
     def test_snapshot_values_are_usable_inside_the_block(self, store: KeyValueStore) -> None:
         """Snapshot values slice, compare and copy like bytes inside the with-block."""
         store.put(b"header", b"\xf9\x02\x16" + b"h" * 100)
@@ -310,6 +422,7 @@ class StoreConformance:
             assert bytes(value[:3]) == b"\xf9\x02\x16"
             assert b"".join([bytes(value[3:5]), b"!"]) == b"hh!"
 
+    @SNAPSHOT_CLOSES
     def test_snapshot_is_unusable_after_its_block(self, store: KeyValueStore) -> None:
         """Reading through a snapshot after its with-block raises StoreClosed."""
         store.put(b"k", b"v")
@@ -322,6 +435,7 @@ class StoreConformance:
         with pytest.raises(StoreClosed):
             list(snap.iterate())
 
+    @SNAPSHOT_ISOLATION
     def test_snapshot_reads_are_consistent_while_a_thread_writes(
         self, store: KeyValueStore
     ) -> None:
@@ -361,6 +475,7 @@ class StoreConformance:
         assert not errors
         assert store.get(group[0]) == b"149"
 
+    @CLOSE
     def test_closed_store_raises_store_closed(self, store: KeyValueStore) -> None:
         """Every operation on a closed store raises StoreClosed; close is idempotent."""
         store.put(b"k", b"v")
@@ -378,6 +493,7 @@ class StoreConformance:
             with pytest.raises(StoreClosed):
                 call()
 
+    @PREFIXED
     def test_prefixed_views_are_isolated(self, store: KeyValueStore) -> None:
         """Two prefixed views of one store never see each other's keys."""
         left, right = PrefixedStore(store, b"L/"), PrefixedStore(store, b"R/")
@@ -393,6 +509,7 @@ class StoreConformance:
             left.get(b"k")
         assert missing.value.args == (b"k",)
 
+    @PREFIXED
     def test_prefixed_view_iterates_without_its_prefix(self, store: KeyValueStore) -> None:
         """A view's iteration strips its prefix and ignores keys outside it."""
         view = PrefixedStore(store, b"ns:")
@@ -404,6 +521,7 @@ class StoreConformance:
         assert [k for k, _ in view.iterate(b"a")] == [b"a1", b"a2"]
         assert [k for k, _ in view.iterate(start=b"a2")] == [b"a2", b"b"]
 
+    @PREFIXED
     def test_prefixed_batches_and_snapshots_map_onto_the_store(self, store: KeyValueStore) -> None:
         """A view's batch is atomic and its snapshot is consistent, like the store's own."""
         view = PrefixedStore(store, b"v/")
@@ -423,6 +541,7 @@ class StoreConformance:
                 snap.get(b"c")
         assert store.get(b"v/a") == b"changed"
 
+    @PREFIXED
     def test_nested_prefixed_views_compose(self, store: KeyValueStore) -> None:
         """A view of a view prefixes keys with both prefixes, outermost first."""
         inner = PrefixedStore(PrefixedStore(store, b"outer/"), b"inner/")
@@ -430,6 +549,7 @@ class StoreConformance:
         assert store.get(b"outer/inner/k") == b"v"
         assert list(inner.iterate()) == [(b"k", b"v")]
 
+    @PREFIXED
     def test_closed_view_leaves_the_store_open(self, store: KeyValueStore) -> None:
         """Closing a view retires the view only; the underlying store keeps working."""
         view = PrefixedStore(store, b"v/")
@@ -439,6 +559,7 @@ class StoreConformance:
         store.put(b"k", b"v")
         assert store.get(b"k") == b"v"
 
+    @MODEL
     def test_store_matches_a_dict_model(self) -> None:
         """Random puts, deletes and (possibly failing) batches leave the store equal to a
         dict (a Hypothesis property, each example on a new store)."""

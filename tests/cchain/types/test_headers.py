@@ -53,8 +53,10 @@ def test_missing_optional_field_before_a_present_one_is_written_empty() -> None:
     items = header.to_items()
     assert len(items) == 17 and items[15] == b"" and items[16] == EMPTY_ROOT
     decoded = ETHEREUM.decode_header(ETHEREUM.encode_header(header))
+    assert isinstance(decoded, Header)
     assert decoded.base_fee == 0 and decoded.withdrawals_hash == EMPTY_ROOT
     ava = AVALANCHE.decode_header(AVALANCHE.encode_header(AvalancheHeader(block_gas_cost=5)))
+    assert isinstance(ava, AvalancheHeader)
     assert (ava.base_fee, ava.ext_data_gas_used, ava.block_gas_cost) == (0, 0, 5)
 
 

@@ -23,7 +23,7 @@ from vmstack.errors import InvalidBlock
 
 
 def _enc(value: Any) -> bytes:
-    return rlp.encode(value, infer_serializer=False)  # type: ignore[no-any-return]
+    return rlp.encode(value, infer_serializer=False)
 
 
 def test_every_transaction_type_signs_and_recovers() -> None:

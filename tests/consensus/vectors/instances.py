@@ -17,7 +17,7 @@ an ID name for n-ary, None for unary). Steps act on the current instance:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 Case = dict[str, Any]
 
@@ -521,7 +521,10 @@ def _suite() -> list[Case]:
             switch = [
                 (
                     "expect",
-                    {"flake_preference" if k == "preference" else k: v for k, v in step[1].items()},
+                    {
+                        "flake_preference" if k == "preference" else k: v
+                        for k, v in cast(dict[str, object], step[1]).items()
+                    },
                 )
                 if step[0] == "expect"
                 else step

@@ -7,12 +7,11 @@ from __future__ import annotations
 import os
 import random
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support.processes import python_child_output
 from vmstack.errors import StoreCorrupted
 from vmstack.store import LMDBStore
 from vmstack.store.lmdb.files import DATA_FILE, HELD_DATA_MARKER, check_data_file
@@ -54,16 +53,7 @@ def copy_cut(written: Path, target: Path, size: int) -> Path:
 
 def open_in_child(path: Path, mode: str) -> str:
     """What a child process opening ``path`` printed; the test fails if it died."""
-    child = subprocess.run(
-        [sys.executable, "-c", _OPEN_IN_CHILD, str(path), mode],
-        capture_output=True,
-        text=True,
-        timeout=DEADLINE,
-        check=False,
-        env={**os.environ, "PYTHONPATH": os.getcwd()},
-    )
-    assert child.returncode == 0, f"the opener died (rc {child.returncode}): {child.stderr}"
-    return child.stdout.strip()
+    return python_child_output(_OPEN_IN_CHILD, str(path), mode, seconds=DEADLINE)
 
 
 def cut_sizes(full: int) -> list[int]:

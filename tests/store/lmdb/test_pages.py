@@ -4,15 +4,13 @@ StoreCorrupted naming the data file and the page, never liblmdb's SIGABRT."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import struct
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support.processes import python_child_output
 from vmstack.cchain import CChainVM, generate_chain, rawdb
 from vmstack.clock import SimClock
 from vmstack.store import LMDBStore
@@ -116,16 +114,7 @@ def open_in_child(path: Path, whole_tree_bound: int | None = None) -> str:
     """What a read-only VM opening ``path`` in a child says (with ``whole_tree_bound`` in
     place of the VM's bound on the data file whose whole tree it checks, when given)."""
     bound = [] if whole_tree_bound is None else [str(whole_tree_bound)]
-    child = subprocess.run(
-        [sys.executable, "-c", _OPEN_VM_IN_CHILD, str(path), *bound],
-        capture_output=True,
-        text=True,
-        timeout=DEADLINE,
-        check=False,
-        env={**os.environ, "PYTHONPATH": os.getcwd()},
-    )
-    assert child.returncode == 0, f"the opener died (rc {child.returncode}): {child.stderr}"
-    return child.stdout.strip()
+    return python_child_output(_OPEN_VM_IN_CHILD, str(path), *bound, seconds=DEADLINE)
 
 
 @pytest.mark.slow

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import random
-import signal
 import subprocess
 import sys
 import threading
@@ -13,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.processes import kill_once_ready
 from vmstack.errors import StoreCorrupted
 from vmstack.store import LMDBStore, StoreError
 
@@ -260,15 +260,7 @@ def run_and_kill(path: Path, rng: random.Random, *, sync: bool) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
-    try:
-        assert writer.stdout is not None
-        line = writer.stdout.readline()
-        assert line == b"ready\n", writer.stderr.read() if writer.stderr else line
-        time.sleep(rng.uniform(0.02, 0.35))
-    finally:
-        writer.send_signal(signal.SIGKILL)
-        writer.wait()
-    assert writer.returncode == -signal.SIGKILL
+    kill_once_ready(writer, rng.uniform(0.02, 0.35))
 
 
 def check_whole_batches(path: Path) -> int:

@@ -12,13 +12,13 @@ from collections.abc import Callable, Iterator, Sequence
 
 import pytest
 
-from tests.processes import ended, returns_within, wait_ended, wait_stopped
+from tests.support.processes import ended, returns_within, wait_ended, wait_stopped
 from vmstack.batching import batched_parse_block, serial_parse_block
 from vmstack.cchain.generate import generate_chain
 from vmstack.clock import SimClock
 from vmstack.defaults import DEFAULT_CHAIN_ID
 from vmstack.errors import InvalidBlock
-from vmstack.interfaces import ChainVM, find_layer
+from vmstack.interfaces import Block, ChainVM, find_layer
 from vmstack.parsepool import ParsePool
 from vmstack.stack import build_stack
 from vmstack.store import MemoryStore
@@ -29,7 +29,7 @@ from vmstack.wrappers.proposer.verdicts import SignatureVerdicts, signature_verd
 from vmstack.wrappers.proposer.vm import ProposerVM
 
 #: These tests start and stop parse-pool worker processes.
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.processes
 
 CHAIN_BLOCKS = 12
 KEY = StakingKey.generate(seed=b"verdict tests")
@@ -117,10 +117,12 @@ SPOIL: dict[str, Callable[[bytes, random.Random], bytes]] = {
 
 
 def _outcome(
-    parse: Callable[[ChainVM, Sequence[bytes]], list[object]], vm: ChainVM, batch: Sequence[bytes]
+    parse: Callable[[ChainVM, Sequence[bytes]], Sequence[Block]],
+    vm: ChainVM,
+    batch: Sequence[bytes],
 ) -> tuple[object, ...]:
     try:
-        return ("parsed", [block.id for block in parse(vm, batch)])  # type: ignore[attr-defined]
+        return ("parsed", [block.id for block in parse(vm, batch)])
     except InvalidBlock as error:
         return ("refused", error.reason, error.index)
 
@@ -138,6 +140,7 @@ def _submissions(pool: ParsePool, monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return sizes
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(8))
 @pytest.mark.parametrize("kind", sorted(SPOIL))
 def test_a_bad_element_anywhere_gives_the_serial_answer(
@@ -171,6 +174,7 @@ def test_a_good_batch_gives_the_same_blocks_in_order(
     assert sizes == [len(batch)]
 
 
+@pytest.mark.slow
 def test_a_batch_below_the_threshold_never_reaches_the_pool(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -198,6 +202,7 @@ def test_the_verdict_is_the_signature_check_itself() -> None:
         )
 
 
+@pytest.mark.slow
 def test_a_worker_killed_mid_batch_still_gives_the_serial_answer(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -239,6 +244,7 @@ def test_a_worker_killed_mid_batch_still_gives_the_serial_answer(
         assert own.worker_pids and not set(own.worker_pids) & set(killed)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads process states from /proc")
 @pytest.mark.timeout(180)
 def test_a_stopped_worker_leaves_1800_envelopes_to_the_serial_parse() -> None:

@@ -31,7 +31,7 @@ FORK = 10.0
 # --- the conformance kit ----------------------------------------------------------------
 
 
-@pytest.mark.slow  # the whole kit again, over another arrangement: the full suite runs it
+@pytest.mark.thorough  # the whole kit again, over another arrangement: the full suite runs it
 class TestConformanceBeforeTheFork(LayerConformance):
     """With the fork never reached the layer passes pre-fork blocks through, and completes
     batched answers itself (walking a VM below that cannot batch)."""
@@ -46,7 +46,7 @@ class TestConformanceBeforeTheFork(LayerConformance):
 
 
 # The whole kit over the proposer layer: the quick loop leaves it to the full suite.
-@pytest.mark.slow
+@pytest.mark.thorough
 class TestConformanceForkAtGenesis(LayerConformance):
     """With the fork at genesis every block the kit grows is a signed post-fork block: an
     envelope of the layer's own, which it serves from its own store."""
@@ -318,6 +318,7 @@ def test_identity_from_a_raw_key_and_certificate() -> None:
         )
 
 
+@pytest.mark.slow
 def test_blocks_of_an_rsa_proposer_verify_on_another_node() -> None:
     """Blocks signed with an RSA staking key parse, verify and accept on a node with another
     key: the certificate in each block is what the signature is checked against."""

@@ -89,7 +89,9 @@ def test_mt19937_64_reference_outputs() -> None:
 def test_mt19937_matches_numpy_and_python(seed: int) -> None:
     """MT19937 seeded with ``seed`` follows the state numpy's ``init_genrand`` seeding
     builds, drawn through Python's own MT19937, over several twists."""
-    key = np.random.RandomState(seed).get_state()[1]
+    state = np.random.RandomState(seed).get_state()
+    assert isinstance(state, tuple)
+    key = state[1]
     reference = random.Random()
     reference.setstate((3, (*(int(word) for word in key), 624), None))
     twister = MersenneTwister(seed)

@@ -222,4 +222,4 @@ def test_bad_window_arguments_raise_value_error() -> None:
         {"validators": 5},
     ):
         with pytest.raises(ValueError):
-            ProposerVM(memory_vm(), fork_time=0, chain_id=CHAIN_ID, **arguments)  # type: ignore[arg-type]
+            ProposerVM(memory_vm(), fork_time=0, chain_id=CHAIN_ID, **arguments)

@@ -18,6 +18,7 @@ import pytest
 from google.protobuf import empty_pb2
 from google.protobuf.message import Message
 
+from tests.support.transactions import signed_transfer
 from tests.wrappers.rpc.node_side import CHAIN_ID, GENESIS
 from tests.wrappers.rpc.test_plugin import Node, start_node
 from vmstack.cchain import DEV_KEYS, DynamicFeeTx
@@ -36,23 +37,16 @@ from vmstack.gossip import (
 from vmstack.wrappers.rpc import appsender_pb2, vm_pb2, vmstack_pb2
 from vmstack.wrappers.rpc.app_gossip import APP_ERROR_UNEXPECTED
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.processes
 
 #: Seconds any wait of these tests may take.
 DEADLINE = 30.0
 PEER = bytes(range(20))
 
 
-def transfer(nonce: int, key: bytes, value: int = 1) -> DynamicFeeTx:
+def transfer(nonce: int, key: int | bytes, value: int = 1) -> DynamicFeeTx:
     """A signed transfer of the plugin's chain from ``key`` at ``nonce``."""
-    return DynamicFeeTx(
-        chain_id=CHAIN_ID,
-        nonce=nonce,
-        max_fee_per_gas=50 * 10**9,
-        gas=21_000,
-        to=bytes(20),
-        value=value,
-    ).sign(key)
+    return signed_transfer(nonce, key=key, value=value, chain_id=CHAIN_ID)
 
 
 class AppSender:
@@ -171,6 +165,7 @@ def push(node: Node, payload: bytes) -> None:
     node.call("AppGossip", vm_pb2.AppGossipMsg(node_id=PEER, msg=payload), empty_pb2.Empty)
 
 
+@pytest.mark.slow
 def test_pushed_and_pulled_transactions_enter_the_mempool_and_bad_bytes_lose_nothing(
     node: tuple[Node, StandardError], appsender: AppSender
 ) -> None:
@@ -237,6 +232,7 @@ def test_pushed_and_pulled_transactions_enter_the_mempool_and_bad_bytes_lose_not
     assert parse_pull_response(appsender.next("SendAppResponse").response) == []
 
 
+@pytest.mark.slow
 def test_submitted_transactions_are_pushed_and_pulls_go_to_a_connected_peer(
     node: tuple[Node, StandardError], appsender: AppSender
 ) -> None:

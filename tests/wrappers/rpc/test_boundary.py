@@ -17,7 +17,7 @@ from tests.wrappers.rpc.conftest import ServedChain, build_served_chain
 from vmstack.batching import serial_get_ancestors, serial_parse_block
 from vmstack.clock import SimClock
 from vmstack.conformance import memory_vm
-from vmstack.conformance.doubles import MemoryVM
+from vmstack.conformance.doubles import MemoryBlock, MemoryVM
 from vmstack.errors import (
     BatchingNotImplemented,
     BlockNotFound,
@@ -318,7 +318,7 @@ class _SlowVM(MemoryVM):
         super().__init__()
         self.release = threading.Event()
 
-    def get_block(self, block_id: bytes) -> vmstack.Block:
+    def get_block(self, block_id: bytes) -> MemoryBlock:
         self.release.wait(10)
         return super().get_block(block_id)
 
@@ -375,7 +375,7 @@ def _raw_call(
     with grpc.insecure_channel(
         address, options=[("grpc.max_send_message_length", 64 << 20)]
     ) as channel:
-        call = channel.unary_unary(METHODS[method].path)
+        call = channel.unary_unary(METHODS[method].path)  # type: ignore[call-arg]  # optional in grpc
         answer: bytes = call(payload, timeout=10, metadata=metadata)
         return answer
 
@@ -389,12 +389,12 @@ def test_the_server_refuses_oversized_and_malformed_requests(served: Served) -> 
     address = client.address
     with pytest.raises(grpc.RpcError) as oversized:
         _raw_call(address, "BatchedParseBlock", bytes(MAX_REQUEST_SIZE + 100))
-    assert oversized.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED  # type: ignore[attr-defined]
+    assert oversized.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     with pytest.raises(grpc.RpcError) as malformed:
         _raw_call(address, "SetPreference", b"\x0a\xff\xff\xff\xff\xff")
-    assert malformed.value.code() == grpc.StatusCode.INVALID_ARGUMENT  # type: ignore[attr-defined]
+    assert malformed.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert isinstance(
-        trailing_error(malformed.value.trailing_metadata()),  # type: ignore[attr-defined]
+        trailing_error(malformed.value.trailing_metadata()),  # type: ignore[arg-type]
         MalformedRequest,
     )
     with pytest.raises(grpc.RpcError) as bad_digest:
@@ -404,7 +404,7 @@ def test_the_server_refuses_oversized_and_malformed_requests(served: Served) -> 
             vm_pb2.BlockAcceptRequest(id=before).SerializeToString(),
             metadata=((DIGEST_METADATA_KEY, b"short"),),
         )
-    assert "32-byte" in bad_digest.value.details()  # type: ignore[attr-defined]
+    assert "32-byte" in str(bad_digest.value.details())
     later = vm_pb2.GetBlockIDAtHeightRequest(height=0).SerializeToString() + b"\x50\x01"
     answer = vm_pb2.GetBlockIDAtHeightResponse.FromString(
         _raw_call(address, "GetBlockIDAtHeight", later)

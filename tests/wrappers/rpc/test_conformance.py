@@ -20,8 +20,8 @@ from vmstack.conformance.stacks import KitStack
 from vmstack.interfaces import ChainVM
 from vmstack.wrappers.rpc import VMClient, VMServer, vm_pb2
 
-#: The whole kit through a gRPC server: seconds.
-pytestmark = pytest.mark.slow
+#: The whole kit through a gRPC server: many quick tests, seconds together.
+pytestmark = pytest.mark.thorough
 
 
 class TestVMClient(LayerConformance):

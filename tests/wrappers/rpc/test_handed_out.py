@@ -20,7 +20,7 @@ from vmstack.errors import BlockNotFound, InvalidBlock
 from vmstack.interfaces import ChainVM
 from vmstack.rlpreader import list_items
 from vmstack.store import MemoryStore
-from vmstack.wrappers.proposer.envelope import build_unsigned, decode_block
+from vmstack.wrappers.proposer.envelope import PostForkBlock, build_unsigned, decode_block
 from vmstack.wrappers.rpc import VMClient, VMServer, vm_pb2
 from vmstack.wrappers.rpc.handed import HANDED_OUT_BYTES, HANDED_OUT_OVERHEAD
 
@@ -59,7 +59,7 @@ def next_block() -> NextBlock:
     forged = with_body_of(inner, before)
     envelope = bytes(twin.full_stack().get_block(twin.tip))
     decoded = decode_block(envelope)
-    assert decoded.inner == inner
+    assert isinstance(decoded, PostForkBlock) and decoded.inner == inner
     forged_envelope = bytes(
         build_unsigned(decoded.parent_id, decoded.timestamp, decoded.pchain_height, forged)
     )

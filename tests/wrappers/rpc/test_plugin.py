@@ -21,7 +21,7 @@ from google.protobuf import empty_pb2
 from google.protobuf.message import Message
 from grpc_health.v1 import health_pb2
 
-from tests.processes import wait_ended
+from tests.support.processes import wait_ended
 from tests.wrappers.rpc.node_side import GENESIS, Runtime, call_vm
 from vmstack.errors import VMUnavailable
 from vmstack.wrappers.rpc import PROTOCOL_VERSION, VMClient, start_plugin, vm_pb2
@@ -31,7 +31,7 @@ from vmstack.wrappers.rpc.plugin import (
     TERMINATION_GRACE,
 )
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.processes
 
 
 @attrs.define
@@ -87,6 +87,7 @@ def node(tmp_path: Path) -> Iterator[Node]:
         yield started
 
 
+@pytest.mark.slow
 def test_a_node_drives_the_plugin_from_handshake_to_shutdown(node: Node, tmp_path: Path) -> None:
     health = node.channel.unary_unary(
         "/grpc.health.v1.Health/Check",
@@ -187,6 +188,7 @@ def test_a_node_drives_the_plugin_from_handshake_to_shutdown(node: Node, tmp_pat
     assert wait_ended(node.process.pid)
 
 
+@pytest.mark.slow
 def test_a_bad_config_is_a_status_with_the_reason(node: Node, tmp_path: Path) -> None:
     """An Initialize the plugin cannot follow fails with a message a node logs; the plugin
     still stops on Shutdown."""
@@ -198,7 +200,7 @@ def test_a_bad_config_is_a_status_with_the_reason(node: Node, tmp_path: Path) ->
             ),
             vm_pb2.InitializeResponse,
         )
-    assert "unknown option 'fork_tme'" in refused.value.details()  # type: ignore[attr-defined]
+    assert "unknown option 'fork_tme'" in str(refused.value.details())
     node.call("Shutdown", empty_pb2.Empty(), empty_pb2.Empty)
     assert node.process.wait(30) == 0
 
@@ -217,6 +219,7 @@ def _run_plugin(environment: dict[str, str], folder: Path) -> subprocess.Complet
     )
 
 
+@pytest.mark.slow
 def test_the_plugin_without_a_runtime_address_says_so(tmp_path: Path) -> None:
     environment = {
         name: value for name, value in os.environ.items() if name != ENGINE_ADDRESS_VARIABLE
@@ -226,6 +229,7 @@ def test_the_plugin_without_a_runtime_address_says_so(tmp_path: Path) -> None:
     assert ENGINE_ADDRESS_VARIABLE.encode() in result.stderr
 
 
+@pytest.mark.slow
 def test_vmstacks_client_drives_the_plugin(node: Node, tmp_path: Path) -> None:
     """VMClient is a node's client too: it initializes the plugin, builds a chain through
     it, tracks the last accepted block, and gets the batched answers in one round trip."""
@@ -258,6 +262,7 @@ def _stderr(process: subprocess.Popen[bytes]) -> str:
     return process.stderr.read().decode()
 
 
+@pytest.mark.slow
 def test_the_plugin_logs_its_address_and_every_refusal(node: Node, tmp_path: Path) -> None:
     """Standard error names where the plugin listens and each call it refused with why."""
     with pytest.raises(grpc.RpcError):
@@ -276,6 +281,7 @@ def test_the_plugin_logs_its_address_and_every_refusal(node: Node, tmp_path: Pat
     assert "Initialize refused: InvalidOption: config_bytes: unknown option 'fork_tme'" in log
 
 
+@pytest.mark.slow
 def test_a_refused_genesis_leaves_the_store_for_the_corrected_retry(
     node: Node, tmp_path: Path
 ) -> None:
@@ -292,7 +298,7 @@ def test_a_refused_genesis_leaves_the_store_for_the_corrected_retry(
         if refused is not None:
             with pytest.raises(grpc.RpcError) as error:
                 node.call("Initialize", request, vm_pb2.InitializeResponse)
-            assert "balance is an int from 0 to 0x" in error.value.details()  # type: ignore[attr-defined]
+            assert "balance is an int from 0 to 0x" in str(error.value.details())
         else:
             started = node.call("Initialize", request, vm_pb2.InitializeResponse)
             assert isinstance(started, vm_pb2.InitializeResponse)
@@ -301,6 +307,7 @@ def test_a_refused_genesis_leaves_the_store_for_the_corrected_retry(
     assert node.process.wait(30) == 0
 
 
+@pytest.mark.slow
 def test_sigterm_without_shutdown_stops_the_plugin_after_the_grace_period(
     node: Node, tmp_path: Path
 ) -> None:
@@ -322,6 +329,7 @@ def test_sigterm_without_shutdown_stops_the_plugin_after_the_grace_period(
         assert store is not None
 
 
+@pytest.mark.slow
 def test_the_plugin_answers_health_and_shutdown_while_eight_wait(node: Node) -> None:
     """Eight WaitForEvent calls from the node leave Health and Shutdown answered."""
     wait = node.channel.unary_unary(
@@ -341,6 +349,7 @@ def test_the_plugin_answers_health_and_shutdown_while_eight_wait(node: Node) -> 
             future.result(timeout=10)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("version", [45, 46])
 def test_the_plugin_announces_the_protocol_version_it_is_set_to(
     tmp_path: Path, version: int
@@ -351,6 +360,7 @@ def test_the_plugin_announces_the_protocol_version_it_is_set_to(
         assert started.process.wait(30) == 0
 
 
+@pytest.mark.slow
 def test_a_protocol_version_it_does_not_speak_is_refused(tmp_path: Path) -> None:
     environment = {**os.environ, ENGINE_ADDRESS_VARIABLE: "127.0.0.1:1", PROTOCOL_VARIABLE: "47"}
     result = _run_plugin(environment, tmp_path)
@@ -358,6 +368,7 @@ def test_a_protocol_version_it_does_not_speak_is_refused(tmp_path: Path) -> None
     assert b"45, 46, got '47'" in result.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("version", [45, 46])
 def test_vmclient_takes_the_handshake_of_its_protocol_version(tmp_path: Path, version: int) -> None:
     """start_plugin is the node's side: the plugin set to the client's version hands over
@@ -379,6 +390,7 @@ def test_vmclient_takes_the_handshake_of_its_protocol_version(tmp_path: Path, ve
     assert pid is not None and wait_ended(pid)
 
 
+@pytest.mark.slow
 def test_vmclient_refuses_a_plugin_of_another_protocol_version(tmp_path: Path) -> None:
     """A client of protocol 46 refuses a plugin announcing 45, as a node of avalanchego
     v1.15 refuses it; the plugin hears the refusal and exits."""

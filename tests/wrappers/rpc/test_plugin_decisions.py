@@ -26,7 +26,7 @@ from vmstack.wrappers.proposer.envelope import PostForkBlock, build_unsigned
 from vmstack.wrappers.rpc import PROTOCOL_VERSION, vm_pb2
 from vmstack.wrappers.rpc.plugin import ENGINE_ADDRESS_VARIABLE
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.processes
 
 #: Genesis is at 0 and every block the plugins build is stamped with the wall clock, so the
 #: first block built is the transition block, and the last pre-fork block too.
@@ -141,6 +141,7 @@ def served(node: Node, block_id: bytes) -> bool:
     return answer.err == vm_pb2.ERROR_UNSPECIFIED
 
 
+@pytest.mark.slow
 def test_decisions_across_the_transition_and_the_fork_over_the_wire(tmp_path: Path) -> None:
     """Builder and peer agree through a child of the processing transition block, a second
     envelope of a rejected envelope's inner block, and a rejected sibling."""

@@ -10,12 +10,13 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import vmstack
-from tests.processes import ended, wait_ended, wait_stopped
 from tests.reliability.stacks import check_store
+from tests.support.processes import ended, wait_ended, wait_stopped
 from tests.wrappers.rpc.conftest import START, TRANSITION_TIME
 from vmstack.batching import serial_get_ancestors
 from vmstack.clock import SimClock
@@ -32,9 +33,10 @@ from vmstack.wrappers.rpc.local import (
 )
 
 #: These tests spawn, stop and kill served child processes.
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.processes
 
 
+@pytest.mark.slow
 def test_spawn_serves_the_store_and_stops_with_the_block(lmdb_chain: Path) -> None:
     """The child serves the C-chain part of the stored chain; leaving the block stops it
     and its store reopens intact."""
@@ -53,7 +55,7 @@ def test_spawn_serves_the_store_and_stops_with_the_block(lmdb_chain: Path) -> No
             )
             for count, size in ((1, 0), (7, 5_000), (30, 40_000), (2000, 1 << 30)):
                 for block_id in (tip, local.get_block_id_at_height(9)):
-                    budget = {
+                    budget: dict[str, Any] = {
                         "max_blocks_num": count,
                         "max_blocks_size": size,
                         "max_retrieval_time": 60.0,
@@ -72,6 +74,7 @@ def test_spawn_serves_the_store_and_stops_with_the_block(lmdb_chain: Path) -> No
         assert check_store(store) == len(answer) - 1
 
 
+@pytest.mark.slow
 def test_sigkill_between_calls_is_vm_unavailable_and_the_store_survives(lmdb_chain: Path) -> None:
     """After the child is killed, every call that crosses raises VMUnavailable (the last
     accepted block is tracked and crosses no more); a new spawn serves the same chain."""
@@ -94,6 +97,7 @@ def test_sigkill_between_calls_is_vm_unavailable_and_the_store_survives(lmdb_cha
         assert vmstack.get_ancestors(client, tip, max_retrieval_time=60.0) == expected
 
 
+@pytest.mark.slow
 def test_sigkill_mid_call_is_vm_unavailable(lmdb_chain: Path) -> None:
     """Calls in flight when the child dies fail with VMUnavailable, nothing else."""
     outcomes: list[BaseException] = []
@@ -124,6 +128,7 @@ def test_sigkill_mid_call_is_vm_unavailable(lmdb_chain: Path) -> None:
     assert isinstance(outcomes[0], VMUnavailable), repr(outcomes[0])
 
 
+@pytest.mark.slow
 def test_a_stopped_child_is_a_deadline_not_a_hang(lmdb_chain: Path) -> None:
     """A child that stops answering (SIGSTOP) makes calls fail within the timeout."""
     with spawn(lmdb_chain, timeout=0.5, transition_time=TRANSITION_TIME) as client:
@@ -140,6 +145,7 @@ def test_a_stopped_child_is_a_deadline_not_a_hang(lmdb_chain: Path) -> None:
             os.kill(client.pid, signal.SIGCONT)
 
 
+@pytest.mark.slow
 def test_the_child_dies_with_its_parent(lmdb_chain: Path) -> None:
     """A parent killed with SIGKILL takes its served process with it."""
     program = (
@@ -186,6 +192,7 @@ def _socket_dir(client: VMClient) -> Path:
     return Path(client.address.removeprefix("unix:")).parent
 
 
+@pytest.mark.slow
 def test_the_socket_folder_of_a_sigkilled_child_goes_at_the_next_start(lmdb_chain: Path) -> None:
     """A child killed with SIGKILL cannot remove its socket's private directory; the next
     server to start removes it, and leaves the directories of live processes alone."""
@@ -254,6 +261,7 @@ def test_a_clients_shutdown_stops_the_served_child(lmdb_chain: Path) -> None:
         assert wait_ended(pid)
 
 
+@pytest.mark.slow
 def test_spawn_and_serve_take_the_protocol_version_setting(
     lmdb_chain: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.transactions import signed_transfer
 from vmstack import InvalidTransaction, SimClock, build_stack, submit_transactions
 from vmstack.cchain import DEV_KEYS, CChainVM, DynamicFeeTx, address_of
 from vmstack.interfaces import find_layer
@@ -17,16 +18,9 @@ from vmstack.wrappers.rpc import VMClient, VMServer, spawn
 CHAIN_ID = 43114
 
 
-def transfer(nonce: int, *, key: bytes = DEV_KEYS[0], value: int = 10**18) -> DynamicFeeTx:
+def transfer(nonce: int, *, key: int | bytes = DEV_KEYS[0], value: int = 10**18) -> DynamicFeeTx:
     """A signed transfer from ``key`` to the zero address at ``nonce``."""
-    return DynamicFeeTx(
-        chain_id=CHAIN_ID,
-        nonce=nonce,
-        max_fee_per_gas=50 * 10**9,
-        gas=21_000,
-        to=bytes(20),
-        value=value,
-    ).sign(key)
+    return signed_transfer(nonce, key=key, value=value, chain_id=CHAIN_ID)
 
 
 def test_a_stack_over_a_client_submits_with_the_same_refusals() -> None:

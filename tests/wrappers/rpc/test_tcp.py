@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.processes import wait_ended
+from tests.support.processes import wait_ended
 from tests.wrappers.rpc.conftest import TRANSITION_TIME
 from vmstack.conformance import memory_vm
 from vmstack.errors import VMUnavailable
 from vmstack.wrappers.rpc import VMClient, VMServer, spawn
 from vmstack.wrappers.rpc.local import create_token_file
 
-#: These tests spawn served child processes.
-pytestmark = pytest.mark.slow
+#: These tests listen on TCP ports; one spawns a served child process.
+pytestmark = pytest.mark.processes
 
 
 def test_a_port_in_use_is_an_error() -> None:
@@ -80,6 +80,7 @@ def test_a_token_file_others_may_read_is_refused(tmp_path: Path) -> None:
         assert client.last_accepted() == vm.last_accepted()
 
 
+@pytest.mark.slow
 def test_spawn_on_tcp_shares_a_token_with_its_child(lmdb_chain: Path) -> None:
     """spawn on a TCP address gives the child and its client one fresh token; a client
     without it is refused; the token's directory goes with the block."""

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import grpc
 import pytest
 from google.protobuf import empty_pb2
+from google.protobuf.message import Message
 from grpc_health.v1 import health_pb2
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -35,7 +36,7 @@ def served() -> Iterator[tuple[VMServer, VMClient, SimClock]]:
         yield server, client, clock
 
 
-def _call(client: VMClient, method: str, request: object, response: type) -> object:
+def _call(client: VMClient, method: str, request: Message, response: type[Message]) -> object:
     stub = grpc.insecure_channel(client.address).unary_unary(
         f"/vm.VM/{method}",
         request_serializer=type(request).SerializeToString,
@@ -132,7 +133,7 @@ def test_a_cancelled_wait_for_event_ends(served: tuple[VMServer, VMClient, SimCl
         )
         with pytest.raises(grpc.RpcError) as error:
             wait(empty_pb2.Empty(), timeout=0.3)
-        assert error.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED  # type: ignore[attr-defined]
+        assert error.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
     assert client.get_block_id_at_height(0) == client.last_accepted()
 
 

@@ -32,7 +32,7 @@ def server() -> Iterator[tuple[VMServer, list[tuple[str, BaseException]]]]:
         yield served, refusals
 
 
-def _waiters(channel: grpc.Channel, count: int, timeout: float = 60) -> list[grpc.Future]:
+def _waiters(channel: grpc.Channel, count: int, timeout: float = 60) -> list[grpc.CallFuture]:
     wait = channel.unary_unary(
         "/vm.VM/WaitForEvent",
         request_serializer=empty_pb2.Empty.SerializeToString,
@@ -74,7 +74,7 @@ def test_a_waiter_past_the_bound_is_refused_at_once(
         (one_more,) = _waiters(channel, 1)
         with pytest.raises(grpc.RpcError) as refused:
             one_more.result(timeout=5)
-        assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED  # type: ignore[attr-defined]
+        assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         assert [method for method, _ in refusals] == ["WaitForEvent"]
         assert "serving" in client.health()
         client.shutdown()

@@ -1,10 +1,14 @@
 """Child processes as Linux's ``/proc`` shows them, for the tests that check what a child
-does: whether it ended, whether every thread of it stopped, what it started; and a call
-made with a deadline, for the tests of what must not hang on a child."""
+does: whether it ended, whether every thread of it stopped, what it started; a call made
+with a deadline, for the tests of what must not hang on a child; and the two ways tests run
+a Python program of their own in a child: for what it prints, and to kill it mid-write."""
 
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -16,7 +20,9 @@ T = TypeVar("T")
 __all__ = [
     "descendants",
     "ended",
+    "kill_once_ready",
     "parent_and_state",
+    "python_child_output",
     "returns_within",
     "wait_ended",
     "wait_stopped",
@@ -104,3 +110,34 @@ def returns_within(seconds: float, call: Callable[[], T]) -> T:
         assert isinstance(value, BaseException)
         raise value
     return value  # type: ignore[return-value]
+
+
+def python_child_output(program: str, *args: str, seconds: float) -> str:
+    """What ``python -c PROGRAM ARGS`` printed (stripped), the child importing this
+    checkout's code; the test fails, with the child's standard error, if it died, and
+    ``subprocess.TimeoutExpired`` is raised if it ran past ``seconds``."""
+    child = subprocess.run(
+        [sys.executable, "-c", program, *args],
+        capture_output=True,
+        text=True,
+        timeout=seconds,
+        check=False,
+        env={**os.environ, "PYTHONPATH": os.getcwd()},
+    )
+    assert child.returncode == 0, f"the child died (rc {child.returncode}): {child.stderr}"
+    return child.stdout.strip()
+
+
+def kill_once_ready(writer: subprocess.Popen[bytes], pause: float) -> None:
+    """SIGKILL ``writer`` ``pause`` seconds after it printed ``ready`` (its first line),
+    and reap it; the test fails with the child's standard error if its first line was
+    another."""
+    try:
+        assert writer.stdout is not None
+        line = writer.stdout.readline()
+        assert line == b"ready\n", writer.stderr.read() if writer.stderr else line
+        time.sleep(pause)
+    finally:
+        writer.send_signal(signal.SIGKILL)
+        writer.wait()
+    assert writer.returncode == -signal.SIGKILL
