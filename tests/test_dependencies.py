@@ -3,6 +3,7 @@ a package of the ``test`` extra (``pip install -e '.[test]'`` is all a checkout 
 
 from __future__ import annotations
 
+import ast
 import re
 import sys
 import tomllib
@@ -32,7 +33,18 @@ def declared() -> set[str]:
 
 #: An import statement at a line's start (ruff's import sorting puts one module a line),
 #: also in the code a test hands a child process as text.
-IMPORT = re.compile(r"^[ \t]*(?:import (\w[\w.]*)|from (\w[\w.]*) import )", re.MULTILINE)
+
+
+def _imported_names(path: Path) -> list[str]:
+    """The absolute module names ``path``'s import statements name (docstrings and comments,
+    which may say "import", are not read)."""
+    names: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            names.extend(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.append(node.module)
+    return names
 
 
 @cache
@@ -44,8 +56,7 @@ def imported_modules() -> dict[str, str]:
     found: dict[str, str] = {}
     for folder in CHECKED:
         for path in sorted((ROOT / folder).rglob("*.py")):
-            for match in IMPORT.finditer(path.read_text()):
-                name = match.group(1) or match.group(2)
+            for name in _imported_names(path):
                 top = name.partition(".")[0]
                 if top not in own and top not in sys.stdlib_module_names:
                     found.setdefault(name, str(path.relative_to(ROOT)))

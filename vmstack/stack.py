@@ -130,8 +130,8 @@ def build_stack(
     ``validators`` and ``durango_time`` go to the proposer layer: with a validator set (a
     mapping of NodeID to weight, a callable of the P-chain height giving one, or a
     ``Windower``) its ``verify`` enforces the proposer windows and ``build_block`` waits
-    for this node's slot (README, "Proposer windows"); without one any node proposes at
-    any time, as before. They need a ``fork_time``. ``pchain_height`` (an int or a
+    for this node's slot (docs/stack.md, "Proposer windows (Snowman++)"); without one any
+    node proposes at any time, as before. They need a ``fork_time``. ``pchain_height`` (an int or a
     zero-argument callable) is the P-chain height the proposer layer's blocks name and
     its ``verify`` admits, as ``ProposerVM`` takes it.
 
@@ -144,8 +144,8 @@ def build_stack(
     first item innermost.
 
     ``history`` (an :class:`~vmstack.store.history.EraArchive`) is settled history beneath
-    the C-chain part's store (README, "History from era1 archives"): an empty store's chain
-    is then the archive's, served at once.
+    the C-chain part's store (docs/history.md, "A C-chain VM over era1 archives"): an empty
+    store's chain is then the archive's, served at once.
 
     The store remembers the configuration it was first built with (flavour, EVM chain ID,
     transition time, settle lag and key prefix for the C-chain part; fork time and chain ID
