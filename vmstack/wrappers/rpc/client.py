@@ -80,7 +80,7 @@ from vmstack.wrappers.rpc.protocol import (
     check_protocol_version,
 )
 from vmstack.wrappers.rpc.remote import RemoteBlock, RoundTrips
-from vmstack.wrappers.rpc.wire import decode_repeated_bytes, encode_repeated_bytes
+from vmstack.wrappers.rpc.wire import encode_repeated_bytes
 
 if TYPE_CHECKING:
     from vmstack.cchain.types import Transaction
@@ -420,16 +420,14 @@ class VMClient:
             max_blocks_retrival_time=nanoseconds,
         )
         answer, _ = self._exchange("GetAncestors", request.SerializeToString())
-        blocks = decode_repeated_bytes(answer)
-        if blocks is None:  # not laid out as protobuf runtimes write it: read it as one
-            try:
-                blocks = list(vm_pb2.GetAncestorsResponse.FromString(answer).blks_bytes)
-            except DecodeError:
-                raise self._rules.broken(
-                    "GetAncestors",
-                    "an answer is a GetAncestorsResponse",
-                    "bytes that do not decode",
-                ) from None
+        # Read by the protobuf runtime: its C decoder makes the list's byte strings faster
+        # than a slice per element in Python does.
+        try:
+            blocks = list(vm_pb2.GetAncestorsResponse.FromString(answer).blks_bytes)
+        except DecodeError:
+            raise self._rules.broken(
+                "GetAncestors", "an answer is a GetAncestorsResponse", "bytes that do not decode"
+            ) from None
         # The budget's admission rule, for the whole answer at once: the first block is
         # always in; the others within the count and, every block's length and overhead
         # summed, within the size.
