@@ -90,7 +90,8 @@ def _micros(seconds: float | None) -> str:
 
 def print_comparisons(rows: Sequence[Comparison], console: Console) -> None:
     """One table: ratios first, then the times (µs) they come from, the goal and whether
-    this run met it. What each time measures (``fast_label`` and the others) is in the JSON
+    this run met it; under it, for each row whose goal was not met, why it cannot be (its
+    ``reason``). What each time measures (``fast_label`` and the others) is in the JSON
     output."""
     table = Table(
         title="vmstack bench: medians in one run (ratios hold, times drift)", title_justify="left"
@@ -115,6 +116,10 @@ def print_comparisons(rows: Sequence[Comparison], console: Console) -> None:
             _met(row.goal_met),
         )
     console.print(table)
+    for row in rows:
+        if row.goal_met is False:
+            why = row.reason or "no reason given: this run missed the goal"
+            console.print(f"not met: {row.group}: {row.case}: {why}", soft_wrap=True)
 
 
 def write_json(rows: Sequence[Comparison], path: Path, *, quick: bool) -> None:

@@ -141,3 +141,15 @@ def test_a_chain_through_a_transition_stack() -> None:
     answer = get_ancestors(stack, ids[-1], max_retrieval_time=60.0)
     assert len(answer) == 9
     assert answer == serial_get_ancestors(stack, ids[-1], max_retrieval_time=60.0)
+
+
+def test_forgetting_the_signed_transactions_signs_the_same_ones_again() -> None:
+    """After forget_signed_transactions a sequence is signed anew: the same transactions
+    (deterministic signatures), other objects, as in a process's first build."""
+    from vmstack.cchain.generate import forget_signed_transactions, transaction_sequence
+
+    first = transaction_sequence(seed=11, chain_id=43114).slice(0, 5)
+    assert transaction_sequence(seed=11, chain_id=43114).slice(0, 5)[0] is first[0]
+    forget_signed_transactions()
+    again = transaction_sequence(seed=11, chain_id=43114).slice(0, 5)
+    assert again == first and all(a is not b for a, b in zip(again, first, strict=True))

@@ -83,7 +83,8 @@ class Comparison:
     far the fast path is from the cheapest conceivable way to produce the same bytes).
     ``goal`` states the target in words, e.g. ``">= 100x baseline, <= 4x floor"``, and
     ``goal_met`` whether this run met it (``None`` when the row has no goal of its own);
-    :meth:`judged` sets it from the figures.
+    :meth:`judged` sets it from the figures, and with it ``reason``, why the goal cannot be
+    met (given by the case, printed under the table), where the run did not meet it.
     """
 
     group: str
@@ -97,6 +98,7 @@ class Comparison:
     goal: str = ""
     notes: dict[str, float | int | str] = attrs.field(factory=dict)
     goal_met: bool | None = None
+    reason: str = ""
 
     @property
     def speedup(self) -> float:
@@ -114,17 +116,19 @@ class Comparison:
         min_speedup: float | None = None,
         max_over_floor: float | None = None,
         also: bool = True,
+        unmet_reason: str = "",
     ) -> Comparison:
         """This row with ``goal_met``: the speedup at least ``min_speedup``, the fast path
         at most ``max_over_floor`` times the floor, and ``also`` (any other condition of
-        the goal), each where given."""
+        the goal), each where given; when not met, ``reason`` is ``unmet_reason`` (why the
+        goal cannot be met, in the case's words)."""
         met = also
         if min_speedup is not None:
             met = met and self.speedup >= min_speedup
         if max_over_floor is not None:
             over = self.over_floor
             met = met and over is not None and over <= max_over_floor
-        return attrs.evolve(self, goal_met=met)
+        return attrs.evolve(self, goal_met=met, reason="" if met else unmet_reason)
 
     def as_dict(self) -> dict[str, object]:
         """Every figure of the row, for JSON output."""
@@ -141,5 +145,6 @@ class Comparison:
             "over_floor": self.over_floor,
             "goal": self.goal,
             "goal_met": self.goal_met,
+            "reason": self.reason,
             "notes": dict(self.notes),
         }

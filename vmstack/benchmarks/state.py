@@ -42,7 +42,7 @@ from vmstack.cchain import (
 )
 from vmstack.cchain.accounts import state_of
 from vmstack.cchain.crypto import private_key_object
-from vmstack.cchain.generate import generate_chain, transaction_pool
+from vmstack.cchain.generate import forget_signed_transactions, generate_chain
 from vmstack.cchain.genesis import BASE_FEE, BLACKHOLE_ADDRESS
 from vmstack.cchain.state import AcceptedState, apply_block
 from vmstack.clock import SimClock
@@ -204,10 +204,11 @@ def _crypto_floor(signed: list[tuple[bytes, int]], *, recover: bool = True) -> o
 
 
 def _cold() -> None:
-    """Forget every signature: no verification cache entry, no pre-signed pool (the
-    generator signs its pools once per process), as in a process's first build."""
+    """Forget every signature: no verification cache entry, no pre-signed pool or
+    sequence (the generator signs them once per process), as in a process's first build,
+    which signs its transactions."""
     clear_all()
-    transaction_pool.cache_clear()
+    forget_signed_transactions()
 
 
 def _build_row(quick: bool) -> Comparison:
@@ -243,7 +244,16 @@ def _build_row(quick: bool) -> Comparison:
             "signing_alone_us": round(signing_seconds * 1e6, 2),
             "build_over_signing_alone": round(build_seconds / signing_seconds, 2),
         },
-    ).judged(max_over_floor=2.0)
+    ).judged(
+        max_over_floor=2.0,
+        unmet_reason=(
+            f"{(build_seconds - signing_seconds) / len(signed) * 1e6:.0f} us a transaction "
+            "beyond its signature: its fields drawn and encoded, the mempool's checks, "
+            "execution, the account trie's root, the transactions and receipts roots, "
+            "verification and the accepted block's write, all in Python, where the floor "
+            "is two calls into libsecp256k1"
+        ),
+    )
 
 
 def run(quick: bool) -> list[Comparison]:

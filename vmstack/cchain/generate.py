@@ -58,6 +58,7 @@ __all__ = [
     "TransactionPool",
     "TransactionSequence",
     "dev_transactions",
+    "forget_signed_transactions",
     "generate_chain",
     "pool_transactions",
     "transaction_pool",
@@ -265,6 +266,14 @@ def transaction_sequence(
         else:
             _sequences.move_to_end(key)
         return found
+
+
+def forget_signed_transactions() -> None:
+    """Drop every pool and sequence signed in this process: the next chain is signed
+    again, as in a process's first build (what a benchmark of a cold build starts from)."""
+    transaction_pool.cache_clear()
+    with _sequences_lock:
+        _sequences.clear()
 
 
 def generate_chain(

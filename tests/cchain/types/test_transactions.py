@@ -74,3 +74,41 @@ def test_authorization_recovers_its_authority() -> None:
     parity, r, s = sign_hash(auth.signing_hash(), KEY)
     assert attrs.evolve(auth, y_parity=parity, r=r, s=s).authority() == SENDER
     assert auth.signing_hash() == keccak256(b"\x05" + _enc([CHAIN.to_bytes(2, "big"), TO, b"\x03"]))
+
+
+@pytest.mark.parametrize("data_length", [0, 40, 300])
+def test_the_bytes_kept_at_signing_are_the_transactions_own(data_length: int) -> None:
+    """A transaction signed here is entered with its sender and its encoding, built from
+    the fields encoded once for the signing hash; both are what a node that never saw it
+    computes from the transaction alone (every type, EIP-155 and unprotected legacy,
+    payloads over and under RLP's 55-byte short form)."""
+    from vmstack.cchain.crypto import address_of
+    from vmstack.cchain.rlpbytes import encode_item
+    from vmstack.cchain.types import AccessListTx, AccessTuple, DynamicFeeTx, LegacyTx
+    from vmstack.cchain.types.transactions import SIGNED_HERE, _known
+    from vmstack.verifycache import clear_all
+
+    key = (7).to_bytes(32, "big")
+    data = bytes(range(256)) * 2
+    data = data[:data_length]
+    access = (AccessTuple(address=b"\x02" * 20, storage_keys=(b"\x03" * 32,)),)
+    signed = [
+        LegacyTx(nonce=1, gas_price=10**9, gas=90_000, to=b"\x01" * 20, value=5, data=data).sign(
+            key, chain_id
+        )
+        for chain_id in (None, 43114)
+    ] + [
+        AccessListTx(
+            chain_id=43114, nonce=2, gas=90_000, to=None, data=data, access_list=access
+        ).sign(key),
+        DynamicFeeTx(chain_id=43114, nonce=3, gas=90_000, to=b"\x01" * 20, data=data).sign(key),
+    ]
+    kept = [_known(tx) for tx in signed]
+    assert all(entry is not None for entry in kept)
+    clear_all()
+    assert len(SIGNED_HERE) == 0
+    for tx, entry in zip(signed, kept, strict=True):
+        assert entry is not None
+        own = encode_item(tx.to_items())
+        assert entry[2] == (own if tx.TYPE == 0 else bytes((tx.TYPE,)) + own)
+        assert entry[1] == tx.sender() == address_of(key)

@@ -7,6 +7,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -26,8 +27,11 @@ from vmstack.stack import build_stack
 from vmstack.store import LMDBStore
 from vmstack.wrappers.rpc import VMClient, VMServer, spawn
 from vmstack.wrappers.rpc.local import (
+    MAX_SOCKET_PATH,
     PRIVATE_DIR_PREFIX,
+    SocketPathTooLong,
     _base36,
+    check_socket_path,
     make_private_dir,
     remove_stale_private_dirs,
 )
@@ -213,40 +217,69 @@ def test_the_socket_folder_of_a_sigkilled_child_goes_at_the_next_start(lmdb_chai
 
 
 def test_only_stale_private_directories_of_this_user_are_removed(tmp_path: Path) -> None:
-    """A directory named for a process of this namespace that is gone goes (an ID that
-    exited, or one reused by a process started later); one named for a live process, one
-    of another PID namespace, one named otherwise and a file of the same name stay."""
+    """A directory named for a process that is gone (an ID that exited, or one reused by a
+    process started later) and marked as made in this namespace goes; one named for a live
+    process, one marked for another PID namespace, one not marked yet, one named otherwise
+    and a file of the same name stay."""
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     assert dead.wait(60) == 0
     namespace_number = os.stat("/proc/self/ns/pid").st_ino
     namespace, other_namespace = _base36(namespace_number), _base36(namespace_number + 1)
     start = _base36(int(Path("/proc/self/stat").read_text().rpartition(")")[2].split()[19]))
     dead_pid, own_pid = _base36(dead.pid), _base36(os.getpid())
-    gone = tmp_path / f"{PRIVATE_DIR_PREFIX}{dead_pid}-1-{namespace}-abc"
-    reused = tmp_path / f"{PRIVATE_DIR_PREFIX}{own_pid}-1-{namespace}-abc"
-    live = tmp_path / f"{PRIVATE_DIR_PREFIX}{own_pid}-{start}-{namespace}-abc"
-    elsewhere = tmp_path / f"{PRIVATE_DIR_PREFIX}{dead_pid}-1-{other_namespace}-abc"
+    gone = tmp_path / f"{PRIVATE_DIR_PREFIX}{dead_pid}-1-a"
+    reused = tmp_path / f"{PRIVATE_DIR_PREFIX}{own_pid}-1-b"
+    live = tmp_path / f"{PRIVATE_DIR_PREFIX}{own_pid}-{start}-c"
+    elsewhere = tmp_path / f"{PRIVATE_DIR_PREFIX}{dead_pid}-1-d"
+    unmarked = tmp_path / f"{PRIVATE_DIR_PREFIX}{dead_pid}-1-e"
     other = tmp_path / "vmstack-vm-abc"
-    for directory in (gone, reused, live, elsewhere, other):
+    for directory in (gone, reused, live, elsewhere, unmarked, other):
         directory.mkdir()
-        (directory / "vm.sock").write_bytes(b"")
-    lookalike = tmp_path / f"{PRIVATE_DIR_PREFIX}{dead_pid}-1-{namespace}-file"
+        (directory / "sock").write_bytes(b"")
+        mark = other_namespace if directory == elsewhere else namespace
+        if directory != unmarked:
+            (directory / f"ns-{mark}").write_bytes(b"")
+    lookalike = tmp_path / f"{PRIVATE_DIR_PREFIX}{dead_pid}-1-f"
     lookalike.write_bytes(b"")
     assert sorted(remove_stale_private_dirs(tmp_path)) == sorted([gone, reused])
-    assert live.is_dir() and elsewhere.is_dir() and other.is_dir() and lookalike.is_file()
+    assert all(path.is_dir() for path in (live, elsewhere, unmarked, other))
+    assert lookalike.is_file()
 
 
 def test_a_socket_path_over_its_limit_says_so(tmp_path: Path) -> None:
-    """A Unix socket whose path is longer than the kernel takes is refused with the limit
-    and a way out, not as an address in use; the private directory's name leaves room for
-    the socket under a long temporary directory."""
+    """A Unix socket whose path is longer than the kernel takes is refused with a project
+    error naming the limit and a way out, not as an address in use."""
     deep = tmp_path / ("d" * 80)
     deep.mkdir()
-    with pytest.raises(ValueError, match="at most 107 bytes"):
+    with pytest.raises(SocketPathTooLong, match="at most 107 bytes") as refused:
         VMServer(memory_vm(blocks=1), address=f"unix:{deep / 'vm.sock'}")
+    assert isinstance(refused.value, VMStackError) and isinstance(refused.value, ValueError)
+    assert refused.value.length > MAX_SOCKET_PATH
+    assert "TMPDIR" in str(refused.value)
+    assert check_socket_path(tmp_path / "vm.sock") == str(tmp_path / "vm.sock")
+    with pytest.raises(SocketPathTooLong, match="this one 108"):
+        check_socket_path("/" + "s" * 107)
+
+
+def test_the_private_directory_leaves_a_socket_room_under_a_deep_temporary_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The private directory's name is short (about 20 bytes), so a server's socket fits
+    under a temporary directory as deep as pytest's under ``-n 2`` with a long test name
+    (``/tmp/pytest-of-runner/pytest-100/popen-gw1/`` and a 31-character test folder, with a
+    ``tmp`` folder in it: 78 bytes): the default address serves."""
+    deep_length = len("/tmp/pytest-of-runner/pytest-100/popen-gw1/") + 31 + len("/tmp")
+    deep = tmp_path / "t".ljust(max(1, deep_length - len(str(tmp_path)) - 1), "t")
+    deep.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(deep))
     made = make_private_dir()
     try:
-        assert len(made.name) <= 40
+        assert made.parent == deep and made.name.startswith(PRIVATE_DIR_PREFIX)
+        assert len(made.name) <= 23 and len(str(made / "sock")) <= MAX_SOCKET_PATH
+        with VMServer(memory_vm(blocks=1)) as server:
+            assert server.address.startswith(f"unix:{deep}/")
+            with VMClient(server.address, timeout=10) as client:
+                assert len(client.last_accepted()) == 32
     finally:
         shutil.rmtree(made)
 

@@ -13,7 +13,7 @@ from typing import Any, ClassVar, Self, TypeAlias, TypeVar
 import attrs
 
 from vmstack.cchain.crypto import address_of, keccak256, recover_address, sign_hash
-from vmstack.cchain.rlpbytes import encode_item
+from vmstack.cchain.rlpbytes import encode_item, list_prefix
 from vmstack.cchain.types.fields import (
     ADDRESS,
     BYTES,
@@ -56,6 +56,20 @@ def _known(tx: object) -> tuple[object, bytes, bytes] | None:
 
 def _uint_item(value: int) -> bytes:
     return value.to_bytes((value.bit_length() + 7) // 8, "big")
+
+
+def _payload(encoded_list: bytes) -> bytes:
+    """The payload of an RLP list's encoding (its prefix cut off)."""
+    first = encoded_list[0]
+    return encoded_list[1 + first - 0xF7 if first > 0xF7 else 1 :]
+
+
+def _with_signature(payload: bytes, v: int, r: int, s: int) -> bytes:
+    """The RLP list of the fields whose encoded payload is ``payload`` followed by the
+    signature ``(v, r, s)``: the fields are encoded once, for the signing hash and the
+    signed bytes alike."""
+    full = payload + _payload(encode_item([_uint_item(v), _uint_item(r), _uint_item(s)]))
+    return list_prefix(len(full)) + full
 
 
 @attrs.frozen
@@ -155,10 +169,10 @@ class _TxBase(_Record):
         if chain_id is not None and chain_id != own:
             raise ValueError(f"transaction chain id {own} differs from {chain_id}")
         kind = bytes((self.TYPE,))
-        unsigned = self.to_items()[:-3]
-        parity, r, s = sign_hash(keccak256(kind + encode_item(unsigned)), private_key)
+        unsigned = kind + encode_item(self.to_items()[:-3])
+        parity, r, s = sign_hash(keccak256(unsigned), private_key)
         signed = self.signed(parity, r, s)
-        encoding = kind + encode_item([*unsigned, _uint_item(parity), _uint_item(r), _uint_item(s)])
+        encoding = kind + _with_signature(_payload(unsigned[1:]), parity, r, s)
         SIGNED_HERE.put(id(signed), (signed, address_of(private_key), encoding))
         return signed
 
@@ -238,13 +252,16 @@ class LegacyTx(_TxBase):
     def sign(self, private_key: bytes | int, chain_id: int | None = None) -> Self:
         """A copy signed with ``private_key``: EIP-155 for ``chain_id``, unprotected (v = 27/28)
         when it is ``None``."""
-        fields = self.to_items()[:6]
+        fields = encode_item(self.to_items()[:6])
         hashed = fields
         if chain_id is not None:
-            hashed = [*fields, _uint_encoder(256)(chain_id, "chain id"), b"", b""]
-        parity, r, s = sign_hash(keccak256(encode_item(hashed)), private_key)
+            chain = _uint_encoder(256)(chain_id, "chain id")
+            # EIP-155 signs the fields followed by [chain_id, 0, 0].
+            body = _payload(fields) + _payload(encode_item([chain, b"", b""]))
+            hashed = list_prefix(len(body)) + body
+        parity, r, s = sign_hash(keccak256(hashed), private_key)
         signed = self.signed(parity, r, s, chain_id)
-        encoding = encode_item([*fields, _uint_item(signed.v), _uint_item(r), _uint_item(s)])
+        encoding = _with_signature(_payload(fields), signed.v, r, s)
         SIGNED_HERE.put(id(signed), (signed, address_of(private_key), encoding))
         return signed
 

@@ -24,7 +24,7 @@ answered one block per element and an ``InvalidBlock`` naming one of its element
 ``vm.Error``'s values and never beside data, a typed error one of the error tree's own
 (:func:`~vmstack.wrappers.rpc.protocol.error_of_wire`: bounded, each attribute of its
 declared type). A server that breaks one is :class:`~vmstack.errors.VMUnavailable` naming
-the rule: its answers are not passed on.
+the rule: its answers are not passed on (the rules: :mod:`vmstack.wrappers.rpc.answer_rules`).
 
 Failures: a vmstack server's errors arrive as themselves (the typed error rides in the
 call's trailing metadata: ``BlockNotFound``, ``InvalidBlock`` with its index,
@@ -41,7 +41,6 @@ the client presents the one in ``token_file``. A refused call is ``VMUnavailable
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import threading
@@ -64,47 +63,40 @@ from vmstack.batching import (
 )
 from vmstack.clock import Clock
 from vmstack.describe import LayerInfo, StackDescription
-from vmstack.errors import BlockNotFound, InvalidBlock, VMStackError, VMUnavailable
+from vmstack.errors import BlockNotFound, InvalidBlock, VMUnavailable
 from vmstack.wrappers.rpc import metrics_pb2, vm_pb2, vmstack_pb2
+from vmstack.wrappers.rpc.answer_rules import (
+    ID_LENGTH,
+    AnswerRules,
+    read_health,
+)
 from vmstack.wrappers.rpc.local import TOKEN_METADATA_KEY, read_token_file
 from vmstack.wrappers.rpc.protocol import (
-    EXTRAS_SERVICE,
     MAX_REQUEST_SIZE,
     MAX_RESPONSE_SIZE,
     METHODS,
     NOW_METADATA_KEY,
     PROTOCOL_VERSION,
-    BrokenWireError,
     check_protocol_version,
-    json_depth,
-    trailing_error,
 )
 from vmstack.wrappers.rpc.remote import RemoteBlock, RoundTrips
-from vmstack.wrappers.rpc.wire import decode_repeated_bytes, encode_repeated_bytes
+from vmstack.wrappers.rpc.wire import encode_repeated_bytes
 
 if TYPE_CHECKING:
     from vmstack.cchain.types import Transaction
 
 __all__ = [
     "DECIDED_CACHE_SIZE",
-    "HEALTH_DEPTH",
-    "HEALTH_TEXT",
     "INT32_MAX",
     "VMClient",
 ]
 
 #: Accepted blocks the client keeps, as avalanchego's ``chain.State`` keeps decided ones.
 DECIDED_CACHE_SIZE = 2048
-#: The longest health details :meth:`VMClient.health` reads as JSON, in characters (longer
-#: ones are returned as text, cut there).
-HEALTH_TEXT = 64 * 1024
-#: The deepest nesting of health details read as JSON (deeper ones are returned as text).
-HEALTH_DEPTH = 32
 #: The largest count a GetAncestors budget carries (its fields are int32).
 INT32_MAX = (1 << 31) - 1
 _INT64_MAX = (1 << 63) - 1
 _UINT64_LIMIT = 1 << 64
-_ID_LENGTH = 32
 
 
 def _wire_id(block_id: object) -> bytes:
@@ -154,6 +146,7 @@ class VMClient:
             self._metadata = ((TOKEN_METADATA_KEY, read_token_file(Path(token_file))),)
         self._address = address
         self._timeout = float(timeout)
+        self._rules = AnswerRules(address, self._timeout)
         self._clock = clock
         self.pid: int | None = None
         self.round_trips = RoundTrips()
@@ -242,7 +235,7 @@ class VMClient:
         try:
             response = METHODS[method].response.FromString(answer)
         except DecodeError:
-            raise self._broken(
+            raise self._rules.broken(
                 method,
                 f"an answer is a {METHODS[method].response.__name__}",
                 "bytes that do not decode",
@@ -271,127 +264,33 @@ class VMClient:
                 request, timeout=self._timeout, metadata=sent
             )
         except grpc.RpcError as error:
-            raise self._failure(method, error) from None
+            raise self._rules.failure(method, error) from None
         finally:
             with self._lock:
                 self.round_trips.add(method, time.perf_counter() - started)
-        in_band = self._typed(method, rpc.trailing_metadata())
+        in_band = self._rules.typed(method, rpc.trailing_metadata())
         if in_band is not None and not isinstance(in_band, BlockNotFound):
-            raise self._broken(
+            raise self._rules.broken(
                 method,
                 "an answer carries no error beside it but BlockNotFound",
                 type(in_band).__name__,
             )
         return response, in_band
 
-    def _typed(
-        self, method: str, metadata: Iterable[tuple[str, str | bytes]] | None
-    ) -> Exception | None:
-        """The typed error in a call's trailing ``metadata`` (``None`` without one); one that
-        is not of the error tree's own types is ``VMUnavailable`` naming the rule."""
-        try:
-            return trailing_error(metadata)
-        except BrokenWireError as broken:
-            raise self._broken(method, broken.rule, broken.what) from None
-
-    def _failure(self, method: str, error: grpc.RpcError) -> Exception:
-        call = error if isinstance(error, grpc.Call) else None
-        code = call.code() if call is not None else None
-        details = call.details() if call is not None else str(error)
-        try:
-            typed = self._typed(method, call.trailing_metadata()) if call is not None else None
-        except VMUnavailable as broken:
-            return broken
-        if typed is not None:
-            return typed
-        if code == grpc.StatusCode.UNKNOWN:
-            return VMStackError(f"{method}: {details}")
-        if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
-            return ValueError(f"{method}: a message is over the limit: {details}")
-        if code == grpc.StatusCode.UNIMPLEMENTED and METHODS[method].service == EXTRAS_SERVICE:
-            return VMStackError(
-                f"{method}: the VM at {self._address} does not offer "
-                f"vmstack's extras ({EXTRAS_SERVICE})"
-            )
-        if code == grpc.StatusCode.UNAUTHENTICATED:
-            return VMUnavailable(f"{method}: the VM at {self._address} refused the call: {details}")
-        if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-            return VMUnavailable(
-                f"{method}: the VM at {self._address} did not answer within {self._timeout:g} s"
-            )
-        status = code.name if code is not None else "no status"
-        return VMUnavailable(
-            f"{method}: the VM at {self._address} is unavailable ({status}: {details})"
-        )
-
-    # --- what an answer must be -------------------------------------------------------
-
-    def _broken(self, method: str, rule: str, what: str) -> VMUnavailable:
-        """The error for an answer that breaks the protocol: it is not passed on."""
-        return VMUnavailable(
-            f"{method}: the VM at {self._address} broke the protocol ({rule}): {what}"
-        )
-
-    def _check_id(self, method: str, what: str, block_id: bytes) -> None:
-        if len(block_id) != _ID_LENGTH:
-            raise self._broken(method, "a block ID is 32 bytes", f"{what} of {len(block_id)} bytes")
-
     def _remote(self, method: str, block_id: bytes, facts: Any, data: bytes) -> RemoteBlock:
         """A block from an answer's facts (``parent_id``, ``height``, ``timestamp``)."""
-        self._check_id(method, "a block ID", block_id)
-        self._check_id(method, "a parent ID", facts.parent_id)
+        self._rules.check_id(method, "a block ID", block_id)
+        self._rules.check_id(method, "a parent ID", facts.parent_id)
         return RemoteBlock(
             self, block_id, facts.parent_id, facts.height, facts.timestamp.seconds, data
         )
-
-    def _check_in_band(
-        self,
-        method: str,
-        err: int,
-        in_band: Exception | None,
-        with_data: bool,
-        not_found: str,
-    ) -> None:
-        """Hold an answer's in-band ``err`` to the protocol: none, or one of ``vm.Error``'s
-        values with no data beside it; ``ERROR_NOT_FOUND`` is :class:`BlockNotFound` (the
-        server's own when it sent one), ``ERROR_CLOSED`` :class:`VMUnavailable`, another
-        known value ``VMStackError`` naming it."""
-        if err == vm_pb2.ERROR_UNSPECIFIED:
-            return
-        known = vm_pb2.Error.DESCRIPTOR.values_by_number.get(err)
-        if known is None:
-            raise self._broken(method, "an in-band error is one of vm.Error's values", f"err={err}")
-        if with_data:
-            raise self._broken(
-                method,
-                "an answer carries an error or data, never both",
-                f"{known.name} beside data",
-            )
-        if err == vm_pb2.ERROR_NOT_FOUND:
-            if isinstance(in_band, BlockNotFound):
-                raise in_band
-            raise BlockNotFound(not_found)
-        if err == vm_pb2.ERROR_CLOSED:
-            raise VMUnavailable(f"{method}: the VM at {self._address} is closed ({known.name})")
-        raise VMStackError(f"{method}: the served VM answered {known.name}")
-
-    def _check_batch_failure(self, error: Exception, size: int) -> None:
-        if not isinstance(error, InvalidBlock):
-            return
-        index = error.index
-        if type(index) is not int or not 0 <= index < size:
-            raise self._broken(
-                "BatchedParseBlock",
-                "rule 7: InvalidBlock names the index of the bad element",
-                f"index {index!r} in a batch of {size}",
-            ) from None
 
     # --- the last accepted block, as chain.State tracks it ----------------------------
 
     def _learn(self, method: str, response: Any) -> RemoteBlock:
         block_id = response.last_accepted_id
         if not response.bytes:
-            raise self._broken(
+            raise self._rules.broken(
                 method,
                 "the last accepted block is sent with its bytes",
                 f"block {block_id.hex()} without bytes",
@@ -430,7 +329,7 @@ class VMClient:
             return decided
         response, in_band = self._call("GetBlock", vm_pb2.GetBlockRequest(id=wire_id))
         assert isinstance(response, vm_pb2.GetBlockResponse)
-        self._check_in_band(
+        self._rules.check_in_band(
             "GetBlock",
             response.err,
             in_band,
@@ -439,10 +338,10 @@ class VMClient:
             f"block {wire_id.hex()} is not served",
         )
         if not response.bytes:
-            raise self._broken(
+            raise self._rules.broken(
                 "GetBlock", "a block is sent with its bytes", f"block {wire_id.hex()} without bytes"
             )
-        self._check_id("GetBlock", "a block ID", wire_id)
+        self._rules.check_id("GetBlock", "a block ID", wire_id)
         return self._remote("GetBlock", wire_id, response, response.bytes)
 
     def parse_block(self, data: bytes) -> RemoteBlock:
@@ -457,7 +356,7 @@ class VMClient:
         response = self.call("BuildBlock", vm_pb2.BuildBlockRequest())
         assert isinstance(response, vm_pb2.BuildBlockResponse)
         if not response.bytes:
-            raise self._broken(
+            raise self._rules.broken(
                 "BuildBlock",
                 "a block is sent with its bytes",
                 f"block {response.id.hex()} without bytes",
@@ -484,14 +383,14 @@ class VMClient:
             "GetBlockIDAtHeight", vm_pb2.GetBlockIDAtHeightRequest(height=height)
         )
         assert isinstance(response, vm_pb2.GetBlockIDAtHeightResponse)
-        self._check_in_band(
+        self._rules.check_in_band(
             "GetBlockIDAtHeight",
             response.err,
             in_band,
             bool(response.blk_id),
             f"no block at height {height}",
         )
-        self._check_id("GetBlockIDAtHeight", "a block ID", response.blk_id)
+        self._rules.check_id("GetBlockIDAtHeight", "a block ID", response.blk_id)
         return response.blk_id
 
     # --- BatchedChainVM: one round trip each ------------------------------------------
@@ -521,16 +420,14 @@ class VMClient:
             max_blocks_retrival_time=nanoseconds,
         )
         answer, _ = self._exchange("GetAncestors", request.SerializeToString())
-        blocks = decode_repeated_bytes(answer)
-        if blocks is None:  # not laid out as protobuf runtimes write it: read it as one
-            try:
-                blocks = list(vm_pb2.GetAncestorsResponse.FromString(answer).blks_bytes)
-            except DecodeError:
-                raise self._broken(
-                    "GetAncestors",
-                    "an answer is a GetAncestorsResponse",
-                    "bytes that do not decode",
-                ) from None
+        # Read by the protobuf runtime: its C decoder makes the list's byte strings faster
+        # than a slice per element in Python does.
+        try:
+            blocks = list(vm_pb2.GetAncestorsResponse.FromString(answer).blks_bytes)
+        except DecodeError:
+            raise self._rules.broken(
+                "GetAncestors", "an answer is a GetAncestorsResponse", "bytes that do not decode"
+            ) from None
         # The budget's admission rule, for the whole answer at once: the first block is
         # always in; the others within the count and, every block's length and overhead
         # summed, within the size.
@@ -539,7 +436,7 @@ class VMClient:
             count > budget.max_blocks_num
             or sum(map(len, blocks)) + count * CONTAINER_LEN_OVERHEAD > budget.max_blocks_size
         ):
-            raise self._broken(
+            raise self._rules.broken(
                 "GetAncestors",
                 "rule 4: the budget",
                 f"{count} blocks of {sum(map(len, blocks))} bytes for "
@@ -555,19 +452,19 @@ class VMClient:
             # BatchedParseBlockRequest(request=batch), serialized in one join.
             answer, _ = self._exchange("BatchedParseBlock", encode_repeated_bytes(batch))
         except InvalidBlock as error:
-            self._check_batch_failure(error, len(batch))
+            self._rules.check_batch_failure(error, len(batch))
             raise
         try:
             response = vm_pb2.BatchedParseBlockResponse.FromString(answer)
         except DecodeError:
-            raise self._broken(
+            raise self._rules.broken(
                 "BatchedParseBlock",
                 "an answer is a BatchedParseBlockResponse",
                 "bytes that do not decode",
             ) from None
         facts = response.response
         if len(facts) != len(batch):
-            raise self._broken(
+            raise self._rules.broken(
                 "BatchedParseBlock",
                 "rule 7: one block per element, in input order",
                 f"{len(facts)} blocks for {len(batch)}",
@@ -576,7 +473,7 @@ class VMClient:
         append = remote.append
         for fact, data in zip(facts, batch, strict=True):
             block_id, parent_id = fact.id, fact.parent_id
-            if len(block_id) != _ID_LENGTH or len(parent_id) != _ID_LENGTH:
+            if len(block_id) != ID_LENGTH or len(parent_id) != ID_LENGTH:
                 self._remote("BatchedParseBlock", block_id, fact, data)  # raises, naming it
             append(
                 RemoteBlock(self, block_id, parent_id, fact.height, fact.timestamp.seconds, data)
@@ -590,17 +487,7 @@ class VMClient:
         does not answer."""
         response = self.call("Health", empty_pb2.Empty())
         assert isinstance(response, vm_pb2.HealthResponse)
-        text = response.details.decode(errors="replace")
-        if len(text) > HEALTH_TEXT or json_depth(text) > HEALTH_DEPTH:
-            # Read as text, never parsed: nothing a server sends can recurse here.
-            return text[:HEALTH_TEXT]
-        try:
-            details = json.loads(text)
-        except (ValueError, RecursionError):
-            return text
-        if isinstance(details, dict) and "serving" in details:
-            return f"serving {details['serving']} (pid {details.get('pid')})"
-        return json.dumps(details)
+        return read_health(response.details)
 
     def version(self) -> str:
         """The served VM's version."""

@@ -1,14 +1,17 @@
 """What a served VM keeps on the local machine: its private directory and its token file.
 
 A private directory (mode 0700) holds a server's Unix socket, and the token file of a TCP
-server. Its name carries the ID and start time of the process that made it, and its PID
-namespace (``vmstack-vm-PID-START-NAMESPACE-XXXX``, the numbers in base 36 to keep a
-socket's path within its limit): a process killed by SIGKILL has no
+server. Its name carries the ID and start time of the process that made it and a count of
+the directories the process made (``vmstack-PID-START-N``, every number in base 36: about
+20 bytes, to leave a socket's path room under a deep temporary directory, which holds
+:data:`MAX_SOCKET_PATH` bytes at most; a longer path is refused with
+:class:`SocketPathTooLong`); an empty file in it names the PID namespace it was made in
+(``ns-NAMESPACE``). A process killed by SIGKILL has no
 chance to remove its directory, so each new one is made after removing the directories of
-this name, owned by this user, made in this PID namespace, whose process is gone
+this name, owned by this user, marked as made in this PID namespace, whose process is gone
 (:func:`remove_stale_private_dirs`). A directory whose process still runs, one made in
-another namespace (a container sharing the temporary directory), or one named otherwise
-is never touched.
+another namespace (a container sharing the temporary directory), one without the mark (being
+made, say), or one named otherwise is never touched.
 
 A token file holds the secret a client of a TCP server presents with every call (as the
 call metadata :data:`TOKEN_METADATA_KEY`). It is created with mode 0600, and a token file
@@ -18,6 +21,7 @@ that other users may read or write is refused: the secret is only as private as 
 from __future__ import annotations
 
 import hmac
+import itertools
 import os
 import re
 import secrets
@@ -30,26 +34,58 @@ from typing import Any
 
 import grpc
 
+from vmstack.errors import VMStackError
+
 __all__ = [
+    "MAX_SOCKET_PATH",
     "PRIVATE_DIR_PREFIX",
+    "SocketPathTooLong",
     "TOKEN_METADATA_KEY",
     "TokenCheck",
     "create_token_file",
     "make_private_dir",
     "read_token_file",
+    "check_socket_path",
     "remove_stale_private_dirs",
 ]
 
 #: The start of every private directory's name.
-PRIVATE_DIR_PREFIX = "vmstack-vm-"
+PRIVATE_DIR_PREFIX = "vmstack-"
+#: The longest path of a Unix socket, in bytes: ``sun_path`` holds 108 on Linux, the last
+#: one the terminating NUL.
+MAX_SOCKET_PATH = 107
 #: The call metadata that carries a client's token.
 TOKEN_METADATA_KEY = "vmstack-token"
 
-_PRIVATE_DIR_NAME = re.compile(
-    rf"{re.escape(PRIVATE_DIR_PREFIX)}([0-9a-z]+)-([0-9a-z]+)-([0-9a-z]+)-[^/]+"
-)
+_PRIVATE_DIR_NAME = re.compile(rf"{re.escape(PRIVATE_DIR_PREFIX)}([0-9a-z]+)-([0-9a-z]+)-[0-9a-z]+")
+#: The empty file in a private directory that names the PID namespace it was made in.
+_NAMESPACE_MARK = "ns-{}"
+_made = itertools.count()
 _TOKEN = re.compile(r"[A-Za-z0-9._~+/=-]{32,1024}")
 _PROC = Path("/proc")
+
+
+class SocketPathTooLong(VMStackError, ValueError):
+    """A Unix socket's path longer than :data:`MAX_SOCKET_PATH` bytes, the most the kernel
+    takes; ``path`` is the path, ``length`` its length in bytes."""
+
+    def __init__(self, path: str, length: int) -> None:
+        self.path = path
+        self.length = length
+        super().__init__(
+            f"cannot serve at unix:{path}: a Unix socket's path holds at most "
+            f"{MAX_SOCKET_PATH} bytes (this one {length}); set TMPDIR to a shorter directory"
+        )
+
+
+def check_socket_path(path: str | os.PathLike[str]) -> str:
+    """``path`` as a string, if a Unix socket may have it; :class:`SocketPathTooLong` if it
+    is longer than :data:`MAX_SOCKET_PATH` bytes."""
+    text = os.fspath(path)
+    length = len(os.fsencode(text))
+    if length > MAX_SOCKET_PATH:
+        raise SocketPathTooLong(text, length)
+    return text
 
 
 def _base36(number: int) -> str:
@@ -109,7 +145,7 @@ def remove_stale_private_dirs(parent: Path | None = None) -> list[Path]:
     namespace = _pid_namespace()
     for entry in entries:
         match = _PRIVATE_DIR_NAME.fullmatch(entry.name)
-        if match is None or match[3] != namespace:
+        if match is None:
             continue
         try:
             facts = entry.lstat()
@@ -117,6 +153,8 @@ def remove_stale_private_dirs(parent: Path | None = None) -> list[Path]:
             continue
         if not stat.S_ISDIR(facts.st_mode) or facts.st_uid != os.getuid():
             continue
+        if not os.path.lexists(entry / _NAMESPACE_MARK.format(namespace)):
+            continue  # another namespace's, or not marked yet
         if _owner_runs(int(match[1], 36), match[2]):
             continue
         shutil.rmtree(entry, ignore_errors=True)
@@ -126,21 +164,23 @@ def remove_stale_private_dirs(parent: Path | None = None) -> list[Path]:
 
 def make_private_dir() -> Path:
     """A fresh directory of this process (mode 0700) in the temporary directory, made after
-    removing the stale ones (see the module's docstring). Its name ends in 4 random
-    characters (made anew while the name is taken), short enough to leave a socket's path
-    room under a deep temporary directory."""
+    removing the stale ones (see the module's docstring). Its name ends in the count of the
+    directories this process made (the next count while the name is taken), so the name is
+    as short as it can be and still say whose it is."""
     remove_stale_private_dirs()
     pid = os.getpid()
     start = _start_time(pid) or "0"
-    stem = f"{PRIVATE_DIR_PREFIX}{_base36(pid)}-{start}-{_pid_namespace()}-"
+    stem = f"{PRIVATE_DIR_PREFIX}{_base36(pid)}-{start}-"
     parent = Path(tempfile.gettempdir())
     while True:
-        directory = parent / (stem + secrets.token_hex(2))
+        directory = parent / (stem + _base36(next(_made)))
         try:
             directory.mkdir(mode=0o700)
         except FileExistsError:
             continue
         os.chmod(directory, 0o700)
+        mark = directory / _NAMESPACE_MARK.format(_pid_namespace())
+        os.close(os.open(mark, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
         return directory
 
 

@@ -16,6 +16,10 @@ and the node's Initialize names its appsender: then they carry transaction gossi
 nothing). ``grpc.health.v1.Health`` answers ``SERVING`` beside it, and vmstack's ``Extras``
 (Describe, served metrics, SubmitTransactions) for a client that knows them.
 
+The block calls are answered by :mod:`vmstack.wrappers.rpc.block_calls`; this module holds
+the server itself: where it listens, its token, one call's dispatch and its lock, the
+lifecycle calls and the extras.
+
 A failed call is a gRPC status with the error's message (what an avalanchego client reads),
 and vmstack's typed error in its trailing metadata (see :mod:`vmstack.wrappers.rpc.protocol`).
 
@@ -48,7 +52,7 @@ import json
 import os
 import shutil
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
@@ -57,48 +61,39 @@ from typing import TYPE_CHECKING, Any
 import grpc
 from google.protobuf import empty_pb2
 from google.protobuf.message import Message
-from google.protobuf.timestamp_pb2 import Timestamp
 
-from vmstack import batching
 from vmstack.clock import SimClock
 from vmstack.closing import close_stack
 from vmstack.describe import describe_stack
 from vmstack.errors import (
-    BlockNotFound,
-    InvalidBlock,
     InvalidTransaction,
-    MalformedRequest,
     VMStackError,
 )
-from vmstack.interfaces import Block, ChainVM
+from vmstack.interfaces import ChainVM
 from vmstack.submission import submit_transactions
 from vmstack.wrappers.rpc import vm_pb2, vmstack_pb2
 from vmstack.wrappers.rpc.app_gossip import app_handlers
+from vmstack.wrappers.rpc.block_calls import BlockCalls, Call, Handler, timestamp
 from vmstack.wrappers.rpc.handed import HANDED_OUT_BYTES, HandedOut
 from vmstack.wrappers.rpc.local import (
+    SocketPathTooLong,
     TokenCheck,
+    check_socket_path,
     create_token_file,
     make_private_dir,
     read_token_file,
 )
 from vmstack.wrappers.rpc.protocol import (
-    DIGEST_METADATA_KEY,
     ERROR_METADATA_KEY,
     MAX_REQUEST_SIZE,
     MAX_RESPONSE_SIZE,
     METHODS,
-    block_digest,
     caller_time,
     decode_request,
     status_of,
     wire_error_of,
 )
 from vmstack.wrappers.rpc.waiting import MAX_WAITERS, Waiters
-from vmstack.wrappers.rpc.wire import (
-    block_facts,
-    encode_parse_block_responses,
-    encode_repeated_bytes,
-)
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -111,8 +106,6 @@ __all__ = [
     "VMServer",
 ]
 
-#: The longest path a Unix socket can have (``sun_path`` holds 108 bytes with its NUL).
-MAX_SOCKET_PATH = 107
 #: The calls answered without the VM's lock, whatever the VM is doing.
 _UNLOCKED = frozenset({"Health", "Version"})
 
@@ -122,26 +115,6 @@ RefusalLog = Callable[[str, BaseException], None]
 #: What builds the served VM from an ``InitializeRequest`` when the server starts without
 #: one (the plugin): the VM and the Prometheus registry of its stack.
 Initializer = Callable[[vm_pb2.InitializeRequest], "tuple[ChainVM, CollectorRegistry | None]"]
-
-
-class _Call:
-    """What a handler reads of its call beyond the request (its metadata), and the typed
-    error it answered in band, for the trailing metadata."""
-
-    __slots__ = ("in_band_error", "metadata")
-
-    def __init__(self, metadata: Mapping[str, str | bytes]) -> None:
-        self.metadata = metadata
-        self.in_band_error: BaseException | None = None
-
-
-#: A handler answers a message, or its serialization when it builds that in one go
-#: (:mod:`vmstack.wrappers.rpc.wire`).
-_Handler = Callable[[Message, _Call], "Message | bytes"]
-
-
-def _timestamp(seconds: int) -> Timestamp:
-    return Timestamp(seconds=seconds)
 
 
 @functools.cache
@@ -218,6 +191,7 @@ class VMServer:
         self._registry = registry
         self._lock = threading.Lock()
         self._handed = HandedOut(handed_out_bytes)
+        self._blocks = BlockCalls(self._served, self._handed, clock)
         self._state = vm_pb2.STATE_UNSPECIFIED
         self.shut_down = threading.Event()
         self._closed = False
@@ -252,7 +226,7 @@ class VMServer:
         except ValueError:
             self._remove_private_dir()
             raise
-        self._handlers: dict[str, _Handler] = self._handler_table()
+        self._handlers: dict[str, Handler] = self._handler_table()
         if self._handlers.keys() | {"WaitForEvent"} != METHODS.keys():
             raise RuntimeError("VMServer's handlers do not match the services' methods")
         interceptors: list[grpc.ServerInterceptor[Any, Any]] = (
@@ -282,14 +256,12 @@ class VMServer:
             )
         )
         self._add_health_service()
-        socket_path = address.removeprefix("unix:") if address.startswith("unix:") else ""
-        if len(os.fsencode(socket_path)) > MAX_SOCKET_PATH:
-            self._remove_private_dir()
-            raise ValueError(
-                f"cannot serve at {address}: a Unix socket's path holds at most "
-                f"{MAX_SOCKET_PATH} bytes (this one {len(os.fsencode(socket_path))}"
-                "); set TMPDIR to a shorter directory"
-            )
+        if address.startswith("unix:"):
+            try:
+                check_socket_path(address.removeprefix("unix:"))
+            except SocketPathTooLong:
+                self._remove_private_dir()
+                raise
         try:
             port = self._server.add_insecure_port(address)
         except RuntimeError:  # grpcio raises where older versions returned port 0
@@ -303,7 +275,7 @@ class VMServer:
         self._closed = False
         self._server.start()
 
-    def _handler_table(self) -> dict[str, _Handler]:
+    def _handler_table(self) -> dict[str, Handler]:
         return {
             "Initialize": self._initialize,
             "SetState": self._set_state,
@@ -311,16 +283,9 @@ class VMServer:
             "CreateHandlers": self._create_handlers,
             "NewHTTPHandler": lambda request, call: vm_pb2.NewHTTPHandlerResponse(),
             **app_handlers(lambda: self._gossip),
-            "BuildBlock": self._build_block,
-            "ParseBlock": self._parse_block,
-            "GetBlock": self._get_block,
-            "SetPreference": self._set_preference,
             "Health": self._health,
             "Version": self._version,
             "Gather": self._gather,
-            "GetAncestors": self._get_ancestors,
-            "BatchedParseBlock": self._batched_parse_block,
-            "GetBlockIDAtHeight": self._get_block_id_at_height,
             "StateSyncEnabled": lambda request, call: vm_pb2.StateSyncEnabledResponse(),
             "GetOngoingSyncStateSummary": self._no_state_sync(
                 vm_pb2.GetOngoingSyncStateSummaryResponse
@@ -329,11 +294,9 @@ class VMServer:
             "ParseStateSummary": self._no_state_sync(vm_pb2.ParseStateSummaryResponse),
             "GetStateSummary": self._no_state_sync(vm_pb2.GetStateSummaryResponse),
             "StateSummaryAccept": self._no_state_sync(vm_pb2.StateSummaryAcceptResponse),
-            "BlockVerify": self._block_verify,
-            "BlockAccept": self._block_accept,
-            "BlockReject": self._block_reject,
             "SubmitTransactions": self._submit_transactions,
             "Describe": self._describe,
+            **self._blocks.handlers(),
         }
 
     def _add_health_service(self) -> None:
@@ -402,7 +365,7 @@ class VMServer:
     def _rpc(self, name: str) -> Callable[[bytes, grpc.ServicerContext], bytes]:
         def handle(request: bytes, context: grpc.ServicerContext) -> bytes:
             metadata = dict(context.invocation_metadata())
-            call = _Call(metadata)
+            call = Call(metadata)
             if name == "WaitForEvent":
                 return self._waiters.wait(context).SerializeToString()
             try:
@@ -432,9 +395,9 @@ class VMServer:
         before it gets here)."""
         if method == "WaitForEvent":
             raise KeyError("WaitForEvent waits on its call; it has no answer without one")
-        return self._answer(method, request, _Call(metadata or {}))
+        return self._answer(method, request, Call(metadata or {}))
 
-    def _answer(self, method: str, request: bytes, call: _Call) -> bytes:
+    def _answer(self, method: str, request: bytes, call: Call) -> bytes:
         spec = METHODS[method]
         message = decode_request(spec, request)
         now = caller_time(method, call.metadata)
@@ -462,10 +425,10 @@ class VMServer:
             "last_accepted_parent_id": block.parent_id,
             "height": block.height,
             "bytes": bytes(block),
-            "timestamp": _timestamp(block.timestamp),
+            "timestamp": timestamp(block.timestamp),
         }
 
-    def _initialize(self, request: Message, call: _Call) -> Message:
+    def _initialize(self, request: Message, call: Call) -> Message:
         assert isinstance(request, vm_pb2.InitializeRequest)
         if self._vm is None:
             assert self._initializer is not None
@@ -481,7 +444,7 @@ class VMServer:
             self._gossip.start()
         return vm_pb2.InitializeResponse(**self._last_accepted_fields())
 
-    def _set_state(self, request: Message, call: _Call) -> Message:
+    def _set_state(self, request: Message, call: Call) -> Message:
         assert isinstance(request, vm_pb2.SetStateRequest)
         self._served()
         self._state = request.state
@@ -492,7 +455,7 @@ class VMServer:
         WaitForEvent calls, set :attr:`shut_down` and run ``on_shutdown``. The server
         itself still answers until :meth:`close`."""
         with self._lock:
-            self._shutdown(empty_pb2.Empty(), _Call({}))
+            self._shutdown(empty_pb2.Empty(), Call({}))
 
     @property
     def gossip(self) -> PluginGossip | None:
@@ -505,7 +468,7 @@ class VMServer:
         if gossip is not None:
             gossip.close()
 
-    def _shutdown(self, request: Message, call: _Call) -> Message:
+    def _shutdown(self, request: Message, call: Call) -> Message:
         if self._gossip is not None:
             # The cycle takes the lock this call holds: it is stopped without waiting.
             self._gossip.close(timeout=0)
@@ -516,158 +479,31 @@ class VMServer:
             self._on_shutdown()
         return empty_pb2.Empty()
 
-    def _create_handlers(self, request: Message, call: _Call) -> Message:
+    def _create_handlers(self, request: Message, call: Call) -> Message:
         return vm_pb2.CreateHandlersResponse()
 
     @staticmethod
-    def _no_state_sync(response: type[Message]) -> _Handler:
-        def answer(request: Message, call: _Call) -> Message:
+    def _no_state_sync(response: type[Message]) -> Handler:
+        def answer(request: Message, call: Call) -> Message:
             return response(err=vm_pb2.ERROR_STATE_SYNC_NOT_IMPLEMENTED)
 
         return answer
 
-    def _block_facts(self, block: Block) -> dict[str, Any]:
-        return {
-            "id": block.id,
-            "parent_id": block.parent_id,
-            "height": block.height,
-            "timestamp": _timestamp(block.timestamp),
-        }
-
-    def _build_block(self, request: Message, call: _Call) -> Message:
-        block = self._handed.keep(self._served().build_block())
-        return vm_pb2.BuildBlockResponse(bytes=bytes(block), **self._block_facts(block))
-
-    def _parse_block(self, request: Message, call: _Call) -> Message:
-        assert isinstance(request, vm_pb2.ParseBlockRequest)
-        data = request.bytes  # one bytes object, kept with the block that holds it
-        block = self._handed.keep(self._served().parse_block(data), data)
-        return vm_pb2.ParseBlockResponse(**self._block_facts(block))
-
-    def _get_block(self, request: Message, call: _Call) -> Message:
-        assert isinstance(request, vm_pb2.GetBlockRequest)
-        try:
-            block = self._handed.keep(self._served().get_block(request.id))
-        except BlockNotFound as error:
-            call.in_band_error = error
-            return vm_pb2.GetBlockResponse(err=vm_pb2.ERROR_NOT_FOUND)
-        return vm_pb2.GetBlockResponse(
-            parent_id=block.parent_id,
-            bytes=bytes(block),
-            height=block.height,
-            timestamp=_timestamp(block.timestamp),
-        )
-
-    def _set_preference(self, request: Message, call: _Call) -> Message:
-        assert isinstance(request, vm_pb2.SetPreferenceRequest)
-        self._served().set_preference(request.id)
-        return empty_pb2.Empty()
-
-    def _get_block_id_at_height(self, request: Message, call: _Call) -> Message:
-        assert isinstance(request, vm_pb2.GetBlockIDAtHeightRequest)
-        try:
-            block_id = self._served().get_block_id_at_height(request.height)
-        except BlockNotFound as error:
-            call.in_band_error = error
-            return vm_pb2.GetBlockIDAtHeightResponse(err=vm_pb2.ERROR_NOT_FOUND)
-        return vm_pb2.GetBlockIDAtHeightResponse(blk_id=block_id)
-
-    def _block_verify(self, request: Message, call: _Call) -> Message:
-        assert isinstance(request, vm_pb2.BlockVerifyRequest)
-        data = request.bytes
-        kept = self._handed.get(data)
-        if kept is not None:
-            block = kept
-        else:
-            block = self._handed.keep(self._served().parse_block(data), data)
-        verify_with_context = getattr(block, "verify_with_context", None)
-        if request.HasField("p_chain_height") and callable(verify_with_context):
-            verify_with_context(request.p_chain_height)
-        else:
-            block.verify()
-        # A decision that names only the ID reaches this block (vm_server.go's
-        # verifiedBlocks), whatever was parsed under the ID since.
-        self._handed.verified(block, data)
-        return vm_pb2.BlockVerifyResponse(timestamp=_timestamp(block.timestamp))
-
-    def _decide(self, block_id: bytes, call: _Call, decision: Callable[[Block], None]) -> Message:
-        digest = call.metadata.get(DIGEST_METADATA_KEY)
-        if digest is not None and (not isinstance(digest, bytes) or len(digest) != 32):
-            raise MalformedRequest(
-                "a decision names its block's bytes by their 32-byte SHA-256 digest"
-            )
-        found: tuple[Block, bytes] | None = None
-        if digest is None:
-            data = self._handed.data_for(block_id)
-            kept = None if data is None else self._handed.get(data)
-            if kept is not None and data is not None:
-                found = kept, data
-        else:
-            found = self._handed.find(block_id, digest)
-        if found is not None and found[0].id == block_id:
-            block, data = found
-        else:
-            data = None
-            block = self._served().get_block(block_id)
-            if digest is not None and block_digest(bytes(block)) != digest:
-                raise InvalidBlock(
-                    f"block {block_id.hex()}: the served block with this ID "
-                    "has other bytes than the caller's (verify those first)"
-                )
-        decision(block)
-        if data is not None:
-            self._handed.forget(data)
-        return empty_pb2.Empty()
-
-    def _block_accept(self, request: Message, call: _Call) -> Message:
-        assert isinstance(request, vm_pb2.BlockAcceptRequest)
-        return self._decide(request.id, call, lambda block: block.accept())
-
-    def _block_reject(self, request: Message, call: _Call) -> Message:
-        assert isinstance(request, vm_pb2.BlockRejectRequest)
-        return self._decide(request.id, call, lambda block: block.reject())
-
-    def _get_ancestors(self, request: Message, call: _Call) -> bytes:
-        assert isinstance(request, vm_pb2.GetAncestorsRequest)
-        # The fallback walk's budget runs on the stack's clock (the server's, else the one
-        # the served stack's layers measure with), as in process: never on wall time under
-        # a simulated clock.
-        clock = batching.stack_clock(self._served()) if self._clock is None else self._clock
-        blocks = batching.get_ancestors(
-            self._served(),
-            request.blk_id,
-            max_blocks_num=request.max_blocks_num,
-            max_blocks_size=request.max_blocks_size,
-            max_retrieval_time=request.max_blocks_retrival_time / 1e9,
-            clock=clock,
-        )
-        # GetAncestorsResponse(blks_bytes=blocks), serialized in one join.
-        return encode_repeated_bytes(blocks)
-
-    def _batched_parse_block(self, request: Message, call: _Call) -> bytes:
-        assert isinstance(request, vm_pb2.BatchedParseBlockRequest)
-        batch = list(request.request)
-        parsed: Sequence[Block] = batching.batched_parse_block(self._served(), batch)
-        facts = block_facts(parsed)  # read once: a layered block's facts cost a call each
-        self._handed.keep_batch(parsed, batch, [fact[0] for fact in facts])
-        # BatchedParseBlockResponse of each block's facts, serialized in one go.
-        return encode_parse_block_responses(facts)
-
-    def _health(self, request: Message, call: _Call) -> Message:
+    def _health(self, request: Message, call: Call) -> Message:
         serving = "nothing yet" if self._vm is None else type(self._vm).__name__
         details = {"serving": serving, "pid": os.getpid()}
         return vm_pb2.HealthResponse(details=json.dumps(details).encode())
 
-    def _version(self, request: Message, call: _Call) -> Message:
+    def _version(self, request: Message, call: Call) -> Message:
         return vm_pb2.VersionResponse(version=_served_version())
 
-    def _gather(self, request: Message, call: _Call) -> Message:
+    def _gather(self, request: Message, call: Call) -> Message:
         from vmstack.wrappers.rpc.gather import metric_families
 
         families = [] if self._registry is None else metric_families(self._registry)
         return vm_pb2.GatherResponse(metric_families=families)
 
-    def _submit_transactions(self, request: Message, call: _Call) -> Message:
+    def _submit_transactions(self, request: Message, call: Call) -> Message:
         from vmstack.cchain.types import decode_transaction
 
         assert isinstance(request, vmstack_pb2.SubmitTransactionsRequest)
@@ -683,7 +519,7 @@ class VMServer:
             queued = submit_transactions(self._served(), transactions)
         return vmstack_pb2.SubmitTransactionsResponse(queued=queued)
 
-    def _describe(self, request: Message, call: _Call) -> Message:
+    def _describe(self, request: Message, call: Call) -> Message:
         metrics = ""
         if self._registry is not None:
             from prometheus_client import generate_latest

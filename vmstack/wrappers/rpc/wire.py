@@ -16,7 +16,9 @@ slice per element:
   encoding laid out as those functions and protobuf runtimes lay it out (each element's
   tag, length and bytes, nothing else), and answers ``None`` for any other encoding, which
   the caller then reads with the protobuf runtime (unknown fields, another layout, or
-  bytes that are not a message at all, which it refuses).
+  bytes that are not a message at all, which it refuses). The client reads a GetAncestors
+  answer with the protobuf runtime itself: for thousands of elements its C decoder makes
+  the byte strings faster than a slice per element in Python.
 """
 
 from __future__ import annotations
