@@ -3,7 +3,7 @@
 hashes headers as the C-chain does.
 
 It is the original Keccak (not SHA3-256) from pycryptodome's C library, called through its
-one-shot function, as :func:`vmstack.cchain.crypto.keccak256` calls it.
+one-shot function; every floor hashes with this one function.
 """
 
 from __future__ import annotations

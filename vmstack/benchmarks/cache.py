@@ -23,7 +23,7 @@ from pathlib import Path
 from vmstack.benchmarks import Comparison, alternated_medians
 from vmstack.cchain import rawdb
 from vmstack.cchain.cache import DEFAULT_CAPACITY, CanonicalHashCache
-from vmstack.cchain.crypto import keccak256
+from vmstack.keccak import keccak256
 from vmstack.store import LMDBStore
 
 __all__ = ["ENTRIES", "run"]

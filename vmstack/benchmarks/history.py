@@ -104,11 +104,11 @@ def run(quick: bool) -> list[Comparison]:
 def _state_roots_rows(directory: Path, quick: bool) -> list[Comparison]:
     from trie.hexary import HexaryTrie
 
-    from vmstack.cchain.crypto import keccak256
     from vmstack.cchain.era1.state_roots import recompute_state_roots
     from vmstack.cchain.genesis import Genesis
     from vmstack.cchain.rewards import Forks, apply_rewards
     from vmstack.cchain.state import AccountTrie
+    from vmstack.keccak import keccak256
 
     genesis_path = directory / "sepolia-genesis.json"
     epoch0 = directory / "sepolia-00000-643a00f7.era1"

@@ -51,7 +51,6 @@ from vmstack.batching import (
 )
 from vmstack.benchmarks import Comparison, alternated_medians, calls_filling, median_seconds
 from vmstack.cchain.codec import AVALANCHE
-from vmstack.cchain.crypto import keccak256
 from vmstack.cchain.generate import generate_chain
 from vmstack.cchain.rlpbytes import header_slice
 from vmstack.cchain.vm import CChainVM
@@ -59,6 +58,7 @@ from vmstack.clock import Clock, SimClock
 from vmstack.closing import close_stack
 from vmstack.errors import InvalidBlock
 from vmstack.interfaces import ChainVM, find_layer
+from vmstack.keccak import keccak256
 from vmstack.parsepool import available_cores
 from vmstack.stack import build_stack
 from vmstack.store import KeyValueStore, MemoryStore

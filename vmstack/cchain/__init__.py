@@ -23,7 +23,6 @@ from vmstack.cchain.codec import (
 )
 from vmstack.cchain.crypto import (
     address_of,
-    keccak256,
     recover_address,
     sign_hash,
 )
@@ -89,6 +88,7 @@ from vmstack.cchain.types import (
 )
 from vmstack.cchain.vm import CChainVM
 from vmstack.defaults import DEFAULT_CHAIN_ID
+from vmstack.keccak import keccak256
 from vmstack.rlpreader import iter_list_items, list_items, read_prefix
 
 __all__ = [

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from vmstack.cchain.crypto import keccak256
 from vmstack.cchain.execution import execute_transactions
 from vmstack.cchain.genesis import new_header
 from vmstack.cchain.rlpbytes import (
@@ -44,6 +43,7 @@ from vmstack.cchain.types import (
     Transaction,
     Withdrawal,
 )
+from vmstack.keccak import keccak256
 
 if TYPE_CHECKING:
     from vmstack.cchain.codec import Flavour

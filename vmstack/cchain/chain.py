@@ -69,7 +69,6 @@ import attrs
 from vmstack.cchain import rawdb
 from vmstack.cchain.cache import CanonicalHashCache
 from vmstack.cchain.codec import Flavour, decode_receipts, derive_receipts, encode_receipts
-from vmstack.cchain.crypto import keccak256
 from vmstack.cchain.era1.tier import HistoryTier
 from vmstack.cchain.execution import execute_transactions
 from vmstack.cchain.integrity import Integrity, checksum
@@ -77,6 +76,7 @@ from vmstack.cchain.rlpbytes import block_bytes
 from vmstack.cchain.source import ChainSource
 from vmstack.cchain.types import AnyHeader, Block, Receipt
 from vmstack.errors import BlockNotFound, InvalidBlock, StoreCorrupted
+from vmstack.keccak import keccak256
 from vmstack.store.base import KeyReader, KeyWriter, ReadSnapshot
 
 if TYPE_CHECKING:

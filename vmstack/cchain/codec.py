@@ -27,7 +27,6 @@ from typing import Any
 
 import attrs
 
-from vmstack.cchain.crypto import keccak256
 from vmstack.cchain.rlpbytes import decode_string_list, encode_item, header_slice
 from vmstack.cchain.tries import (
     body_commitments,
@@ -54,6 +53,7 @@ from vmstack.cchain.types import (
 )
 from vmstack.cchain.types.fields import UINT32
 from vmstack.errors import InvalidBlock
+from vmstack.keccak import keccak256
 from vmstack.rlpreader import Buffer
 
 __all__ = [

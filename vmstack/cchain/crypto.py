@@ -1,6 +1,6 @@
 """Hashing and secp256k1 signatures as Ethereum uses them.
 
-``keccak256`` is the original Keccak (not SHA3-256), from pycryptodome's C library. Signatures are
+Addresses hash with :func:`vmstack.keccak.keccak256` (the original Keccak). Signatures are
 secp256k1 ECDSA over a 32-byte hash, carried as ``(y_parity, r, s)`` with a low ``s``
 (``s <= n / 2``, the Homestead rule). Signing and public-key recovery run in libsecp256k1
 (through ``coincurve``), the library Ethereum clients use: signing is deterministic (RFC 6979
@@ -28,10 +28,9 @@ from __future__ import annotations
 import functools
 
 from coincurve import PrivateKey, PublicKey
-from Crypto.Hash.keccak import _raw_keccak_lib
-from Crypto.Util._raw_api import c_size_t, c_ubyte, create_string_buffer, get_raw_buffer
 
 from vmstack.errors import InvalidBlock
+from vmstack.keccak import keccak256
 from vmstack.verifycache import VerificationCache
 
 __all__ = [
@@ -40,7 +39,6 @@ __all__ = [
     "SECP256K1_N",
     "SECP256K1_P",
     "address_of",
-    "keccak256",
     "private_key_int",
     "private_key_object",
     "recover_address",
@@ -60,34 +58,6 @@ RECOVERED_SENDERS: VerificationCache[tuple[bytes, int, int, int], bytes] = Verif
     "recovered senders", maxsize=1 << 15
 )
 """Recovered addresses by ``(hash, y_parity, r, s)``, successes only (32,768 at most)."""
-
-
-# Keccak-256 as pycryptodome's keccak module computes it: a 512-bit capacity, 24 rounds,
-# the original padding byte 0x01 (SHA3-256 has 0x06), passed as its C library wants them.
-_keccak_oneshot = _raw_keccak_lib.keccak_oneshot
-_DIGEST_SIZE = c_size_t(32)
-_CAPACITY = c_size_t(64)
-_ROUNDS = c_ubyte(24)
-_PADDING = c_ubyte(0x01)
-
-
-def keccak256(data: bytes | bytearray | memoryview) -> bytes:
-    """The 32-byte Keccak-256 digest of ``data`` (any contiguous byte buffer).
-
-    One call into pycryptodome's C Keccak (its one-shot function, as its own
-    ``SHA3_256.digest`` uses), not a hash object per call: the object's setup cost
-    more than hashing a short input.
-    """
-    if type(data) is not bytes:
-        # The C function reads a bytes object in place; other buffers are copied once.
-        data = bytes(data)
-    digest = create_string_buffer(32)
-    failed = _keccak_oneshot(
-        data, c_size_t(len(data)), digest, _DIGEST_SIZE, _CAPACITY, _ROUNDS, _PADDING
-    )
-    if failed:
-        raise ValueError(f"Keccak-256 failed in pycryptodome (error {failed})")
-    return get_raw_buffer(digest)
 
 
 def private_key_int(private_key: bytes | int) -> int:

@@ -20,10 +20,11 @@ from typing import Final
 import attrs
 
 from vmstack.cchain.codec import AVALANCHE, Flavour
-from vmstack.cchain.crypto import address_of, keccak256
+from vmstack.cchain.crypto import address_of
 from vmstack.cchain.state import EMPTY_CODE_HASH, Account, AccountTrie
 from vmstack.cchain.types import AnyHeader, AvalancheHeader, Block, Header
 from vmstack.defaults import DEFAULT_CHAIN_ID
+from vmstack.keccak import keccak256
 
 __all__ = [
     "BASE_FEE",

@@ -52,7 +52,6 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import Final
 
-from vmstack.cchain.crypto import keccak256
 from vmstack.cchain.rules import check_transaction_rules
 from vmstack.cchain.state import Account, max_price
 from vmstack.cchain.types import (
@@ -66,6 +65,7 @@ from vmstack.cchain.types import (
     Withdrawal,
 )
 from vmstack.errors import InvalidBlock, InvalidTransaction
+from vmstack.keccak import keccak256
 
 __all__ = [
     "MAX_PENDING",

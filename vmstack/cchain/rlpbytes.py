@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, TypeAlias
 
 import attrs
 
-from vmstack.cchain.crypto import keccak256
 from vmstack.errors import InvalidBlock
+from vmstack.keccak import keccak256
 from vmstack.rlpreader import Buffer, list_payload_offset, read_prefix
 
 if TYPE_CHECKING:

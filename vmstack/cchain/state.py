@@ -42,7 +42,6 @@ from typing import Final
 
 import attrs
 
-from vmstack.cchain.crypto import keccak256
 from vmstack.cchain.rlpbytes import encode_item, list_prefix
 from vmstack.cchain.types import (
     AccessListTx,
@@ -53,6 +52,7 @@ from vmstack.cchain.types import (
 )
 from vmstack.checksum import frame, unframe
 from vmstack.errors import InvalidBlock, StoreCorrupted
+from vmstack.keccak import keccak256
 
 __all__ = [
     "AcceptedState",

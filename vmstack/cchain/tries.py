@@ -35,7 +35,6 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from vmstack.cchain.crypto import keccak256
 from vmstack.cchain.rlpbytes import encode_item, list_prefix
 from vmstack.cchain.types import (
     EMPTY_EXT_DATA_HASH,
@@ -48,6 +47,7 @@ from vmstack.cchain.types import (
     logs_bloom,
 )
 from vmstack.errors import InvalidBlock
+from vmstack.keccak import keccak256
 from vmstack.rlpreader import list_items, read_prefix
 
 if TYPE_CHECKING:

@@ -79,7 +79,6 @@ from vmstack.cchain.building import build_new_block, move_preference
 from vmstack.cchain.cache import CanonicalHashCache
 from vmstack.cchain.chain import MAX_NUMBER, ChainReader
 from vmstack.cchain.codec import AVALANCHE, Flavour
-from vmstack.cchain.crypto import keccak256
 from vmstack.cchain.deciding import accept_block, reject_block, verify_block
 from vmstack.cchain.era1.tier import HistoryTier
 from vmstack.cchain.execution import execute_transactions
@@ -111,6 +110,7 @@ from vmstack.errors import (
     InvalidBlock,
     InvalidTransaction,
 )
+from vmstack.keccak import keccak256
 from vmstack.store.base import KeyValueStore
 
 if TYPE_CHECKING:

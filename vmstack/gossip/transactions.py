@@ -18,7 +18,6 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, cast
 
-from vmstack.cchain.crypto import keccak256
 from vmstack.cchain.types import Transaction, decode_transaction
 from vmstack.clock import Clock
 from vmstack.gossip.messages import TRANSACTION_GOSSIP_HANDLER
@@ -26,6 +25,7 @@ from vmstack.gossip.pull import GossipHandler, GossipRouter, PullGossiper, Respo
 from vmstack.gossip.push import BranchingFactor, PushGossiper, SendConfig
 from vmstack.gossip.sets import SetWithBloomFilter
 from vmstack.interfaces import ChainVM
+from vmstack.keccak import keccak256
 from vmstack.submission import find_mempool, submit_transactions
 
 __all__ = [

@@ -19,12 +19,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from vmstack.cchain.codec import ETHEREUM
-from vmstack.cchain.crypto import keccak256
 from vmstack.cchain.genesis import Genesis
 from vmstack.cchain.rewards import GWEI, Forks, apply_rewards
 from vmstack.cchain.state import AccountTrie
 from vmstack.cchain.types import EMPTY_ROOT, Header
 from vmstack.errors import InvalidBlock
+from vmstack.keccak import keccak256
 
 if TYPE_CHECKING:
     from vmstack.store.history import EraArchive

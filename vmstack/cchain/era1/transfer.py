@@ -18,11 +18,11 @@ import attrs
 
 from vmstack.cchain import rawdb
 from vmstack.cchain.codec import Flavour
-from vmstack.cchain.crypto import keccak256
 from vmstack.cchain.era1.tier import HistoryTier
 from vmstack.cchain.era1.verify import verify_archive
 from vmstack.cchain.rlpbytes import block_bytes, encode_item, list_prefix, split_block
 from vmstack.errors import StoreCorrupted
+from vmstack.keccak import keccak256
 from vmstack.store.history import ERA1_BLOCKS, EraArchive, EraRecord, write_era1
 
 if TYPE_CHECKING:

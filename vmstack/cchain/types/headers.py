@@ -11,7 +11,6 @@ from typing import TypeAlias
 
 import attrs
 
-from vmstack.cchain.crypto import keccak256
 from vmstack.cchain.types.fields import (
     ADDRESS,
     BLOOM,
@@ -27,6 +26,7 @@ from vmstack.cchain.types.fields import (
     _Record,
     _seal,
 )
+from vmstack.keccak import keccak256
 
 EMPTY_ROOT = keccak256(b"\x80")
 """Root of an empty hexary trie: keccak256(rlp(b""))."""

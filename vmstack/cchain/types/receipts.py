@@ -6,7 +6,6 @@ from collections.abc import Sequence
 
 import attrs
 
-from vmstack.cchain.crypto import keccak256
 from vmstack.cchain.rlpbytes import encode_item
 from vmstack.cchain.types.fields import (
     ADDRESS,
@@ -24,6 +23,7 @@ from vmstack.cchain.types.fields import (
     _string,
 )
 from vmstack.errors import InvalidBlock
+from vmstack.keccak import keccak256
 
 
 @attrs.frozen

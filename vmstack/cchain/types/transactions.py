@@ -12,7 +12,7 @@ from typing import Any, ClassVar, Self, TypeAlias, TypeVar
 
 import attrs
 
-from vmstack.cchain.crypto import address_of, keccak256, recover_address, sign_hash
+from vmstack.cchain.crypto import address_of, recover_address, sign_hash
 from vmstack.cchain.rlpbytes import encode_item, list_prefix
 from vmstack.cchain.types.fields import (
     ADDRESS,
@@ -33,6 +33,7 @@ from vmstack.cchain.types.fields import (
     decode_rlp,
 )
 from vmstack.errors import InvalidBlock
+from vmstack.keccak import keccak256
 from vmstack.verifycache import VerificationCache
 
 #: Each transaction object this process signed (:meth:`LegacyTx.sign` and the typed kinds'

@@ -27,7 +27,7 @@ from vmstack.wrappers.rpc.protocol import (
     trailing_error,
 )
 
-__all__ = ["HEALTH_DEPTH", "HEALTH_TEXT", "ID_LENGTH", "AnswerRules", "read_health"]
+__all__ = ["AnswerRules", "HEALTH_DEPTH", "HEALTH_TEXT", "ID_LENGTH", "read_health"]
 
 #: The longest health details :func:`read_health` reads as JSON, in characters (longer
 #: ones are returned as text, cut there).
