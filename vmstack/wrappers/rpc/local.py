@@ -42,10 +42,10 @@ __all__ = [
     "SocketPathTooLong",
     "TOKEN_METADATA_KEY",
     "TokenCheck",
+    "check_socket_path",
     "create_token_file",
     "make_private_dir",
     "read_token_file",
-    "check_socket_path",
     "remove_stale_private_dirs",
 ]
 
