@@ -198,7 +198,7 @@ def _parser() -> argparse.ArgumentParser:
         "--consensus",
         choices=("snowman", "coordinator"),
         help="what decides a network's blocks: every node's Snowman engine, or the "
-        "coordinator (a block is final once built) (default: coordinator)",
+        "coordinator (a block is final once built) (default: snowman)",
     )
     simulate.add_argument("--k", type=positive_int, metavar="K", help="Snowman's sample size")
     simulate.add_argument(

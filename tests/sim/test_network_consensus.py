@@ -176,8 +176,6 @@ def test_bad_consensus_options_are_value_errors() -> None:
         _config(k=4, alpha=5)
     with pytest.raises(ValueError, match="consensus is one of"):
         _config(consensus="avalanche")
-    with pytest.raises(ValueError, match="coordinator only"):
-        _config(tx_rate=1.0)
 
 
 def test_the_cli_writes_the_consensus_figures(tmp_path: Path) -> None:

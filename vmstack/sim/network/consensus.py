@@ -48,7 +48,7 @@ from vmstack.sim.network.run import NetworkRun
 __all__ = ["SnowmanNetworkRun", "consensus_figures", "partition_minority"]
 
 #: What decides a network run's blocks when ``--consensus`` is not given.
-DEFAULT_CONSENSUS = "coordinator"
+DEFAULT_CONSENSUS = "snowman"
 
 #: Bytes a message takes on a link besides a block it carries (IDs, heights, framing).
 MESSAGE_OVERHEAD = 64
@@ -102,6 +102,7 @@ class SnowmanNetworkRun(NetworkRun):
         self.accepted_at_height: dict[int, bytes] = {}
         self.rejected_blocks: set[bytes] = set()
         self.built_at: dict[bytes, float] = {}
+        self.built_transactions: dict[bytes, tuple[bytes, ...]] = {}
         self.finality: list[float] = []
         self.conflicting_accepts = 0
         self.start_height = 0
@@ -258,11 +259,24 @@ class SnowmanNetworkRun(NetworkRun):
             self.built += 1
             state.result.blocks_built += 1
             self.built_at.setdefault(step.built, now)
+            if self.config.tx_rate:
+                self.built_transactions[step.built] = step.transactions
+            if step.built_slot is not None:
+                slot, delay = step.built_slot
+                slots = self.slots
+                slots.built_in_slot[slot] = slots.built_in_slot.get(slot, 0) + 1
+                slots.delays[delay] = slots.delays.get(delay, 0) + 1
         for block_id, height in step.accepted:
             self.accepted_ids[node].append(block_id)
+            first = height not in self.accepted_at_height
             held = self.accepted_at_height.setdefault(height, block_id)
+            if first and height > self.start_height:
+                self.slots.tip.append((now - self.started, height))
             if held != block_id:
                 self.conflicting_accepts += 1
+            elif self.config.tx_rate and block_id in self.built_transactions:
+                # First accepted anywhere: its transactions are included now.
+                self.gossip_included_hashes(self.built_transactions.pop(block_id))
             if block_id in self.built_at:
                 self.finality.append(now - self.built_at[block_id])
         self.rejected_counts[node] += len(step.rejected)
@@ -288,6 +302,8 @@ class SnowmanNetworkRun(NetworkRun):
         preference = step.preference
         config = self.config
         height = step.preference_height
+        # With transaction gossip, a builder builds from its own pool.
+        txs = 0 if config.tx_rate else config.txs_per_block
 
         def build(now: float) -> Call | None:
             if self.build_tokens[node] != token:
@@ -297,7 +313,7 @@ class SnowmanNetworkRun(NetworkRun):
             return Call(
                 node,
                 "consensus_build",
-                (now, preference, config.seed, height * config.txs_per_block, config.txs_per_block),
+                (now, preference, config.seed, height * config.txs_per_block, txs),
             )
 
         at = max(step.build_at, self.clock())

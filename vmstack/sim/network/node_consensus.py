@@ -23,11 +23,12 @@ if TYPE_CHECKING:
 
 import attrs
 
+from vmstack.cchain import CChainVM
 from vmstack.cchain.generate import pool_transactions
 from vmstack.consensus import Parameters, SnowmanEngine, StakeSampler
 from vmstack.consensus.engine import Message, PullQuery
-from vmstack.errors import AnyoneCanPropose, InvalidTransaction, VMStackError
-from vmstack.interfaces import ChainVM
+from vmstack.errors import AnyoneCanPropose, BlockNotFound, InvalidTransaction, VMStackError
+from vmstack.interfaces import ChainVM, find_layer
 from vmstack.submission import find_mempool
 from vmstack.wrappers.proposer.windower import MAX_LOOK_AHEAD_SLOTS, WINDOW_DURATION, time_to_slot
 
@@ -61,8 +62,9 @@ class ConsensusStep:
     node built and issued in the call (or ``None``), ``tip`` its last accepted block,
     ``processing`` how many blocks its engine holds undecided, ``build_at`` the simulated
     time at which the node may next build on its preference (``None``: not within the
-    windower's look-ahead), ``preference`` its preferred block, and its engine's poll
-    counts so far."""
+    windower's look-ahead), ``preference`` its preferred block, its engine's poll
+    counts so far, and ``transactions`` the hashes of the transactions in the block it
+    built when the node gossips transactions (``--tx-rate``)."""
 
     sends: tuple[tuple[int, Message], ...]
     accepted: tuple[tuple[bytes, int], ...]
@@ -75,6 +77,8 @@ class ConsensusStep:
     preference_height: int
     polls_successful: int
     polls_failed: int
+    transactions: tuple[bytes, ...] = ()
+    built_slot: tuple[int, int] | None = None
 
 
 class NodeConsensus:
@@ -96,6 +100,11 @@ class NodeConsensus:
         def tip(self) -> Tip: ...
 
         def _at(self, now: float) -> None: ...
+
+        def gossip_forget_accepted(self) -> tuple[bytes, ...]: ...
+
+        @property
+        def gossiping(self) -> bool: ...
 
     def consensus_join(
         self,
@@ -180,7 +189,8 @@ class NodeConsensus:
         self, now: float, preference: bytes, seed: int, position: int, txs: int
     ) -> ConsensusStep:
         """Build one block on the preference, if it is still ``preference``: put ``txs``
-        transactions of the seed's pool from ``position`` in the mempool and tell the
+        transactions of the seed's pool from ``position`` in the mempool (none: the block
+        holds what the node's own mempool holds, as with transaction gossip) and tell the
         engine there is work (it builds, issues and pushes the block). A transaction the
         preferred chain holds already is left out."""
         self._at(now)
@@ -202,6 +212,15 @@ class NodeConsensus:
         if len(engine.issued_at) > before:
             built = next(reversed(engine.issued_at))
         return self._step(built)
+
+    def _transactions_of(self, block_id: bytes) -> tuple[bytes, ...]:
+        """The hashes of the transactions of this node's block ``block_id``."""
+        chain = find_layer(self.vm, CChainVM)
+        try:
+            inner = chain.get_block(self._proposer.get_block(block_id).inner.id)
+        except BlockNotFound:
+            return ()
+        return tuple(transaction.hash for transaction in inner.transactions)
 
     def consensus_frontier(self, now: float) -> ConsensusStep:
         """With nothing processing, ask one validator (drawn by stake) for its preferred
@@ -242,6 +261,19 @@ class NodeConsensus:
         rejected = tuple(engine.rejected_ids[self._rejected_seen :])
         self._accepted_seen = len(engine.accepted_ids)
         self._rejected_seen = len(engine.rejected_ids)
+        built_slot = None
+        if built is not None:
+            block, parent = self._fact(built), self._fact(self._proposer.get_block(built).parent_id)
+            built_slot = (
+                time_to_slot(parent.timestamp, block.timestamp),
+                block.timestamp - parent.timestamp,
+            )
+        transactions: tuple[bytes, ...] = ()
+        if self.gossiping:
+            if accepted:
+                self.gossip_forget_accepted()
+            if built is not None:
+                transactions = self._transactions_of(built)
         preference = engine.preference()
         return ConsensusStep(
             sends=sends,
@@ -255,6 +287,8 @@ class NodeConsensus:
             preference_height=self._fact(preference).height,
             polls_successful=engine.consensus.polls_successful,
             polls_failed=engine.consensus.polls_failed,
+            transactions=transactions,
+            built_slot=built_slot,
         )
 
     def _fact(self, block_id: bytes) -> Tip:

@@ -247,8 +247,6 @@ def check_consensus(config: NetworkSimulationConfig) -> None:
         if (config.k, config.alpha, config.beta, config.partition) != (None,) * 4:
             raise ValueError("--k, --alpha, --beta and --partition need --consensus snowman")
         return
-    if config.tx_rate:
-        raise ValueError("--tx-rate runs with --consensus coordinator only, not snowman")
     config.consensus_parameters().verify()
     if config.partition is not None:
         fraction, start, end = config.partition
