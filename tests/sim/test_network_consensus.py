@@ -157,14 +157,6 @@ def test_the_same_seed_gives_the_same_figures_batched_or_one_event_at_a_time() -
     assert batched == single
 
 
-def test_snowman_refuses_the_ray_engine_with_one_line() -> None:
-    class Elsewhere(LocalEngine):
-        name = "ray"
-
-    with pytest.raises(VMStackError, match="--consensus snowman runs on the local engine only"):
-        simulate_network(_config(), Elsewhere())
-
-
 def test_bad_consensus_options_are_value_errors() -> None:
     with pytest.raises(ValueError, match="FRACTION@START-END"):
         parse_partition("0.3@60-10")

@@ -39,7 +39,6 @@ from vmstack.consensus.engine import (
     Put,
     QueryFailed,
 )
-from vmstack.errors import VMStackError
 from vmstack.sim.network.node import Call, Tip
 from vmstack.sim.network.node_consensus import ConsensusStep
 from vmstack.sim.network.records import NetworkReport, parse_partition
@@ -434,15 +433,6 @@ def consensus_options(args: argparse.Namespace) -> dict[str, Any]:
         "beta": getattr(args, "beta", None),
         "partition": None if partition is None else parse_partition(partition),
     }
-
-
-def refuse_on_engine(engine_name: str, consensus: str) -> None:
-    """Refuse a Snowman run on the Ray engine, which does not carry it yet."""
-    if consensus == "snowman" and engine_name != "local":
-        raise VMStackError(
-            "--consensus snowman runs on the local engine only; use --engine local or "
-            "--consensus coordinator"
-        )
 
 
 def print_consensus_summary(report: NetworkReport, console: Console) -> None:
