@@ -102,6 +102,8 @@ class SnowmanNetworkRun(NetworkRun):
         self.rejected_blocks: set[bytes] = set()
         self.built_at: dict[bytes, float] = {}
         self.built_transactions: dict[bytes, tuple[bytes, ...]] = {}
+        #: The block pairs byzantine proposers built in one slot each.
+        self.equivocations: list[tuple[bytes, ...]] = []
         self.finality: list[float] = []
         self.conflicting_accepts = 0
         self.start_height = 0
@@ -265,6 +267,12 @@ class SnowmanNetworkRun(NetworkRun):
                 slots = self.slots
                 slots.built_in_slot[slot] = slots.built_in_slot.get(slot, 0) + 1
                 slots.delays[delay] = slots.delays.get(delay, 0) + 1
+        if step.equivocated:
+            self.equivocations.append(step.equivocated)
+            self.built += len(step.equivocated)
+            state.result.blocks_built += len(step.equivocated)
+            for block_id in step.equivocated:
+                self.built_at.setdefault(block_id, now)
         for block_id, height in step.accepted:
             self.accepted_ids[node].append(block_id)
             first = height not in self.accepted_at_height
@@ -309,11 +317,13 @@ class SnowmanNetworkRun(NetworkRun):
                 return None
             if self._accepted_heights() >= config.live_blocks:
                 return None
-            return Call(
-                node,
-                "consensus_build",
-                (now, preference, config.seed, height * config.txs_per_block, txs),
-            )
+            arguments = (now, preference, config.seed, height * config.txs_per_block, txs)
+            if node in config.equivocators:
+                others = [other for other in range(config.nodes) if other != node]
+                half = len(others) // 2
+                halves = (tuple(others[:half]), tuple(others[half:]))
+                return Call(node, "consensus_equivocate", (*arguments, halves))
+            return Call(node, "consensus_build", arguments)
 
         at = max(step.build_at, self.clock())
         self.schedule(

@@ -26,7 +26,7 @@ import attrs
 from vmstack.cchain import CChainVM
 from vmstack.cchain.generate import pool_transactions
 from vmstack.consensus import Parameters, SnowmanEngine, StakeSampler
-from vmstack.consensus.engine import Message, PullQuery
+from vmstack.consensus.engine import Message, PullQuery, PushQuery
 from vmstack.errors import AnyoneCanPropose, BlockNotFound, InvalidTransaction, VMStackError
 from vmstack.interfaces import ChainVM, find_layer
 from vmstack.submission import find_mempool
@@ -47,6 +47,7 @@ CONSENSUS_METHODS = frozenset(
         "consensus_build",
         "consensus_connect",
         "consensus_frontier",
+        "consensus_equivocate",
     }
 )
 
@@ -79,6 +80,7 @@ class ConsensusStep:
     polls_failed: int
     transactions: tuple[bytes, ...] = ()
     built_slot: tuple[int, int] | None = None
+    equivocated: tuple[bytes, ...] = ()
 
 
 class NodeConsensus:
@@ -213,6 +215,44 @@ class NodeConsensus:
             built = next(reversed(engine.issued_at))
         return self._step(built)
 
+    def consensus_equivocate(
+        self,
+        now: float,
+        preference: bytes,
+        seed: int,
+        position: int,
+        txs: int,
+        halves: tuple[tuple[int, ...], tuple[int, ...]],
+    ) -> ConsensusStep:
+        """A byzantine proposer's slot: build two blocks on the preference (if it is still
+        ``preference``), one empty and one with ``txs`` transactions of the seed's pool
+        from ``position``, both in this slot, and push the first to every node of
+        ``halves[0]``, the second to every node of ``halves[1]`` (queries outside any poll
+        of this node's engine, which issues neither: it learns of them as any node does)."""
+        self._at(now)
+        engine = self._running()
+        if engine.preference() != preference:
+            return self._step(None)
+        self.vm.set_preference(preference)
+        empty = self.vm.build_block()
+        mempool = find_mempool(self.vm)
+        for transaction in pool_transactions(
+            seed=seed, chain_id=mempool.chain_id, start=position, count=txs
+        ):
+            try:
+                mempool.add_transactions([transaction])
+            except InvalidTransaction:
+                continue
+        self.vm.set_preference(preference)
+        full = self.vm.build_block()
+        blocks = (empty, full) if empty.id != full.id else (empty,)
+        for block, half in zip(blocks, halves, strict=False):
+            for destination in half:
+                self._outbox.append(
+                    (destination, PushQuery(self._frontier_request(), bytes(block), block.height))
+                )
+        return self._step(None, equivocated=tuple(block.id for block in blocks))
+
     def _transactions_of(self, block_id: bytes) -> tuple[bytes, ...]:
         """The hashes of the transactions of this node's block ``block_id``."""
         chain = find_layer(self.vm, CChainVM)
@@ -243,7 +283,11 @@ class NodeConsensus:
         return self._frontier_requests
 
     def _step(
-        self, built: bytes | None, before: tuple[tuple[bytes, int], ...] = ()
+        self,
+        built: bytes | None,
+        before: tuple[tuple[bytes, int], ...] = (),
+        *,
+        equivocated: tuple[bytes, ...] = (),
     ) -> ConsensusStep:
         engine = self._running()
         handled = 0
@@ -289,6 +333,7 @@ class NodeConsensus:
             polls_failed=engine.consensus.polls_failed,
             transactions=transactions,
             built_slot=built_slot,
+            equivocated=equivocated,
         )
 
     def _fact(self, block_id: bytes) -> Tip:
