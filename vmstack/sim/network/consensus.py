@@ -446,7 +446,10 @@ def consensus_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def print_consensus_summary(report: NetworkReport, console: Console) -> None:
-    """The consensus figures of a Snowman run, one table (a coordinator run prints none)."""
+    """The consensus figures of a Snowman run, one table (a coordinator run prints none):
+    the JSON's, and per accepted block (heights accepted above the starting chain) the
+    successful polls over every node, the same per node, and the messages of the run
+    (bootstrapping's too) per node."""
     decided = report.consensus
     if decided.get("engine") != "snowman":
         return
@@ -457,6 +460,16 @@ def print_consensus_summary(report: NetworkReport, console: Console) -> None:
     assert isinstance(finality, dict)
     for name in ("polls_successful", "polls_failed", "blocks_accepted", "blocks_rejected"):
         table.add_row(name, str(decided[name]))
+    accepted = decided["blocks_accepted"]
+    assert isinstance(accepted, int)
+    if accepted:
+        successful = decided["polls_successful"]
+        messages = report.totals.get("messages") or 0
+        assert isinstance(successful, int)
+        nodes = report.config.nodes
+        table.add_row("polls per accepted block", f"{successful / accepted:.1f}")
+        table.add_row("  per node", f"{successful / accepted / nodes:.1f}")
+        table.add_row("messages per node per block", f"{messages / nodes / accepted:.1f}")
     for name in ("p50", "p90", "max"):
         value = finality[name]
         table.add_row(f"finality {name} s", "-" if value is None else f"{value:.3f}")
