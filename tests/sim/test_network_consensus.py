@@ -12,7 +12,6 @@ import pytest
 
 from vmstack.cli import main
 from vmstack.consensus.engine import PullQuery, PushQuery
-from vmstack.errors import VMStackError
 from vmstack.sim.costs import REFERENCE_COSTS
 from vmstack.sim.network.consensus import SnowmanNetworkRun, partition_minority
 from vmstack.sim.network.engines import LocalEngine
