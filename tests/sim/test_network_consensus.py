@@ -136,7 +136,7 @@ def test_a_node_without_enough_connected_stake_sends_no_polls() -> None:
             step.preference_height * config.txs_per_block,
             config.txs_per_block,
         )
-        assert built.built is not None and built.processing == 1
+        assert len(built.built) == 1 and built.processing == 1
         assert not [m for _, m in built.sends if isinstance(m, PushQuery | PullQuery)]
         # Reconnected, it polls.
         again = node.consensus_connect(config.start_time + 1_001, (1, 2, 3), True)

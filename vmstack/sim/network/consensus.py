@@ -256,17 +256,16 @@ class SnowmanNetworkRun(NetworkRun):
             self.network_tip = step.tip
         self.processing[node] = step.processing
         self.polls[node] = (step.polls_successful, step.polls_failed)
-        if step.built is not None:
+        for position, block_id in enumerate(step.built):
             self.built += 1
             state.result.blocks_built += 1
-            self.built_at.setdefault(step.built, now)
+            self.built_at.setdefault(block_id, now)
             if self.config.tx_rate:
-                self.built_transactions[step.built] = step.transactions
-            if step.built_slot is not None:
-                slot, delay = step.built_slot
-                slots = self.slots
-                slots.built_in_slot[slot] = slots.built_in_slot.get(slot, 0) + 1
-                slots.delays[delay] = slots.delays.get(delay, 0) + 1
+                self.built_transactions[block_id] = step.transactions[position]
+            slot, delay = step.built_slots[position]
+            slots = self.slots
+            slots.built_in_slot[slot] = slots.built_in_slot.get(slot, 0) + 1
+            slots.delays[delay] = slots.delays.get(delay, 0) + 1
         if step.equivocated:
             self.equivocations.append(step.equivocated)
             self.built += len(step.equivocated)
@@ -299,7 +298,7 @@ class SnowmanNetworkRun(NetworkRun):
         return max(self.accepted_at_height, default=self.start_height) - self.start_height
 
     def _plan_build(self, node: int, step: ConsensusStep) -> None:
-        if step.preference == self.preferences[node] and step.built is None:
+        if step.preference == self.preferences[node] and not step.built:
             return
         self.preferences[node] = step.preference
         self.build_tokens[node] += 1

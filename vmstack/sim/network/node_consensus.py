@@ -59,18 +59,21 @@ MAX_SELF_MESSAGES = 100_000
 class ConsensusStep:
     """What one consensus call did on a node: ``sends`` the messages for other nodes
     (destination index, message), ``accepted`` the blocks accepted meanwhile (ID, height),
-    oldest first, ``rejected`` the IDs rejected meanwhile, ``built`` the ID of a block this
-    node built and issued in the call (or ``None``), ``tip`` its last accepted block,
-    ``processing`` how many blocks its engine holds undecided, ``build_at`` the simulated
-    time at which the node may next build on its preference (``None``: not within the
-    windower's look-ahead), ``preference`` its preferred block, its engine's poll
-    counts so far, and ``transactions`` the hashes of the transactions in the block it
-    built when the node gossips transactions (``--tx-rate``)."""
+    oldest first, ``rejected`` the IDs rejected meanwhile, ``built`` the IDs of the blocks
+    this node's engine built and issued meanwhile (in a build call, or later from a build
+    it had deferred while ``optimal_processing`` blocks processed), ``tip`` its last
+    accepted block, ``processing`` how many blocks its engine holds undecided, ``build_at``
+    the simulated time at which the node may next build on its preference (``None``: not
+    within the windower's look-ahead), ``preference`` its preferred block, its engine's poll
+    counts so far, ``transactions`` the hashes of the transactions of each built block
+    when the node gossips transactions (``--tx-rate``), ``built_slots`` the proposer slot
+    each built block took and its delay after its parent (whole seconds), and
+    ``equivocated`` the two blocks a byzantine proposer built in one slot."""
 
     sends: tuple[tuple[int, Message], ...]
     accepted: tuple[tuple[bytes, int], ...]
     rejected: tuple[bytes, ...]
-    built: bytes | None
+    built: tuple[bytes, ...]
     tip: Tip
     processing: int
     build_at: float | None
@@ -78,8 +81,8 @@ class ConsensusStep:
     preference_height: int
     polls_successful: int
     polls_failed: int
-    transactions: tuple[bytes, ...] = ()
-    built_slot: tuple[int, int] | None = None
+    transactions: tuple[tuple[bytes, ...], ...] = ()
+    built_slots: tuple[tuple[int, int], ...] = ()
     equivocated: tuple[bytes, ...] = ()
 
 
@@ -95,6 +98,7 @@ class NodeConsensus:
     _outbox: list[tuple[int, Message]]
     _accepted_seen: int
     _rejected_seen: int
+    _built_seen: int
     _block_interval: float
 
     if TYPE_CHECKING:
@@ -130,6 +134,7 @@ class NodeConsensus:
         self._self_queue: deque[tuple[bytes, Message]] = deque()
         self._accepted_seen = 0
         self._rejected_seen = 0
+        self._built_seen = 0
         self._block_interval = block_interval
         self._facts: dict[bytes, Tip] = {}
         self._own_slots: dict[bytes, tuple[int, float]] = {}
@@ -159,7 +164,7 @@ class NodeConsensus:
                 (self.vm.get_block_id_at_height(height), height)
                 for height in range(above_height + 1, last_height + 1)
             )
-        return self._step(None, before)
+        return self._step(before)
 
     def _running(self) -> SnowmanEngine:
         if self._engine is None:
@@ -172,7 +177,7 @@ class NodeConsensus:
         engine = self._running()
         assert self.spec.stake is not None
         engine.receive(self.spec.stake.node_ids[sender], message)
-        return self._step(None)
+        return self._step()
 
     def consensus_connect(self, now: float, peers: tuple[int, ...], up: bool) -> ConsensusStep:
         """Tell the engine ``peers`` are reachable again (``up``) or not."""
@@ -185,7 +190,7 @@ class NodeConsensus:
                 engine.connected(node_id)
             else:
                 engine.disconnected(node_id)
-        return self._step(None)
+        return self._step()
 
     def consensus_build(
         self, now: float, preference: bytes, seed: int, position: int, txs: int
@@ -198,7 +203,7 @@ class NodeConsensus:
         self._at(now)
         engine = self._running()
         if engine.preference() != preference:
-            return self._step(None)
+            return self._step()
         if txs:
             mempool = find_mempool(self.vm)
             for transaction in pool_transactions(
@@ -208,12 +213,8 @@ class NodeConsensus:
                     mempool.add_transactions([transaction])
                 except InvalidTransaction:
                     continue  # on the preferred chain already (its nonce is used)
-        before = len(engine.issued_at)
         engine.notify_pending()
-        built = None
-        if len(engine.issued_at) > before:
-            built = next(reversed(engine.issued_at))
-        return self._step(built)
+        return self._step()
 
     def consensus_equivocate(
         self,
@@ -232,7 +233,7 @@ class NodeConsensus:
         self._at(now)
         engine = self._running()
         if engine.preference() != preference:
-            return self._step(None)
+            return self._step()
         self.vm.set_preference(preference)
         empty = self.vm.build_block()
         mempool = find_mempool(self.vm)
@@ -251,7 +252,7 @@ class NodeConsensus:
                 self._outbox.append(
                     (destination, PushQuery(self._frontier_request(), bytes(block), block.height))
                 )
-        return self._step(None, equivocated=tuple(block.id for block in blocks))
+        return self._step(equivocated=tuple(block.id for block in blocks))
 
     def _transactions_of(self, block_id: bytes) -> tuple[bytes, ...]:
         """The hashes of the transactions of this node's block ``block_id``."""
@@ -275,7 +276,7 @@ class NodeConsensus:
             if drawn is not None and drawn[0] != engine.node_id:
                 last_id, last_height = engine.last_accepted()
                 engine.send(drawn[0], PullQuery(self._frontier_request(), last_id, last_height + 1))
-        return self._step(None)
+        return self._step()
 
     def _frontier_request(self) -> int:
         """A request ID no poll of the engine uses (counted down from the top)."""
@@ -284,7 +285,6 @@ class NodeConsensus:
 
     def _step(
         self,
-        built: bytes | None,
         before: tuple[tuple[bytes, int], ...] = (),
         *,
         equivocated: tuple[bytes, ...] = (),
@@ -305,19 +305,23 @@ class NodeConsensus:
         rejected = tuple(engine.rejected_ids[self._rejected_seen :])
         self._accepted_seen = len(engine.accepted_ids)
         self._rejected_seen = len(engine.rejected_ids)
-        built_slot = None
-        if built is not None:
-            block, parent = self._fact(built), self._fact(self._proposer.get_block(built).parent_id)
-            built_slot = (
-                time_to_slot(parent.timestamp, block.timestamp),
-                block.timestamp - parent.timestamp,
+        built = tuple(engine.built_ids[self._built_seen :])
+        self._built_seen = len(engine.built_ids)
+        built_slots = []
+        for block_id in built:
+            block = self._fact(block_id)
+            parent = self._fact(self._proposer.get_block(block_id).parent_id)
+            built_slots.append(
+                (
+                    time_to_slot(parent.timestamp, block.timestamp),
+                    block.timestamp - parent.timestamp,
+                )
             )
-        transactions: tuple[bytes, ...] = ()
+        transactions: tuple[tuple[bytes, ...], ...] = ((),) * len(built)
         if self.gossiping:
             if accepted:
                 self.gossip_forget_accepted()
-            if built is not None:
-                transactions = self._transactions_of(built)
+            transactions = tuple(self._transactions_of(block_id) for block_id in built)
         preference = engine.preference()
         return ConsensusStep(
             sends=sends,
@@ -332,7 +336,7 @@ class NodeConsensus:
             polls_successful=engine.consensus.polls_successful,
             polls_failed=engine.consensus.polls_failed,
             transactions=transactions,
-            built_slot=built_slot,
+            built_slots=tuple(built_slots),
             equivocated=equivocated,
         )
 
