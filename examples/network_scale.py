@@ -2,10 +2,10 @@
 a plot.
 
 ``python examples/network_scale.py [--nodes 1000 3000 10000] [--plot docs/network_scale.png]
-[--json FILE]`` runs ``vmstack simulate --nodes N --blocks 60 --txs-per-block 2
---live-blocks 10`` for each N (the local engine, one process), one after the other, and
-reads each run's JSON; ``--from-json A.json B.json ...`` tabulates and plots runs made
-before instead. The memory is the peak resident size of the process holding the nodes, as
+[--json FILE]`` runs ``vmstack simulate --nodes N --consensus coordinator --blocks 60
+--txs-per-block 2 --live-blocks 10`` for each N (the local engine, one process), one after
+the other, and reads each run's JSON; ``--from-json A.json B.json ...`` tabulates and plots
+runs made before instead. The memory is the peak resident size of the process holding the nodes, as
 the run's JSON reports it (``measured.peak_memory_bytes``); the wall times are the run's
 own (set-up, then the run), and the CPU time the process's own user and system time (what
 a busy machine changes least). Each run has a bounded wait (``--timeout``, default 2 hours).
@@ -26,7 +26,16 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-CHAIN = ["--blocks", "60", "--txs-per-block", "2", "--live-blocks", "10"]
+CHAIN = [
+    "--blocks",
+    "60",
+    "--txs-per-block",
+    "2",
+    "--live-blocks",
+    "10",
+    "--consensus",
+    "coordinator",
+]
 
 
 def run_network(nodes: int, folder: Path, timeout: float) -> dict[str, Any]:

@@ -201,6 +201,8 @@ def simulate_options(args: argparse.Namespace) -> list[str]:
         str(args.live_blocks),
         "--seed",
         str(args.seed),
+        "--consensus",
+        "coordinator",
     ]
 
 

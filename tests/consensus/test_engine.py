@@ -198,3 +198,29 @@ def test_a_block_at_an_accepted_height_is_never_issued() -> None:
         network.vms[1].get_block(rival.id)
     (answer,) = [m for source, to, m in network.sent if to == b"outsider"]
     assert isinstance(answer, Chits) and answer.preferred_id_at_height == accepted
+
+
+def test_a_deferred_build_is_built_later_and_listed_with_the_others() -> None:
+    """With ``optimal_processing`` blocks processing, ``notify_pending`` waits; the block
+    built once one is decided (inside ``receive``) is in ``built_ids`` like the first."""
+    network = Network(
+        2,
+        Parameters(
+            k=2,
+            alpha_preference=2,
+            alpha_confidence=2,
+            beta=3,
+            concurrent_repolls=1,
+            optimal_processing=1,
+        ),
+    )
+    builder = network.engines[0]
+    network.clock.advance(2.0)
+    builder.notify_pending()
+    network.clock.advance(2.0)
+    builder.notify_pending()
+    assert len(builder.built_ids) == 1 and builder.consensus.num_processing() == 1
+    network.deliver()
+    assert len(builder.built_ids) == 2
+    assert builder.accepted_ids == builder.built_ids
+    assert network.engines[1].accepted_ids == builder.built_ids

@@ -209,6 +209,9 @@ class SnowmanEngine:
         #: Block IDs this engine accepted / rejected, in order.
         self.accepted_ids: list[bytes] = []
         self.rejected_ids: list[bytes] = []
+        #: Block IDs this engine built and issued, in order (also those a deferred
+        #: :meth:`notify_pending` built later, once fewer blocks were processing).
+        self.built_ids: list[bytes] = []
         #: When each block was issued here, and when it was accepted (clock seconds).
         self.issued_at: dict[bytes, float] = {}
         self.accepted_at: dict[bytes, float] = {}
@@ -356,7 +359,10 @@ class SnowmanEngine:
                 return
             if block.parent_id != self.consensus.preference():
                 return
+            issued = len(self.issued_at)
             self._issue(self.node_id, block, push=True)
+            if len(self.issued_at) > issued:
+                self.built_ids.append(block.id)
 
     def _query(self, block_id: bytes, data: bytes, height: int, *, push: bool) -> bool:
         """Poll ``k`` sampled validators about ``block_id``; False when no poll could be

@@ -39,7 +39,6 @@ from vmstack.consensus.engine import (
     Put,
     QueryFailed,
 )
-from vmstack.errors import VMStackError
 from vmstack.sim.network.node import Call, Tip
 from vmstack.sim.network.node_consensus import ConsensusStep
 from vmstack.sim.network.records import NetworkReport, parse_partition
@@ -48,7 +47,7 @@ from vmstack.sim.network.run import NetworkRun
 __all__ = ["SnowmanNetworkRun", "consensus_figures", "partition_minority"]
 
 #: What decides a network run's blocks when ``--consensus`` is not given.
-DEFAULT_CONSENSUS = "coordinator"
+DEFAULT_CONSENSUS = "snowman"
 
 #: Bytes a message takes on a link besides a block it carries (IDs, heights, framing).
 MESSAGE_OVERHEAD = 64
@@ -102,6 +101,9 @@ class SnowmanNetworkRun(NetworkRun):
         self.accepted_at_height: dict[int, bytes] = {}
         self.rejected_blocks: set[bytes] = set()
         self.built_at: dict[bytes, float] = {}
+        self.built_transactions: dict[bytes, tuple[bytes, ...]] = {}
+        #: The block pairs byzantine proposers built in one slot each.
+        self.equivocations: list[tuple[bytes, ...]] = []
         self.finality: list[float] = []
         self.conflicting_accepts = 0
         self.start_height = 0
@@ -254,15 +256,33 @@ class SnowmanNetworkRun(NetworkRun):
             self.network_tip = step.tip
         self.processing[node] = step.processing
         self.polls[node] = (step.polls_successful, step.polls_failed)
-        if step.built is not None:
+        for position, block_id in enumerate(step.built):
             self.built += 1
             state.result.blocks_built += 1
-            self.built_at.setdefault(step.built, now)
+            self.built_at.setdefault(block_id, now)
+            if self.config.tx_rate:
+                self.built_transactions[block_id] = step.transactions[position]
+            slot, delay = step.built_slots[position]
+            slots = self.slots
+            slots.built_in_slot[slot] = slots.built_in_slot.get(slot, 0) + 1
+            slots.delays[delay] = slots.delays.get(delay, 0) + 1
+        if step.equivocated:
+            self.equivocations.append(step.equivocated)
+            self.built += len(step.equivocated)
+            state.result.blocks_built += len(step.equivocated)
+            for block_id in step.equivocated:
+                self.built_at.setdefault(block_id, now)
         for block_id, height in step.accepted:
             self.accepted_ids[node].append(block_id)
+            first = height not in self.accepted_at_height
             held = self.accepted_at_height.setdefault(height, block_id)
+            if first and height > self.start_height:
+                self.slots.tip.append((now - self.started, height))
             if held != block_id:
                 self.conflicting_accepts += 1
+            elif self.config.tx_rate and block_id in self.built_transactions:
+                # First accepted anywhere: its transactions are included now.
+                self.gossip_included_hashes(self.built_transactions.pop(block_id))
             if block_id in self.built_at:
                 self.finality.append(now - self.built_at[block_id])
         self.rejected_counts[node] += len(step.rejected)
@@ -278,7 +298,7 @@ class SnowmanNetworkRun(NetworkRun):
         return max(self.accepted_at_height, default=self.start_height) - self.start_height
 
     def _plan_build(self, node: int, step: ConsensusStep) -> None:
-        if step.preference == self.preferences[node] and step.built is None:
+        if step.preference == self.preferences[node] and not step.built:
             return
         self.preferences[node] = step.preference
         self.build_tokens[node] += 1
@@ -288,17 +308,21 @@ class SnowmanNetworkRun(NetworkRun):
         preference = step.preference
         config = self.config
         height = step.preference_height
+        # With transaction gossip, a builder builds from its own pool.
+        txs = 0 if config.tx_rate else config.txs_per_block
 
         def build(now: float) -> Call | None:
             if self.build_tokens[node] != token:
                 return None
             if self._accepted_heights() >= config.live_blocks:
                 return None
-            return Call(
-                node,
-                "consensus_build",
-                (now, preference, config.seed, height * config.txs_per_block, config.txs_per_block),
-            )
+            arguments = (now, preference, config.seed, height * config.txs_per_block, txs)
+            if node in config.equivocators:
+                others = [other for other in range(config.nodes) if other != node]
+                half = len(others) // 2
+                halves = (tuple(others[:half]), tuple(others[half:]))
+                return Call(node, "consensus_equivocate", (*arguments, halves))
+            return Call(node, "consensus_build", arguments)
 
         at = max(step.build_at, self.clock())
         self.schedule(
@@ -420,17 +444,11 @@ def consensus_options(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def refuse_on_engine(engine_name: str, consensus: str) -> None:
-    """Refuse a Snowman run on the Ray engine, which does not carry it yet."""
-    if consensus == "snowman" and engine_name != "local":
-        raise VMStackError(
-            "--consensus snowman runs on the local engine only; use --engine local or "
-            "--consensus coordinator"
-        )
-
-
 def print_consensus_summary(report: NetworkReport, console: Console) -> None:
-    """The consensus figures of a Snowman run, one table (a coordinator run prints none)."""
+    """The consensus figures of a Snowman run, one table (a coordinator run prints none):
+    the JSON's, and per accepted block (heights accepted above the starting chain) the
+    successful polls over every node, the same per node, and the messages of the run
+    (bootstrapping's too) per node."""
     decided = report.consensus
     if decided.get("engine") != "snowman":
         return
@@ -441,6 +459,16 @@ def print_consensus_summary(report: NetworkReport, console: Console) -> None:
     assert isinstance(finality, dict)
     for name in ("polls_successful", "polls_failed", "blocks_accepted", "blocks_rejected"):
         table.add_row(name, str(decided[name]))
+    accepted = decided["blocks_accepted"]
+    assert isinstance(accepted, int)
+    if accepted:
+        successful = decided["polls_successful"]
+        messages = report.totals.get("messages") or 0
+        assert isinstance(successful, int)
+        nodes = report.config.nodes
+        table.add_row("polls per accepted block", f"{successful / accepted:.1f}")
+        table.add_row("  per node", f"{successful / accepted / nodes:.1f}")
+        table.add_row("messages per node per block", f"{messages / nodes / accepted:.1f}")
     for name in ("p50", "p90", "max"):
         value = finality[name]
         table.add_row(f"finality {name} s", "-" if value is None else f"{value:.3f}")

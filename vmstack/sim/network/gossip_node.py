@@ -146,6 +146,11 @@ class NodeGossip:
             **fields,  # type: ignore[arg-type]
         )
 
+    @property
+    def gossiping(self) -> bool:
+        """Whether the node's transaction gossip has started."""
+        return self._gossip_state is not None
+
     def gossip_forget_accepted(self) -> tuple[bytes, ...]:
         """The transactions of the blocks accepted since the last look, which the node's
         gossip no longer holds or pushes (called after every acceptance)."""

@@ -229,7 +229,12 @@ class TransactionGossipping(NetworkEventLoop):
 
     def gossip_included(self, built: Built) -> None:
         """Book the transactions of a built block."""
-        for tx_hash in built.transactions:
+        self.gossip_included_hashes(built.transactions)
+
+    def gossip_included_hashes(self, transactions: tuple[bytes, ...]) -> None:
+        """Book the transactions (hashes) of a block decided now: built under the
+        coordinator, accepted for the first time anywhere under Snowman."""
+        for tx_hash in transactions:
             if tx_hash in self.included_at:
                 self.included_twice += 1
             else:

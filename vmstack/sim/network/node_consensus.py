@@ -23,11 +23,12 @@ if TYPE_CHECKING:
 
 import attrs
 
+from vmstack.cchain import CChainVM
 from vmstack.cchain.generate import pool_transactions
 from vmstack.consensus import Parameters, SnowmanEngine, StakeSampler
-from vmstack.consensus.engine import Message, PullQuery
-from vmstack.errors import AnyoneCanPropose, InvalidTransaction, VMStackError
-from vmstack.interfaces import ChainVM
+from vmstack.consensus.engine import Message, PullQuery, PushQuery
+from vmstack.errors import AnyoneCanPropose, BlockNotFound, InvalidTransaction, VMStackError
+from vmstack.interfaces import ChainVM, find_layer
 from vmstack.submission import find_mempool
 from vmstack.wrappers.proposer.windower import MAX_LOOK_AHEAD_SLOTS, WINDOW_DURATION, time_to_slot
 
@@ -46,6 +47,7 @@ CONSENSUS_METHODS = frozenset(
         "consensus_build",
         "consensus_connect",
         "consensus_frontier",
+        "consensus_equivocate",
     }
 )
 
@@ -57,17 +59,21 @@ MAX_SELF_MESSAGES = 100_000
 class ConsensusStep:
     """What one consensus call did on a node: ``sends`` the messages for other nodes
     (destination index, message), ``accepted`` the blocks accepted meanwhile (ID, height),
-    oldest first, ``rejected`` the IDs rejected meanwhile, ``built`` the ID of a block this
-    node built and issued in the call (or ``None``), ``tip`` its last accepted block,
-    ``processing`` how many blocks its engine holds undecided, ``build_at`` the simulated
-    time at which the node may next build on its preference (``None``: not within the
-    windower's look-ahead), ``preference`` its preferred block, and its engine's poll
-    counts so far."""
+    oldest first, ``rejected`` the IDs rejected meanwhile, ``built`` the IDs of the blocks
+    this node's engine built and issued meanwhile (in a build call, or later from a build
+    it had deferred while ``optimal_processing`` blocks processed), ``tip`` its last
+    accepted block, ``processing`` how many blocks its engine holds undecided, ``build_at``
+    the simulated time at which the node may next build on its preference (``None``: not
+    within the windower's look-ahead), ``preference`` its preferred block, its engine's poll
+    counts so far, ``transactions`` the hashes of the transactions of each built block
+    when the node gossips transactions (``--tx-rate``), ``built_slots`` the proposer slot
+    each built block took and its delay after its parent (whole seconds), and
+    ``equivocated`` the two blocks a byzantine proposer built in one slot."""
 
     sends: tuple[tuple[int, Message], ...]
     accepted: tuple[tuple[bytes, int], ...]
     rejected: tuple[bytes, ...]
-    built: bytes | None
+    built: tuple[bytes, ...]
     tip: Tip
     processing: int
     build_at: float | None
@@ -75,6 +81,9 @@ class ConsensusStep:
     preference_height: int
     polls_successful: int
     polls_failed: int
+    transactions: tuple[tuple[bytes, ...], ...] = ()
+    built_slots: tuple[tuple[int, int], ...] = ()
+    equivocated: tuple[bytes, ...] = ()
 
 
 class NodeConsensus:
@@ -89,6 +98,7 @@ class NodeConsensus:
     _outbox: list[tuple[int, Message]]
     _accepted_seen: int
     _rejected_seen: int
+    _built_seen: int
     _block_interval: float
 
     if TYPE_CHECKING:
@@ -96,6 +106,11 @@ class NodeConsensus:
         def tip(self) -> Tip: ...
 
         def _at(self, now: float) -> None: ...
+
+        def gossip_forget_accepted(self) -> tuple[bytes, ...]: ...
+
+        @property
+        def gossiping(self) -> bool: ...
 
     def consensus_join(
         self,
@@ -119,6 +134,7 @@ class NodeConsensus:
         self._self_queue: deque[tuple[bytes, Message]] = deque()
         self._accepted_seen = 0
         self._rejected_seen = 0
+        self._built_seen = 0
         self._block_interval = block_interval
         self._facts: dict[bytes, Tip] = {}
         self._own_slots: dict[bytes, tuple[int, float]] = {}
@@ -148,7 +164,7 @@ class NodeConsensus:
                 (self.vm.get_block_id_at_height(height), height)
                 for height in range(above_height + 1, last_height + 1)
             )
-        return self._step(None, before)
+        return self._step(before)
 
     def _running(self) -> SnowmanEngine:
         if self._engine is None:
@@ -161,7 +177,7 @@ class NodeConsensus:
         engine = self._running()
         assert self.spec.stake is not None
         engine.receive(self.spec.stake.node_ids[sender], message)
-        return self._step(None)
+        return self._step()
 
     def consensus_connect(self, now: float, peers: tuple[int, ...], up: bool) -> ConsensusStep:
         """Tell the engine ``peers`` are reachable again (``up``) or not."""
@@ -174,19 +190,20 @@ class NodeConsensus:
                 engine.connected(node_id)
             else:
                 engine.disconnected(node_id)
-        return self._step(None)
+        return self._step()
 
     def consensus_build(
         self, now: float, preference: bytes, seed: int, position: int, txs: int
     ) -> ConsensusStep:
         """Build one block on the preference, if it is still ``preference``: put ``txs``
-        transactions of the seed's pool from ``position`` in the mempool and tell the
+        transactions of the seed's pool from ``position`` in the mempool (none: the block
+        holds what the node's own mempool holds, as with transaction gossip) and tell the
         engine there is work (it builds, issues and pushes the block). A transaction the
         preferred chain holds already is left out."""
         self._at(now)
         engine = self._running()
         if engine.preference() != preference:
-            return self._step(None)
+            return self._step()
         if txs:
             mempool = find_mempool(self.vm)
             for transaction in pool_transactions(
@@ -196,12 +213,55 @@ class NodeConsensus:
                     mempool.add_transactions([transaction])
                 except InvalidTransaction:
                     continue  # on the preferred chain already (its nonce is used)
-        before = len(engine.issued_at)
         engine.notify_pending()
-        built = None
-        if len(engine.issued_at) > before:
-            built = next(reversed(engine.issued_at))
-        return self._step(built)
+        return self._step()
+
+    def consensus_equivocate(
+        self,
+        now: float,
+        preference: bytes,
+        seed: int,
+        position: int,
+        txs: int,
+        halves: tuple[tuple[int, ...], tuple[int, ...]],
+    ) -> ConsensusStep:
+        """A byzantine proposer's slot: build two blocks on the preference (if it is still
+        ``preference``), one empty and one with ``txs`` transactions of the seed's pool
+        from ``position``, both in this slot, and push the first to every node of
+        ``halves[0]``, the second to every node of ``halves[1]`` (queries outside any poll
+        of this node's engine, which issues neither: it learns of them as any node does)."""
+        self._at(now)
+        engine = self._running()
+        if engine.preference() != preference:
+            return self._step()
+        self.vm.set_preference(preference)
+        empty = self.vm.build_block()
+        mempool = find_mempool(self.vm)
+        for transaction in pool_transactions(
+            seed=seed, chain_id=mempool.chain_id, start=position, count=txs
+        ):
+            try:
+                mempool.add_transactions([transaction])
+            except InvalidTransaction:
+                continue
+        self.vm.set_preference(preference)
+        full = self.vm.build_block()
+        blocks = (empty, full) if empty.id != full.id else (empty,)
+        for block, half in zip(blocks, halves, strict=False):
+            for destination in half:
+                self._outbox.append(
+                    (destination, PushQuery(self._frontier_request(), bytes(block), block.height))
+                )
+        return self._step(equivocated=tuple(block.id for block in blocks))
+
+    def _transactions_of(self, block_id: bytes) -> tuple[bytes, ...]:
+        """The hashes of the transactions of this node's block ``block_id``."""
+        chain = find_layer(self.vm, CChainVM)
+        try:
+            inner = chain.get_block(self._proposer.get_block(block_id).inner.id)
+        except BlockNotFound:
+            return ()
+        return tuple(transaction.hash for transaction in inner.transactions)
 
     def consensus_frontier(self, now: float) -> ConsensusStep:
         """With nothing processing, ask one validator (drawn by stake) for its preferred
@@ -216,7 +276,7 @@ class NodeConsensus:
             if drawn is not None and drawn[0] != engine.node_id:
                 last_id, last_height = engine.last_accepted()
                 engine.send(drawn[0], PullQuery(self._frontier_request(), last_id, last_height + 1))
-        return self._step(None)
+        return self._step()
 
     def _frontier_request(self) -> int:
         """A request ID no poll of the engine uses (counted down from the top)."""
@@ -224,7 +284,10 @@ class NodeConsensus:
         return self._frontier_requests
 
     def _step(
-        self, built: bytes | None, before: tuple[tuple[bytes, int], ...] = ()
+        self,
+        before: tuple[tuple[bytes, int], ...] = (),
+        *,
+        equivocated: tuple[bytes, ...] = (),
     ) -> ConsensusStep:
         engine = self._running()
         handled = 0
@@ -242,6 +305,23 @@ class NodeConsensus:
         rejected = tuple(engine.rejected_ids[self._rejected_seen :])
         self._accepted_seen = len(engine.accepted_ids)
         self._rejected_seen = len(engine.rejected_ids)
+        built = tuple(engine.built_ids[self._built_seen :])
+        self._built_seen = len(engine.built_ids)
+        built_slots = []
+        for block_id in built:
+            block = self._fact(block_id)
+            parent = self._fact(self._proposer.get_block(block_id).parent_id)
+            built_slots.append(
+                (
+                    time_to_slot(parent.timestamp, block.timestamp),
+                    block.timestamp - parent.timestamp,
+                )
+            )
+        transactions: tuple[tuple[bytes, ...], ...] = ((),) * len(built)
+        if self.gossiping:
+            if accepted:
+                self.gossip_forget_accepted()
+            transactions = tuple(self._transactions_of(block_id) for block_id in built)
         preference = engine.preference()
         return ConsensusStep(
             sends=sends,
@@ -255,6 +335,9 @@ class NodeConsensus:
             preference_height=self._fact(preference).height,
             polls_successful=engine.consensus.polls_successful,
             polls_failed=engine.consensus.polls_failed,
+            transactions=transactions,
+            built_slots=tuple(built_slots),
+            equivocated=equivocated,
         )
 
     def _fact(self, block_id: bytes) -> Tip:

@@ -69,6 +69,9 @@ class NetworkSimulationConfig:
     ``node_store`` is where each node keeps its chain: ``lmdb``, ``memory``, or ``auto``
     (LMDB when every node's environment fits in this process's file descriptors, else
     memory; :attr:`node_store_used` says which).
+    ``equivocators`` (with ``consensus="snowman"``) are byzantine proposers: in each of
+    its slots such a node builds two blocks on its preference and pushes one to each half
+    of the other nodes (docs/network-consensus.md).
     """
 
     nodes: int = 8
@@ -93,6 +96,7 @@ class NetworkSimulationConfig:
     beta: int | None = None
     partition: tuple[float, float, float] | None = None
     tx_rate: float = 0.0
+    equivocators: tuple[int, ...] = attrs.field(default=(), converter=tuple)
 
     def __attrs_post_init__(self) -> None:
         if self.node_store not in ("auto", "lmdb", "memory"):
@@ -246,9 +250,12 @@ def check_consensus(config: NetworkSimulationConfig) -> None:
     if config.consensus == "coordinator":
         if (config.k, config.alpha, config.beta, config.partition) != (None,) * 4:
             raise ValueError("--k, --alpha, --beta and --partition need --consensus snowman")
+        if config.equivocators:
+            raise ValueError("equivocating proposers need consensus snowman")
         return
-    if config.tx_rate:
-        raise ValueError("--tx-rate runs with --consensus coordinator only, not snowman")
+    for node in config.equivocators:
+        if not 0 <= node < config.nodes:
+            raise ValueError(f"an equivocator is a node index below {config.nodes}, got {node}")
     config.consensus_parameters().verify()
     if config.partition is not None:
         fraction, start, end = config.partition

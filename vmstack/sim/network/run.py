@@ -362,10 +362,7 @@ def simulate_network(
             "a stake schedule given to a run has its nodes' NodeIDs and Durango "
             "time (StakeSchedule.with_weights of the drawn one)"
         )
-    from vmstack.sim.network.consensus import refuse_on_engine
-
     try:
-        refuse_on_engine(engine.name, config.consensus)
         engine.start(_specs(config, stake))
         first = _answer(
             engine.run(
