@@ -177,6 +177,10 @@ def test_the_stack_pages_excerpt_prints_what_it_shows(
     assert _run(code, "docs/stack.md") == output
 
 
+#: The line by which an excerpt of a run's printout says tables were left out there.
+ELISION = "…"
+
+
 def _comparable(lines: list[str]) -> list[str]:
     """A network run's printout without what differs from run to run or by engine: the
     progress bar, the measured rows, the engine's name in the headline and where its
@@ -198,8 +202,24 @@ def _check_network_excerpt(command: str, excerpt: str, capsys: pytest.CaptureFix
         options[options.index("--engine") + 1] = "local"
     capsys.readouterr()
     assert main(["simulate", *options]) == 0
-    printed = capsys.readouterr().out.splitlines()
-    assert _comparable(excerpt.splitlines()) == _comparable(printed)
+    printed = _comparable(capsys.readouterr().out.splitlines())
+    shown = _comparable(excerpt.splitlines())
+    if ELISION not in shown:
+        assert shown == printed
+        return
+    # An excerpt that leaves tables out: each run of shown lines stands, whole and in order,
+    # in the printout, the first at its start and the last at its end.
+    runs = "\n".join(shown).split(f"\n{ELISION}\n")
+    at = 0
+    for number, run in enumerate(runs):
+        lines = run.splitlines()
+        found = next(
+            (i for i in range(at, len(printed) + 1) if printed[i : i + len(lines)] == lines), None
+        )
+        assert found is not None, f"not printed in this order: {lines[0]!r}"
+        assert number > 0 or found == 0, "the excerpt does not start where the printout does"
+        at = found + len(lines)
+    assert at == len(printed), "the excerpt does not end where the printout does"
 
 
 @pytest.mark.slow
@@ -209,8 +229,22 @@ def test_the_readmes_network_run_is_what_its_command_prints(
     section = _section(README, "### A network run")
     match = re.search(r"The report of `(vmstack simulate --nodes [^`]+)`", section)
     assert match is not None, "the tour's network run names no command"
-    [(_, excerpt)] = [block for block in _blocks(section) if block[0] == ""]
-    _check_network_excerpt(" ".join(match.group(1).split()), excerpt, capsys)
+    report, _ = [text for language, text in _blocks(section) if language == ""]
+    _check_network_excerpt(" ".join(match.group(1).split()), report, capsys)
+
+
+def test_the_readmes_partition_figures_are_the_consensus_pages_run() -> None:
+    """The tour's lines of the 64-node partition run are lines of the run shown whole in
+    docs/network-consensus.md (whose form a test checks against the command's printout),
+    under the same command."""
+    section = _section(README, "### A network run")
+    _, partition = [text for language, text in _blocks(section) if language == ""]
+    page = (DOCS / "network-consensus.md").read_text(encoding="utf-8")
+    command = "vmstack simulate --nodes 64 --partition 0.3@10-60"
+    assert f"`{command}`" in section and f"`{command} --json run.json`" in page
+    whole = page[page.index(f"`{command} --json run.json`") :]
+    shown = next(text for language, text in _blocks(whole) if language == "").splitlines()
+    assert partition.splitlines() and all(line in shown for line in partition.splitlines())
 
 
 @pytest.mark.slow
