@@ -13,6 +13,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerPro
 from opentelemetry.trace import StatusCode
 
 import vmstack.sim.network.node as node_module
+from tests.sim.networks import small_snowman
 from vmstack.sim.network.consensus import SnowmanNetworkRun
 from vmstack.sim.network.engines import LocalEngine
 from vmstack.sim.network.records import NetworkSimulationConfig
@@ -21,19 +22,7 @@ from vmstack.stack import build_stack
 
 
 def _config(**overrides: Any) -> NetworkSimulationConfig:
-    settings: dict[str, Any] = {
-        "nodes": 8,
-        "blocks": 12,
-        "live_blocks": 6,
-        "consensus": "snowman",
-        "k": 4,
-        "alpha": 3,
-        "beta": 4,
-        "node_store": "memory",
-        "late_fraction": 0.0,
-    }
-    settings.update(overrides)
-    return NetworkSimulationConfig(**settings)
+    return small_snowman(**({"nodes": 8} | overrides))
 
 
 def _run(config: NetworkSimulationConfig) -> tuple[Any, SnowmanNetworkRun]:

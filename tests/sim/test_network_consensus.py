@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from tests.sim.networks import small_snowman
 from tests.support.reports import reported
 from vmstack.cli import main
 from vmstack.consensus.engine import PullQuery, PushQuery
@@ -30,19 +31,7 @@ _HAS_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
 
 
 def _config(**overrides: Any) -> NetworkSimulationConfig:
-    settings: dict[str, Any] = {
-        "nodes": 6,
-        "blocks": 12,
-        "live_blocks": 6,
-        "consensus": "snowman",
-        "k": 4,
-        "alpha": 3,
-        "beta": 4,
-        "node_store": "memory",
-        "late_fraction": 0.0,
-    }
-    settings.update(overrides)
-    return NetworkSimulationConfig(**settings)
+    return small_snowman(**overrides)
 
 
 def _one_chain(report: NetworkReport) -> list[str]:

@@ -57,7 +57,8 @@ class TakesTextValues(MemoryStore):
 
 
 class _WritesAtOnce:
-    """A batch that writes each operation as it is queued: not atomic."""
+    """A batch that writes each operation straight through as it is queued, inside its
+    with-block or not: neither atomic nor bounded by its block."""
 
     def __init__(self, store: MemoryStore) -> None:
         self._store = store
@@ -92,30 +93,11 @@ class BatchDeletesLast(MemoryStore):
         return BufferedWriteBatch(commit)
 
 
-class _ReusableBatch:
-    """A batch that writes straight through whenever it is used, inside its block or not."""
-
-    def __init__(self, store: MemoryStore) -> None:
-        self._store = store
-
-    def __enter__(self) -> _ReusableBatch:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-    def put(self, key: bytes, value: bytes) -> None:
-        self._store.put(key, value)
-
-    def delete(self, key: bytes) -> None:
-        self._store.delete(key)
-
-
 class BatchOutlivesItsBlock(MemoryStore):
     """Hands out batches that take writes before and after their with-block."""
 
-    def write_batch(self) -> _ReusableBatch:  # type: ignore[override]
-        return _ReusableBatch(self)
+    def write_batch(self) -> _WritesAtOnce:  # type: ignore[override]
+        return _WritesAtOnce(self)
 
 
 class IteratesInWriteOrder(MemoryStore):
