@@ -15,11 +15,11 @@ from vmstack.cchain import DEV_KEYS, DynamicFeeTx, address_of
 from vmstack.cchain.crypto import (
     RECOVERED_SENDERS,
     SECP256K1_N,
-    keccak256,
     recover_address,
     sign_hash,
 )
 from vmstack.errors import InvalidBlock, InvalidSignature
+from vmstack.keccak import keccak256
 from vmstack.verifycache import VerificationCache, caches, clear_all
 from vmstack.wrappers.proposer.certificate import VERIFIED_SIGNATURES, Certificate
 from vmstack.wrappers.proposer.staking import StakingKey

@@ -27,13 +27,13 @@ from vmstack.cchain.crypto import (
     RECOVERED_SENDERS,
     SECP256K1_N,
     address_of,
-    keccak256,
     recover_address,
 )
 from vmstack.cchain.genesis import DEV_KEYS
 from vmstack.cchain.rlpbytes import encode_item, first_item_offset
 from vmstack.cchain.types.blocks import Block
 from vmstack.errors import InvalidBlock
+from vmstack.keccak import keccak256
 from vmstack.store import MemoryStore
 
 KEY = DEV_KEYS[0]

@@ -30,7 +30,7 @@ PARTITIONED = NetworkSimulationConfig(
 def test_snowman_on_ray_gives_the_local_engine_figures(ray_session: Any) -> None:
     from vmstack.sim.network.ray_engine import RayEngine
 
-    local = simulate_network(PARTITIONED, LocalEngine()).as_dict()["simulated"]
+    local: dict[str, Any] = simulate_network(PARTITIONED, LocalEngine()).as_dict()["simulated"]  # type: ignore[assignment]
     on_ray = simulate_network(PARTITIONED, RayEngine(workers=2, call_timeout=120.0))
     assert on_ray.engine["name"] == "ray"
     assert on_ray.as_dict()["simulated"] == local

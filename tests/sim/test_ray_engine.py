@@ -23,7 +23,7 @@ from tests.sim.test_bad_nodes import HOSTILE, assert_survived, failing_build, ru
 from tests.support.reports import reported
 from vmstack.errors import VMStackError
 from vmstack.sim.network import LocalEngine, NetworkRun, RayEngine, simulate_network
-from vmstack.sim.network.ray_engine import RayHost, _probe_cluster, plan_placement
+from vmstack.sim.network.ray_cluster import RayHost, _probe_cluster, plan_placement
 from vmstack.sim.network.report import placement_summary, print_network_report
 
 
