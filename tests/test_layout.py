@@ -241,3 +241,19 @@ def test_the_floor_map_sees_an_import_up() -> None:
         ("vmstack.wrappers.metered", "vmstack.wrappers.rpc"),
     }
     assert _floor("vmstack") != _floor("vmstack.errors")
+
+
+#: The most lines a module of the package may have (generated code aside).
+MAX_MODULE_LINES = 600
+
+
+def test_no_module_is_over_six_hundred_lines() -> None:
+    """Every hand-written module of the package fits in :data:`MAX_MODULE_LINES` lines;
+    the protobuf modules ``grpc_tools`` writes (``*_pb2*.py``) are generated."""
+    long = {
+        _module_name(path): lines
+        for path in PACKAGE_ROOT.rglob("*.py")
+        if "_pb2" not in path.name
+        and (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    }
+    assert long == {}, "modules over the limit: split them into rooms"

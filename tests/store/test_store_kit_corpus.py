@@ -19,7 +19,7 @@ from hypothesis import Phase, settings
 
 from tests.store.broken_stores import BROKEN_STORES
 from vmstack.conformance import StoreConformance
-from vmstack.conformance.stores import STORE_RULES
+from vmstack.conformance.store_rules import STORE_RULES
 from vmstack.store import KeyValueStore, MemoryStore, StoreError
 
 _RULE = re.compile(r"\[kit rule ([\w.-]+)\]")

@@ -17,7 +17,8 @@ The names a caller of the run needs are exported here.
 from vmstack.sim.links import NetworkConfig
 from vmstack.sim.network.engines import ENGINES, Engine, LocalEngine, make_engine
 from vmstack.sim.network.mesh import Mesh
-from vmstack.sim.network.ray_engine import RayEngine, RayHost
+from vmstack.sim.network.ray_cluster import RayHost
+from vmstack.sim.network.ray_engine import RayEngine
 from vmstack.sim.network.records import NetworkReport, NetworkSimulationConfig, NodeResult
 from vmstack.sim.network.run import NetworkRun, simulate_network
 

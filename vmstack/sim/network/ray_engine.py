@@ -37,7 +37,7 @@ from vmstack.sim.network.ray_cluster import (
     plan_placement,
 )
 
-__all__ = ["RayEngine", "RayHost", "plan_placement"]
+__all__ = ["RayEngine"]
 
 
 @attrs.frozen
