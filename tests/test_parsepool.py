@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import multiprocessing
 import multiprocessing.util
@@ -491,3 +492,49 @@ def test_the_package_serves_its_names_from_their_modules() -> None:
     assert ParsePool.__module__ == "vmstack.parsepool.pool"
     for path in Path(package.__file__).parent.glob("*.py"):
         assert len(path.read_text().splitlines()) <= 600, path.name
+
+
+_PRELOAD_PROBE = """
+import json, multiprocessing, multiprocessing.forkserver
+from vmstack.parsepool import ParsePool
+from vmstack.wrappers.proposer.verdicts import signature_verdict
+
+if __name__ == "__main__":
+    multiprocessing.set_forkserver_preload(["json"])  # a preload of the program's own
+    pool = ParsePool(workers=1)
+    pool.start(signature_verdict)
+    assert pool.wait_ready(60)
+    print(json.dumps(multiprocessing.forkserver._forkserver._preload_modules))
+    pool.close()
+"""
+
+
+def test_the_fork_server_loads_the_workers_modules_once_and_keeps_the_programs_own(
+    tmp_path: Path,
+) -> None:
+    """The first pool of a process asks the fork server (not running yet) to load the
+    worker loop and the module of the function it runs, beside the preload the program
+    set; a fork server already running keeps its own list."""
+    import subprocess
+    import sys
+
+    from vmstack.parsepool.worker import start_context
+
+    probe = tmp_path / "probe.py"
+    probe.write_text(_PRELOAD_PROBE)
+    done = subprocess.run(
+        [sys.executable, str(probe)], capture_output=True, text=True, timeout=120, check=True
+    )
+    preload = json.loads(done.stdout.splitlines()[-1])
+    assert preload[0] == "json"
+    assert set(preload[1:]) == {"vmstack.parsepool.worker", "vmstack.wrappers.proposer.verdicts"}
+
+    server = multiprocessing.forkserver._forkserver
+    pool = ParsePool(workers=1)
+    try:
+        _started(pool)  # this process's fork server runs from here on
+        before = list(getattr(server, "_preload_modules"))  # noqa: B009
+        start_context(preload=("vmstack.some_module_not_loaded",))
+        assert getattr(server, "_preload_modules") == before  # noqa: B009
+    finally:
+        pool.close()

@@ -118,13 +118,23 @@ def check_parse_batch(blocks: Iterable[bytes]) -> list[bytes]:
     iterable is read at most one element past the maximum, so an oversized (or endless)
     batch costs nothing to refuse.
     """
-    if isinstance(blocks, str | bytes | bytearray | memoryview) or not isinstance(blocks, Iterable):
-        raise ValueError(f"a batch is a sequence of block bytes, got {type(blocks).__name__}")
-    if isinstance(blocks, Sized) and len(blocks) > MAX_PARSE_BATCH:
-        raise _oversized_batch(str(len(blocks)))
-    batch = list(itertools.islice(blocks, MAX_PARSE_BATCH + 1))
-    if len(batch) > MAX_PARSE_BATCH:
-        raise _oversized_batch("more")
+    if type(blocks) is list or type(blocks) is tuple:
+        # The common case, each layer of a stack checking the same list: a pass in C.
+        if len(blocks) > MAX_PARSE_BATCH:
+            raise _oversized_batch(str(len(blocks)))
+        batch = list(blocks)
+        if all(type(data) is bytes for data in batch):
+            return batch
+    else:
+        if isinstance(blocks, str | bytes | bytearray | memoryview) or not isinstance(
+            blocks, Iterable
+        ):
+            raise ValueError(f"a batch is a sequence of block bytes, got {type(blocks).__name__}")
+        if isinstance(blocks, Sized) and len(blocks) > MAX_PARSE_BATCH:
+            raise _oversized_batch(str(len(blocks)))
+        batch = list(itertools.islice(blocks, MAX_PARSE_BATCH + 1))
+        if len(batch) > MAX_PARSE_BATCH:
+            raise _oversized_batch("more")
     for index, data in enumerate(batch):
         if not isinstance(data, bytes | bytearray | memoryview):
             raise InvalidBlock(f"a block is bytes, got {type(data).__name__}", index=index)

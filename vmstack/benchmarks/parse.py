@@ -28,10 +28,12 @@ worker fewer than the cores; below its threshold a batch stays serial), timed on
 workers are ready. The cold row times the first batch of a stack just built with the pool,
 while its workers are still starting in the background (that batch is parsed serially,
 and must be no slower than the serial parse), against the first serial parse of a stack
-just built without one. A second group gives the 100-block ratio by worker count (1, 2,
-the cores; 0 is batched with every check in this process). In every row fast and baseline
-are timed in alternating rounds, so load from other processes on the machine falls on
-both alike.
+just built without one; the process's fork server, started by the rows before it, has
+the workers' modules loaded, so a worker starts with a fork (the fork server's own start,
+once a process, is the start-up rows' worker import). A second group gives the 100-block
+ratio by worker count (1, 2, the cores; 0 is batched with every check in this process). In
+every row fast and baseline are timed in alternating rounds, so load from other processes
+on the machine falls on both alike.
 """
 
 from __future__ import annotations

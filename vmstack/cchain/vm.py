@@ -63,7 +63,6 @@ from vmstack.batching import (
     AncestorBudget,
     check_block_id,
     check_parse_batch,
-    parse_each,
     walk_ancestors,
 )
 from vmstack.cchain import rawdb
@@ -433,15 +432,18 @@ class CChainVM:
         hostile one wrapping a single inner block in many envelopes does) gets no more
         parsing out of the node than the block itself costs."""
         parsed_by_bytes: dict[bytes, CChainBlock] = {}
-
-        def parse_once(data: bytes) -> CChainBlock:
-            raw = bytes(data)
+        parsed: list[CChainBlock] = []
+        parse = self.parse_block
+        for index, data in enumerate(check_parse_batch(blocks)):
+            raw = data if type(data) is bytes else bytes(data)
             block = parsed_by_bytes.get(raw)
             if block is None:
-                block = parsed_by_bytes[raw] = self.parse_block(raw)
-            return block
-
-        return parse_each(parse_once, check_parse_batch(blocks))
+                try:
+                    block = parsed_by_bytes[raw] = parse(raw)
+                except InvalidBlock as error:
+                    raise error.at_index(index) from error
+            parsed.append(block)
+        return parsed
 
     # --- ChainVM: parsing, building, deciding ----------------------------------------------
 

@@ -39,9 +39,12 @@ The rules the pool keeps:
   packages above it) and, as multiprocessing does for these start methods, the main module
   of the program, whose entry point must therefore be guarded (``if __name__ ==
   "__main__":``). multiprocessing's forkserver, one per process and shared, stays until the
-  process exits; it is not a worker. Each worker has its own pipe, written and read by the
-  calling thread itself: no helper thread has to win the GIL from a busy caller before the
-  work reaches the workers.
+  process exits; it is not a worker. The first pool of a process to start it asks it to
+  load the worker loop and that module once, so every worker forked later (a stack built
+  after another, a pool started afresh) is ready within milliseconds instead of
+  importing them beside the caller's first batch. Each worker has its own pipe, written
+  and read by the calling thread itself: no helper thread has to win the GIL from a busy
+  caller before the work reaches the workers.
 - It never leaks a process: :meth:`ParsePool.close` (also the context manager's exit, and a
   ``weakref.finalize`` when a forgotten pool is collected or the interpreter exits) stops
   and reaps every worker within a bounded wait (killed if need be); the workers are

@@ -505,7 +505,7 @@ def _start_workers(pool: ParsePool, generation: int, function: Callable[[Any], A
     each a warm-up batch that imports what ``function`` needs; a worker is handed to the
     pool as soon as it runs, unless the pool was torn down or closed meanwhile (then it is
     stopped here). If workers cannot start, the pool is disabled."""
-    context = start_context()
+    context = start_context(preload=(function.__module__,))
     try:
         claims = context.Array("q", 2, lock=False)
         workers_lock = context.Lock()  # the workers' alone: see claim_front

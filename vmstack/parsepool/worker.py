@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import multiprocessing.forkserver
 import os
 import pickle
 import struct
 import time
+from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from multiprocessing.context import ForkServerContext, SpawnContext
 from multiprocessing.process import BaseProcess
@@ -42,11 +44,24 @@ FRAME_HEADER = struct.Struct("!Q")
 READ_SIZE = 1 << 16
 
 
-def start_context() -> ForkServerContext | SpawnContext:
-    """``forkserver`` where the OS has it, else ``spawn``: never a plain ``fork``."""
-    if "forkserver" in multiprocessing.get_all_start_methods():
-        return multiprocessing.get_context("forkserver")
-    return multiprocessing.get_context("spawn")
+def start_context(preload: Sequence[str] = ()) -> ForkServerContext | SpawnContext:
+    """``forkserver`` where the OS has it, else ``spawn``: never a plain ``fork``.
+
+    ``preload`` names modules a worker runs (the worker loop's and its function's): if this
+    process's fork server has not started yet, it will import them once when it starts,
+    beside what it preloads already, so every worker forked from it later starts with
+    them loaded instead of importing them while a batch runs (a server already running
+    keeps what it has; the workers then import them themselves, as with ``spawn``)."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    server = multiprocessing.forkserver._forkserver
+    if preload and getattr(server, "_forkserver_pid", None) is None:
+        loaded: list[str] = list(getattr(server, "_preload_modules", ["__main__"]))
+        context.set_forkserver_preload(
+            loaded + [name for name in (__name__, *preload) if name not in loaded]
+        )
+    return context
 
 
 def frame(message: object) -> bytes:
