@@ -20,7 +20,7 @@ The VM under test is a parameter (``make_vm``, building it from a store and a cl
 the same case runs through a whole stack; the chain is built through it. Notes give the cost
 of the integrity check (the fast path timed again with checks off: the store's
 integrity-start marker moved past every height for the run, then restored) and of a cold
-canonical hash cache.
+canonical hash cache. The three sides are timed in alternating rounds.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from pathlib import Path
 import lmdb
 
 from vmstack.batching import get_ancestors, serial_get_ancestors
-from vmstack.benchmarks import Comparison, median_seconds
+from vmstack.benchmarks import Comparison, alternated_medians, median_seconds
 from vmstack.cchain import rawdb
 from vmstack.cchain.generate import generate_chain
 from vmstack.cchain.vm import CChainVM
@@ -132,23 +132,6 @@ def _dropping_floor(env: lmdb.Environment, keys: list[tuple[bytes, bytes]]) -> C
     return operation
 
 
-def _paired(
-    first: Callable[[], object], second: Callable[[], object], rounds: int
-) -> tuple[float, float]:
-    """Median seconds of one call of ``first`` and of ``second``, timed back to back in
-    alternating order each round, so that drift in the machine's speed hits both alike."""
-    first()
-    second()
-    times: tuple[list[float], list[float]] = ([], [])
-    for index in range(rounds):
-        order = ((0, first), (1, second)) if index % 2 == 0 else ((1, second), (0, first))
-        for slot, operation in order:
-            start = time.perf_counter()
-            operation()
-            times[slot].append(time.perf_counter() - start)
-    return statistics.median(times[0]), statistics.median(times[1])
-
-
 def _cold(vm: CChainVM, operation: Callable[[], object], repeat: int) -> float:
     times: list[float] = []
     for _ in range(repeat):
@@ -198,9 +181,7 @@ def run(quick: bool, *, make_vm: VMFactory = bare_vm) -> list[Comparison]:
             answer = fast()
             if len(answer) != blocks or serial() != answer[:serial_blocks]:
                 raise ValueError("the fast path and the serial walk answer differently")
-            serial_seconds = median_seconds(serial, repeat=3 if quick else 5) * (
-                blocks / serial_blocks
-            )
+            scale = blocks / serial_blocks  # the serial walk is timed on fewer blocks
             notes: dict[str, float | int | str] = {
                 "blocks": blocks,
                 "txs_per_block": TXS_PER_BLOCK,
@@ -211,13 +192,15 @@ def run(quick: bool, *, make_vm: VMFactory = bare_vm) -> list[Comparison]:
             bottom = _bottom(vm)
             floor_seconds = None
             if bottom is None:
-                fast_seconds = median_seconds(fast, repeat=repeat)
+                fast_seconds, serial_seconds = alternated_medians((fast, serial), repeat=repeat)
+                serial_seconds *= scale
             else:
                 env, keys = _floor_env(folder / "floor", bottom, bottom.last_accepted(), blocks)
                 try:
-                    fast_seconds, floor_seconds = _paired(
-                        fast, _raw_floor(env, keys), rounds=2 * repeat + 1
+                    fast_seconds, serial_seconds, floor_seconds = alternated_medians(
+                        (fast, serial, _raw_floor(env, keys)), repeat=repeat
                     )
+                    serial_seconds *= scale
                     floor_seconds *= blocks / len(keys)
                     dropping = median_seconds(_dropping_floor(env, keys), repeat=repeat)
                     notes["floor_dropping_us_per_block"] = round(dropping / len(keys) * 1e6, 3)

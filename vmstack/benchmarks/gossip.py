@@ -20,7 +20,7 @@ import hashlib
 import random
 from collections.abc import Iterator
 
-from vmstack.benchmarks import Comparison, median_seconds
+from vmstack.benchmarks import Comparison, alternated_medians
 from vmstack.cchain import CChainVM
 from vmstack.cchain.generate import pool_transactions
 from vmstack.cchain.types import Transaction, decode_transaction
@@ -93,8 +93,8 @@ def _bloom_rows(quick: bool) -> list[Comparison]:
         ("contains", fast_contains, textbook_contains),
     ):
         fast_s, baseline_s, floor_s = (
-            median_seconds(operation, repeat=repeat) / len(keys)
-            for operation in (fast, baseline, floor)
+            seconds / len(keys)
+            for seconds in alternated_medians((fast, baseline, floor), repeat=repeat)
         )
         rows.append(
             Comparison(
@@ -107,7 +107,15 @@ def _bloom_rows(quick: bool) -> list[Comparison]:
                 baseline_label=f"{num_hashes} independent sha256 hashes",
                 floor_label="one sha256 of key and salt",
                 goal=BLOOM_GOAL,
-            ).judged(min_speedup=1.5, max_over_floor=6.0)
+            ).judged(
+                min_speedup=1.5,
+                max_over_floor=6.0,
+                unmet_reason=(
+                    f"{(fast_s - floor_s) * 1e6:.2f} us an item over the hash: {num_hashes} "
+                    "rotate, xor, modulo and bit steps on Python integers, one per seed, "
+                    "as upstream's rule runs them"
+                ),
+            )
         )
     return rows
 
@@ -161,13 +169,13 @@ def _pull_row(quick: bool) -> Comparison:
         return [bloom_hash(gossip_id, salt) for gossip_id in ids]
 
     repeat = 3 if quick else 5
-    fast_s, baseline_s, floor_s = (
-        median_seconds(operation, repeat=repeat)
-        for operation in (
+    fast_s, baseline_s, floor_s = alternated_medians(
+        (
             lambda: fast_handler.app_request(request),
             lambda: bare_handler.app_request(request),
             floor,
-        )
+        ),
+        repeat=repeat,
     )
     return Comparison(
         group=GROUP,
@@ -180,7 +188,16 @@ def _pull_row(quick: bool) -> Comparison:
         floor_label="one salted bloom hash each",
         goal=PULL_GOAL,
         notes={"response_items": len(answer), "response_bytes": sum(map(len, answer))},
-    ).judged(min_speedup=2.0, max_over_floor=4.0)
+    ).judged(
+        min_speedup=2.0,
+        max_over_floor=4.0,
+        unmet_reason=(
+            f"{(fast_s - floor_s) / POOLED * 1e6:.2f} us a pooled transaction over its "
+            "salted hash: the filter's membership test (the bloom contains row: one "
+            "rotate-xor-modulo step per seed in Python), the held set's mempool check and "
+            "the loop itself"
+        ),
+    )
 
 
 def run(quick: bool) -> list[Comparison]:
