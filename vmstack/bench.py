@@ -12,6 +12,7 @@ import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import attrs
 from rich.console import Console
 from rich.table import Table
 
@@ -19,6 +20,8 @@ from vmstack.benchmarks import Comparison
 
 __all__ = [
     "CASE_MODULES",
+    "NO_REASON",
+    "markdown_table",
     "print_comparisons",
     "run_benchmarks",
     "select_modules",
@@ -66,13 +69,15 @@ def run_benchmarks(
     modules: Sequence[str] = CASE_MODULES,
     on_module: Callable[[str], None] | None = None,
 ) -> list[Comparison]:
-    """Run every case module's ``run(quick)`` and return all rows."""
+    """Run every case module's ``run(quick)`` and return all rows, each carrying the
+    short name of the module that printed it."""
     rows: list[Comparison] = []
     for name in modules:
         if on_module is not None:
             on_module(name)
         module = importlib.import_module(name)
-        rows.extend(module.run(quick))
+        short = name.rsplit(".", 1)[1]
+        rows.extend(attrs.evolve(row, module=short) for row in module.run(quick))
     return rows
 
 
@@ -120,6 +125,53 @@ def print_comparisons(rows: Sequence[Comparison], console: Console) -> None:
         if row.goal_met is False:
             why = row.reason or "no reason given: this run missed the goal"
             console.print(f"not met: {row.group}: {row.case}: {why}", soft_wrap=True)
+
+
+#: What a missed row without a reason of its own says in :func:`markdown_table`.
+NO_REASON = (
+    "missed in this run; the case gives no reason of its own, so the goal is not known "
+    "to be out of reach"
+)
+
+
+def markdown_table(rows: Sequence[Comparison]) -> str:
+    """The rows as docs/benchmarks.md shows them: one Markdown table (module, benchmark,
+    the ratios, the times in µs, goal, met), then a "Goals not met in this run" list
+    giving each missed row's reason (or :data:`NO_REASON`)."""
+
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|")
+
+    lines = [
+        "| module | benchmark | speedup | vs floor | fast µs | baseline µs | floor µs | goal "
+        "| met |",
+        "|---|---|---:|---:|---:|---:|---:|---|---|",
+    ]
+    for row in rows:
+        lines.append(
+            "| "
+            + " | ".join(
+                (
+                    row.module,
+                    cell(f"{row.group}: {row.case}"),
+                    _ratio(row.speedup),
+                    _ratio(row.over_floor),
+                    _micros(row.fast_seconds),
+                    _micros(row.baseline_seconds),
+                    _micros(row.floor_seconds),
+                    cell(row.goal),
+                    _met(row.goal_met),
+                )
+            )
+            + " |"
+        )
+    missed = [row for row in rows if row.goal_met is False]
+    if missed:
+        lines += ["", "## Goals not met in this run", ""]
+        lines += [
+            f"- **{cell(f'{row.group}: {row.case}')}**: {row.reason or NO_REASON}" for row in missed
+        ]
+    return "\n".join(lines) + "\n"
 
 
 def write_json(rows: Sequence[Comparison], path: Path, *, quick: bool) -> None:

@@ -389,3 +389,25 @@ def test_version_and_integer_counts(tmp_path: Path) -> None:
     report = reported(simulate(attrs.evolve(SMALL, modes=("serial",))))
     calls = [entry["calls"] for figures in report["layers"].values() for entry in figures.values()]
     assert calls and all(type(count) is int for count in calls)
+
+
+@pytest.mark.slow
+def test_bench_markdown_writes_the_docs_table(tmp_path: Path) -> None:
+    """`vmstack bench --markdown FILE` writes docs/benchmarks.md's table: a row per
+    comparison under the module that printed it, and a reason under the table for every
+    missed goal."""
+    from tests.test_benchmarks_doc import ROW
+
+    out = tmp_path / "bench.md"
+    result = run_cli("bench", "--quick", "--only", "windower", "--markdown", str(out))
+    assert result.returncode == 0, result.stderr + result.stdout
+    text = out.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    assert lines[0].startswith("| module | benchmark | speedup | vs floor |")
+    rows = [match.groups() for line in lines if (match := ROW.match(line))]
+    assert [(module, group) for module, group, _ in rows] == [("windower", "proposer windows")]
+    for line, (_, group, case) in zip(lines[2:], rows, strict=False):
+        if line.endswith("| no |"):
+            assert f"- **{group}: {case}**: " in text
+        else:
+            assert line.endswith("| yes |") and "## Goals not met" not in text

@@ -99,6 +99,8 @@ class Comparison:
     notes: dict[str, float | int | str] = attrs.field(factory=dict)
     goal_met: bool | None = None
     reason: str = ""
+    #: The case module that printed the row (its short name), set by ``vmstack bench``.
+    module: str = ""
 
     @property
     def speedup(self) -> float:
@@ -133,6 +135,7 @@ class Comparison:
     def as_dict(self) -> dict[str, object]:
         """Every figure of the row, for JSON output."""
         return {
+            "module": self.module,
             "group": self.group,
             "case": self.case,
             "fast_label": self.fast_label,

@@ -19,6 +19,12 @@ def add_bench_parser(commands: Any) -> None:
     bench.add_argument("--quick", action="store_true", help="fewer rounds (under 30 s)")
     bench.add_argument("--json", type=Path, metavar="FILE", help="write every row here")
     bench.add_argument(
+        "--markdown",
+        type=Path,
+        metavar="FILE",
+        help="write the rows here as docs/benchmarks.md's table, with the missed goals' reasons",
+    )
+    bench.add_argument(
         "--only",
         metavar="CASES",
         help="run only these case modules, comma-separated (e.g. "
@@ -28,9 +34,16 @@ def add_bench_parser(commands: Any) -> None:
 
 def run_bench(args: argparse.Namespace, console: Console) -> int:
     """Run the benchmarks asked for and print (and write) their rows."""
-    from vmstack.bench import print_comparisons, run_benchmarks, select_modules, write_json
+    from vmstack.bench import (
+        markdown_table,
+        print_comparisons,
+        run_benchmarks,
+        select_modules,
+        write_json,
+    )
 
     check_output(args.json, "--json")
+    check_output(args.markdown, "--markdown")
     try:
         modules = select_modules(args.only)
     except ValueError as error:
@@ -46,4 +59,7 @@ def run_bench(args: argparse.Namespace, console: Console) -> int:
     if args.json is not None:
         write_json(rows, args.json, quick=args.quick)
         console.print(f"wrote {args.json}", markup=False)
+    if args.markdown is not None:
+        args.markdown.write_text(markdown_table(rows), encoding="utf-8")
+        console.print(f"wrote {args.markdown}", markup=False)
     return 0
