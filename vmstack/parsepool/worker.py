@@ -15,6 +15,7 @@ import multiprocessing
 import multiprocessing.forkserver
 import os
 import pickle
+import select
 import struct
 import time
 from collections.abc import Sequence
@@ -129,11 +130,22 @@ class Worker:
     nothing); ``ready`` once the warm-up was answered; ``inbox`` holds an answer's bytes
     read so far; ``ended`` once its pipe reached its end."""
 
-    __slots__ = ("connection", "ended", "inbox", "owed_batch", "owed_since", "process", "ready")
+    __slots__ = (
+        "_readable",
+        "connection",
+        "ended",
+        "inbox",
+        "owed_batch",
+        "owed_since",
+        "process",
+        "ready",
+    )
 
     def __init__(self, process: BaseProcess, connection: Connection) -> None:
         self.process = process
         self.connection = connection
+        self._readable = select.poll()
+        self._readable.register(connection.fileno(), select.POLLIN)
         self.ready = False
         self.owed_batch = 0
         self.owed_since: float | None = None
@@ -148,7 +160,9 @@ class Worker:
         """The answer owed, if the pipe holds all of it now (never waits); ``PoolFailure``
         if the worker is gone without one, or sent something that is no answer."""
         fd = self.connection.fileno()
-        while not self.ended:
+        while not self.ended and self._readable.poll(0):
+            # Read only what the pipe holds (or its end): nothing is raised on the way of
+            # an answer that has not all come yet.
             try:
                 chunk = os.read(fd, READ_SIZE)
             except BlockingIOError:
