@@ -217,7 +217,15 @@ def _verify_row(directory: Path, quick: bool) -> Comparison:
         floor_label="sha256 of the file",
         goal=GOAL,
         notes={"verify_mb_per_s": round(1 / fast, 2), "sha256_mb_per_s": round(1 / cheapest, 1)},
-    ).judged(max_over_floor=300.0)
+    ).judged(
+        max_over_floor=300.0,
+        unmet_reason=(
+            f"{fast * size / len(numbers):.0f} us a block ({len(numbers):,} blocks): "
+            "each of its records unframed and CRC-checked, its header decoded and hashed, "
+            "its transactions and receipts roots recomputed and its accumulator entry "
+            "hashed, record by record in Python, where the floor is one pass of sha256 in C"
+        ),
+    )
 
 
 def _archived_ancestors_row(directory: Path, quick: bool) -> Comparison:
