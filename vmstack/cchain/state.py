@@ -212,7 +212,8 @@ class _Branch(_Node):
 
     def encode(self) -> bytes:
         payload = (
-            b"".join(b"\x80" if child is None else child.ref() for child in self.children) + b"\x80"
+            b"".join([b"\x80" if child is None else child.ref() for child in self.children])
+            + b"\x80"
         )
         return list_prefix(len(payload)) + payload
 
@@ -252,11 +253,28 @@ def _branch_of(children: list[_Node | None]) -> _Node | None:
 
 def _put(node: _Node | None, path: bytes, value: bytes | None) -> _Node | None:
     """``node`` with ``path`` set to ``value`` (removed when ``None``), a new node sharing
-    every untouched one. Every key has the same length, so no branch holds a value."""
+    every untouched one (``node`` itself when nothing changes under a branch). Every key has
+    the same length, so no branch holds a value."""
+    if type(node) is _Branch:
+        # The common case first (the upper levels of the trie are branches).
+        branch_children = node.children
+        index = path[0]
+        old = branch_children[index]
+        child = _put(old, path[1:], value)
+        if child is old:
+            return node
+        slots = list(branch_children)
+        slots[index] = child
+        if child is not None:
+            # A branch has two children at least; with this slot filled it still has.
+            return _Branch(tuple(slots))
+        return _branch_of(slots)
     if node is None:
         return None if value is None else _Leaf(path, value)
     if isinstance(node, _Leaf):
         if node.path == path:
+            if value == node.value:
+                return node
             return None if value is None else _Leaf(path, value)
         if value is None:
             return node
@@ -269,6 +287,8 @@ def _put(node: _Node | None, path: bytes, value: bytes | None) -> _Node | None:
         n = _common(node.path, path)
         if n == len(node.path):
             child = _put(node.child, path[n:], value)
+            if child is node.child:
+                return node
             return None if child is None else _with_path(node.path, child)
         if value is None:
             return node
@@ -276,10 +296,7 @@ def _put(node: _Node | None, path: bytes, value: bytes | None) -> _Node | None:
         children[node.path[n]] = _with_path(node.path[n + 1 :], node.child)
         children[path[n]] = _Leaf(path[n + 1 :], value)
         return _with_path(path[:n], _Branch(tuple(children)))
-    assert isinstance(node, _Branch)
-    children = list(node.children)
-    children[path[0]] = _put(children[path[0]], path[1:], value)
-    return _branch_of(children)
+    raise TypeError(f"not a trie node: {node!r}")
 
 
 def _nibbles(key: bytes) -> bytes:
@@ -427,15 +444,17 @@ def apply_block(
                 )
             else:
                 recipient = get(tx.to)
-                changed[tx.to] = attrs.evolve(recipient, balance=recipient.balance + moved)
+                changed[tx.to] = Account(
+                    recipient.nonce, recipient.balance + moved, recipient.code_hash
+                )
         if fee:
             paid = get(coinbase)
-            changed[coinbase] = attrs.evolve(paid, balance=paid.balance + fee)
+            changed[coinbase] = Account(paid.nonce, paid.balance + fee, paid.code_hash)
     for withdrawal in withdrawals:
         if withdrawal.amount:
             credited = get(withdrawal.address)
-            changed[withdrawal.address] = attrs.evolve(
-                credited, balance=credited.balance + withdrawal.amount * _GWEI
+            changed[withdrawal.address] = Account(
+                credited.nonce, credited.balance + withdrawal.amount * _GWEI, credited.code_hash
             )
     parent_trie = view_trie(parent, base)
     view.trie = parent_trie.updated(

@@ -108,6 +108,20 @@ ACCESS_LIST = _list_kind(_record_kind(AccessTuple))
 AUTH_LIST = _list_kind(_record_kind(Authorization))
 
 
+def _replace_signature(tx: Any, first: Any, r: Any, s: Any) -> Any:
+    """A copy of ``tx`` whose last three fields (the signature: ``y_parity`` or ``v``,
+    ``r``, ``s``) are ``(first, r, s)``: what ``attrs.evolve`` gives, through the
+    constructor with the fields in order (a sealed transaction class's ``_VALUES`` lists
+    every field in declaration order). A class not sealed itself (a subclass, which may
+    declare more fields) goes through ``attrs.evolve``."""
+    cls = type(tx)
+    values = cls.__dict__.get("_VALUES")
+    if values is None:
+        names = [field.name for field in attrs.fields(cls)[-3:]]
+        return attrs.evolve(tx, **dict(zip(names, (first, r, s), strict=True)))
+    return cls(*values(tx)[:-3], first, r, s)
+
+
 class _TxBase(_Record):
     """What every transaction type shares: canonical bytes, hash, signing and sender."""
 
@@ -160,8 +174,8 @@ class _TxBase(_Record):
         return recover_address(digest, getattr(self, "y_parity"), self.r, self.s)  # noqa: B009
 
     def signed(self, y_parity: int, r: int, s: int) -> Self:
-        """A copy carrying the signature ``(y_parity, r, s)``."""
-        return attrs.evolve(self, y_parity=y_parity, r=r, s=s)  # type: ignore[misc]
+        """A copy carrying the signature ``(y_parity, r, s)`` (its other fields this one's)."""
+        return _replace_signature(self, y_parity, r, s)
 
     def sign(self, private_key: bytes | int, chain_id: int | None = None) -> Self:
         """A copy signed with ``private_key`` (deterministic, low-s) for its own chain id;
@@ -248,7 +262,7 @@ class LegacyTx(_TxBase):
     def signed(self, y_parity: int, r: int, s: int, chain_id: int | None = None) -> Self:
         """A copy signed with ``(y_parity, r, s)``; ``v`` encodes ``chain_id`` if given."""
         v = 27 + y_parity if chain_id is None else chain_id * 2 + 35 + y_parity
-        return attrs.evolve(self, v=v, r=r, s=s)
+        return _replace_signature(self, v, r, s)
 
     def sign(self, private_key: bytes | int, chain_id: int | None = None) -> Self:
         """A copy signed with ``private_key``: EIP-155 for ``chain_id``, unprotected (v = 27/28)
