@@ -108,7 +108,7 @@ ACCESS_LIST = _list_kind(_record_kind(AccessTuple))
 AUTH_LIST = _list_kind(_record_kind(Authorization))
 
 
-def _replace_signature(tx: Any, first: Any, r: Any, s: Any) -> Any:
+def _replace_signature(tx: Any, first: int, r: int, s: int) -> Any:
     """A copy of ``tx`` whose last three fields (the signature: ``y_parity`` or ``v``,
     ``r``, ``s``) are ``(first, r, s)``: what ``attrs.evolve`` gives, through the
     constructor with the fields in order (a sealed transaction class's ``_VALUES`` lists
@@ -175,7 +175,8 @@ class _TxBase(_Record):
 
     def signed(self, y_parity: int, r: int, s: int) -> Self:
         """A copy carrying the signature ``(y_parity, r, s)`` (its other fields this one's)."""
-        return _replace_signature(self, y_parity, r, s)
+        copy: Self = _replace_signature(self, y_parity, r, s)
+        return copy
 
     def sign(self, private_key: bytes | int, chain_id: int | None = None) -> Self:
         """A copy signed with ``private_key`` (deterministic, low-s) for its own chain id;
@@ -262,7 +263,8 @@ class LegacyTx(_TxBase):
     def signed(self, y_parity: int, r: int, s: int, chain_id: int | None = None) -> Self:
         """A copy signed with ``(y_parity, r, s)``; ``v`` encodes ``chain_id`` if given."""
         v = 27 + y_parity if chain_id is None else chain_id * 2 + 35 + y_parity
-        return _replace_signature(self, v, r, s)
+        copy: Self = _replace_signature(self, v, r, s)
+        return copy
 
     def sign(self, private_key: bytes | int, chain_id: int | None = None) -> Self:
         """A copy signed with ``private_key``: EIP-155 for ``chain_id``, unprotected (v = 27/28)
