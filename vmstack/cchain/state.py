@@ -199,7 +199,7 @@ class _Extension(_Node):
         self.child = child
 
     def encode(self) -> bytes:
-        payload = _string(_hex_prefix(self.path, False)) + self.child.ref()
+        payload = _string(_hex_prefix(self.path, False)) + (self.child._ref or self.child.ref())
         return list_prefix(len(payload)) + payload
 
 
@@ -211,8 +211,15 @@ class _Branch(_Node):
         self.children = children
 
     def encode(self) -> bytes:
+        # A child's cached reference is read in place (most children's are cached: only
+        # the nodes on the paths a block touched are new).
         payload = (
-            b"".join([b"\x80" if child is None else child.ref() for child in self.children])
+            b"".join(
+                [
+                    b"\x80" if child is None else (child._ref or child.ref())
+                    for child in self.children
+                ]
+            )
             + b"\x80"
         )
         return list_prefix(len(payload)) + payload
