@@ -205,7 +205,11 @@ def accept_block(vm: CChainVM, block: CChainBlock) -> None:
             receipts = block._receipts
             if receipts is None:
                 receipts = execute_transactions(block.transactions)
-            receipts_rlp = encode_receipts(receipts)
+                receipts_rlp = encode_receipts(receipts)
+            else:
+                # A block built here carries the storage form of its receipts, encoded
+                # with their consensus form when it was assembled.
+                receipts_rlp = block._receipts_rlp or encode_receipts(receipts)
         state = block._state
         with vm._store.write_batch() as batch:
             write_accepted(batch, vm._schema, block, receipts_rlp, integrity_start, settling)
