@@ -181,7 +181,7 @@ class _Leaf(_Node):
     __slots__ = ("path", "value")
 
     def __init__(self, path: bytes, value: bytes) -> None:
-        super().__init__()
+        self._ref = None
         self.path = path
         self.value = value
 
@@ -194,7 +194,7 @@ class _Extension(_Node):
     __slots__ = ("child", "path")
 
     def __init__(self, path: bytes, child: _Node) -> None:
-        super().__init__()
+        self._ref = None
         self.path = path
         self.child = child
 
@@ -207,7 +207,7 @@ class _Branch(_Node):
     __slots__ = ("children",)
 
     def __init__(self, children: tuple[_Node | None, ...]) -> None:
-        super().__init__()
+        self._ref = None
         self.children = children
 
     def encode(self) -> bytes:
