@@ -79,6 +79,10 @@ EMPTY_CODE_HASH: Final = keccak256(b"")
 EMPTY_TRIE_ROOT: Final = keccak256(b"\x80")
 _GWEI: Final = 10**9
 _ROOT_AND_CODE_PREFIX: Final = b"\xa0"  # the RLP prefix of a 32-byte string
+# An account's storage root item (always the empty trie's) and its code hash's prefix.
+_STORAGE_ROOT_AND_CODE_PREFIX: Final = (
+    _ROOT_AND_CODE_PREFIX + EMPTY_TRIE_ROOT + _ROOT_AND_CODE_PREFIX
+)
 
 
 def _uint(value: int) -> bytes:
@@ -101,12 +105,11 @@ class Account:
 
     def encode(self) -> bytes:
         """The trie value: ``rlp([nonce, balance, EMPTY_TRIE_ROOT, code_hash])``."""
+        nonce, balance = self.nonce, self.balance
         payload = (
-            _string(_uint(self.nonce))
-            + _string(_uint(self.balance))
-            + _ROOT_AND_CODE_PREFIX
-            + EMPTY_TRIE_ROOT
-            + _ROOT_AND_CODE_PREFIX
+            _string(nonce.to_bytes((nonce.bit_length() + 7) // 8, "big"))
+            + _string(balance.to_bytes((balance.bit_length() + 7) // 8, "big"))
+            + _STORAGE_ROOT_AND_CODE_PREFIX
             + self.code_hash
         )
         return list_prefix(len(payload)) + payload
@@ -465,9 +468,25 @@ def apply_block(
             )
     parent_trie = view_trie(parent, base)
     view.trie = parent_trie.updated(
-        (keccak256(address), account) for address, account in changed.items()
+        (_hashed_address(address), account) for address, account in changed.items()
     )
     return view
+
+
+_HASHED_ADDRESSES: dict[bytes, bytes] = {}
+_HASHED_ADDRESSES_KEPT: Final = 1 << 13
+
+
+def _hashed_address(address: bytes) -> bytes:
+    """``keccak256(address)``, an account's trie key, kept for the addresses hashed lately
+    (a block's senders and its coinbase come back block after block); the memo is emptied
+    when it reaches :data:`_HASHED_ADDRESSES_KEPT` entries."""
+    found = _HASHED_ADDRESSES.get(address)
+    if found is None:
+        if len(_HASHED_ADDRESSES) >= _HASHED_ADDRESSES_KEPT:
+            _HASHED_ADDRESSES.clear()
+        found = _HASHED_ADDRESSES[address] = keccak256(address)
+    return found
 
 
 def view_trie(parent: State | None, base: AcceptedState) -> AccountTrie:
