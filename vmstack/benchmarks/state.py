@@ -18,7 +18,10 @@ Three rows:
   as a process's first build), against its crypto floor measured in the same run, in
   alternating rounds: each of its 6,000 transactions signed with a kept key and its sender
   recovered once, with the address's keccak; goal: at most 2x the floor. The notes give
-  the signing alone (the build knows each sender at signing, so it recovers none).
+  the signing alone (the build knows each sender at signing, so it recovers none). When
+  the goal is missed, the reason gives each phase of the build in microseconds a
+  transaction, measured in one more cold build timed step by step
+  (:mod:`vmstack.benchmarks.build_phases`).
 
 Every row's sides are timed in alternating rounds.
 """
