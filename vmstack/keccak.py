@@ -8,8 +8,10 @@ one-shot function; every floor hashes with this one function.
 
 from __future__ import annotations
 
+import ctypes
+
 from Crypto.Hash.keccak import _raw_keccak_lib
-from Crypto.Util._raw_api import c_size_t, c_ubyte, create_string_buffer, get_raw_buffer
+from Crypto.Util._raw_api import c_size_t, c_ubyte
 
 __all__ = ["keccak256"]
 
@@ -20,6 +22,9 @@ _DIGEST_SIZE = c_size_t(32)
 _CAPACITY = c_size_t(64)
 _ROUNDS = c_ubyte(24)
 _PADDING = c_ubyte(0x01)
+# The digest's buffer: a fixed array of 32 C chars, whose ``raw`` is all 32 bytes (a
+# ``create_string_buffer`` and pycryptodome's ``get_raw_buffer`` cost more per call).
+_Digest = ctypes.c_char * 32
 
 
 def keccak256(data: bytes | bytearray | memoryview) -> bytes:
@@ -29,10 +34,10 @@ def keccak256(data: bytes | bytearray | memoryview) -> bytes:
     if type(data) is not bytes:
         # The C function reads a bytes object in place; other buffers are copied once.
         data = bytes(data)
-    digest = create_string_buffer(32)
+    digest = _Digest()
     failed = _keccak_oneshot(
         data, c_size_t(len(data)), digest, _DIGEST_SIZE, _CAPACITY, _ROUNDS, _PADDING
     )
     if failed:
         raise ValueError(f"Keccak-256 failed in pycryptodome (error {failed})")
-    return get_raw_buffer(digest)
+    return digest.raw

@@ -33,13 +33,15 @@ from vmstack.cchain.opening import check_pages
 __all__ = ["accepted_base", "build_on", "check_state_commitment", "reader_of", "state_of"]
 
 
-def accepted_base(vm: CChainVM, snap: ReadSnapshot) -> AcceptedState:
+def accepted_base(vm: CChainVM, snap: ReadSnapshot, last: bytes | None = None) -> AcceptedState:
     """The state after the last accepted block, as this VM holds it, re-read from
     ``snap`` when the store's last accepted block is another (another VM over the same
-    store accepted it). ``StoreCorrupted`` for a store whose state head is missing,
-    damaged or not the last accepted block's, or whose accounts do not give the root
-    the head records."""
-    last = vm._chain.last_accepted(snap)
+    store accepted it). ``last`` is that block as ``vm._chain.last_accepted(snap)`` gave
+    it in this same snapshot, when the caller read it already (``None``: read here).
+    ``StoreCorrupted`` for a store whose state head is missing, damaged or not the last
+    accepted block's, or whose accounts do not give the root the head records."""
+    if last is None:
+        last = vm._chain.last_accepted(snap)
     base = vm._base
     if base is not None and base.block_id == last:
         return base

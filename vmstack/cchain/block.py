@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from vmstack.cchain.codec import encode_receipt_forms
 from vmstack.cchain.execution import execute_transactions
 from vmstack.cchain.genesis import new_header
 from vmstack.cchain.rlpbytes import (
@@ -30,7 +31,7 @@ from vmstack.cchain.rlpbytes import (
 from vmstack.cchain.rules import base_fee_rule
 from vmstack.cchain.tries import (
     body_commitments,
-    receipt_commitments,
+    encoded_receipt_commitments,
     with_body_commitments,
     with_receipt_commitments,
 )
@@ -80,6 +81,7 @@ class CChainBlock:
         "_id",
         "_raw",
         "_receipts",
+        "_receipts_rlp",
         "_senders",
         "_spans",
         "_state",
@@ -111,6 +113,9 @@ class CChainBlock:
         self._body = body
         self._status = status
         self._receipts = receipts
+        # The storage form of ``receipts`` when it was encoded with them (a block built
+        # here), for the accept to write; ``None`` otherwise.
+        self._receipts_rlp: bytes | None = None
         self._senders = senders
         self._built = built
         # The post-state while the block is built or processing (see CChainVM).
@@ -222,6 +227,7 @@ def assemble_block(
     ``post_state(receipts)`` (the parent's root when that is ``None``: a replaying VM keeps
     no state)."""
     receipts = execute_transactions(txs)
+    receipt_encodings, receipts_rlp = encode_receipt_forms(receipts)
     gas_used = receipts[-1].cumulative_gas_used if receipts else 0
     flavour = vm.flavour
     body = flavour.body(txs, ext_data=ext_data, withdrawals=withdrawals)
@@ -237,7 +243,7 @@ def assemble_block(
             base_fee=base_fee_rule(parent),
         ),
         body,
-        receipts,
+        receipt_encodings,
         tx_encodings,
     )
     state = post_state(receipts)
@@ -256,6 +262,7 @@ def assemble_block(
         built=True,
     )
     block._state = state
+    block._receipts_rlp = receipts_rlp
     return block
 
 
@@ -278,10 +285,14 @@ def _body_rlp(flavour: Flavour, body: Body, tx_encodings: Sequence[bytes]) -> by
 
 
 def _commit(
-    header: AnyHeader, body: Body, receipts: Sequence[Receipt], tx_encodings: Sequence[bytes]
+    header: AnyHeader,
+    body: Body,
+    receipt_encodings: Sequence[bytes],
+    tx_encodings: Sequence[bytes],
 ) -> AnyHeader:
-    """``header`` committing to ``body`` and ``receipts``: what the flavour's ``seal`` sets,
-    the body's commitments computed from the transactions' known encodings (building
-    blocks is the generator's hot loop)."""
+    """``header`` committing to ``body`` and to the receipts whose consensus encodings are
+    ``receipt_encodings``: what the flavour's ``seal`` sets, the body's commitments computed
+    from the transactions' known encodings and the receipts' from theirs (building blocks
+    is the generator's hot loop)."""
     header = with_body_commitments(header, body_commitments(body, tx_encodings))
-    return with_receipt_commitments(header, receipt_commitments(receipts))
+    return with_receipt_commitments(header, encoded_receipt_commitments(receipt_encodings))

@@ -27,7 +27,7 @@ from typing import Any
 
 import attrs
 
-from vmstack.cchain.rlpbytes import decode_string_list, encode_item, header_slice
+from vmstack.cchain.rlpbytes import decode_string_list, encode_item, header_slice, list_prefix
 from vmstack.cchain.tries import (
     body_commitments,
     receipt_commitments,
@@ -63,6 +63,7 @@ __all__ = [
     "Flavour",
     "decode_receipts",
     "derive_receipts",
+    "encode_receipt_forms",
     "encode_receipts",
 ]
 
@@ -344,6 +345,28 @@ def encode_receipts(receipts: Sequence[Receipt]) -> bytes:
     """The storage form of a block's receipts (geth rawdb ``r`` key): a list of
     ``[post_state_or_status, cumulative_gas_used, logs]``."""
     return encode_item([r.storage_items() for r in receipts])
+
+
+def encode_receipt_forms(receipts: Sequence[Receipt]) -> tuple[list[bytes], bytes]:
+    """Both encodings of a block's receipts from one encoding of each receipt's fields:
+    each receipt's consensus form (what :meth:`Receipt.encode
+    <vmstack.cchain.types.Receipt.encode>` gives, the receipts trie's values) and the
+    block's storage form (what :func:`encode_receipts` gives), byte for byte. Building a
+    block needs the first for its header and accepting it the second."""
+    consensus: list[bytes] = []
+    stored: list[bytes] = []
+    for receipt in receipts:
+        outcome, gas, logs = receipt.storage_items()
+        bloom = receipt.bloom if receipt.bloom is not None else logs_bloom(receipt.logs)
+        head = encode_item(outcome) + encode_item(gas)
+        logs_rlp = encode_item(logs)
+        storage_payload = head + logs_rlp
+        stored.append(list_prefix(len(storage_payload)) + storage_payload)
+        payload = head + encode_item(bloom) + logs_rlp
+        encoded = list_prefix(len(payload)) + payload
+        consensus.append(encoded if receipt.tx_type == 0 else bytes((receipt.tx_type,)) + encoded)
+    storage = b"".join(stored)
+    return consensus, list_prefix(len(storage)) + storage
 
 
 def decode_receipts(data: Buffer) -> tuple[Receipt, ...]:

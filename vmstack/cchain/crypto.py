@@ -43,6 +43,7 @@ __all__ = [
     "private_key_object",
     "recover_address",
     "sign_hash",
+    "sign_hash_and_address",
 ]
 
 SECP256K1_P = 0xFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFEFFFFFC2F
@@ -109,6 +110,13 @@ def sign_hash(msg_hash: bytes, private_key: bytes | int) -> tuple[int, int, int]
     libsecp256k1, and so geth, signs). The signature is entered in
     :data:`RECOVERED_SENDERS` with the key's address, what recovering it gives.
     """
+    parity, r, s, _ = sign_hash_and_address(msg_hash, private_key)
+    return parity, r, s
+
+
+def sign_hash_and_address(msg_hash: bytes, private_key: bytes | int) -> tuple[int, int, int, bytes]:
+    """:func:`sign_hash`, and the signing key's address (what :func:`address_of` gives),
+    from one look-up of the key: ``(y_parity, r, s, address)``."""
     _check_hash(msg_hash)
     digest = bytes(msg_hash)
     key, address = _key_and_address(private_key_int(private_key))
@@ -120,7 +128,7 @@ def sign_hash(msg_hash: bytes, private_key: bytes | int) -> tuple[int, int, int]
     r = int.from_bytes(signature[:32], "big")
     s = int.from_bytes(signature[32:64], "big")
     RECOVERED_SENDERS.put((digest, parity, r, s), address)
-    return parity, r, s
+    return parity, r, s, address
 
 
 def recover_address(msg_hash: bytes, y_parity: int, r: int, s: int, *, low_s: bool = True) -> bytes:

@@ -53,26 +53,27 @@ def verify_block(vm: CChainVM, block: CChainBlock) -> None:
             if is_accepted_copy(vm, snap, block):
                 block._status = BlockStatus.ACCEPTED
                 return
-            last_height = vm._chain.number_of(snap, vm._chain.last_accepted(snap))
+            # Read once in this snapshot (what it holds cannot change while it is open).
+            last = vm._chain.last_accepted(snap)
+            last_height = vm._chain.number_of(snap, last)
             if block.height <= last_height:
                 raise InvalidBlock(
                     f"block {block.id.hex()} at height {block.height} is not accepted "
                     f"and the last accepted block is at {last_height}: it can never be"
                 )
             parent = vm._processing.get(block.parent_id)
-            base = None if vm._stateless else accepted_base(vm, snap)
+            base = None if vm._stateless else accepted_base(vm, snap, last)
             parent_header: AnyHeader
             if parent is not None:
                 parent_header = parent.header
             else:
-                last = vm._chain.last_accepted(snap)
                 if block.parent_id != last:
                     raise InvalidBlock(
                         f"block {block.id.hex()}: parent "
                         f"{block.parent_id.hex()} is neither processing "
                         "nor the last accepted block"
                     )
-                parent_header = vm._chain.stored_header(snap, vm._chain.number_of(snap, last), last)
+                parent_header = vm._chain.stored_header(snap, last_height, last)
         check_header_rules(
             block.header,
             parent_number=parent_header.number,
@@ -205,7 +206,11 @@ def accept_block(vm: CChainVM, block: CChainBlock) -> None:
             receipts = block._receipts
             if receipts is None:
                 receipts = execute_transactions(block.transactions)
-            receipts_rlp = encode_receipts(receipts)
+                receipts_rlp = encode_receipts(receipts)
+            else:
+                # A block built here carries the storage form of its receipts, encoded
+                # with their consensus form when it was assembled.
+                receipts_rlp = block._receipts_rlp or encode_receipts(receipts)
         state = block._state
         with vm._store.write_batch() as batch:
             write_accepted(batch, vm._schema, block, receipts_rlp, integrity_start, settling)

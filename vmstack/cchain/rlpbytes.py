@@ -98,14 +98,14 @@ def encode_item(item: RLPItem) -> bytes:
     The records encode through it: it walks the tree once and joins each list's parts,
     a string item being written inline rather than through a call of its own.
     """
-    if isinstance(item, bytes | bytearray):
+    if type(item) is bytes or (type(item) is not list and isinstance(item, bytearray)):
         length = len(item)
         if length == 1 and item[0] < 0x80:
             return bytes(item)
         if length < 1024:
             return _STRING_PREFIXES[length] + item
         return _long_prefix(length, 0x80) + item
-    if not isinstance(item, list | tuple):
+    if type(item) is not list and not isinstance(item, list | tuple):
         raise ValueError(f"cannot RLP-encode a {type(item).__name__}: items are bytes or lists")
     parts: list[bytes] = []
     append = parts.append

@@ -79,6 +79,10 @@ EMPTY_CODE_HASH: Final = keccak256(b"")
 EMPTY_TRIE_ROOT: Final = keccak256(b"\x80")
 _GWEI: Final = 10**9
 _ROOT_AND_CODE_PREFIX: Final = b"\xa0"  # the RLP prefix of a 32-byte string
+# An account's storage root item (always the empty trie's) and its code hash's prefix.
+_STORAGE_ROOT_AND_CODE_PREFIX: Final = (
+    _ROOT_AND_CODE_PREFIX + EMPTY_TRIE_ROOT + _ROOT_AND_CODE_PREFIX
+)
 
 
 def _uint(value: int) -> bytes:
@@ -101,12 +105,11 @@ class Account:
 
     def encode(self) -> bytes:
         """The trie value: ``rlp([nonce, balance, EMPTY_TRIE_ROOT, code_hash])``."""
+        nonce, balance = self.nonce, self.balance
         payload = (
-            _string(_uint(self.nonce))
-            + _string(_uint(self.balance))
-            + _ROOT_AND_CODE_PREFIX
-            + EMPTY_TRIE_ROOT
-            + _ROOT_AND_CODE_PREFIX
+            _string(nonce.to_bytes((nonce.bit_length() + 7) // 8, "big"))
+            + _string(balance.to_bytes((balance.bit_length() + 7) // 8, "big"))
+            + _STORAGE_ROOT_AND_CODE_PREFIX
             + self.code_hash
         )
         return list_prefix(len(payload)) + payload
@@ -181,7 +184,7 @@ class _Leaf(_Node):
     __slots__ = ("path", "value")
 
     def __init__(self, path: bytes, value: bytes) -> None:
-        super().__init__()
+        self._ref = None
         self.path = path
         self.value = value
 
@@ -194,12 +197,12 @@ class _Extension(_Node):
     __slots__ = ("child", "path")
 
     def __init__(self, path: bytes, child: _Node) -> None:
-        super().__init__()
+        self._ref = None
         self.path = path
         self.child = child
 
     def encode(self) -> bytes:
-        payload = _string(_hex_prefix(self.path, False)) + self.child.ref()
+        payload = _string(_hex_prefix(self.path, False)) + (self.child._ref or self.child.ref())
         return list_prefix(len(payload)) + payload
 
 
@@ -207,12 +210,20 @@ class _Branch(_Node):
     __slots__ = ("children",)
 
     def __init__(self, children: tuple[_Node | None, ...]) -> None:
-        super().__init__()
+        self._ref = None
         self.children = children
 
     def encode(self) -> bytes:
+        # A child's cached reference is read in place (most children's are cached: only
+        # the nodes on the paths a block touched are new).
         payload = (
-            b"".join(b"\x80" if child is None else child.ref() for child in self.children) + b"\x80"
+            b"".join(
+                [
+                    b"\x80" if child is None else (child._ref or child.ref())
+                    for child in self.children
+                ]
+            )
+            + b"\x80"
         )
         return list_prefix(len(payload)) + payload
 
@@ -252,11 +263,28 @@ def _branch_of(children: list[_Node | None]) -> _Node | None:
 
 def _put(node: _Node | None, path: bytes, value: bytes | None) -> _Node | None:
     """``node`` with ``path`` set to ``value`` (removed when ``None``), a new node sharing
-    every untouched one. Every key has the same length, so no branch holds a value."""
+    every untouched one (``node`` itself when nothing changes under a branch). Every key has
+    the same length, so no branch holds a value."""
+    if type(node) is _Branch:
+        # The common case first (the upper levels of the trie are branches).
+        branch_children = node.children
+        index = path[0]
+        old = branch_children[index]
+        child = _put(old, path[1:], value)
+        if child is old:
+            return node
+        slots = list(branch_children)
+        slots[index] = child
+        if child is not None:
+            # A branch has two children at least; with this slot filled it still has.
+            return _Branch(tuple(slots))
+        return _branch_of(slots)
     if node is None:
         return None if value is None else _Leaf(path, value)
     if isinstance(node, _Leaf):
         if node.path == path:
+            if value == node.value:
+                return node
             return None if value is None else _Leaf(path, value)
         if value is None:
             return node
@@ -269,6 +297,8 @@ def _put(node: _Node | None, path: bytes, value: bytes | None) -> _Node | None:
         n = _common(node.path, path)
         if n == len(node.path):
             child = _put(node.child, path[n:], value)
+            if child is node.child:
+                return node
             return None if child is None else _with_path(node.path, child)
         if value is None:
             return node
@@ -276,10 +306,7 @@ def _put(node: _Node | None, path: bytes, value: bytes | None) -> _Node | None:
         children[node.path[n]] = _with_path(node.path[n + 1 :], node.child)
         children[path[n]] = _Leaf(path[n + 1 :], value)
         return _with_path(path[:n], _Branch(tuple(children)))
-    assert isinstance(node, _Branch)
-    children = list(node.children)
-    children[path[0]] = _put(children[path[0]], path[1:], value)
-    return _branch_of(children)
+    raise TypeError(f"not a trie node: {node!r}")
 
 
 def _nibbles(key: bytes) -> bytes:
@@ -427,21 +454,39 @@ def apply_block(
                 )
             else:
                 recipient = get(tx.to)
-                changed[tx.to] = attrs.evolve(recipient, balance=recipient.balance + moved)
+                changed[tx.to] = Account(
+                    recipient.nonce, recipient.balance + moved, recipient.code_hash
+                )
         if fee:
             paid = get(coinbase)
-            changed[coinbase] = attrs.evolve(paid, balance=paid.balance + fee)
+            changed[coinbase] = Account(paid.nonce, paid.balance + fee, paid.code_hash)
     for withdrawal in withdrawals:
         if withdrawal.amount:
             credited = get(withdrawal.address)
-            changed[withdrawal.address] = attrs.evolve(
-                credited, balance=credited.balance + withdrawal.amount * _GWEI
+            changed[withdrawal.address] = Account(
+                credited.nonce, credited.balance + withdrawal.amount * _GWEI, credited.code_hash
             )
     parent_trie = view_trie(parent, base)
     view.trie = parent_trie.updated(
-        (keccak256(address), account) for address, account in changed.items()
+        (_hashed_address(address), account) for address, account in changed.items()
     )
     return view
+
+
+_HASHED_ADDRESSES: dict[bytes, bytes] = {}
+_HASHED_ADDRESSES_KEPT: Final = 1 << 13
+
+
+def _hashed_address(address: bytes) -> bytes:
+    """``keccak256(address)``, an account's trie key, kept for the addresses hashed lately
+    (a block's senders and its coinbase come back block after block); the memo is emptied
+    when it reaches :data:`_HASHED_ADDRESSES_KEPT` entries."""
+    found = _HASHED_ADDRESSES.get(address)
+    if found is None:
+        if len(_HASHED_ADDRESSES) >= _HASHED_ADDRESSES_KEPT:
+            _HASHED_ADDRESSES.clear()
+        found = _HASHED_ADDRESSES[address] = keccak256(address)
+    return found
 
 
 def view_trie(parent: State | None, base: AcceptedState) -> AccountTrie:

@@ -30,6 +30,7 @@ the tests compare the two).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
@@ -125,10 +126,12 @@ def _list(payload: bytes) -> bytes:
     return list_prefix(len(payload)) + payload
 
 
+@functools.lru_cache(maxsize=4096)
 def _hex_prefix(path: str, leaf: bool) -> bytes:
     """The compact (hex-prefix) encoding of a node's key path, RLP-encoded: a flag nibble
     (2 for a leaf, +1 for an odd length) and, for an even length, a zero nibble in front
-    of the path's nibbles."""
+    of the path's nibbles. Kept for the paths used lately (every key is an index's, so
+    the paths are few)."""
     if len(path) % 2:
         return encode_item(bytes.fromhex(("3" if leaf else "1") + path))
     return encode_item(bytes.fromhex(("20" if leaf else "00") + path))
@@ -169,7 +172,13 @@ def _branch(items: _PathItems, depth: int) -> bytes:
         end = start + 1
         while end < count and items[end][0][depth] == digit:
             end += 1
-        slots[_NIBBLE[digit]] = _reference(_node(items[start:end], depth + 1))
+        if end == start + 1:
+            # One key under this nibble: its leaf, as _node makes it, without the slice.
+            path, value = items[start]
+            child = _list(_hex_prefix(path[depth + 1 :], True) + encode_item(value))
+        else:
+            child = _node(items[start:end], depth + 1)
+        slots[_NIBBLE[digit]] = _reference(child)
         start = end
     return _list(b"".join(slots))
 

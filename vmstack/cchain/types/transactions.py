@@ -12,7 +12,7 @@ from typing import Any, ClassVar, Self, TypeAlias, TypeVar
 
 import attrs
 
-from vmstack.cchain.crypto import address_of, recover_address, sign_hash
+from vmstack.cchain.crypto import recover_address, sign_hash_and_address
 from vmstack.cchain.rlpbytes import encode_item, list_prefix
 from vmstack.cchain.types.fields import (
     ADDRESS,
@@ -68,9 +68,24 @@ def _payload(encoded_list: bytes) -> bytes:
 def _with_signature(payload: bytes, v: int, r: int, s: int) -> bytes:
     """The RLP list of the fields whose encoded payload is ``payload`` followed by the
     signature ``(v, r, s)``: the fields are encoded once, for the signing hash and the
-    signed bytes alike."""
-    full = payload + _payload(encode_item([_uint_item(v), _uint_item(r), _uint_item(s)]))
+    signed bytes alike. Each signature value is written as ``encode_item`` writes its
+    big-endian bytes: itself when it is one byte below 0x80, else after a short string's
+    prefix (under 56 bytes, as every uint256 and the ``v`` of any chain id are)."""
+    parts = [payload]
+    for value in (v, r, s):
+        data = value.to_bytes((value.bit_length() + 7) // 8, "big")
+        length = len(data)
+        if length == 1 and data[0] < 0x80:
+            parts.append(data)
+        elif length < 56:
+            parts.append(_SHORT_STRING_PREFIXES[length] + data)
+        else:
+            parts.append(encode_item(data))
+    full = b"".join(parts)
     return list_prefix(len(full)) + full
+
+
+_SHORT_STRING_PREFIXES = tuple(bytes((0x80 + length,)) for length in range(56))
 
 
 @attrs.frozen
@@ -106,6 +121,20 @@ _seal(Authorization, "authorization")
 
 ACCESS_LIST = _list_kind(_record_kind(AccessTuple))
 AUTH_LIST = _list_kind(_record_kind(Authorization))
+
+
+def _replace_signature(tx: Any, first: int, r: int, s: int) -> Any:
+    """A copy of ``tx`` whose last three fields (the signature: ``y_parity`` or ``v``,
+    ``r``, ``s``) are ``(first, r, s)``: what ``attrs.evolve`` gives, through the
+    constructor with the fields in order (a sealed transaction class's ``_VALUES`` lists
+    every field in declaration order). A class not sealed itself (a subclass, which may
+    declare more fields) goes through ``attrs.evolve``."""
+    cls = type(tx)
+    values = cls.__dict__.get("_VALUES")
+    if values is None:
+        names = [field.name for field in attrs.fields(cls)[-3:]]
+        return attrs.evolve(tx, **dict(zip(names, (first, r, s), strict=True)))
+    return cls(*values(tx)[:-3], first, r, s)
 
 
 class _TxBase(_Record):
@@ -160,8 +189,9 @@ class _TxBase(_Record):
         return recover_address(digest, getattr(self, "y_parity"), self.r, self.s)  # noqa: B009
 
     def signed(self, y_parity: int, r: int, s: int) -> Self:
-        """A copy carrying the signature ``(y_parity, r, s)``."""
-        return attrs.evolve(self, y_parity=y_parity, r=r, s=s)  # type: ignore[misc]
+        """A copy carrying the signature ``(y_parity, r, s)`` (its other fields this one's)."""
+        copy: Self = _replace_signature(self, y_parity, r, s)
+        return copy
 
     def sign(self, private_key: bytes | int, chain_id: int | None = None) -> Self:
         """A copy signed with ``private_key`` (deterministic, low-s) for its own chain id;
@@ -171,10 +201,10 @@ class _TxBase(_Record):
             raise ValueError(f"transaction chain id {own} differs from {chain_id}")
         kind = bytes((self.TYPE,))
         unsigned = kind + encode_item(self.to_items()[:-3])
-        parity, r, s = sign_hash(keccak256(unsigned), private_key)
+        parity, r, s, sender = sign_hash_and_address(keccak256(unsigned), private_key)
         signed = self.signed(parity, r, s)
         encoding = kind + _with_signature(_payload(unsigned[1:]), parity, r, s)
-        SIGNED_HERE.put(id(signed), (signed, address_of(private_key), encoding))
+        SIGNED_HERE.put(id(signed), (signed, sender, encoding))
         return signed
 
 
@@ -248,7 +278,8 @@ class LegacyTx(_TxBase):
     def signed(self, y_parity: int, r: int, s: int, chain_id: int | None = None) -> Self:
         """A copy signed with ``(y_parity, r, s)``; ``v`` encodes ``chain_id`` if given."""
         v = 27 + y_parity if chain_id is None else chain_id * 2 + 35 + y_parity
-        return attrs.evolve(self, v=v, r=r, s=s)
+        copy: Self = _replace_signature(self, v, r, s)
+        return copy
 
     def sign(self, private_key: bytes | int, chain_id: int | None = None) -> Self:
         """A copy signed with ``private_key``: EIP-155 for ``chain_id``, unprotected (v = 27/28)
@@ -260,10 +291,10 @@ class LegacyTx(_TxBase):
             # EIP-155 signs the fields followed by [chain_id, 0, 0].
             body = _payload(fields) + _payload(encode_item([chain, b"", b""]))
             hashed = list_prefix(len(body)) + body
-        parity, r, s = sign_hash(keccak256(hashed), private_key)
+        parity, r, s, sender = sign_hash_and_address(keccak256(hashed), private_key)
         signed = self.signed(parity, r, s, chain_id)
         encoding = _with_signature(_payload(fields), signed.v, r, s)
-        SIGNED_HERE.put(id(signed), (signed, address_of(private_key), encoding))
+        SIGNED_HERE.put(id(signed), (signed, sender, encoding))
         return signed
 
 
