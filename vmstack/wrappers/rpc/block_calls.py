@@ -13,6 +13,7 @@ the request. The server holds its lock around every call here.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from operator import attrgetter, itemgetter
 from typing import Any
 
 from google.protobuf import empty_pb2
@@ -23,11 +24,12 @@ from vmstack import batching
 from vmstack.clock import SimClock
 from vmstack.errors import BlockNotFound, InvalidBlock, MalformedRequest
 from vmstack.interfaces import Block, ChainVM
+from vmstack.layers import fact_holders
 from vmstack.wrappers.rpc import vm_pb2
 from vmstack.wrappers.rpc.handed import HandedOut
 from vmstack.wrappers.rpc.protocol import DIGEST_METADATA_KEY, block_digest
 from vmstack.wrappers.rpc.wire import (
-    block_facts,
+    BlockFacts,
     encode_parse_block_responses,
     encode_repeated_bytes,
 )
@@ -49,6 +51,11 @@ class Call:
 #: A handler answers a message, or its serialization when it builds that in one go
 #: (:mod:`vmstack.wrappers.rpc.wire`).
 Handler = Callable[[Message, Call], "Message | bytes"]
+
+
+#: A block's :data:`~vmstack.wrappers.rpc.wire.BlockFacts`, read in one call.
+_FACTS = attrgetter("id", "parent_id", "height", "timestamp")
+_ID = itemgetter(0)
 
 
 def timestamp(seconds: int) -> Timestamp:
@@ -208,7 +215,10 @@ class BlockCalls:
         assert isinstance(request, vm_pb2.BatchedParseBlockRequest)
         batch = list(request.request)
         parsed: Sequence[Block] = batching.batched_parse_block(self._served(), batch)
-        facts = block_facts(parsed)  # read once: a layered block's facts cost a call each
-        self._handed.keep_batch(parsed, batch, [fact[0] for fact in facts])
+        # Each block's facts and bytes read once, from the block holding them (a layer's
+        # block forwards each at the cost of a call), with no Python code run per block.
+        holders = fact_holders(parsed)
+        facts: list[BlockFacts] = list(map(_FACTS, holders))
+        self._handed.keep_batch(parsed, batch, list(map(_ID, facts)), list(map(bytes, holders)))
         # BatchedParseBlockResponse of each block's facts, serialized in one go.
         return encode_parse_block_responses(facts)
