@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import abc
 import functools
+import itertools
 from collections.abc import Callable, Sequence
 from operator import attrgetter, methodcaller
 from typing import Any, ClassVar, Protocol, TypeGuard, TypeVar, runtime_checkable
@@ -262,7 +263,8 @@ class PassThroughBlock(WrappedBlock):
     __slots__ = ("_layer",)
 
     def __init__(self, inner: Block, layer: PassThroughVM) -> None:
-        super().__init__(inner)
+        # WrappedBlock's own __init__ written out: a batch makes one of these per block.
+        self._inner = inner
         self._layer = layer
 
     def verify(self) -> None:
@@ -357,8 +359,7 @@ class PassThroughVM:
         parsed = self.intercept(
             "batched_parse_block", self.batched_inner().batched_parse_block, blocks
         )
-        block_type = self.block_type
-        return [block_type(block, self) for block in parsed]
+        return list(map(self.block_type, parsed, itertools.repeat(self)))
 
     def batched_inner(self) -> BatchedChainVM:
         """The VM below, to forward a batched call to; raises

@@ -510,7 +510,8 @@ def _crossing_reason(method: str, blocks: int, shares: _Shares) -> str:
             "makes each element of the request a bytes object, the metered layer wraps each "
             "parsed block (its own time ends before), the server reads each block's facts "
             "once, keeps the block for its decisions (freeing the one it held for the same "
-            "bytes) and writes its answer"
+            "bytes) and writes its answer, and the garbage collector's passes over the "
+            "parsed blocks that fall after the metered layer's time are counted here"
         )
     else:
         client = "makes each block of the answer a bytes object and checks the budget"
