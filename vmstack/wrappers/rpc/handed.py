@@ -74,10 +74,13 @@ class HandedOut:
         are read here); a block whose own bytes equal the caller's is kept under its own,
         so the two are held once, not beside a copy."""
         count = len(blocks)
-        if len(datas) != count or any(
-            given is not None and len(given) != count for given in (ids, owns)
-        ):
-            raise ValueError(f"{count} blocks for {len(datas)} byte strings")
+        lengths = {"byte strings": len(datas)}
+        for what, given in (("IDs", ids), ("own bytes", owns)):
+            if given is not None:
+                lengths[what] = len(given)
+        if set(lengths.values()) != {count}:
+            given_text = ", ".join(f"{length} {what}" for what, length in lengths.items())
+            raise ValueError(f"{count} blocks for {given_text}")
         kept = self._kept
         latest = self._latest_by_id
         pop = kept.pop
