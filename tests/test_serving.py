@@ -107,3 +107,27 @@ def test_a_refused_initialize_releases_the_store(tmp_path: Path) -> None:
     assert len(opened) == 1
     for resource in opened:
         resource.close()
+
+
+def test_serve_freezes_what_start_up_made_before_it_serves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``vmstack serve`` builds the stack, then freezes every object made so far out of
+    garbage collection, then serves: the order recorded here."""
+    import gc
+
+    from vmstack import serving
+    from vmstack.wrappers.rpc import process
+
+    happened: list[str] = []
+    built = serving.build_served_stack
+
+    def build(*args: Any, **kwargs: Any) -> Any:
+        happened.append("built")
+        return built(*args, **kwargs)
+
+    monkeypatch.setattr(serving, "build_served_stack", build)
+    monkeypatch.setattr(gc, "freeze", lambda: happened.append("frozen"))
+    monkeypatch.setattr(process, "serve_vm", lambda vm, **options: happened.append("served"))
+    assert serving.serve(tmp_path / "store", stack_options={}) == 0
+    assert happened == ["built", "frozen", "served"]

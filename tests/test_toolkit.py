@@ -15,6 +15,7 @@ TOOLKIT = (
     "PassThroughBlock",
     "PassThroughVM",
     "WrappedBlock",
+    "fact_holders",
     "has_batched_methods",
     "refusal",
     "supports_batching",

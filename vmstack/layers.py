@@ -48,6 +48,10 @@ its result (or let its exception pass). ``method`` names the call: ``"get_block"
 one argument is the block below). A layer that answers calls from memory of its own, or
 changes an answer, is not a pass-through layer and writes its methods out.
 
+:func:`fact_holders` gives, for blocks of layers that only forward their facts, the block
+below that holds them, so a reader of many blocks' facts (the process boundary's server)
+reads each without a forwarding call per layer.
+
 ``vmstack.wrappers`` serves :class:`PassThroughVM`, :class:`PassThroughBlock` and
 :class:`WrappedBlock` too, and ``vmstack`` serves :class:`Layer` and
 :func:`supports_batching`.
@@ -56,8 +60,10 @@ changes an answer, is not a pass-through layer and writes its methods out.
 from __future__ import annotations
 
 import abc
+import functools
+import itertools
 from collections.abc import Callable, Sequence
-from operator import methodcaller
+from operator import attrgetter, methodcaller
 from typing import Any, ClassVar, Protocol, TypeGuard, TypeVar, runtime_checkable
 
 from vmstack.errors import BatchingNotImplemented
@@ -69,6 +75,7 @@ __all__ = [
     "PassThroughBlock",
     "PassThroughVM",
     "WrappedBlock",
+    "fact_holders",
     "has_batched_methods",
     "refusal",
     "supports_batching",
@@ -188,6 +195,43 @@ class WrappedBlock(abc.ABC):
         return f"{type(self).__name__}({self._inner!r})"
 
 
+#: What a block answers that :class:`WrappedBlock` forwards to the block it wraps.
+_FACTS = ("id", "parent_id", "height", "timestamp", "__bytes__")
+_INNER = attrgetter("_inner")
+
+
+@functools.cache
+def _forwards_facts(kind: type) -> bool:
+    """Whether blocks of ``kind`` are each a :class:`WrappedBlock` answering every fact (and
+    their bytes) with :class:`WrappedBlock`'s own forwarding, none overridden."""
+    return issubclass(kind, WrappedBlock) and all(
+        getattr(kind, name) is getattr(WrappedBlock, name) for name in _FACTS
+    )
+
+
+def fact_holders(blocks: Sequence[Block]) -> list[Block]:
+    """The block holding each of ``blocks``' facts: a block of a layer that forwards its
+    ``id``, ``parent_id``, ``height``, ``timestamp`` and bytes unchanged (a
+    :class:`WrappedBlock` overriding none of them) is replaced by the block it wraps, as
+    deep as such layers go; any other block is itself. Each holder answers the very facts
+    and bytes its block does, read with no layer in between (a layer's forwarding costs a
+    call per fact); its decisions are not its block's, so only facts are read from it.
+    Blocks of one kind are unwrapped a layer at a time, with no Python code run per block.
+    """
+    holders = list(blocks)
+    while True:
+        forwarding = [_forwards_facts(kind) for kind in set(map(type, holders))]
+        if not any(forwarding):
+            return holders
+        if all(forwarding):
+            holders = list(map(_INNER, holders))
+        else:
+            holders = [
+                block._inner if _forwards_facts(type(block)) else block  # type: ignore[attr-defined]
+                for block in holders
+            ]
+
+
 # --- the pass-through layer --------------------------------------------------------------
 
 ResultT = TypeVar("ResultT")
@@ -219,7 +263,8 @@ class PassThroughBlock(WrappedBlock):
     __slots__ = ("_layer",)
 
     def __init__(self, inner: Block, layer: PassThroughVM) -> None:
-        super().__init__(inner)
+        # WrappedBlock's own __init__ written out: a batch makes one of these per block.
+        self._inner = inner
         self._layer = layer
 
     def verify(self) -> None:
@@ -314,8 +359,7 @@ class PassThroughVM:
         parsed = self.intercept(
             "batched_parse_block", self.batched_inner().batched_parse_block, blocks
         )
-        block_type = self.block_type
-        return [block_type(block, self) for block in parsed]
+        return list(map(self.block_type, parsed, itertools.repeat(self)))
 
     def batched_inner(self) -> BatchedChainVM:
         """The VM below, to forward a batched call to; raises

@@ -136,3 +136,35 @@ def test_the_counting_layer_counts_a_batched_request_once() -> None:
     serial = CountingVM(memory_vm(batching=False, blocks=50))
     get_ancestors(serial, serial.inner.last_accepted(), max_blocks_num=20)
     assert serial.counts == Counter({"get_block": 20})
+
+
+class _OwnID(PassThroughBlock):
+    """A layer's block that answers an ID of its own: not a mere forwarder."""
+
+    __slots__ = ()
+
+    @property
+    def id(self) -> bytes:
+        return b"own" * 8
+
+
+def test_fact_holders_read_through_forwarding_layers_only() -> None:
+    """fact_holders unwraps every block of a layer that forwards its facts and bytes, as
+    deep as such layers go, mixed kinds included; a block answering a fact of its own
+    stays, and each holder answers its block's facts and bytes."""
+    from vmstack.layers import fact_holders
+
+    base = memory_vm()
+    wrapped = RecordingVM(RecordingVM(base)).build_block()
+    block = wrapped.inner.inner  # type: ignore[attr-defined]
+    own = _OwnID(wrapped, RecordingVM(base))
+    holders = fact_holders([wrapped, block, own, wrapped])
+    assert holders[0] is holders[3] and holders[1] is block
+    assert holders[0] is wrapped.inner.inner  # type: ignore[attr-defined]
+    assert holders[2] is own
+    for original, holder in zip([wrapped, block, own], holders, strict=False):
+        for fact in ("id", "parent_id", "height", "timestamp"):
+            assert getattr(holder, fact) == getattr(original, fact)
+        assert bytes(holder) == bytes(original)
+    assert fact_holders([wrapped, wrapped]) == [wrapped.inner.inner] * 2  # type: ignore[attr-defined]
+    assert fact_holders([]) == []

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import grpc
+from google.protobuf.message import Message
 
 from vmstack.benchmarks import alternated_medians
 from vmstack.benchmarks.boundary import _bare_server
@@ -43,3 +44,37 @@ def test_sides_are_timed_in_turn_round_by_round() -> None:
     warm_up, forward, backward = ["a", "b"], ["a", "a", "b", "b"], ["b", "b", "a", "a"]
     assert order == [*warm_up, *forward, *backward, *forward]
     assert len(medians) == 2 and all(seconds >= 0 for seconds in medians)
+
+
+def test_the_bare_server_answers_a_vmclient_by_the_requests_size(tmp_path: Path) -> None:
+    """``vm.VM``'s own methods answer a VMClient the pre-built response of the request's
+    size: the client's side of a crossing row, with nothing of a served stack's."""
+    from vmstack.wrappers.rpc import VMClient
+
+    blocks = {size: [bytes([size, index]) * 20 for index in range(size)] for size in (1, 3)}
+    calls: dict[str, tuple[Message, Message]] = {}
+    for size, batch in blocks.items():
+        calls[f"GetAncestors-{size}"] = (
+            vm_pb2.GetAncestorsRequest(max_blocks_num=size),
+            vm_pb2.GetAncestorsResponse(blks_bytes=batch),
+        )
+        calls[f"BatchedParseBlock-{size}"] = (
+            vm_pb2.BatchedParseBlockRequest(request=batch),
+            vm_pb2.BatchedParseBlockResponse(
+                response=[
+                    vm_pb2.ParseBlockResponse(
+                        id=bytes([index]) * 32, parent_id=b"p" * 32, height=index + 1
+                    )
+                    for index in range(size)
+                ]
+            ),
+        )
+    with (
+        _bare_server(tmp_path / "bare", calls) as address,
+        VMClient(address, timeout=30) as client,
+    ):
+        for size, batch in blocks.items():
+            assert client.get_ancestors(b"t" * 32, size, 1 << 30, 10.0) == batch
+            parsed = client.batched_parse_block(batch)
+            assert [block.height for block in parsed] == list(range(1, size + 1))
+            assert [bytes(block) for block in parsed] == batch

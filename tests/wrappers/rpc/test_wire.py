@@ -173,3 +173,54 @@ def test_kept_blocks_are_hashed_only_for_decisions_and_once_each(
     assert sorted(hashed) == sorted(datas)  # every kept block once, none twice
     handed.forget(datas[7])
     assert handed.find(blocks[7].id, digest) is None
+
+
+@pytest.mark.parametrize(
+    "height",
+    [1, 0x7F, 0x80, 0x3FFF, 0x4000, 0x1FFFFF, 0x200000, 0xFFFFFFF, 0x10000000, 1 << 40],
+)
+@pytest.mark.parametrize(
+    "seconds", [(1 << 28) - 1, 1 << 28, 1_700_000_000, (1 << 35) - 1, 1 << 35, 0, -1]
+)
+def test_each_template_of_a_usual_block_writes_the_runtime_bytes(height: int, seconds: int) -> None:
+    """Heights of each varint length and timestamps at the usual range's bounds (and past
+    them, the general path) are written as the protobuf runtime writes them."""
+    facts = [(bytes([height % 251]) * 32, b"p" * 32, height, seconds), (b"i" * 32, b"", 0, 0)]
+    expected = vm_pb2.BatchedParseBlockResponse(
+        response=[
+            vm_pb2.ParseBlockResponse(
+                id=block_id, parent_id=parent, height=number, timestamp=Timestamp(seconds=stamp)
+            )
+            for block_id, parent, number, stamp in facts
+        ]
+    )
+    assert encode_parse_block_responses(facts) == expected.SerializeToString()
+
+
+def test_elements_of_every_length_kind_are_written_in_one_message() -> None:
+    """Elements whose lengths are cached, new, and too long to cache, in one message."""
+    items = [b"", b"a" * 127, b"b" * 128, b"c" * 16383, b"d" * 16384, b"e" * 70000, b"a" * 127]
+    for _ in range(2):  # the lengths new, then known
+        wire = encode_repeated_bytes(iter(items))
+        assert wire == vm_pb2.GetAncestorsResponse(blks_bytes=items).SerializeToString()
+
+
+def test_a_batch_is_kept_under_the_blocks_own_bytes_when_they_are_the_callers() -> None:
+    """Given the blocks' own bytes, the store keeps each block under them when they equal
+    the caller's (one object held, not two) and under the caller's bytes otherwise."""
+    own = [bytes([index]) * 40 for index in range(3)]
+    sent = [bytes(data) for data in own]  # equal bytes, other objects
+    sent[2] = b"z" * 40  # bytes other than the block's own
+    blocks: list[Any] = [_block(bytes([index]) * 32, data) for index, data in enumerate(own)]
+    handed = HandedOut()
+    handed.keep_batch(blocks, sent, [block.id for block in blocks], own)
+    assert handed.counted == (3, 3 * (40 + HANDED_OUT_OVERHEAD))
+    assert [key is data for key, data in zip(handed._kept, own, strict=True)] == [
+        True,
+        True,
+        False,
+    ]
+    assert handed.get(sent[2]) is blocks[2]
+    assert handed.data_for(blocks[0].id) is own[0]
+    with pytest.raises(ValueError):
+        handed.keep_batch(blocks, sent, None, own[:2])

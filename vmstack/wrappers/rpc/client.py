@@ -445,9 +445,11 @@ class VMClient:
         return blocks
 
     def batched_parse_block(self, blocks: Sequence[bytes]) -> list[RemoteBlock]:
-        batch = [bytes(data) for data in check_parse_batch(blocks)]
+        batch = check_parse_batch(blocks)
         if not batch:
             return []
+        if set(map(type, batch)) != {bytes}:  # else each element is bytes already
+            batch = [bytes(data) for data in batch]
         try:
             # BatchedParseBlockRequest(request=batch), serialized in one join.
             answer, _ = self._exchange("BatchedParseBlock", encode_repeated_bytes(batch))

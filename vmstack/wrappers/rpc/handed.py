@@ -66,28 +66,37 @@ class HandedOut:
         blocks: Sequence[Block],
         datas: Sequence[bytes],
         ids: Sequence[bytes] | None = None,
+        owns: Sequence[bytes] | None = None,
     ) -> None:
         """Keep ``blocks[i]`` under ``datas[i]`` (the bytes the caller sent for it), each
-        as the latest handed out under its ID (``ids[i]`` when given, read already), in
-        order."""
-        if len(blocks) != len(datas) or (ids is not None and len(ids) != len(blocks)):
-            raise ValueError(f"{len(blocks)} blocks for {len(datas)} byte strings")
+        as the latest handed out under its ID, in order. ``ids[i]`` and ``owns[i]`` are
+        the block's ID and its own bytes when the caller has read them already (else they
+        are read here); a block whose own bytes equal the caller's is kept under its own,
+        so the two are held once, not beside a copy."""
+        count = len(blocks)
+        lengths = {"byte strings": len(datas)}
+        for what, given in (("IDs", ids), ("own bytes", owns)):
+            if given is not None:
+                lengths[what] = len(given)
+        if set(lengths.values()) != {count}:
+            given_text = ", ".join(f"{length} {what}" for what, length in lengths.items())
+            raise ValueError(f"{count} blocks for {given_text}")
         kept = self._kept
         latest = self._latest_by_id
-        added = 0
+        pop = kept.pop
         block_ids = [block.id for block in blocks] if ids is None else ids
-        for block, data, block_id in zip(blocks, datas, block_ids, strict=True):
-            own = bytes(block)
-            if own == data:
-                data = own  # the block's own bytes: kept once, not beside a copy
-            if kept.pop(data, None) is not None:
-                added -= len(data) + HANDED_OUT_OVERHEAD
+        own_bytes = [bytes(block) for block in blocks] if owns is None else owns
+        replaced = 0
+        for block, data, block_id, own in zip(blocks, datas, block_ids, own_bytes, strict=True):
+            if own is not data and own == data:
+                data = own
+            if pop(data, None) is not None:
+                replaced += len(data) + HANDED_OUT_OVERHEAD
                 if self._digest_of:  # none computed, none to drop (the usual case)
                     self._drop_digest(data)
             kept[data] = block
             latest[block_id] = data
-            added += len(data) + HANDED_OUT_OVERHEAD
-        self._bytes += added
+        self._bytes += sum(map(len, datas)) + count * HANDED_OUT_OVERHEAD - replaced
         while self._bytes > self._limit:
             gone, gone_block = kept.popitem(last=False)
             self._bytes -= len(gone) + HANDED_OUT_OVERHEAD
