@@ -48,8 +48,8 @@ def test_a_300_node_run_checks_each_signature_at_most_one_and_a_half_times() -> 
     29 envelopes' signatures 12,154 times before the caches: now at most 1.5 checks per
     distinct item."""
     clear_all()
-    figures = simulate_network(LARGE, LocalEngine()).as_dict()["simulated"]
-    assert figures["totals"]["nodes_at_tip"] == LARGE.nodes
+    run = simulate_network(LARGE, LocalEngine())
+    assert run.totals["nodes_at_tip"] == LARGE.nodes
     senders = RECOVERED_SENDERS.stats()
     envelopes = VERIFIED_SIGNATURES.stats()
     assert senders.evicted == 0 and envelopes.evicted == 0
