@@ -37,6 +37,7 @@ and EIP-7702 authorisations are not charged or applied.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 from typing import Final
 
@@ -473,20 +474,11 @@ def apply_block(
     return view
 
 
-_HASHED_ADDRESSES: dict[bytes, bytes] = {}
-_HASHED_ADDRESSES_KEPT: Final = 1 << 13
-
-
+@functools.lru_cache(maxsize=1 << 13)
 def _hashed_address(address: bytes) -> bytes:
     """``keccak256(address)``, an account's trie key, kept for the addresses hashed lately
-    (a block's senders and its coinbase come back block after block); the memo is emptied
-    when it reaches :data:`_HASHED_ADDRESSES_KEPT` entries."""
-    found = _HASHED_ADDRESSES.get(address)
-    if found is None:
-        if len(_HASHED_ADDRESSES) >= _HASHED_ADDRESSES_KEPT:
-            _HASHED_ADDRESSES.clear()
-        found = _HASHED_ADDRESSES[address] = keccak256(address)
-    return found
+    (a block's senders and its coinbase come back block after block)."""
+    return keccak256(address)
 
 
 def view_trie(parent: State | None, base: AcceptedState) -> AccountTrie:

@@ -68,24 +68,9 @@ def _payload(encoded_list: bytes) -> bytes:
 def _with_signature(payload: bytes, v: int, r: int, s: int) -> bytes:
     """The RLP list of the fields whose encoded payload is ``payload`` followed by the
     signature ``(v, r, s)``: the fields are encoded once, for the signing hash and the
-    signed bytes alike. Each signature value is written as ``encode_item`` writes its
-    big-endian bytes: itself when it is one byte below 0x80, else after a short string's
-    prefix (under 56 bytes, as every uint256 and the ``v`` of any chain id are)."""
-    parts = [payload]
-    for value in (v, r, s):
-        data = value.to_bytes((value.bit_length() + 7) // 8, "big")
-        length = len(data)
-        if length == 1 and data[0] < 0x80:
-            parts.append(data)
-        elif length < 56:
-            parts.append(_SHORT_STRING_PREFIXES[length] + data)
-        else:
-            parts.append(encode_item(data))
-    full = b"".join(parts)
+    signed bytes alike, and each signature value is one RLP string appended to them."""
+    full = payload + b"".join([encode_item(_uint_item(value)) for value in (v, r, s)])
     return list_prefix(len(full)) + full
-
-
-_SHORT_STRING_PREFIXES = tuple(bytes((0x80 + length,)) for length in range(56))
 
 
 @attrs.frozen
