@@ -3,41 +3,66 @@
 hashes headers as the C-chain does.
 
 It is the original Keccak (not SHA3-256) from pycryptodome's C library, called through its
-one-shot function; every floor hashes with this one function.
+one-shot function; every floor hashes with this one function. pycryptodome reaches its C
+library through cffi when cffi is installed and through ctypes otherwise; the one-shot call
+is written for the backend this process has (each takes its own kind of buffer).
 """
 
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Callable
 
 from Crypto.Hash.keccak import _raw_keccak_lib
-from Crypto.Util._raw_api import c_size_t, c_ubyte
+from Crypto.Util import _raw_api
 
 __all__ = ["keccak256"]
 
-# A 512-bit capacity, 24 rounds, the original padding byte 0x01 (SHA3-256 has 0x06),
-# passed as the C library wants them.
 _keccak_oneshot = _raw_keccak_lib.keccak_oneshot
-_DIGEST_SIZE = c_size_t(32)
-_CAPACITY = c_size_t(64)
-_ROUNDS = c_ubyte(24)
-_PADDING = c_ubyte(0x01)
-# The digest's buffer: a fixed array of 32 C chars, whose ``raw`` is all 32 bytes (a
-# ``create_string_buffer`` and pycryptodome's ``get_raw_buffer`` cost more per call).
-_Digest = ctypes.c_char * 32
+_Buffer = bytes | bytearray | memoryview
 
 
-def keccak256(data: bytes | bytearray | memoryview) -> bytes:
-    """The 32-byte Keccak-256 digest of ``data`` (any contiguous byte buffer), in one call
-    into pycryptodome's C Keccak (a hash object per call costs more than hashing a short
-    input)."""
-    if type(data) is not bytes:
-        # The C function reads a bytes object in place; other buffers are copied once.
-        data = bytes(data)
-    digest = _Digest()
-    failed = _keccak_oneshot(
-        data, c_size_t(len(data)), digest, _DIGEST_SIZE, _CAPACITY, _ROUNDS, _PADDING
-    )
-    if failed:
-        raise ValueError(f"Keccak-256 failed in pycryptodome (error {failed})")
-    return digest.raw
+def _over_ctypes() -> Callable[[_Buffer], bytes]:
+    # A 512-bit capacity, 24 rounds, the original padding byte 0x01 (SHA3-256 has 0x06),
+    # passed as ctypes values; the digest's buffer a fixed array of 32 C chars, whose
+    # ``raw`` is all 32 bytes (a ``create_string_buffer`` costs more per call).
+    digest_size, capacity = ctypes.c_size_t(32), ctypes.c_size_t(64)
+    rounds, padding = ctypes.c_ubyte(24), ctypes.c_ubyte(0x01)
+    size, digest_type, oneshot = ctypes.c_size_t, ctypes.c_char * 32, _keccak_oneshot
+
+    def keccak256(data: _Buffer) -> bytes:
+        if type(data) is not bytes:
+            data = bytes(data)  # the C function reads a bytes object in place
+        digest = digest_type()
+        if oneshot(data, size(len(data)), digest, digest_size, capacity, rounds, padding):
+            raise _failed()
+        return digest.raw
+
+    return keccak256
+
+
+def _over_cffi() -> Callable[[_Buffer], bytes]:
+    # The same parameters as plain integers, the digest's buffer a cffi array.
+    new, buffer, oneshot = _raw_api.ffi.new, _raw_api.ffi.buffer, _keccak_oneshot
+
+    def keccak256(data: _Buffer) -> bytes:
+        if type(data) is not bytes:
+            data = bytes(data)
+        digest = new("uint8_t[32]")
+        if oneshot(data, len(data), digest, 32, 64, 24, 0x01):
+            raise _failed()
+        return buffer(digest)[:]  # type: ignore[no-any-return]
+
+    return keccak256
+
+
+def _failed() -> ValueError:
+    return ValueError("Keccak-256 failed in pycryptodome's C library")
+
+
+#: ``keccak256(data)``: the 32-byte Keccak-256 digest of ``data`` (any contiguous byte
+#: buffer; other than ``bytes``, copied once), in one call into pycryptodome's C Keccak (a
+#: hash object per call costs more than hashing a short input).
+keccak256: Callable[[_Buffer], bytes] = (
+    _over_cffi() if _raw_api.backend == "cffi" else _over_ctypes()
+)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 from Crypto.Hash import keccak
 from Crypto.PublicKey import ECC
@@ -40,6 +43,41 @@ def test_keccak256_agrees_with_a_keccak_hash_object(length: int) -> None:
     assert (
         keccak256(data) == keccak256(bytearray(data)) == keccak256(memoryview(data)) == (expected)
     )
+
+
+# A child process that reports pycryptodome's backend and a few digests; with ``block``,
+# cffi is made unimportable first, so pycryptodome falls back to ctypes.
+_BACKEND_CHILD = """
+import sys
+if sys.argv[1] == "block":
+    sys.modules["cffi"] = None
+from Crypto.Util import _raw_api
+from vmstack.keccak import keccak256
+print(_raw_api.backend)
+for data in (b"", b"\\x80", bytearray(b"vmstack" * 40), memoryview(b"x" * 137)[1:]):
+    print(keccak256(data).hex())
+"""
+
+
+@pytest.mark.parametrize("backend", ["cffi", "ctypes"])
+def test_keccak256_under_both_backends_of_pycryptodome(backend: str) -> None:
+    """pycryptodome reaches its C library through cffi where cffi is installed (the test
+    extra installs it) and through ctypes otherwise; keccak256 gives the same digests over
+    either (it once passed a ctypes buffer to the cffi backend, and a process with cffi
+    could not import vmstack)."""
+    pytest.importorskip("cffi", reason="the cffi backend needs cffi installed")
+    child = subprocess.run(
+        [sys.executable, "-c", _BACKEND_CHILD, "block" if backend == "ctypes" else "allow"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert child.returncode == 0, child.stderr
+    reported, *digests = child.stdout.split()
+    assert reported == backend
+    inputs = (b"", b"\x80", b"vmstack" * 40, b"x" * 136)
+    assert digests == [keccak.new(digest_bits=256, data=data).hexdigest() for data in inputs]
 
 
 def test_address_of_known_keys() -> None:
