@@ -34,11 +34,12 @@ def _over_ctypes() -> Callable[[_Buffer], bytes]:
         if type(data) is not bytes:
             data = bytes(data)  # the C function reads a bytes object in place
         digest = digest_type()
-        if oneshot(data, size(len(data)), digest, digest_size, capacity, rounds, padding):
-            raise _failed()
+        failed = oneshot(data, size(len(data)), digest, digest_size, capacity, rounds, padding)
+        if failed:
+            raise _failure(failed)
         return digest.raw
 
-    return keccak256
+    return _public(keccak256)
 
 
 def _over_cffi() -> Callable[[_Buffer], bytes]:
@@ -49,20 +50,33 @@ def _over_cffi() -> Callable[[_Buffer], bytes]:
         if type(data) is not bytes:
             data = bytes(data)
         digest = new("uint8_t[32]")
-        if oneshot(data, len(data), digest, 32, 64, 24, 0x01):
-            raise _failed()
+        failed = oneshot(data, len(data), digest, 32, 64, 24, 0x01)
+        if failed:
+            raise _failure(failed)
         return buffer(digest)[:]  # type: ignore[no-any-return]
 
-    return keccak256
+    return _public(keccak256)
 
 
-def _failed() -> ValueError:
-    return ValueError("Keccak-256 failed in pycryptodome's C library")
+def _failure(code: int) -> ValueError:
+    return ValueError(f"Keccak-256 failed in pycryptodome (error {code})")
 
 
-#: ``keccak256(data)``: the 32-byte Keccak-256 digest of ``data`` (any contiguous byte
-#: buffer; other than ``bytes``, copied once), in one call into pycryptodome's C Keccak (a
-#: hash object per call costs more than hashing a short input).
+def _public(function: Callable[[_Buffer], bytes]) -> Callable[[_Buffer], bytes]:
+    """``function`` named and documented as this module's :func:`keccak256`, whichever
+    backend's it is."""
+    function.__qualname__ = function.__name__ = "keccak256"
+    function.__module__ = __name__
+    function.__doc__ = (
+        "The 32-byte Keccak-256 digest of ``data`` (any contiguous byte buffer; other than "
+        "``bytes``, copied once), in one call into pycryptodome's C Keccak (a hash object "
+        "per call costs more than hashing a short input)."
+    )
+    return function
+
+
+#: The 32-byte Keccak-256 digest of a byte buffer, over the backend this process has (its
+#: docstring states the contract).
 keccak256: Callable[[_Buffer], bytes] = (
     _over_cffi() if _raw_api.backend == "cffi" else _over_ctypes()
 )

@@ -255,8 +255,8 @@ def _build_row(quick: bool) -> Comparison:
     ).judged(max_over_floor=2.0)
     if row.goal_met:
         return row
-    # Measured only when it is needed: it costs one more build.
     beyond = _beyond_the_signatures(build_seconds, floor_seconds, signing_seconds)
+    # Measured only when it is needed: it costs one more build.
     phases = _where_the_time_goes(build, signing_seconds, len(signed))
     return attrs.evolve(row, reason=f"{beyond}; {phases}")
 
