@@ -483,7 +483,7 @@ class VMServer:
         return vm_pb2.CreateHandlersResponse()
 
     @staticmethod
-    def _no_state_sync(response: type[Message]) -> Handler:
+    def _no_state_sync(response: Callable[..., Message]) -> Handler:
         def answer(request: Message, call: Call) -> Message:
             return response(err=vm_pb2.ERROR_STATE_SYNC_NOT_IMPLEMENTED)
 
